@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Set up and drive routegate from a fresh clone with nothing but Python 3.11+ and pip.
+
+    python3 dev.py run      # create .venv, install, run the main job on the embedded default
+    python3 dev.py test     # create .venv, install, run lint, type check and the whole test suite
+    python3 dev.py check    # lint + type check only
+    python3 dev.py install  # only create/update .venv
+
+The virtual environment lives in ./.venv and is reinstalled when pyproject.toml changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".routegate-install-stamp"
+DEMO_GOAL = (
+    "User Anna (user_id=42) asks: Can I get a refund for my pro_monthly subscription "
+    "charged 10 days ago? Route to the correct specialist and provide a short final answer."
+)
+
+
+def _say(message: str) -> None:
+    print(f"[dev] {message}", flush=True)
+
+
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> int:
+    return subprocess.call([str(a) for a in args], cwd=ROOT, env=env)
+
+
+def _install_fingerprint() -> str:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()
+
+
+def install() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit(f"routegate needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
+    if not PY.exists():
+        _say(f"creating virtual environment in {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    fingerprint = _install_fingerprint()
+    if STAMP.exists() and STAMP.read_text() == fingerprint:
+        return
+    _say("installing routegate with its development extras (first run takes a minute)")
+    steps = (
+        (PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip"),
+        (PY, "-m", "pip", "install", "--quiet", "-e", ".[dev]"),
+    )
+    for step in steps:
+        if _run(*step) != 0:
+            sys.exit("[dev] installation failed: see the pip output above, fix it and run the command again.")
+    STAMP.write_text(fingerprint)
+
+
+def run(extra: list[str]) -> int:
+    install()
+    args = extra or ["triage", DEMO_GOAL]
+    return _run(BIN / "routegate", *args)
+
+
+def check() -> int:
+    install()
+    _say("ruff")
+    status = _run(PY, "-m", "ruff", "check", "src", "tests", "bench")
+    status |= _run(PY, "-m", "ruff", "format", "--check", "src", "tests", "bench")
+    _say("mypy --strict src/routegate")
+    status |= _run(PY, "-m", "mypy")
+    _say("import-linter")
+    status |= _run(BIN / "lint-imports")
+    return status
+
+
+def test(extra: list[str]) -> int:
+    status = check()
+    _say("pytest")
+    status |= _run(PY, "-m", "pytest", *extra)
+    return status
+
+
+def main() -> int:
+    command, *rest = sys.argv[1:] or ["--help"]
+    if command == "install":
+        install()
+        return 0
+    if command == "run":
+        return run(rest)
+    if command == "test":
+        return test(rest)
+    if command == "check":
+        return check()
+    print(__doc__)
+    return 0 if command in {"-h", "--help", "help"} else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

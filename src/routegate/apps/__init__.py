@@ -1,0 +1,1 @@
+"""Applications built on routegate's core: the triage demo and the support desk."""

@@ -1,0 +1,57 @@
+"""routegate.core: contracts, policy boundary, gateway and the governed routing agent."""
+
+from routegate.core import stop_reasons
+from routegate.core.agent import RoutingAgent
+from routegate.core.compose import GroundedComposer, compose_answer
+from routegate.core.contracts import (
+    ABSENT,
+    Budget,
+    HistoryEntry,
+    RouteIntent,
+    RouteSpec,
+    RunResult,
+    TraceEntry,
+    jsonable,
+)
+from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
+from routegate.core.gateway import DelegationLedger, DelegationStop, RouteGateway
+from routegate.core.hashing import args_hash
+from routegate.core.policy import RoutePolicy, RouteRejection
+from routegate.core.protocols import Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArgs, worker
+
+__all__ = [
+    "ABSENT",
+    "Budget",
+    "DecisionEvent",
+    "DelegationEvent",
+    "DelegationLedger",
+    "DelegationStop",
+    "FinalEvent",
+    "FinalizeRequest",
+    "Finalizer",
+    "GroundedComposer",
+    "HistoryEntry",
+    "NormalizedText",
+    "ObservationEvent",
+    "RouteDecision",
+    "RouteGateway",
+    "RouteIntent",
+    "RoutePolicy",
+    "RouteRejection",
+    "RouteRequest",
+    "RouteSpec",
+    "Router",
+    "RoutingAgent",
+    "RunEvent",
+    "RunResult",
+    "TicketArgs",
+    "TraceEntry",
+    "Worker",
+    "WorkerArgs",
+    "args_hash",
+    "compose_answer",
+    "jsonable",
+    "stop_reasons",
+    "worker",
+]

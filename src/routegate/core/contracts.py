@@ -1,0 +1,210 @@
+"""Typed contracts of a governed run: route intent, observation, budget, trace, history and result.
+
+Frozen dataclasses: these are internal values the runtime builds after validation. Untrusted data (router
+output, worker arguments) enters through the policy boundary (:mod:`routegate.core.policy`), not here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from routegate.core.stop_reasons import SUCCESS, Phase
+from routegate.errors import ConfigurationError
+
+ObservationStatus = Literal["done", "needs_reroute"]
+OBSERVATION_STATUSES: tuple[ObservationStatus, ...] = ("needs_reroute", "done")
+TracePhase = Literal["route", "delegate", "finalize", "step"]
+
+
+class _Absent:
+    """Marks a field that is not present (distinct from a present ``None``)."""
+
+    _instance: _Absent | None = None
+
+    def __new__(cls) -> _Absent:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT = _Absent()
+
+
+def jsonable(value: object) -> Any:
+    """A JSON-safe copy of ``value`` (untrusted output may hold anything; unknown objects become ``repr``)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return jsonable(to_dict())
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return jsonable(model_dump(mode="json"))
+    return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Run budgets. ``max_seconds`` is a real deadline: a slow router, worker or finalizer is cut off."""
+
+    max_route_attempts: int = 3
+    max_delegations: int = 3
+    max_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_route_attempts", "max_delegations"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"Budget.{name} must be an integer >= 1, got {value!r}")
+        seconds = self.max_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise ConfigurationError(f"Budget.max_seconds must be a number > 0, got {seconds!r}")
+        if not math.isfinite(seconds):
+            raise ConfigurationError(f"Budget.max_seconds must be finite, got {seconds!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteIntent:
+    """A route decision that passed the policy boundary: ``{"kind": "route", "target", "args"}``."""
+
+    target: str
+    args: Mapping[str, Any]
+    kind: Literal["route"] = "route"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "args": jsonable(self.args)}
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSpec:
+    """What a router is told about one route it may choose: name, description and argument JSON schema."""
+
+    name: str
+    description: str
+    args_schema: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "args": dict(self.args_schema)}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One delegation: the validated route and the observation the worker returned."""
+
+    attempt: int
+    route: RouteIntent
+    observation: Mapping[str, Any]
+
+    @property
+    def status(self) -> object:
+        return self.observation.get("status")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "route": self.route.to_dict(),
+            "observation": jsonable(self.observation),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One line of the trace. The core runtime writes one per route attempt, the Plan engine one per step.
+
+    Only the fields that apply are set; :meth:`to_dict` leaves out the unset ones.
+    """
+
+    attempt: int
+    target: str | None
+    ok: bool
+    phase: TracePhase
+    elapsed_ms: float
+    args_hash: str | None = None
+    stop_reason: str | None = None
+    observation_status: str | None = None
+    domain: str | None = None
+    decided_by: str | None = None
+    scores: Mapping[str, float] | None = None
+    why: str | None = None
+    next: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = jsonable(value) if name == "scores" else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended. Every run returns one of these; bad input, budgets and timeouts included."""
+
+    status: Literal["ok", "stopped"]
+    stop_reason: str
+    phase: Phase | None
+    run_id: str
+    goal: str
+    selected_route: str | None = None
+    answer: str | None = None
+    trace: tuple[TraceEntry, ...] = ()
+    history: tuple[HistoryEntry, ...] = ()
+    route: RouteIntent | None = None
+    message: str = ""
+    raw_route: object = ABSENT
+    expected_statuses: tuple[str, ...] | None = None
+    received_status: object = ABSENT
+    bad_observation: object = ABSENT
+    elapsed_ms: float = 0.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+        }
+        if self.phase is not None:
+            out["phase"] = self.phase
+        out["selected_route"] = self.selected_route
+        out["answer"] = self.answer
+        if self.message and self.stop_reason != SUCCESS:
+            out["message"] = self.message
+        if self.route is not None:
+            out["route"] = self.route.to_dict()
+        if self.raw_route is not ABSENT:
+            out["raw_route"] = jsonable(self.raw_route)
+        if self.expected_statuses is not None:
+            out["expected_statuses"] = list(self.expected_statuses)
+            out["received_status"] = jsonable(None if self.received_status is ABSENT else self.received_status)
+            out["bad_observation"] = jsonable(None if self.bad_observation is ABSENT else self.bad_observation)
+        out["trace"] = [entry.to_dict() for entry in self.trace]
+        out["history"] = [entry.to_dict() for entry in self.history]
+        out["run_id"] = self.run_id
+        out["elapsed_ms"] = round(self.elapsed_ms, 3)
+        if self.extra:
+            out.update(jsonable(self.extra))
+        return out
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)

@@ -1,0 +1,110 @@
+"""The gateway: the agent → executor boundary. The second allowlist, the registry and the delegation guards.
+
+:class:`RouteGateway` is configuration (shareable across runs); :class:`DelegationLedger` is one run's state
+(delegations made, signatures seen). :meth:`RouteGateway.delegate` checks, in order: ``max_delegations``, the
+execution allowlist (deny by default, ``route_denied:<t>``), the registry (``route_missing:<t>``), loop
+detection on target + ``args_hash`` (``loop_detected``) and the worker's signature (``route_bad_args:<t>``);
+then it calls the worker. A worker that raises ends the run with ``route_error:<t>`` — a ``TypeError`` raised
+*inside* a worker included: argument mismatches are found before the call, not guessed from the exception.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from routegate.core import stop_reasons as sr
+from routegate.core.contracts import RouteIntent
+from routegate.core.hashing import args_hash
+from routegate.core.workers import Worker
+from routegate.errors import ConfigurationError, RunStopError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class DelegationLedger:
+    """One run's delegation state."""
+
+    max_delegations: int
+    delegations: int = 0
+    seen: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationStop:
+    """The gateway refused or the worker failed: the stop reason and what happened."""
+
+    stop_reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delegated:
+    """The worker ran; ``value`` is what it returned (still to be checked against the observation contract)."""
+
+    value: object
+    args_hash: str
+
+
+class RouteGateway:
+    """Delegates validated route intents to registered workers under the execution allowlist."""
+
+    __slots__ = ("_allow", "_registry")
+
+    def __init__(self, *, allow: Iterable[str], registry: Mapping[str, Worker] | Iterable[Worker]) -> None:
+        self._allow = frozenset(allow)
+        workers = registry.values() if isinstance(registry, Mapping) else registry
+        self._registry: dict[str, Worker] = {}
+        for item in workers:
+            if not isinstance(item, Worker):
+                raise ConfigurationError(f"registry entries must be Worker objects, got {type(item).__name__}")
+            if item.name in self._registry:
+                raise ConfigurationError(f"two workers are named {item.name!r}")
+            self._registry[item.name] = item
+
+    @property
+    def allow(self) -> frozenset[str]:
+        return self._allow
+
+    @property
+    def workers(self) -> Mapping[str, Worker]:
+        return self._registry
+
+    async def delegate(
+        self, intent: RouteIntent, ledger: DelegationLedger, *, digest: str | None = None
+    ) -> Delegated | DelegationStop:
+        """Check the guards and call the worker. ``digest`` is ``args_hash(intent.args)`` if already known."""
+        target, args = intent.target, intent.args
+        ledger.delegations += 1
+        if ledger.delegations > ledger.max_delegations:
+            return DelegationStop(
+                sr.MAX_DELEGATIONS,
+                f"max_delegations={ledger.max_delegations} reached after {ledger.delegations - 1} calls",
+            )
+        if target not in self._allow:
+            return DelegationStop(sr.route_denied(target), f"target {target!r} is not in the execution allowlist")
+        found = self._registry.get(target)
+        if found is None:
+            return DelegationStop(sr.route_missing(target), f"no worker is registered as {target!r}")
+        if digest is None:
+            digest = args_hash(args)
+        signature = f"{target}:{digest}"
+        if signature in ledger.seen:
+            return DelegationStop(sr.LOOP_DETECTED, f"{target!r} was already called with the same arguments")
+        ledger.seen.add(signature)
+        mismatch = found.args_mismatch(args)
+        if mismatch is not None:
+            return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
+        try:
+            value = found.invoke(args)
+            if inspect.isawaitable(value):
+                value = await value
+        except RunStopError:
+            raise
+        except Exception as exc:
+            logger.warning("worker %s raised %s", target, type(exc).__name__, exc_info=True)
+            return DelegationStop(sr.route_error(target), f"worker {target!r} raised {type(exc).__name__}: {exc}")
+        return Delegated(value, digest)

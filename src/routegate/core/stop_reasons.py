@@ -1,0 +1,86 @@
+"""Stop reasons: the exact strings of the routing-agent seed, plus the ``family:detail`` extensions.
+
+A stop reason is data on a :class:`~routegate.core.contracts.RunResult`, never an exception. Reasons that
+carry a detail (``route_denied:<target>``) are built with the functions below so that untrusted text (a target
+name a model invented) is bounded and printable before it lands in a log line or a metric label.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Phase = Literal["route", "delegate", "finalize"]
+
+SUCCESS: Final = "success"
+MAX_ROUTE_ATTEMPTS: Final = "max_route_attempts"
+MAX_DELEGATIONS: Final = "max_delegations"
+MAX_SECONDS: Final = "max_seconds"
+LLM_TIMEOUT: Final = "llm_timeout"
+LLM_EMPTY: Final = "llm_empty"
+ROUTE_BAD_OBSERVATION: Final = "route_bad_observation"
+LOOP_DETECTED: Final = "loop_detected"
+
+# invalid_route:* details, in the order the policy boundary checks them
+NOT_OBJECT: Final = "not_object"
+NON_JSON: Final = "non_json"
+BAD_KIND: Final = "bad_kind"
+EXTRA_KEYS: Final = "extra_keys"
+MISSING_TARGET: Final = "missing_target"
+ROUTE_NOT_ALLOWED: Final = "route_not_allowed"
+BAD_ARGS: Final = "bad_args"
+REPEAT_TARGET_AFTER_REROUTE: Final = "repeat_target_after_reroute"
+
+# LLM families beyond the seed (seed: llm_timeout, llm_empty)
+LLM_AUTH: Final = "llm_error:auth"
+LLM_RATE_LIMITED: Final = "llm_error:rate_limited"
+LLM_UPSTREAM: Final = "llm_error:upstream"
+LLM_BAD_REQUEST: Final = "llm_error:bad_request"
+
+_MAX_DETAIL = 64
+
+
+def safe_detail(text: str) -> str:
+    """Bound untrusted text for use inside a stop reason: printable, no ``:`` surprises, at most 64 chars."""
+    cleaned = "".join(ch if ch.isprintable() and not ch.isspace() else "_" for ch in text)
+    if len(cleaned) > _MAX_DETAIL:
+        cleaned = cleaned[: _MAX_DETAIL - 1] + "…"
+    return cleaned
+
+
+def invalid_route(detail: str) -> str:
+    return f"invalid_route:{detail}"
+
+
+def route_not_allowed(target: str) -> str:
+    return f"invalid_route:{ROUTE_NOT_ALLOWED}:{safe_detail(target)}"
+
+
+def missing_arg(field: str) -> str:
+    """``invalid_route:missing_<field>`` — the seed's ``invalid_route:missing_ticket`` for any required arg."""
+    return f"invalid_route:missing_{safe_detail(field)}"
+
+
+def route_denied(target: str) -> str:
+    return f"route_denied:{safe_detail(target)}"
+
+
+def route_missing(target: str) -> str:
+    return f"route_missing:{safe_detail(target)}"
+
+
+def route_bad_args(target: str) -> str:
+    return f"route_bad_args:{safe_detail(target)}"
+
+
+def route_error(target: str) -> str:
+    return f"route_error:{safe_detail(target)}"
+
+
+def router_error(exc: BaseException) -> str:
+    """A router raised something that is not a stop signal (a bug in the router)."""
+    return f"router_error:{type(exc).__name__}"
+
+
+def finalize_error(exc: BaseException) -> str:
+    """A finalizer raised something that is not a stop signal (a bug in the finalizer)."""
+    return f"finalize_error:{type(exc).__name__}"

@@ -1,0 +1,176 @@
+"""Workers: the execution layer. Each declares a name, a description and a pydantic argument schema.
+
+Declare one with the :func:`worker` decorator (the schema is derived from the signature unless given) or by
+building :class:`Worker` directly. Sync and async callables are both accepted. A sync worker runs on a worker
+thread by default, so that a run's deadline can cut it off; ``inline=True`` runs it on the event loop instead
+(for pure, fast code: cheaper, but the deadline is then only checked after it returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar, overload
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+
+from routegate.errors import ConfigurationError
+
+FnT = TypeVar("FnT", bound=Callable[..., Any])
+
+
+def collapse_whitespace(value: object) -> object:
+    """Trim and collapse runs of whitespace in a string (other values pass through)."""
+    if isinstance(value, str):
+        return " ".join(value.split())
+    return value
+
+
+NormalizedText = Annotated[str, BeforeValidator(collapse_whitespace), Field(min_length=1)]
+"""A required, non-blank string whose whitespace is trimmed and collapsed (the seed's ``ticket``)."""
+
+
+class WorkerArgs(BaseModel):
+    """Base for worker argument schemas: unknown keys are refused, strings are kept strict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TicketArgs(WorkerArgs):
+    """The seed's specialists take one argument: the support ticket text."""
+
+    ticket: NormalizedText
+
+
+@dataclass(frozen=True, slots=True)
+class _Signature:
+    accepted: frozenset[str]
+    required: frozenset[str]
+    var_keyword: bool
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> _Signature:
+        accepted: set[str] = set()
+        required: set[str] = set()
+        var_keyword = False
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind is param.VAR_KEYWORD:
+                var_keyword = True
+            elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+                accepted.add(param.name)
+                if param.default is param.empty:
+                    required.add(param.name)
+        return cls(frozenset(accepted), frozenset(required), var_keyword)
+
+    def mismatch(self, args: Mapping[str, Any]) -> str | None:
+        """Why ``fn(**args)`` would not bind, or ``None`` if it binds."""
+        keys = args.keys()
+        missing = self.required - keys
+        if missing:
+            return f"missing argument(s) {sorted(missing)}"
+        if not self.var_keyword:
+            unexpected = keys - self.accepted
+            if unexpected:
+                return f"unexpected argument(s) {sorted(unexpected)}"
+        return None
+
+
+def _schema_from_signature(name: str, fn: Callable[..., Any]) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    hints = inspect.get_annotations(fn, eval_str=True)
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ConfigurationError(f"worker {name!r}: positional-only parameter {param.name!r} cannot be routed")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    model_name = "".join(part.title() for part in name.split("_")) + "Args"
+    return create_model(model_name, __base__=WorkerArgs, **fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A named executor with a declared argument schema."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str = ""
+    args_model: type[BaseModel] | None = None
+    inline: bool = False
+    is_async: bool = field(init=False)
+    _signature: _Signature = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip() or self.name != self.name.strip():
+            raise ConfigurationError(f"worker name must be a non-blank string without outer spaces: {self.name!r}")
+        if not callable(self.fn):
+            raise ConfigurationError(f"worker {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
+        model = self.args_model or _schema_from_signature(self.name, self.fn)
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise ConfigurationError(f"worker {self.name!r}: args_model must be a pydantic model class")
+        object.__setattr__(self, "args_model", model)
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(self, "_signature", _Signature.of(self.fn))
+        if not self.description:
+            doc = inspect.getdoc(self.fn) or ""
+            object.__setattr__(self, "description", doc.split("\n\n")[0].replace("\n", " "))
+
+    @property
+    def schema(self) -> type[BaseModel]:
+        assert self.args_model is not None  # set in __post_init__
+        return self.args_model
+
+    def args_mismatch(self, args: Mapping[str, Any]) -> str | None:
+        """Why these arguments do not fit the callable's signature (``route_bad_args``), else ``None``."""
+        return self._signature.mismatch(args)
+
+    def invoke(self, args: Mapping[str, Any]) -> Awaitable[Any] | Any:
+        """Call the worker; returns an awaitable for async and threaded workers, the value for inline ones."""
+        if self.is_async:
+            return self.fn(**args)
+        if self.inline:
+            return self.fn(**args)
+        return asyncio.to_thread(self.fn, **args)
+
+
+@overload
+def worker(fn: FnT, /) -> Worker: ...
+
+
+@overload
+def worker(
+    *,
+    name: str | None = None,
+    description: str = "",
+    args: type[BaseModel] | None = None,
+    inline: bool = False,
+) -> Callable[[Callable[..., Any]], Worker]: ...
+
+
+def worker(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str = "",
+    args: type[BaseModel] | None = None,
+    inline: bool = False,
+) -> Worker | Callable[[Callable[..., Any]], Worker]:
+    """Declare a worker: ``@worker`` or ``@worker(name=..., description=..., args=Model, inline=True)``."""
+
+    def build(target: Callable[..., Any]) -> Worker:
+        return Worker(
+            name=name or target.__name__,
+            fn=target,
+            description=description,
+            args_model=args,
+            inline=inline,
+        )
+
+    if fn is not None:
+        return build(fn)
+    return build

@@ -1,0 +1,37 @@
+"""The exception tree: one root, two branches.
+
+* :class:`ConfigurationError` — misuse found while building something (a bad plan graph, an unknown route,
+  a worker without a schema, bad settings). Raised early, before anything runs.
+* :class:`RuntimeFaultError` — a fault while running (a worker, an upstream service, storage).
+
+Expected endings of a run (bad model output, budgets, loops, timeouts) are *not* exceptions: they are stop
+reasons on the returned result. :class:`RunStopError` is the one signal a component (a router, a worker, a
+finalizer) may raise to end the run with a specific stop reason; the runtime turns it into data.
+"""
+
+from __future__ import annotations
+
+
+class RoutegateError(Exception):
+    """Root of every exception raised by routegate."""
+
+
+class ConfigurationError(RoutegateError, ValueError):
+    """Something was built or configured wrongly; raised before anything runs."""
+
+
+class RuntimeFaultError(RoutegateError, RuntimeError):
+    """A fault while running: a worker, an upstream service or storage failed."""
+
+
+class RunStopError(RuntimeFaultError):
+    """Ends the current run with ``stop_reason``; the runtime reports it as data, never re-raises it.
+
+    ``phase`` may be left ``None``: the runtime fills in the phase it was in.
+    """
+
+    def __init__(self, stop_reason: str, message: str = "", *, phase: str | None = None) -> None:
+        super().__init__(message or stop_reason)
+        self.stop_reason = stop_reason
+        self.message = message or stop_reason
+        self.phase = phase
