@@ -70,7 +70,12 @@ def technical_specialist(ticket: str) -> dict[str, Any]:
     return {
         "status": "done",
         "domain": "technical",
-        "result": {"incident_id": "INC-4021", "service": "public-api", "state": "mitigated", "next_update_in_minutes": 30},
+        "result": {
+            "incident_id": "INC-4021",
+            "service": "public-api",
+            "state": "mitigated",
+            "next_update_in_minutes": 30,
+        },
     }
 
 

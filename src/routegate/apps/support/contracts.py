@@ -1,0 +1,97 @@
+"""The support desk's public contract, shared by the agent (``routegate.apps.support``), the HTTP server
+(``routegate.server``) and the UI. Events arrive in this order for one turn:
+``route`` → ``tool`` (absent on the LLM route) → ``token``* → ``final``; or ``error`` instead of ``final``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+SupportRoute = Literal["POSTGRES", "VECTOR", "EXTERNAL", "LLM"]
+ROUTES: tuple[SupportRoute, ...] = ("POSTGRES", "VECTOR", "EXTERNAL", "LLM")
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str
+    created_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content, "created_at": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class RouteChosen:
+    route: SupportRoute
+    layer: str  # which router layer decided: "rules", "semantic", "llm", "clarify", ...
+    scores: Mapping[str, float] = field(default_factory=dict)
+    why: str = ""
+    type: Literal["route"] = "route"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUsed:
+    tool: str  # "postgres" | "vector" | "external"
+    call: Mapping[str, Any]  # the tool input (e.g. {"query": ..., "params": ...})
+    summary: str  # short evidence summary, e.g. "2 rows" or "1 document (score 0.71)"
+    ok: bool
+    evidence: Any = None
+    type: Literal["tool"] = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerToken:
+    text: str
+    type: Literal["token"] = "token"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    session_id: str
+    route: SupportRoute
+    answer: str
+    stop_reason: str
+    fallback: str | None  # why the answer fell back to the LLM/Respond node, None if it did not
+    trace: tuple[Mapping[str, Any], ...]
+    latency_ms: float
+    type: Literal["final"] = "final"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "route": self.route,
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
+            "fallback": self.fallback,
+            "trace": [dict(t) for t in self.trace],
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    message: str
+    code: str  # e.g. "database_unavailable"
+    type: Literal["error"] = "error"
+
+
+SupportEvent = RouteChosen | ToolUsed | AnswerToken | TurnResult | TurnError
+
+
+@runtime_checkable
+class SupportDesk(Protocol):
+    """What the server and the CLI need from the support agent."""
+
+    def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]: ...
+
+    async def ask(self, message: str, *, session_id: str) -> TurnResult: ...
+
+    async def history(self, session_id: str) -> list[Message]: ...
+
+    async def reset(self, session_id: str) -> None: ...
+
+    async def healthy(self) -> bool: ...

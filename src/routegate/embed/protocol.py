@@ -1,0 +1,24 @@
+"""The encoder protocol: text in, L2-normalised float32 vectors out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Embeds texts. ``encode`` returns shape ``(len(texts), dim)``, float32, each row L2-normalised."""
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    def encode(self, texts: Sequence[str]) -> Vectors: ...
