@@ -307,6 +307,7 @@ class RoutingAgent:
         return run.stop(
             sr.MAX_ROUTE_ATTEMPTS,
             f"max_route_attempts={budget.max_route_attempts} used up without a 'done' observation",
+            phase="route",
         )
 
     async def _finalize(self, run: _Run, goal: str, route: RouteIntent) -> RunResult:
