@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
+from routegate.core._deadline import Deadline
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
 from routegate.core.contracts import (
@@ -158,12 +159,12 @@ class RoutingAgent:
     # -- the loop --------------------------------------------------------------------------------------------
     async def _execute(self, goal: str, context: Mapping[str, Any], emit: Emit | None) -> RunResult:
         run = _Run(goal if isinstance(goal, str) else "", context, emit)
-        timeout = asyncio.timeout(self.budget.max_seconds)
+        deadline = Deadline(self.budget.max_seconds)
         try:
-            async with timeout:
+            async with deadline:
                 result = await self._loop(run, goal)
         except TimeoutError:
-            if not timeout.expired():
+            if not deadline.expired:
                 raise
             result = run.stop(
                 sr.MAX_SECONDS,

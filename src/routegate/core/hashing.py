@@ -18,7 +18,9 @@ def _normalize(value: object) -> object:
     return value
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+
+
 def args_hash(args: Mapping[str, Any]) -> str:
     """12 hex chars of sha256 over the args as canonical JSON, strings trimmed and whitespace-collapsed."""
-    canonical = json.dumps(_normalize(args), sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return hashlib.sha256(_CANONICAL.encode(_normalize(args)).encode()).hexdigest()[:12]
