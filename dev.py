@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -44,7 +45,7 @@ def _install_fingerprint() -> str:
 
 
 def install() -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036  # dev.py may be started by an older python3
         sys.exit(f"routegate needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     if not PY.exists():
         _say(f"creating virtual environment in {VENV}")
@@ -61,6 +62,22 @@ def install() -> None:
         if _run(*step) != 0:
             sys.exit("[dev] installation failed: see the pip output above, fix it and run the command again.")
     STAMP.write_text(fingerprint)
+
+
+def ensure_browser() -> None:
+    """The UI end-to-end test drives Debian's headless Chromium; install it when we can (root + apt-get)."""
+    if shutil.which("chromium"):
+        return
+    if sys.platform != "linux" or not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        _say("no 'chromium' on PATH and no root apt-get: the browser test will be skipped (install chromium to run it)")
+        return
+    _say("installing Debian's chromium for the browser test (apt-get)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if (
+        _run("apt-get", "update", "-qq", env=env) != 0
+        or _run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium", env=env) != 0
+    ):
+        _say("could not install chromium: the browser test will be skipped")
 
 
 def run(extra: list[str]) -> int:
@@ -83,6 +100,7 @@ def check() -> int:
 
 def test(extra: list[str]) -> int:
     status = check()
+    ensure_browser()
     _say("pytest")
     status |= _run(PY, "-m", "pytest", *extra)
     return status
