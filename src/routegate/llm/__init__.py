@@ -1,0 +1,41 @@
+"""routegate.llm: the chat-model seam and its OpenAI-compatible implementation.
+
+* :class:`ChatModel` — the protocol every LLM-backed component takes (``complete`` and ``stream``).
+* :class:`OpenAIChatModel` — any OpenAI-compatible endpoint through the official ``openai`` SDK; timeouts,
+  retries with backoff, and every failure mapped to a stop reason (:mod:`routegate.llm.errors`).
+* :class:`LLMFinalizer` — the seed's final-answer step (``llm_empty`` on an empty answer).
+* The LLM router lives in :mod:`routegate.routers.llm`; test doubles in :mod:`routegate.testing`.
+"""
+
+from routegate.llm.errors import (
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMEmptyError,
+    LLMError,
+    LLMRateLimitedError,
+    LLMTimeoutError,
+    LLMUpstreamError,
+)
+from routegate.llm.finalizer import LLMFinalizer, final_messages, final_payload
+from routegate.llm.openai_chat import OpenAIChatModel
+from routegate.llm.prompts import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT
+from routegate.llm.protocol import ChatMessage, ChatModel, Role
+
+__all__ = [
+    "FINAL_SYSTEM_PROMPT",
+    "ROUTER_SYSTEM_PROMPT",
+    "ChatMessage",
+    "ChatModel",
+    "LLMAuthError",
+    "LLMBadRequestError",
+    "LLMEmptyError",
+    "LLMError",
+    "LLMFinalizer",
+    "LLMRateLimitedError",
+    "LLMTimeoutError",
+    "LLMUpstreamError",
+    "OpenAIChatModel",
+    "Role",
+    "final_messages",
+    "final_payload",
+]

@@ -1,0 +1,69 @@
+"""Stop signals of the LLM layer: each maps one kind of model-endpoint failure to one stop reason.
+
+They are :class:`~routegate.errors.RunStopError` subclasses, so a router or finalizer that raises one ends the
+run with its ``stop_reason`` (data on the result), never with a stack trace. The runtime fills in the phase.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from routegate.core import stop_reasons as sr
+from routegate.errors import RunStopError
+
+
+class LLMError(RunStopError):
+    """Base of the LLM stop signals. ``status_code`` is the HTTP status when the endpoint answered with one."""
+
+    reason: ClassVar[str] = sr.LLM_UPSTREAM
+
+    def __init__(self, message: str = "", *, status_code: int | None = None, phase: str | None = None) -> None:
+        super().__init__(self.reason, message or self.reason, phase=phase)
+        self.status_code = status_code
+
+
+class LLMTimeoutError(LLMError):
+    """The endpoint did not answer in time, or could not be reached (``llm_timeout``, the seed's reason)."""
+
+    reason = sr.LLM_TIMEOUT
+
+
+class LLMEmptyError(LLMError):
+    """The model returned an empty answer where text was required (``llm_empty``, the seed's reason)."""
+
+    reason = sr.LLM_EMPTY
+
+
+class LLMAuthError(LLMError):
+    """The endpoint refused the credentials: HTTP 401 or 403 (``llm_error:auth``)."""
+
+    reason = sr.LLM_AUTH
+
+
+class LLMRateLimitedError(LLMError):
+    """HTTP 429 after the client's retries (``llm_error:rate_limited``)."""
+
+    reason = sr.LLM_RATE_LIMITED
+
+
+class LLMUpstreamError(LLMError):
+    """HTTP 5xx after retries, or an answer that is not a chat completion (``llm_error:upstream``)."""
+
+    reason = sr.LLM_UPSTREAM
+
+
+class LLMBadRequestError(LLMError):
+    """Any other HTTP 4xx: the request itself was refused, retrying will not help (``llm_error:bad_request``)."""
+
+    reason = sr.LLM_BAD_REQUEST
+
+
+__all__ = [
+    "LLMAuthError",
+    "LLMBadRequestError",
+    "LLMEmptyError",
+    "LLMError",
+    "LLMRateLimitedError",
+    "LLMTimeoutError",
+    "LLMUpstreamError",
+]

@@ -1,0 +1,246 @@
+"""A :class:`~routegate.llm.protocol.ChatModel` over the official ``openai`` SDK, for any OpenAI-compatible
+endpoint (OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM…).
+
+Every failure leaves as an :class:`~routegate.llm.errors.LLMError` stop signal, never as an SDK exception:
+
+=========================================  ==========================
+what happened                              stop reason
+=========================================  ==========================
+no answer in time, endpoint unreachable    ``llm_timeout``
+HTTP 401 / 403                             ``llm_error:auth``
+HTTP 429 (after the retries)               ``llm_error:rate_limited``
+HTTP 5xx (after the retries), bad answer   ``llm_error:upstream``
+any other HTTP 4xx                         ``llm_error:bad_request``
+=========================================  ==========================
+
+Retries are the SDK's: exponential backoff with jitter (honouring ``Retry-After``) for connection errors, 408,
+409, 429 and 5xx, at most ``max_retries`` times. ``timeout`` bounds each attempt *and* the whole call, retries
+included, so a call never takes longer than ``timeout`` seconds before it answers or stops with ``llm_timeout``
+(for :meth:`OpenAIChatModel.stream`: until the first chunk, and then between two chunks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+
+import httpx
+import openai
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionMessageParam,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionUserMessageParam,
+)
+
+from routegate.errors import ConfigurationError
+from routegate.llm.errors import (
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMError,
+    LLMRateLimitedError,
+    LLMTimeoutError,
+    LLMUpstreamError,
+)
+from routegate.llm.protocol import ChatMessage
+from routegate.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_MAX_DETAIL = 300
+
+
+def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
+    params: list[ChatCompletionMessageParam] = []
+    for index, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(content, str):
+            raise ConfigurationError(f"messages[{index}].content must be a str, got {type(content).__name__}")
+        if role == "system":
+            params.append(ChatCompletionSystemMessageParam(role="system", content=content))
+        elif role == "user":
+            params.append(ChatCompletionUserMessageParam(role="user", content=content))
+        elif role == "assistant":
+            params.append(ChatCompletionAssistantMessageParam(role="assistant", content=content))
+        else:
+            raise ConfigurationError(f"messages[{index}].role must be system, user or assistant, got {role!r}")
+    if not params:
+        raise ConfigurationError("a chat completion needs at least one message, got none")
+    return params
+
+
+def _detail(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    text = message if isinstance(message, str) and message else str(exc)
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+def _content(completion: object) -> str:
+    """The first choice's text; defensive, because a non-OpenAI server may answer anything with HTTP 200."""
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise LLMUpstreamError(
+            f"the model endpoint answered HTTP 200 with something that is not a chat completion "
+            f"({type(completion).__name__} without choices)"
+        )
+    if not choices:
+        return ""
+    content = getattr(getattr(choices[0], "message", None), "content", None)
+    if content is None:
+        return ""
+    if not isinstance(content, str):
+        raise LLMUpstreamError(f"the model's message content is {type(content).__name__}, not text")
+    return content
+
+
+class OpenAIChatModel:
+    """Chat completions from an OpenAI-compatible endpoint through ``openai.AsyncOpenAI``.
+
+    Build it from settings at the entry point (:meth:`from_settings`) and close it when done (:meth:`aclose`
+    or ``async with``). Nothing is read from the environment here: every value is passed in.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(f"OpenAIChatModel needs a model name, got {model!r}")
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise ConfigurationError(
+                "OpenAIChatModel needs an API key (OPENAI_API_KEY); local servers that do not check it "
+                "(Ollama, vLLM, llama.cpp) accept any placeholder such as 'local'"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout):
+            raise ConfigurationError(f"OpenAIChatModel.timeout must be a finite number of seconds, got {timeout!r}")
+        if timeout <= 0:
+            raise ConfigurationError(f"OpenAIChatModel.timeout must be > 0 seconds, got {timeout!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"OpenAIChatModel.max_retries must be an integer >= 0, got {max_retries!r}")
+        self.model = model.strip()
+        self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, model: str | None = None) -> OpenAIChatModel:
+        """The model configured by ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL`` and
+        ``OPENAI_TIMEOUT_SECONDS`` (and ``ROUTEGATE_OPENAI_MAX_RETRIES``). Raises
+        :class:`~routegate.errors.ConfigurationError` when no API key is set (check ``settings.llm_enabled``).
+        """
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key is not None else ""
+        return cls(
+            model=model or settings.openai_model,
+            api_key=key,
+            base_url=settings.openai_base_url or None,
+            timeout=settings.openai_timeout_seconds,
+            max_retries=settings.openai_max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, timeout={self.timeout!r})"
+
+    # -- the ChatModel protocol ------------------------------------------------------------------------------
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
+    ) -> str:
+        params = _to_params(messages)
+        try:
+            async with asyncio.timeout(self.timeout):
+                if json_mode:
+                    completion: object = await self._client.chat.completions.create(
+                        model=self.model,
+                        messages=params,
+                        temperature=temperature,
+                        response_format={"type": "json_object"},
+                    )
+                else:
+                    completion = await self._client.chat.completions.create(
+                        model=self.model, messages=params, temperature=temperature
+                    )
+        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+            raise self._stop(exc) from exc
+        text = _content(completion)
+        logger.debug("chat completion model=%s chars=%d", self.model, len(text))
+        return text
+
+    async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
+        params = _to_params(messages)
+        try:
+            async with asyncio.timeout(self.timeout):
+                chunks = await self._client.chat.completions.create(
+                    model=self.model, messages=params, temperature=temperature, stream=True
+                )
+        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+            raise self._stop(exc) from exc
+        try:
+            async with chunks:
+                async for chunk in chunks:
+                    for choice in chunk.choices or ():
+                        delta = choice.delta.content if choice.delta is not None else None
+                        if delta:
+                            yield delta
+        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+            raise self._stop(exc) from exc
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- error mapping ---------------------------------------------------------------------------------------
+    def _stop(self, exc: BaseException) -> LLMError:
+        """The stop signal for one SDK / transport failure."""
+        where = f"model {self.model!r} at {self.base_url}"
+        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+            stop: LLMError = LLMTimeoutError(
+                f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)"
+            )
+        elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+            stop = LLMTimeoutError(f"{where} could not be reached after {self.max_retries} retries: {_detail(exc)}")
+        elif isinstance(exc, openai.APIStatusError):
+            stop = self._status_stop(exc.status_code, f"{where} answered HTTP {exc.status_code}: {_detail(exc)}")
+        else:
+            stop = LLMUpstreamError(f"{where} gave an unusable answer ({type(exc).__name__}): {_detail(exc)}")
+        logger.info("llm stop %s (%s)", stop.stop_reason, type(exc).__name__)
+        return stop
+
+    def _status_stop(self, status: int, message: str) -> LLMError:
+        if status in (401, 403):
+            return LLMAuthError(message, status_code=status)
+        if status == 429:
+            return LLMRateLimitedError(f"{message} (after {self.max_retries} retries)", status_code=status)
+        if status == 408:
+            return LLMTimeoutError(message, status_code=status)
+        if status >= 500:
+            return LLMUpstreamError(f"{message} (after {self.max_retries} retries)", status_code=status)
+        if 400 <= status < 500:
+            return LLMBadRequestError(message, status_code=status)
+        return LLMUpstreamError(message, status_code=status)

@@ -1,0 +1,48 @@
+"""routegate.testing: the test doubles routegate ships for its own suites and yours.
+
+* :class:`ScriptedOpenAIServer` — an OpenAI-compatible HTTP server on loopback answering from a script
+  (:class:`Reply`, :class:`ErrorReply`, :class:`Hang`, :class:`RawReply`, :class:`EmbeddingReply`), so the
+  real ``openai`` client path runs; it records every request and checks the script was used up.
+* :class:`ScriptedChatModel` — an in-process :class:`~routegate.llm.ChatModel` for fast unit tests.
+* :class:`ScriptedRouter` — a router returning scripted raw outputs, for tests of the core runtime.
+"""
+
+from routegate.testing.openai_server import ScriptedOpenAIServer
+from routegate.testing.scripted import (
+    ChatCall,
+    ChatStep,
+    RouteStep,
+    ScriptedChatModel,
+    ScriptedRouter,
+    ScriptExhaustedError,
+)
+from routegate.testing.steps import (
+    EmbeddingReply,
+    ErrorReply,
+    Hang,
+    RawReply,
+    RecordedRequest,
+    Reply,
+    Responder,
+    ScriptItem,
+    Step,
+)
+
+__all__ = [
+    "ChatCall",
+    "ChatStep",
+    "EmbeddingReply",
+    "ErrorReply",
+    "Hang",
+    "RawReply",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "RouteStep",
+    "ScriptExhaustedError",
+    "ScriptItem",
+    "ScriptedChatModel",
+    "ScriptedOpenAIServer",
+    "ScriptedRouter",
+    "Step",
+]

@@ -1,0 +1,148 @@
+"""In-process scripted doubles: a chat model and a router that answer from a script and check it was used.
+
+Both fail loudly: a call beyond the script raises :class:`ScriptExhaustedError` (and is remembered, so
+:meth:`assert_consumed` fails even when the runtime turned the error into a stop reason), and
+:meth:`assert_consumed` raises while steps are left.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from routegate.core.protocols import RouteDecision, RouteRequest
+from routegate.llm.protocol import ChatMessage
+
+ChatStep: TypeAlias = str | BaseException | Callable[[Sequence[ChatMessage]], str]
+"""A scripted chat answer: the text, an exception to raise (e.g. ``LLMTimeoutError()``), or a function of the
+messages that returns the text."""
+
+RouteStep: TypeAlias = object
+"""A scripted router output: any raw value (dict, JSON text, garbage), a ready :class:`RouteDecision`, an
+exception to raise, or a function of the :class:`RouteRequest` returning one of those."""
+
+
+class ScriptExhaustedError(AssertionError):
+    """A scripted double was called more times than it was scripted for."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatCall:
+    """One call a :class:`ScriptedChatModel` received."""
+
+    messages: tuple[ChatMessage, ...]
+    json_mode: bool
+    temperature: float
+    stream: bool
+
+    def content(self, role: str) -> str | None:
+        for message in reversed(self.messages):
+            if message["role"] == role:
+                return message["content"]
+        return None
+
+
+class _Script:
+    def __init__(self, what: str, steps: Iterable[object]) -> None:
+        self._what = what
+        self._steps: deque[object] = deque(steps)
+        self.failures: list[str] = []
+
+    def add(self, steps: Iterable[object]) -> None:
+        self._steps.extend(steps)
+
+    def next(self, calls: int) -> object:
+        if not self._steps:
+            message = f"{self._what} was called {calls} time(s) but only scripted for {calls - 1}"
+            self.failures.append(message)
+            raise ScriptExhaustedError(message)
+        return self._steps.popleft()
+
+    @property
+    def remaining(self) -> int:
+        return len(self._steps)
+
+    def assert_consumed(self) -> None:
+        problems = list(self.failures)
+        if self._steps:
+            problems.append(f"{len(self._steps)} scripted step(s) never used: {list(self._steps)!r}")
+        if problems:
+            raise AssertionError(f"{self._what}: " + "; ".join(problems))
+
+
+class ScriptedChatModel:
+    """A :class:`~routegate.llm.protocol.ChatModel` that answers from a script, for fast unit tests."""
+
+    def __init__(self, steps: Iterable[ChatStep] = ()) -> None:
+        self._script = _Script("ScriptedChatModel", steps)
+        self.calls: list[ChatCall] = []
+
+    def script(self, *steps: ChatStep) -> None:
+        self._script.add(steps)
+
+    @property
+    def remaining(self) -> int:
+        return self._script.remaining
+
+    def assert_consumed(self) -> None:
+        self._script.assert_consumed()
+
+    def _answer(self, call: ChatCall) -> str:
+        self.calls.append(call)
+        step = self._script.next(len(self.calls))
+        if isinstance(step, BaseException):
+            raise step
+        if callable(step):
+            step = step(call.messages)
+        if not isinstance(step, str):
+            raise TypeError(f"a scripted chat step must give a str, got {type(step).__name__}")
+        return step
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
+    ) -> str:
+        return self._answer(ChatCall(tuple(messages), json_mode, temperature, stream=False))
+
+    async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
+        text = self._answer(ChatCall(tuple(messages), False, temperature, stream=True))
+        words = text.split(" ")
+        for index, word in enumerate(words):
+            piece = word if index == len(words) - 1 else word + " "
+            if piece:
+                yield piece
+
+
+class ScriptedRouter:
+    """A :class:`~routegate.core.protocols.Router` returning scripted raw outputs, for core tests.
+
+    Each output is wrapped as ``RouteDecision(raw=output, decided_by=name)`` unless it already is a decision;
+    the :class:`RouteRequest` of every call is kept in :attr:`requests`.
+    """
+
+    def __init__(self, outputs: Iterable[RouteStep] = (), *, name: str = "scripted") -> None:
+        self._script = _Script("ScriptedRouter", outputs)
+        self.name = name
+        self.requests: list[RouteRequest] = []
+
+    def script(self, *outputs: RouteStep) -> None:
+        self._script.add(outputs)
+
+    @property
+    def remaining(self) -> int:
+        return self._script.remaining
+
+    def assert_consumed(self) -> None:
+        self._script.assert_consumed()
+
+    async def decide(self, request: RouteRequest) -> RouteDecision:
+        self.requests.append(request)
+        step = self._script.next(len(self.requests))
+        if isinstance(step, BaseException):
+            raise step
+        if callable(step) and not isinstance(step, type):
+            step = step(request)
+        if isinstance(step, RouteDecision):
+            return step
+        return RouteDecision(raw=step, decided_by=self.name, why=f"scripted output #{len(self.requests)}")
