@@ -35,6 +35,24 @@ class Settings(BaseSettings):
     # logging
     log_user_text: bool = False
 
+    # HTTP server (routegate serve / up)
+    server_host: str = "127.0.0.1"
+    server_port: int = Field(default=8000, ge=0, le=65535)
+    server_api_key: SecretStr | None = None  # bearer key required on everything but /healthz when set
+    server_cors_origins: list[str] = Field(default_factory=list)  # e.g. ["http://localhost:8501"]; [] = no CORS
+    server_max_request_bytes: int = Field(default=64 * 1024, ge=1024)
+    server_max_message_chars: int = Field(default=4000, ge=1)
+    server_health_timeout_seconds: float = Field(default=2.0, gt=0)
+
+    # Streamlit UI (routegate ui / up)
+    ui_host: str = "127.0.0.1"
+    ui_port: int = Field(default=8501, ge=0, le=65535)
+    ui_server_url: str = "http://127.0.0.1:8000"  # where the UI finds the server
+
     @property
     def llm_enabled(self) -> bool:
         return self.openai_api_key is not None and bool(self.openai_api_key.get_secret_value().strip())
+
+    @property
+    def server_auth_enabled(self) -> bool:
+        return self.server_api_key is not None and bool(self.server_api_key.get_secret_value().strip())

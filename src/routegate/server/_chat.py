@@ -1,0 +1,130 @@
+"""``POST /chat`` (SSE or JSON), ``/sessions/{id}``, ``/healthz`` and ``/metrics``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.responses import JSONResponse
+
+from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError, TurnResult
+from routegate.server._deps import ServicesDep, require_api_key
+from routegate.server._errors import error_response
+from routegate.server._metrics import CONTENT_TYPE
+from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
+from routegate.server._sse import EventStreamResponse, encode_event
+from routegate.server._turns import (
+    check_message,
+    desk_fault,
+    desk_healthy,
+    event_payload,
+    new_session_id,
+    raise_for,
+    route_payload,
+    run_turn,
+    status_for,
+    tool_payload,
+)
+
+SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="the conversation id")]
+
+public = APIRouter()
+protected = APIRouter(dependencies=[Depends(require_api_key)])
+
+_CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": ChatResponse,
+        "description": "Server-Sent Events `route`, `tool`, `token`*, then `final` or `error` (default); with "
+        "`Accept: application/json`, one JSON body (`ChatResponse`).",
+        "content": {"text/event-stream": {}},
+    },
+    401: {"description": "API key missing or wrong (when the server has one)"},
+    413: {"description": "request body over the size limit"},
+    422: {"description": "bad input: empty or over-long message, wrong types, bad session id"},
+    503: {"description": "the database is unavailable"},
+}
+
+
+def wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "").lower()
+    return "application/json" in accept and "text/event-stream" not in accept
+
+
+@protected.post("/chat", responses=_CHAT_RESPONSES, response_model=None, summary="Ask the support desk")
+async def chat(body: ChatRequest, request: Request, services: ServicesDep) -> Response:
+    message = check_message(body.message, services.settings)
+    session_id = body.session_id or new_session_id()
+    mode = "json" if wants_json(request) else "stream"
+    services.metrics.turns.labels("chat", mode).inc()
+    events = run_turn(services, message, session_id)
+    headers = {"X-Session-Id": session_id}
+    if mode == "json":
+        return JSONResponse(await _collect(events, session_id), headers=headers)
+    first = await anext(events)
+    if isinstance(first, TurnError):
+        await events.aclose()
+        status = status_for(first)
+        if status == 503:
+            headers["Retry-After"] = "5"
+        return error_response(status, first.code, first.message, headers)
+    return EventStreamResponse(_sse(first, events, session_id), headers=headers)
+
+
+async def _collect(events: AsyncGenerator[SupportEvent, None], session_id: str) -> dict[str, Any]:
+    decision: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] = []
+    async with aclosing(events):
+        async for event in events:
+            if isinstance(event, RouteChosen):
+                decision = route_payload(event, session_id)
+                decision.pop("session_id")
+            elif isinstance(event, ToolUsed):
+                tools.append(tool_payload(event))
+            elif isinstance(event, TurnResult):
+                return {**event.to_dict(), "decision": decision, "tools": tools}
+            elif isinstance(event, TurnError):
+                raise_for(event)
+    raise AssertionError("run_turn always ends with a result or an error")  # pragma: no cover
+
+
+async def _sse(
+    first: SupportEvent, events: AsyncGenerator[SupportEvent, None], session_id: str
+) -> AsyncIterator[bytes]:
+    async with aclosing(events):
+        yield encode_event(first.type, event_payload(first, session_id))
+        async for event in events:
+            yield encode_event(event.type, event_payload(event, session_id))
+
+
+@protected.get("/sessions/{session_id}", summary="A session's history (empty when unknown)")
+async def get_session(session_id: SessionPath, services: ServicesDep) -> SessionOut:
+    try:
+        messages = await services.desk.history(session_id)
+    except Exception as exc:
+        raise await desk_fault(services, exc, "reading the history") from None
+    return SessionOut.model_validate({"session_id": session_id, "messages": [m.to_dict() for m in messages]})
+
+
+@protected.delete("/sessions/{session_id}", status_code=204, summary="Forget a session")
+async def delete_session(session_id: SessionPath, services: ServicesDep) -> Response:
+    async with services.locks.hold(session_id):
+        try:
+            await services.desk.reset(session_id)
+        except Exception as exc:
+            raise await desk_fault(services, exc, "resetting the session") from None
+    return Response(status_code=204)
+
+
+@public.get("/healthz", summary="Liveness and database check (never needs the API key)")
+async def healthz(services: ServicesDep) -> JSONResponse:
+    if await desk_healthy(services):
+        return JSONResponse(Health(status="ok", database="ok").model_dump())
+    body = Health(status="unavailable", database="unavailable", detail="the database does not answer")
+    return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": "5"})
+
+
+@protected.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(services: ServicesDep) -> Response:
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,40 @@
+"""Dependencies shared by the routers: the services built by the app factory, and the optional API key."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from routegate.server._errors import ApiError
+from routegate.server._turns import Services
+
+_bearer = HTTPBearer(auto_error=False, description="the server's API key (`ROUTEGATE_SERVER_API_KEY`), when set")
+
+
+def get_services(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def require_api_key(
+    services: ServicesDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    settings = services.settings
+    if not settings.server_auth_enabled or settings.server_api_key is None:
+        return
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if credentials is None:
+        raise ApiError(
+            401,
+            "missing_api_key",
+            "this server needs an API key: send `Authorization: Bearer <key>`",
+            headers=challenge,
+        )
+    expected = settings.server_api_key.get_secret_value().encode()
+    if not hmac.compare_digest(credentials.credentials.encode(), expected):
+        raise ApiError(401, "invalid_api_key", "the API key is not valid", headers=challenge)

@@ -1,0 +1,200 @@
+"""Running one chat turn against the injected :class:`SupportDesk`: per-session serialisation, metrics,
+turning desk exceptions into ``TurnError`` events, and closing the desk's stream whatever happens."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from routegate.apps.support.contracts import (
+    AnswerToken,
+    RouteChosen,
+    SupportDesk,
+    SupportEvent,
+    ToolUsed,
+    TurnError,
+    TurnResult,
+)
+from routegate.server._errors import ApiError
+from routegate.server._metrics import ServerMetrics
+from routegate.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DATABASE_UNAVAILABLE = "database_unavailable"
+_UNAVAILABLE_MESSAGE = "the database is unavailable right now; the request was not processed, try again shortly"
+
+
+class SessionLocks:
+    """One :class:`asyncio.Lock` per active session so a session's turns never interleave in its history.
+    Entries are dropped when nobody holds or waits for them."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(session_id, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[session_id]
+            if users <= 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the endpoints share; built once by :func:`routegate.server.create_app`."""
+
+    desk: SupportDesk
+    settings: Settings
+    metrics: ServerMetrics
+    locks: SessionLocks
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def check_message(message: str, settings: Settings) -> str:
+    if not message.strip():
+        raise ApiError(422, "empty_message", "message is empty; send the user's text in `message`")
+    limit = settings.server_max_message_chars
+    if len(message) > limit:
+        raise ApiError(422, "message_too_long", f"message is {len(message)} characters; the limit is {limit}")
+    return message
+
+
+async def desk_healthy(services: Services) -> bool:
+    try:
+        return bool(await asyncio.wait_for(services.desk.healthy(), services.settings.server_health_timeout_seconds))
+    except Exception:
+        log.warning("health check failed", exc_info=True)
+        return False
+
+
+async def _error_for(services: Services, exc: BaseException) -> TurnError:
+    log.error("support desk failed on a turn: %s", type(exc).__name__, exc_info=exc)
+    if not await desk_healthy(services):
+        return TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
+    return TurnError(
+        message="the support desk failed on this turn; the details are in the server log", code="internal_error"
+    )
+
+
+async def run_turn(services: Services, message: str, session_id: str) -> AsyncGenerator[SupportEvent, None]:
+    """The desk's events for one turn, always ending in exactly one ``TurnResult`` or ``TurnError``."""
+    metrics = services.metrics
+    finished = False
+    async with services.locks.hold(session_id):
+        stream = services.desk.astream(message, session_id=session_id)
+        try:
+            async for event in stream:
+                if isinstance(event, RouteChosen):
+                    metrics.route_chosen(event)
+                elif isinstance(event, TurnResult):
+                    metrics.turn_finished(event)
+                elif isinstance(event, TurnError):
+                    metrics.turn_failed(event.code)
+                finished = isinstance(event, TurnResult | TurnError)
+                yield event
+                if finished:
+                    return
+        except Exception as exc:  # a desk bug or a storage fault: report it as data, never as a traceback
+            error = await _error_for(services, exc)
+            metrics.turn_failed(error.code)
+            finished = True
+            yield error
+            return
+        finally:
+            if not finished:
+                metrics.disconnects.inc()
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+    if not finished:
+        error = TurnError(message="the support desk ended the turn without a result", code="incomplete_turn")
+        metrics.turn_failed(error.code)
+        yield error
+
+
+async def desk_fault(services: Services, exc: Exception, doing: str) -> ApiError:
+    """An :class:`ApiError` for a desk call (history, reset) that raised: 503 when the database is down."""
+    log.error("support desk failed while %s: %s", doing, type(exc).__name__, exc_info=exc)
+    if not await desk_healthy(services):
+        return ApiError(503, DATABASE_UNAVAILABLE, _UNAVAILABLE_MESSAGE, headers={"Retry-After": "5"})
+    return ApiError(500, "internal_error", f"the support desk failed while {doing}; the details are in the server log")
+
+
+def status_for(error: TurnError) -> int:
+    if error.code == DATABASE_UNAVAILABLE or error.code.endswith("_unavailable"):
+        return 503
+    if error.code.endswith("timeout"):
+        return 504
+    if error.code.startswith("invalid") or error.code.startswith("bad_"):
+        return 422
+    return 500
+
+
+def raise_for(error: TurnError) -> None:
+    status = status_for(error)
+    headers = {"Retry-After": "5"} if status == 503 else None
+    raise ApiError(status, error.code, error.message, headers=headers)
+
+
+def route_payload(event: RouteChosen, session_id: str) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "route": event.route,
+        "layer": event.layer,
+        "scores": {str(k): float(v) for k, v in event.scores.items()},
+        "why": event.why,
+    }
+
+
+def tool_payload(event: ToolUsed) -> dict[str, Any]:
+    return {
+        "tool": event.tool,
+        "call": _plain(event.call),
+        "summary": event.summary,
+        "ok": event.ok,
+        "evidence": _plain(event.evidence),
+    }
+
+
+def event_payload(event: SupportEvent, session_id: str) -> dict[str, Any]:
+    if isinstance(event, RouteChosen):
+        return route_payload(event, session_id)
+    if isinstance(event, ToolUsed):
+        return tool_payload(event)
+    if isinstance(event, AnswerToken):
+        return {"text": event.text}
+    if isinstance(event, TurnResult):
+        return event.to_dict()
+    return {"code": event.code, "message": event.message}
+
+
+def _plain(value: Any) -> Any:
+    """Mappings and sequences the desk hands over (frozen or not) as JSON-ready dicts and lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

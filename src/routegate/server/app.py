@@ -1,0 +1,69 @@
+"""The app factory: wiring only. The desk and the settings are injected; nothing is built at import time."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from routegate import __version__
+from routegate.apps.support.contracts import SupportDesk
+from routegate.server import _chat, _openai
+from routegate.server._errors import error_response, install_error_handlers
+from routegate.server._guard import BodyGuard
+from routegate.server._metrics import MetricsMiddleware, ServerMetrics
+from routegate.server._turns import DATABASE_UNAVAILABLE, Services, SessionLocks, desk_healthy
+from routegate.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """The routegate support desk over HTTP.
+
+* `POST /chat` streams Server-Sent Events `route` → `tool` → `token`* → `final` (or `error`);
+  send `Accept: application/json` for one JSON body instead.
+* `GET` / `DELETE /sessions/{id}`: a conversation's history, or forget it.
+* `POST /v1/chat/completions`, `GET /v1/models`: OpenAI-compatible; the session is the `user` field or the
+  `X-Session-Id` header.
+* `GET /healthz` (no key needed), `GET /metrics` (Prometheus).
+
+When the server has an API key, send it as `Authorization: Bearer <key>` on everything but `/healthz`.
+"""
+
+
+def create_app(*, desk: SupportDesk, settings: Settings, metrics: ServerMetrics | None = None) -> FastAPI:
+    """Build the HTTP app around an already-built desk. The caller owns the desk's lifecycle."""
+    app = FastAPI(title="routegate support desk", version=__version__, description=DESCRIPTION)
+    services = Services(desk=desk, settings=settings, metrics=metrics or ServerMetrics(), locks=SessionLocks())
+    app.state.services = services
+    install_error_handlers(app)
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        if not await desk_healthy(services):
+            return error_response(
+                503,
+                DATABASE_UNAVAILABLE,
+                "the database is unavailable right now; try again shortly",
+                {"Retry-After": "5"},
+            )
+        return error_response(500, "internal_error", "internal server error; the details are in the server log")
+
+    app.add_exception_handler(Exception, on_unexpected)
+    app.include_router(_chat.public)
+    app.include_router(_chat.protected)
+    app.include_router(_openai.router)
+
+    # Outermost last: metrics see every request (413s included); CORS headers go on every answer.
+    app.add_middleware(BodyGuard, max_bytes=settings.server_max_request_bytes)
+    if settings.server_cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.server_cors_origins,
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "Accept", "X-Session-Id"],
+            expose_headers=["X-Session-Id"],
+        )
+    app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+    return app

@@ -1,0 +1,222 @@
+"""Test helpers shipped with the server: a scripted in-memory :class:`SupportDesk` and a uvicorn server
+running on a free loopback port in a background thread (real HTTP, real sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from routegate.apps.support.contracts import (
+    AnswerToken,
+    Message,
+    RouteChosen,
+    SupportEvent,
+    SupportRoute,
+    ToolUsed,
+    TurnError,
+    TurnResult,
+)
+
+_KEYWORDS: tuple[tuple[SupportRoute, tuple[str, ...]], ...] = (
+    ("POSTGRES", ("customer", "ticket", "account", "status")),
+    ("VECTOR", ("how do i", "policy", "refund", "password", "explain")),
+    ("EXTERNAL", ("weather", "temperature", "bitcoin", "price")),
+)
+_TOOLS: dict[SupportRoute, str] = {"POSTGRES": "postgres", "VECTOR": "vector", "EXTERNAL": "external"}
+
+
+@dataclass
+class FakeSupportDesk:
+    """A :class:`~routegate.apps.support.contracts.SupportDesk` with keyword routing, canned answers streamed
+    word by word and in-memory histories (last ``memory`` messages).
+
+    ``database_up=False`` makes turns, history and reset fail as the real desk does when Postgres is down
+    (``raise_when_down`` picks raising instead of a ``TurnError`` event for turns). ``stall_after_tokens=n``
+    makes a turn wait forever after its n-th token (for disconnect tests); ``active_streams`` counts turns
+    whose stream is open."""
+
+    database_up: bool = True
+    raise_when_down: bool = False
+    stall_after_tokens: int | None = None
+    memory: int = 10
+    active_streams: int = 0
+    closed_streams: int = 0
+    histories: dict[str, list[Message]] = field(default_factory=dict)
+
+    def route_for(self, message: str) -> SupportRoute:
+        text = message.lower()
+        for route, words in _KEYWORDS:
+            if any(w in text for w in words):
+                return route
+        return "LLM"
+
+    async def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+        started = time.perf_counter()
+        self.active_streams += 1
+        try:
+            if not self.database_up:
+                if self.raise_when_down:
+                    raise ConnectionError("connection refused (fake database is down)")
+                yield TurnError(message="the database is unavailable", code="database_unavailable")
+                return
+            route = self.route_for(message)
+            yield RouteChosen(route=route, layer="rules", scores={route: 1.0}, why="keyword match")
+            fallback = None
+            tool = _TOOLS.get(route)
+            if tool is not None:
+                empty = "nothing" in message.lower()
+                yield ToolUsed(
+                    tool=tool,
+                    call={"query": message},
+                    summary="0 rows" if empty else "1 row",
+                    ok=not empty,
+                    evidence=[] if empty else [{"id": 1, "text": f"evidence for {route}"}],
+                )
+                if empty:
+                    fallback = f"empty: {tool} returned no data"
+            answer = f"[{route}] answer to: {message}"
+            words = answer.split(" ")
+            for i, word in enumerate(words):
+                yield AnswerToken(text=word if i == 0 else " " + word)
+                if self.stall_after_tokens is not None and i + 1 >= self.stall_after_tokens:
+                    await asyncio.Event().wait()
+            now = time.time()
+            history = self.histories.setdefault(session_id, [])
+            history += [Message("user", message, now), Message("assistant", answer, now)]
+            del history[: max(0, len(history) - self.memory)]
+            yield TurnResult(
+                session_id=session_id,
+                route=route,
+                answer=answer,
+                stop_reason="success",
+                fallback=fallback,
+                trace=({"phase": "route", "route": route},),
+                latency_ms=(time.perf_counter() - started) * 1000.0,
+            )
+        finally:
+            self.active_streams -= 1
+            self.closed_streams += 1
+
+    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+        async for event in self.astream(message, session_id=session_id):
+            if isinstance(event, TurnResult):
+                return event
+            if isinstance(event, TurnError):
+                raise ConnectionError(event.message)
+        raise RuntimeError("the turn ended without a result")
+
+    async def history(self, session_id: str) -> list[Message]:
+        self._check_up()
+        return list(self.histories.get(session_id, []))
+
+    async def reset(self, session_id: str) -> None:
+        self._check_up()
+        self.histories.pop(session_id, None)
+
+    async def healthy(self) -> bool:
+        return self.database_up
+
+    def _check_up(self) -> None:
+        if not self.database_up:
+            raise ConnectionError("connection refused (fake database is down)")
+
+
+class ServerThread:
+    """uvicorn serving ``app`` on ``127.0.0.1:<free port>`` in a daemon thread; a context manager."""
+
+    def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", startup_timeout: float = 20.0) -> None:
+        self.app = app
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.port: int = self._sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name=f"uvicorn-{self.port}", daemon=True)
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.server.serve(sockets=[self._sock])
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self.server.started:
+            if self._error is not None or not self._thread.is_alive():
+                raise RuntimeError(f"the test server did not start: {self._error!r}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the test server did not start within {self.startup_timeout} s")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def tasks(self) -> int:
+        """How many asyncio tasks the server's loop has right now (for leak checks)."""
+        loop = self.loop
+        if loop is None:
+            return 0
+        future = asyncio.run_coroutine_threadsafe(_count_tasks(), loop)
+        return future.result(timeout=5)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def _count_tasks() -> int:
+    return len(asyncio.all_tasks()) - 1  # minus the counting task itself
+
+
+def parse_sse(text: str) -> list[tuple[str, Any]]:
+    """``[(event, data), ...]`` from a whole text/event-stream body; unnamed events are ``message``; JSON data
+    is decoded, ``[DONE]`` is kept as the string."""
+    events: list[tuple[str, Any]] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        if not block.strip():
+            continue
+        name, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[len("event:") :].strip()
+            elif line.startswith("data:"):
+                data.append(line[len("data:") :].removeprefix(" "))
+        raw = "\n".join(data)
+        events.append((name, raw if raw == "[DONE]" else json.loads(raw)))
+    return events
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: FastAPI) -> Iterator[ServerThread]:
+    with ServerThread(app) as server:
+        yield server
