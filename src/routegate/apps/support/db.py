@@ -1,0 +1,240 @@
+"""PostgreSQL for the support desk: the embedded server, the connection pool, the schema and the seed data.
+
+* :class:`EmbeddedPostgres` starts PostgreSQL 16 with pgvector from the ``pgserver`` package in a data directory
+  (about a second; the server is stopped when the handle is closed). ``DATABASE_URL`` replaces it with any
+  PostgreSQL >= 14 that has pgvector.
+* :class:`SupportDatabase` owns an async psycopg pool bound to one schema (``search_path = <schema>, public``):
+  the tests give each test its own schema on one shared server.
+* :meth:`SupportDatabase.ensure_schema` is idempotent: tables, indexes, the spec's rows, and the restricted
+  read-only role used by the SQL tool when the server lets us create it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import warnings
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, cast
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
+from routegate.errors import ConfigurationError, RuntimeFaultError
+
+logger = logging.getLogger(__name__)
+
+READER_ROLE: Final = "routegate_support_reader"
+DEFAULT_SCHEMA: Final = "support"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+AsyncConn = psycopg.AsyncConnection[dict[str, Any]]
+
+
+class DatabaseUnavailableError(RuntimeFaultError):
+    """The database could not be reached or set up."""
+
+
+def _import_pgserver() -> Any:
+    # pgserver asks platformdirs for the user's runtime directory when it is imported. Without XDG_RUNTIME_DIR
+    # (containers, CI, root shells) platformdirs falls back to /tmp/runtime-<uid> and warns. The fallback is
+    # what we want (it only holds pgserver's lock file and socket directory), so that one warning is muted here,
+    # at the one place that triggers it, instead of globally.
+    from platformdirs import RuntimeDirWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeDirWarning)
+        import pgserver
+
+    return pgserver
+
+
+class EmbeddedPostgres:
+    """PostgreSQL 16 + pgvector from the ``pgserver`` package, with its data in ``data_dir``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self._server: Any = None
+
+    def start(self) -> str:
+        """Start (or attach to) the server and return its connection URI. Blocking: ~1 s on first start."""
+        pgserver = _import_pgserver()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
+        except Exception as exc:
+            raise DatabaseUnavailableError(
+                f"could not start the embedded PostgreSQL in {self.data_dir}: {type(exc).__name__}: {exc}"
+            ) from exc
+        return str(self._server.get_uri())
+
+    def stop(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.cleanup()
+
+
+def check_schema_name(schema: str) -> str:
+    if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
+        raise ConfigurationError(f"schema name must match {_SCHEMA_NAME.pattern}, got {schema!r}")
+    return schema
+
+
+class SupportDatabase:
+    """An async connection pool on one schema, plus the support desk's DDL and seed data."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        min_size: int = 1,
+        max_size: int = 4,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not url:
+            raise ConfigurationError("SupportDatabase needs a PostgreSQL URL")
+        self.url = url
+        self.schema = check_schema_name(schema)
+        self.reader_role: str | None = None
+        self._connect_timeout = connect_timeout
+        self._pool = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "options": f"-c search_path={self.schema},public",
+            },
+            name=f"routegate-support-{self.schema}",
+        )
+
+    async def open(self) -> None:
+        try:
+            await self._pool.open(wait=True, timeout=self._connect_timeout)
+        except Exception as exc:
+            raise DatabaseUnavailableError(f"could not connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def __aenter__(self) -> SupportDatabase:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def connection(self) -> AbstractAsyncContextManager[AsyncConn]:
+        """``async with db.connection() as conn`` — a pooled autocommit connection with dict rows."""
+        # the pool is built with row_factory=dict_row, which its type parameters cannot express
+        return cast("AbstractAsyncContextManager[AsyncConn]", self._pool.connection())
+
+    async def ping(self) -> bool:
+        try:
+            async with asyncio.timeout(2.0), self._pool.connection() as conn:
+                await conn.execute("SELECT 1")
+        except Exception:
+            return False
+        return True
+
+    # -- schema --------------------------------------------------------------------------------------------
+    async def ensure_schema(self, *, embedding_dim: int) -> None:
+        """Create the extension, schema, tables, indexes and seed rows if missing. Safe to run repeatedly."""
+        schema = sql.Identifier(self.schema)
+        async with self.connection() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.support.schema'))")
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                for statement in _DDL:
+                    await conn.execute(statement)
+                await self._ensure_kb_table(conn, embedding_dim)
+                await self._seed(conn)
+            self.reader_role = await self._ensure_reader_role(conn)
+
+    async def _ensure_kb_table(self, conn: AsyncConn, dim: int) -> None:
+        if not isinstance(dim, int) or not 1 <= dim <= 16_000:
+            raise ConfigurationError(f"embedding_dim must be an integer in 1..16000, got {dim!r}")
+        cur = await conn.execute(
+            "SELECT format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'kb_articles' AND a.attname = 'embedding'",
+            (self.schema,),
+        )
+        found = await cur.fetchone()
+        if found is not None and found["type"] != f"vector({dim})":
+            # the encoder changed: the embeddings are derived data, rebuild the table
+            logger.info("kb_articles.embedding is %s, the encoder gives %d dims: rebuilding", found["type"], dim)
+            await conn.execute("DROP TABLE kb_articles")
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS kb_articles ("
+                " id integer PRIMARY KEY, title text NOT NULL, content text NOT NULL,"
+                " embedding vector({dim}), model_id text)"
+            ).format(dim=sql.Literal(dim))
+        )
+        await conn.execute(
+            "CREATE INDEX IF NOT EXISTS kb_articles_embedding_hnsw ON kb_articles "
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
+
+    async def _seed(self, conn: AsyncConn) -> None:
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO customers (id, name, city) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                [(c.id, c.name, c.city) for c in CUSTOMERS],
+            )
+            await cur.executemany(
+                "INSERT INTO tickets (id, customer_id, issue, status) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                [(t.id, t.customer_id, t.issue, t.status) for t in TICKETS],
+            )
+            await cur.executemany(
+                "INSERT INTO kb_articles (id, title, content) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                [(a.id, a.title, a.content) for a in ARTICLES],
+            )
+
+    async def _ensure_reader_role(self, conn: AsyncConn) -> str | None:
+        """A NOLOGIN role that may only SELECT customers and tickets; ``None`` if the server does not allow it."""
+        schema = sql.Identifier(self.schema)
+        role = sql.Identifier(READER_ROLE)
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.support.role'))")
+                cur = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER_ROLE,))
+                if await cur.fetchone() is None:
+                    await conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN NOINHERIT").format(role))
+                await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+                await conn.execute(
+                    sql.SQL("GRANT SELECT ON {}.customers, {}.tickets TO {}").format(schema, schema, role)
+                )
+                await conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(role))
+        except psycopg.errors.InsufficientPrivilege:
+            logger.info("no privilege to create role %s: the SQL tool runs without it", READER_ROLE)
+            return None
+        return READER_ROLE
+
+
+_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS customers (id integer PRIMARY KEY, name text NOT NULL, city text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tickets ("
+    " id integer PRIMARY KEY, customer_id integer NOT NULL REFERENCES customers (id),"
+    " issue text NOT NULL, status text NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS tickets_customer_id ON tickets (customer_id)",
+    "CREATE TABLE IF NOT EXISTS support_messages ("
+    " id bigserial PRIMARY KEY, session_id text NOT NULL,"
+    " role text NOT NULL CHECK (role IN ('user', 'assistant')), content text NOT NULL,"
+    " created_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    "CREATE INDEX IF NOT EXISTS support_messages_session ON support_messages (session_id, id DESC)",
+)

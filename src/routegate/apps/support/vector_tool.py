@@ -1,0 +1,92 @@
+"""The vector tool: semantic search over the help articles in pgvector.
+
+``query`` + ``top_k`` (default 3) → ``documents`` [{content, score}] (plus ``title``). The three articles are
+embedded once at start-up (:meth:`VectorTool.index`) with the injected encoder and stored in ``kb_articles``
+(HNSW index, cosine distance). Documents scoring under ``min_score`` are dropped, so an irrelevant query returns
+an empty list — the graph's signal to fall back. Search only: nothing is uploaded or re-embedded per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import psycopg
+
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.errors import ToolError
+from routegate.embed import Encoder
+from routegate.errors import ConfigurationError
+
+# Cosine similarity (all-MiniLM-L6-v2) under which an article is not an answer. Calibrated on the labelled
+# set: the help questions score >= 0.45 with their article, off-topic and unrelated how-to questions <= 0.36 (docs/support.md).
+DEFAULT_MIN_SCORE: Final = 0.40
+MAX_TOP_K: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    title: str
+    content: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "content": self.content, "score": round(self.score, 4)}
+
+
+def vector_literal(vector: Sequence[float] | np.ndarray[Any, Any]) -> str:
+    """pgvector's text form ``[x,y,...]`` (sent as a parameter and cast with ``::vector``)."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+class VectorTool:
+    """Search-only access to the knowledge-base articles."""
+
+    name = "vector"
+
+    def __init__(self, db: SupportDatabase, encoder: Encoder, *, min_score: float = DEFAULT_MIN_SCORE) -> None:
+        if not -1.0 <= min_score <= 1.0:
+            raise ConfigurationError(f"min_score must be a cosine similarity in [-1, 1], got {min_score}")
+        self._db = db
+        self._encoder = encoder
+        self.min_score = min_score
+
+    async def index(self) -> int:
+        """Embed every article once (start-up) and store the vectors. Returns the number of articles embedded."""
+        async with self._db.connection() as conn:
+            cur = await conn.execute("SELECT id, title, content FROM kb_articles ORDER BY id")
+            articles = await cur.fetchall()
+            if not articles:
+                return 0
+            vectors = self._encoder.encode([f"{a['title']}. {a['content']}" for a in articles])
+            async with conn.transaction(), conn.cursor() as write:
+                await write.executemany(
+                    "UPDATE kb_articles SET embedding = %s::vector, model_id = %s WHERE id = %s",
+                    [
+                        (vector_literal(v), self._encoder.model_id, a["id"])
+                        for a, v in zip(articles, vectors, strict=True)
+                    ],
+                )
+        return len(articles)
+
+    async def search(self, query: str, top_k: int = 3) -> list[Document]:
+        """Top ``top_k`` articles by cosine similarity, those under ``min_score`` left out."""
+        if not isinstance(query, str) or not query.strip():
+            return []
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise ConfigurationError(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
+        vector = vector_literal(self._encoder.encode([query])[0])
+        try:
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT title, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_articles "
+                    "WHERE embedding IS NOT NULL ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s",
+                    {"v": vector, "k": top_k},
+                )
+                rows = await cur.fetchall()
+        except psycopg.Error as exc:
+            raise ToolError("database_error", f"vector search failed: {str(exc).splitlines()[0]}") from exc
+        documents = [Document(r["title"], r["content"], float(r["score"])) for r in rows]
+        return [d for d in documents if d.score >= self.min_score]

@@ -1,0 +1,44 @@
+"""Fixtures of the support-desk tests: one embedded PostgreSQL per test session, one schema per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
+from routegate.embed import MiniLMEncoder
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL 16 + pgvector (pgserver), started once for the whole test session."""
+    base: Path = tmp_path_factory.mktemp("pg")
+    server = EmbeddedPostgres(base / "data")
+    url = server.start()
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def encoder() -> MiniLMEncoder:
+    enc = MiniLMEncoder()
+    enc.warm_up()
+    return enc
+
+
+@pytest.fixture
+async def db(pg_url: str, encoder: MiniLMEncoder) -> AsyncIterator[SupportDatabase]:
+    """A seeded schema of its own for each test, dropped afterwards."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    database = SupportDatabase(pg_url, schema=schema, max_size=2)
+    await database.open()
+    try:
+        await database.ensure_schema(embedding_dim=encoder.dim)
+        yield database
+    finally:
+        async with database.connection() as conn:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await database.close()
