@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from routegate.apps.triage import build_triage_agent
-from routegate.core import Budget, FinalizeRequest, RouteRequest, RouteSpec, Router
+from routegate.core import Budget, FinalizeRequest, Router, RouteRequest, RouteSpec
 from routegate.errors import ConfigurationError
 from routegate.llm import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT, LLMFinalizer
 from routegate.routers.llm import LLMRouter, route_payload

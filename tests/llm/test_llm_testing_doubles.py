@@ -42,15 +42,16 @@ async def test_a_request_beyond_the_script_is_a_loud_failure(
 
 
 def test_unconsumed_steps_fail_the_with_block() -> None:
-    with pytest.raises(AssertionError, match=r"1 scripted step\(s\) never requested"):  # noqa: PT012
-        with ScriptedOpenAIServer([Reply("never asked")]):
-            pass
+    with (
+        pytest.raises(AssertionError, match=r"1 scripted step\(s\) never requested"),
+        ScriptedOpenAIServer([Reply("never asked")]),
+    ):
+        pass
 
 
 def test_an_exception_in_the_with_block_is_not_masked() -> None:
-    with pytest.raises(KeyError):  # noqa: PT012
-        with ScriptedOpenAIServer([Reply("never asked")]):
-            raise KeyError("the test's own failure")
+    with pytest.raises(KeyError), ScriptedOpenAIServer([Reply("never asked")]):
+        raise KeyError("the test's own failure")
 
 
 async def test_models_endpoint_lists_the_model_without_using_a_step(server: ScriptedOpenAIServer) -> None:
