@@ -1,0 +1,56 @@
+"""routegate.plan: a declarative step graph with explicit, compile-time-validated conditional routing.
+
+::
+
+    from routegate.plan import Plan, Step, when
+
+    plan = Plan(
+        Step(search, output=Hits,
+             routes={"apology": when.field("items").empty(), "write": when.field("items").not_empty()},
+             after_branches="log_outcome"),
+        Step(write),
+        Step(apology),
+        Step(log_outcome),
+    )
+    result = plan.run("query")          # or: await plan.arun("query")
+    result.path                         # ('search', 'apology', 'log_outcome') for empty hits
+
+See docs/plan.md.
+"""
+
+from routegate.plan.envelope import Envelope, ErrorInfo, payload_text
+from routegate.plan.errors import DetourTrapWarning, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
+from routegate.plan.plan import Plan, PlanResult
+from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev, from_start, from_step
+from routegate.plan.step import Step
+from routegate.plan.store import Store
+from routegate.plan.targets import StepContext, StepTarget, StructuredChatModel
+from routegate.plan.when import FieldRef, Predicate, When, when
+
+__all__ = [
+    "DetourTrapWarning",
+    "Envelope",
+    "ErrorInfo",
+    "FieldRef",
+    "FromPrev",
+    "FromStart",
+    "FromStep",
+    "MaxIterationsExceeded",
+    "Plan",
+    "PlanCompileError",
+    "PlanResult",
+    "PlanRuntimeError",
+    "Predicate",
+    "Sentinel",
+    "Step",
+    "StepContext",
+    "StepTarget",
+    "Store",
+    "StructuredChatModel",
+    "When",
+    "from_prev",
+    "from_start",
+    "from_step",
+    "payload_text",
+    "when",
+]

@@ -1,0 +1,94 @@
+"""The value one step hands to the routing rules and to the next step: payload, error and metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from routegate.core.contracts import jsonable
+from routegate.errors import RunStopError
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """Why a step failed: the exception's class name, its message and the run's stop reason.
+
+    ``stop_reason`` is ``step_error:<ExceptionClass>``, or the ``stop_reason`` of a
+    :class:`~routegate.errors.RunStopError` the target raised. ``exception`` keeps the original exception.
+    """
+
+    type: str
+    message: str
+    stop_reason: str
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        if isinstance(exc, RunStopError):
+            return cls(type(exc).__name__, exc.message, exc.stop_reason, exc)
+        return cls(type(exc).__name__, str(exc), f"step_error:{type(exc).__name__}", exc)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message, "stop_reason": self.stop_reason}
+
+
+class Envelope:
+    """One step's output as the routing rules see it.
+
+    ``payload`` is what the step returned (validated into ``output=`` when the step declares one); ``error`` is
+    set instead when the step failed; ``metadata`` is free-form. ``step`` and ``elapsed_ms`` say which step
+    produced it and how long its target took. Treat envelopes as read-only.
+    """
+
+    __slots__ = ("elapsed_ms", "error", "metadata", "payload", "step")
+
+    def __init__(
+        self,
+        payload: Any = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+        step: str | None = None,
+        elapsed_ms: float = 0.0,
+    ) -> None:
+        self.payload = payload
+        self.error = error
+        self.metadata = {} if metadata is None else metadata
+        self.step = step
+        self.elapsed_ms = elapsed_ms
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def text(self) -> str:
+        """The payload as text: strings as they are, models and containers as JSON."""
+        return payload_text(self.payload)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step, "payload": jsonable(self.payload)}
+        if self.error is not None:
+            out["error"] = self.error.to_dict()
+        if self.metadata:
+            out["metadata"] = jsonable(self.metadata)
+        out["elapsed_ms"] = round(self.elapsed_ms, 3)
+        return out
+
+    def __repr__(self) -> str:
+        state = f"error={self.error!r}" if self.error is not None else f"payload={self.payload!r}"
+        return f"Envelope(step={self.step!r}, {state})"
+
+
+def payload_text(payload: Any) -> str:
+    """Render a payload as text for a model or a routing agent: ``str`` as is, anything else as JSON."""
+    if payload is None:
+        return ""
+    if isinstance(payload, str):
+        return payload
+    model_dump_json = getattr(payload, "model_dump_json", None)
+    if callable(model_dump_json):
+        return str(model_dump_json())
+    if dataclasses.is_dataclass(payload) and not isinstance(payload, type):
+        return json.dumps(jsonable(dataclasses.asdict(payload)), ensure_ascii=False)
+    return json.dumps(jsonable(payload), ensure_ascii=False)

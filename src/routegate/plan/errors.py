@@ -1,0 +1,61 @@
+"""The Plan engine's exceptions and its one warning.
+
+* :class:`PlanCompileError` — the plan graph is wrong (unknown route target, bad ``routes_by`` field, ...). Raised
+  while the :class:`~routegate.plan.Plan` is built, before any step runs.
+* :class:`PlanRuntimeError` — a plan misbehaved while running in a way that is a programming bug: a routing
+  predicate raised, or ``from_step(name)`` named a step that did not run.
+* :class:`MaxIterationsExceeded` — a run used up ``Plan(max_iterations=...)``: a routing cycle that never ends.
+
+A step whose *target* fails is not an exception: it produces an error envelope, which a route can catch with
+``when.errored()``; a run that ends on such a step returns a result with ``ok == False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from routegate.errors import ConfigurationError, RuntimeFaultError
+
+_SHOWN_PATH = 24
+
+
+class PlanCompileError(ConfigurationError):
+    """The plan graph is invalid; raised at construction, before anything runs."""
+
+
+class PlanRuntimeError(RuntimeFaultError):
+    """A plan bug found while running (a predicate raised, a ``from_step`` source did not run).
+
+    A :class:`RuntimeError` subclass (through :class:`~routegate.errors.RuntimeFaultError`), distinct from
+    :class:`PlanCompileError` so run-time bugs do not pass for build-time graph errors.
+    """
+
+
+class MaxIterationsExceeded(PlanRuntimeError):
+    """A run executed ``limit`` steps and still had somewhere to go: a routing cycle without an exit.
+
+    ``path`` holds every step executed before the limit was hit and ``next_step`` the one that would have run.
+    """
+
+    def __init__(self, limit: int, path: Sequence[str], next_step: str) -> None:
+        self.limit = limit
+        self.path = tuple(path)
+        self.next_step = next_step
+        shown = list(self.path[-_SHOWN_PATH:])
+        elided = len(self.path) - len(shown)
+        text = " → ".join(shown)
+        if elided:
+            text = f"… ({elided} earlier) → {text}"
+        super().__init__(
+            f"Plan exceeded max_iterations={limit} before running {next_step!r}; path: {text}. "
+            "Suspect a routing cycle (a route back to an earlier step whose predicate never stops firing) "
+            "or raise max_iterations."
+        )
+
+
+class DetourTrapWarning(UserWarning):
+    """A forward route without ``after_branches=`` whose target is not the last step (the seed's detour trap).
+
+    When such a route does not fire, linear progression still runs the routed-to step, so the "branch-only" step
+    runs on every path. ``Plan(strict=True)`` turns this warning into a :class:`PlanCompileError`.
+    """

@@ -1,0 +1,46 @@
+"""Sentinels for ``Step(context=...)``: which payload a step receives as its input.
+
+* ``from_prev`` (default) — the payload of the step that ran just before it (the plan input for the first step;
+  the :class:`~routegate.plan.ErrorInfo` when that step failed and a route caught the failure; after a parallel
+  band, a ``dict`` of each branch's payload by step name).
+* ``from_start`` — the plan's input.
+* ``from_step(name)`` — the latest payload of the named step, which must be declared earlier; running a step
+  whose ``from_step`` source did not run in this run raises :class:`~routegate.plan.PlanRuntimeError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FromPrev:
+    def __repr__(self) -> str:
+        return "from_prev"
+
+
+@dataclass(frozen=True, slots=True)
+class FromStart:
+    def __repr__(self) -> str:
+        return "from_start"
+
+
+@dataclass(frozen=True, slots=True)
+class FromStep:
+    name: str
+
+    def __repr__(self) -> str:
+        return f"from_step({self.name!r})"
+
+
+Sentinel = FromPrev | FromStart | FromStep
+
+from_prev = FromPrev()
+from_start = FromStart()
+
+
+def from_step(name: str) -> FromStep:
+    """The latest payload of the step called ``name`` (declared earlier in the plan)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"from_step() takes a step name, got {name!r}")
+    return FromStep(name)
