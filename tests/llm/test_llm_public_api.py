@@ -1,0 +1,58 @@
+"""The public names of routegate.llm, routegate.routers.llm and routegate.testing are pinned."""
+
+from __future__ import annotations
+
+import routegate.llm
+import routegate.routers.llm
+import routegate.testing
+
+
+def test_llm_exports() -> None:
+    assert sorted(routegate.llm.__all__) == [
+        "FINAL_SYSTEM_PROMPT",
+        "ROUTER_SYSTEM_PROMPT",
+        "ChatMessage",
+        "ChatModel",
+        "LLMAuthError",
+        "LLMBadRequestError",
+        "LLMEmptyError",
+        "LLMError",
+        "LLMFinalizer",
+        "LLMRateLimitedError",
+        "LLMTimeoutError",
+        "LLMUpstreamError",
+        "OpenAIChatModel",
+        "Role",
+        "final_messages",
+        "final_payload",
+    ]
+    for name in routegate.llm.__all__:
+        assert hasattr(routegate.llm, name), name
+
+
+def test_llm_router_names() -> None:
+    for name in ("LLMRouter", "route_payload", "route_messages", "RECENT_HISTORY"):
+        assert hasattr(routegate.routers.llm, name), name
+
+
+def test_testing_exports() -> None:
+    assert sorted(routegate.testing.__all__) == [
+        "ChatCall",
+        "ChatStep",
+        "EmbeddingReply",
+        "ErrorReply",
+        "Hang",
+        "RawReply",
+        "RecordedRequest",
+        "Reply",
+        "Responder",
+        "RouteStep",
+        "ScriptExhaustedError",
+        "ScriptItem",
+        "ScriptedChatModel",
+        "ScriptedOpenAIServer",
+        "ScriptedRouter",
+        "Step",
+    ]
+    for name in routegate.testing.__all__:
+        assert hasattr(routegate.testing, name), name
