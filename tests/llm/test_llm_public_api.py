@@ -9,10 +9,9 @@ import routegate.testing
 
 def test_llm_exports() -> None:
     assert sorted(routegate.llm.__all__) == [
-        "FINAL_SYSTEM_PROMPT",
-        "ROUTER_SYSTEM_PROMPT",
         "ChatMessage",
         "ChatModel",
+        "FINAL_SYSTEM_PROMPT",
         "LLMAuthError",
         "LLMBadRequestError",
         "LLMEmptyError",
@@ -22,6 +21,7 @@ def test_llm_exports() -> None:
         "LLMTimeoutError",
         "LLMUpstreamError",
         "OpenAIChatModel",
+        "ROUTER_SYSTEM_PROMPT",
         "Role",
         "final_messages",
         "final_payload",
