@@ -568,7 +568,7 @@ def _compile(
     compiled = [_Compiled(step, index) for index, step in enumerate(steps)]
     for index, (step, c) in enumerate(zip(steps, compiled, strict=True)):
         where = f"Step {step.name!r}"
-        _bind_target(plan, step, c, targets)
+        _bind_target(step, c, targets)
 
         # input sentinel
         context = step.context
@@ -662,7 +662,7 @@ def _fast(predicate: Callable[..., Any]) -> Callable[[Envelope], Any]:
     return predicate.fn if isinstance(predicate, Predicate) else predicate
 
 
-def _bind_target(plan: Plan, step: Step, c: _Compiled, targets: Mapping[str, Any] | None) -> None:
+def _bind_target(step: Step, c: _Compiled, targets: Mapping[str, Any] | None) -> None:
     where = f"Step {step.name!r}"
     target = step.target
     if isinstance(target, str):
@@ -676,8 +676,6 @@ def _bind_target(plan: Plan, step: Step, c: _Compiled, targets: Mapping[str, Any
         if isinstance(target, str):
             raise PlanCompileError(f"{where}: targets[{step.target!r}] is a string, not something to run")
     c.target = target
-    if target is plan:
-        raise PlanCompileError(f"{where}: a plan cannot run itself as a step")
     if isinstance(target, Plan):
         c.kind = _PLAN
     elif isinstance(target, RoutingAgent):

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, cast, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter
+from typing_extensions import is_typeddict  # knows typing's and typing_extensions' TypedDict
 
 from routegate.plan.errors import PlanCompileError
 from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev
@@ -202,7 +203,7 @@ def _literal_route_values(where: str, output: Any, field: str) -> tuple[str, ...
     if not isinstance(field, str) or not field:
         raise PlanCompileError(f"{where}: routes_by= must name a field of the output model, got {field!r}")
     is_model = isinstance(output, type) and (
-        issubclass(output, BaseModel) or dataclasses.is_dataclass(output) or typing.is_typeddict(output)
+        issubclass(output, BaseModel) or dataclasses.is_dataclass(output) or is_typeddict(output)
     )
     if not is_model:
         raise PlanCompileError(
