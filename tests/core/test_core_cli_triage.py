@@ -7,6 +7,7 @@ import json
 import pytest
 
 from routegate.cli import main
+from routegate.testing import Reply, ScriptedOpenAIServer
 
 
 def test_triage_default_goal_prints_the_billing_refund(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,3 +38,37 @@ def test_triage_stop_exits_non_zero_with_the_stop_reason(capsys: pytest.CaptureF
 def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "triage" in capsys.readouterr().err
+
+
+def test_triage_uses_the_configured_llm_endpoint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    route = {"kind": "route", "target": "sales_specialist", "args": {"ticket": "a quote for 12 seats"}}
+    with ScriptedOpenAIServer(model="scripted") as server:
+        server.script(Reply(json.dumps(route)), Reply("Sales recommends team_plus at 199.00 USD a month."))
+        monkeypatch.setenv("OPENAI_API_KEY", server.api_key)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_MODEL", "scripted")
+        assert main(["triage", "a quote for 12 seats"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert len(server.chat_requests) == 2
+    assert result["selected_route"] == "sales_specialist"
+    assert result["answer"] == "Sales recommends team_plus at 199.00 USD a month."
+    assert result["trace"][0]["decided_by"] == "llm"
+
+
+def test_triage_offline_flag_ignores_the_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-unused")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["triage", "--offline"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace"][0]["decided_by"] == "rules"
+
+
+def test_triage_bad_settings_are_a_clear_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_TIMEOUT_SECONDS", "soon")
+    assert main(["triage"]) == 2
+    assert "OPENAI_TIMEOUT_SECONDS" in capsys.readouterr().err

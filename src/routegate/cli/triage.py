@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 from typing import Any
 
 from routegate.apps.triage import DEMO_GOAL, build_triage_agent
+from routegate.core import RunResult
+from routegate.errors import ConfigurationError
+from routegate.llm import LLMFinalizer, OpenAIChatModel
+from routegate.routers.llm import LLMRouter
+from routegate.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -14,15 +21,30 @@ def register(subparsers: Any) -> None:
         help="route a support request to the billing, technical or sales specialist and print the JSON result",
         description="Route a support request to the billing, technical or sales specialist through the policy "
         "boundary and gateway, and print the run result as JSON (status, stop_reason, selected_route, answer, "
-        "trace, history). Offline by default; uses the LLM router and finalizer when OPENAI_API_KEY is set.",
+        "trace, history). Offline by default (keyword router, grounded composer); with OPENAI_API_KEY set it "
+        "uses the LLM router and the LLM finalizer of OPENAI_BASE_URL / OPENAI_MODEL. Exit status: 0 on "
+        "success, 1 when the run stopped, 2 on a usage or configuration error.",
     )
     parser.add_argument("request", nargs="?", default=DEMO_GOAL, help="the request text (default: the seed's goal)")
+    parser.add_argument("--offline", action="store_true", help="ignore OPENAI_API_KEY: keyword router + composer")
     parser.add_argument("--compact", action="store_true", help="print the JSON on one line")
     parser.set_defaults(handler=run)
 
 
+async def _triage(request: str, settings: Settings, *, offline: bool) -> RunResult:
+    if offline or not settings.llm_enabled:
+        return await build_triage_agent().arun(request)
+    async with OpenAIChatModel.from_settings(settings) as chat:
+        agent = build_triage_agent(router=LLMRouter(chat), finalizer=LLMFinalizer(chat))
+        return await agent.arun(request)
+
+
 def run(args: argparse.Namespace) -> int:
-    agent = build_triage_agent()
-    result = agent.run(args.request)
+    try:
+        settings = Settings()
+        result = asyncio.run(_triage(args.request, settings, offline=args.offline))
+    except (ConfigurationError, ValueError) as exc:
+        print(f"routegate triage: {exc}", file=sys.stderr)
+        return 2
     print(result.to_json(indent=None if args.compact else 2))
     return 0 if result.ok else 1
