@@ -203,3 +203,11 @@ async def test_unreachable_endpoint_stops_with_llm_timeout() -> None:
         result = await _run(chat)
     assert (result.stop_reason, result.phase) == ("llm_timeout", "route")
     assert "could not be reached" in result.message
+
+
+async def test_run_deadline_cuts_off_a_hanging_model(server: ScriptedOpenAIServer, model: OpenAIChatModel) -> None:
+    server.script(Reply("warm"))
+    assert await model.complete([{"role": "user", "content": "ping"}]) == "warm"
+    server.script(Hang())
+    result = await _run(model, budget=Budget(max_seconds=0.5))
+    assert (result.stop_reason, result.phase) == ("max_seconds", "route")

@@ -218,3 +218,10 @@ async def test_scripted_router_passes_decisions_exceptions_and_functions() -> No
     router.script(ROUTE)
     assert router.remaining == 1
     assert (await agent.arun("refund")).ok
+
+
+async def test_chunks_make_the_plain_content_too(server: ScriptedOpenAIServer, model: OpenAIChatModel) -> None:
+    server.script(Reply(chunks=("Hel", "lo")))
+    assert await model.complete(HI) == "Hello"
+    assert Reply(chunks=("a",)).text == "a"
+    assert Reply("x", chunks=("y",)).text == "x"

@@ -229,7 +229,7 @@ class OpenAIChatModel:
             stop = self._status_stop(exc.status_code, f"{where} answered HTTP {exc.status_code}: {_detail(exc)}")
         else:
             stop = LLMUpstreamError(f"{where} gave an unusable answer ({type(exc).__name__}): {_detail(exc)}")
-        logger.info("llm stop %s (%s)", stop.stop_reason, type(exc).__name__)
+        logger.debug("llm stop %s (%s)", stop.stop_reason, type(exc).__name__)
         return stop
 
     def _status_stop(self, status: int, message: str) -> LLMError:

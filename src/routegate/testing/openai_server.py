@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import math
+import sys
 import threading
 import time
 from collections import deque
@@ -75,8 +76,12 @@ class _Server(ThreadingHTTPServer):
     scripted: ScriptedOpenAIServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # a client that gave up (timeout) closes its socket while we write: expected, not a test failure
-        logger.debug("scripted server: connection from %s ended early", client_address, exc_info=True)
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            # a client that gave up (its timeout) closed the socket while we wrote: expected, not a failure
+            logger.debug("scripted server: connection from %s ended early", client_address, exc_info=True)
+            return
+        self.scripted._fail(f"the scripted server failed on a request: {type(error).__name__}: {error}")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -402,7 +407,7 @@ class ScriptedOpenAIServer:
 
     def _usage(self, record: RecordedRequest, step: Reply) -> dict[str, int]:
         prompt = sum(_tokens(str(m.get("content") or "")) for m in record.messages)
-        completion = _tokens(step.content or "")
+        completion = _tokens(step.text or "")
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def _completion(self, record: RecordedRequest, step: Reply) -> dict[str, Any]:
@@ -416,7 +421,7 @@ class ScriptedOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": step.content, "refusal": None},
+                    "message": {"role": "assistant", "content": step.text, "refusal": None},
                     "finish_reason": step.finish_reason,
                     "logprobs": None,
                 }

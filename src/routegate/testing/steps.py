@@ -37,6 +37,13 @@ class Reply:
     finish_reason: str = "stop"
     chunks: tuple[str, ...] | None = None
 
+    @property
+    def text(self) -> str | None:
+        """The whole content (``chunks`` joined when only they were given)."""
+        if self.chunks is not None and not self.content:
+            return "".join(self.chunks)
+        return self.content
+
     def pieces(self) -> tuple[str, ...]:
         if self.chunks is not None:
             return self.chunks
