@@ -1,0 +1,45 @@
+"""The public surface of routegate.plan is pinned."""
+
+from __future__ import annotations
+
+import routegate.plan
+from routegate.errors import ConfigurationError, RuntimeFaultError
+from routegate.plan import MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
+
+
+def test_exported_names_are_pinned() -> None:
+    assert sorted(routegate.plan.__all__) == [
+        "DetourTrapWarning",
+        "Envelope",
+        "ErrorInfo",
+        "FieldRef",
+        "FromPrev",
+        "FromStart",
+        "FromStep",
+        "MaxIterationsExceeded",
+        "Plan",
+        "PlanCompileError",
+        "PlanResult",
+        "PlanRuntimeError",
+        "Predicate",
+        "Sentinel",
+        "Step",
+        "StepContext",
+        "StepTarget",
+        "Store",
+        "StructuredChatModel",
+        "When",
+        "from_prev",
+        "from_start",
+        "from_step",
+        "payload_text",
+        "when",
+    ]
+    for name in routegate.plan.__all__:
+        assert hasattr(routegate.plan, name)
+
+
+def test_error_families() -> None:
+    assert issubclass(PlanCompileError, ConfigurationError)
+    assert issubclass(PlanRuntimeError, RuntimeFaultError) and issubclass(PlanRuntimeError, RuntimeError)
+    assert issubclass(MaxIterationsExceeded, PlanRuntimeError)
