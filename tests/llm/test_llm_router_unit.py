@@ -120,3 +120,15 @@ async def test_blank_final_answer_is_llm_empty_and_text_is_stripped() -> None:
     assert chat.calls[0].content("system") == "be brief"
     payload: dict[str, Any] = json.loads(chat.calls[0].content("user") or "")
     assert payload == {"goal": "goal", "selected_route": "billing_specialist", "history": [entry.to_dict()]}
+
+
+async def test_streamed_final_answer_drops_leading_blanks_and_refuses_an_empty_one() -> None:
+    from routegate.core import HistoryEntry, RouteIntent
+    from routegate.llm import LLMEmptyError
+
+    entry = HistoryEntry(1, RouteIntent("billing_specialist", {"ticket": "t"}), {"status": "done", "result": {}})
+    request = FinalizeRequest("goal", "billing_specialist", (entry,))
+    finalizer = LLMFinalizer(ScriptedChatModel(["  Refund  approved.", "   "]))
+    assert [delta async for delta in finalizer.astream(request)] == ["Refund ", " ", "approved."]
+    with pytest.raises(LLMEmptyError, match="streamed an empty final answer"):
+        [delta async for delta in finalizer.astream(request)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from routegate.core.protocols import FinalizeRequest
@@ -37,6 +38,19 @@ class LLMFinalizer:
     def __init__(self, chat_model: ChatModel, *, system_prompt: str = FINAL_SYSTEM_PROMPT) -> None:
         self.chat_model = chat_model
         self.system_prompt = system_prompt
+
+    async def astream(self, request: FinalizeRequest) -> AsyncIterator[str]:
+        """The final answer as it is generated (for streaming servers); leading blank deltas are dropped and an
+        answer that stays blank ends with :class:`~routegate.llm.errors.LLMEmptyError` after the stream."""
+        started = False
+        async for delta in self.chat_model.stream(final_messages(request, system_prompt=self.system_prompt)):
+            if not started:
+                delta = delta.lstrip()
+                started = bool(delta)
+            if delta:
+                yield delta
+        if not started:
+            raise LLMEmptyError(f"the model streamed an empty final answer for route {request.selected_route!r}")
 
     async def finalize(self, request: FinalizeRequest) -> str:
         text = await self.chat_model.complete(final_messages(request, system_prompt=self.system_prompt))
