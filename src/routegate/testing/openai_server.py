@@ -96,13 +96,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         scripted = self.server.scripted
         path = self.path.split("?", 1)[0].rstrip("/")
-        record = scripted._record("GET", path, dict(self.headers.items()), None, b"")
+        scripted._record("GET", path, dict(self.headers.items()), None, b"")
         if path == MODELS_PATH:
             self._json(200, {"object": "list", "data": [scripted._model_card()]})
         elif path == f"{MODELS_PATH}/{scripted.model}":
             self._json(200, scripted._model_card())
         else:
-            self._unexpected(record, 404, f"GET {path} is not an endpoint of the scripted server")
+            self._unexpected(404, f"GET {path} is not an endpoint of the scripted server")
 
     def do_POST(self) -> None:
         scripted = self.server.scripted
@@ -115,20 +115,18 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         record = scripted._record("POST", path, dict(self.headers.items()), body, raw)
         if path not in (CHAT_PATH, EMBEDDINGS_PATH):
-            self._unexpected(record, 404, f"POST {path} is not an endpoint of the scripted server")
+            self._unexpected(404, f"POST {path} is not an endpoint of the scripted server")
             return
         if not isinstance(body, dict):
-            self._unexpected(record, 400, f"POST {path}: the body is not a JSON object ({raw[:80]!r})")
+            self._unexpected(400, f"POST {path}: the body is not a JSON object ({raw[:80]!r})")
             return
         try:
             step = scripted._next_step(record)
         except Exception as exc:  # a scripted responder failed: report it as a test failure, answer 500
-            self._unexpected(record, 500, f"the scripted responder raised {type(exc).__name__}: {exc}")
+            self._unexpected(500, f"the scripted responder raised {type(exc).__name__}: {exc}")
             return
         if step is None:
-            self._unexpected(
-                record, 500, f"unexpected request #{len(scripted.requests)}: POST {path} after the script ended"
-            )
+            self._unexpected(500, f"unexpected request #{len(scripted.requests)}: POST {path} after the script ended")
             return
         self._answer(record, step)
 
@@ -142,8 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._other()
 
     def _other(self) -> None:
-        record = self.server.scripted._record(self.command, self.path, dict(self.headers.items()), None, b"")
-        self._unexpected(record, 405, f"{self.command} {self.path} is not supported by the scripted server")
+        self.server.scripted._record(self.command, self.path, dict(self.headers.items()), None, b"")
+        self._unexpected(405, f"{self.command} {self.path} is not supported by the scripted server")
 
     # -- answers ---------------------------------------------------------------------------------------------
     def _answer(self, record: RecordedRequest, step: Step) -> None:
@@ -161,11 +159,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(step.status, step.body, step.content_type, dict(step.headers))
         elif record.path == EMBEDDINGS_PATH:
             if not isinstance(step, EmbeddingReply):
-                self._unexpected(record, 500, f"POST {EMBEDDINGS_PATH} got scripted {type(step).__name__}")
+                self._unexpected(500, f"POST {EMBEDDINGS_PATH} got scripted {type(step).__name__}")
                 return
             self._embeddings(record, step)
         elif not isinstance(step, Reply):
-            self._unexpected(record, 500, f"POST {CHAT_PATH} got scripted {type(step).__name__}")
+            self._unexpected(500, f"POST {CHAT_PATH} got scripted {type(step).__name__}")
         elif record.stream:
             self._stream(record, step)
         else:
@@ -179,9 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
         dimensions = dims if isinstance(dims, int) and not isinstance(dims, bool) and dims > 0 else step.dimensions
         if step.vectors is not None:
             if len(step.vectors) != len(texts):
-                self._unexpected(
-                    record, 500, f"embeddings: {len(texts)} inputs but {len(step.vectors)} scripted vectors"
-                )
+                self._unexpected(500, f"embeddings: {len(texts)} inputs but {len(step.vectors)} scripted vectors")
                 return
             vectors = [list(v) for v in step.vectors]
         else:
@@ -243,11 +239,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):X}\r\n".encode("ascii") + data + b"\r\n")
 
-    def _unexpected(self, record: RecordedRequest, status: int, message: str) -> None:
+    def _unexpected(self, status: int, message: str) -> None:
+        """Answer a request the script did not plan for, and record it as a test failure."""
         self.server.scripted._fail(message)
         body = ErrorReply(status, message=f"routegate.testing: {message}", type="scripted_server_error").body()
         self._json(status, body, {"x-should-retry": "false"})
-        del record
 
     def _json(self, status: int, payload: object, headers: Mapping[str, str] | None = None) -> None:
         self._send(status, json.dumps(payload).encode("utf-8"), "application/json", dict(headers or {}))
