@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
 
 
@@ -42,3 +43,9 @@ async def db(pg_url: str, encoder: MiniLMEncoder) -> AsyncIterator[SupportDataba
         async with database.connection() as conn:
             await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await database.close()
+
+
+@pytest.fixture(scope="session")
+def semantic(encoder: MiniLMEncoder) -> ExampleEmbeddingLayer:
+    """The router's embedding layer, built once (it embeds every route example)."""
+    return ExampleEmbeddingLayer(encoder)

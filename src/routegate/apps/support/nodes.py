@@ -1,0 +1,137 @@
+"""The graph's tool nodes as core workers: Postgres Query, Vector Search, External Tool, and the direct LLM edge.
+
+Each node calls its tool once and returns an observation ``{"status": "done", "domain": <route>, "tool", "call",
+"result", "fallback"}``. A tool error, a refused query or an empty result is *not* an exception: the node
+reports ``fallback`` (``empty``, ``unknown_query``, ``sql_refused:<code>``, ``tool_error:<code>``) and the graph
+goes on to the Respond node, as the spec's fallback rule says (no retry, no second tool).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from routegate.apps.support.errors import ToolError
+from routegate.apps.support.external_tool import ExternalTool, detect_type
+from routegate.apps.support.postgres_tool import PostgresTool
+from routegate.apps.support.sql_templates import SqlCall, select_query
+from routegate.apps.support.sqlguard import SqlRefusedError
+from routegate.apps.support.turn import current_turn
+from routegate.apps.support.vector_tool import VectorTool
+from routegate.core import NormalizedText, Worker, WorkerArgs
+from routegate.errors import RunStopError
+from routegate.llm.protocol import ChatMessage, ChatModel
+
+logger = logging.getLogger(__name__)
+
+TEXT_TO_SQL_PROMPT: Final = """You write one read-only PostgreSQL query for a customer-support database.
+Tables (nothing else exists):
+  customers(id integer, name text, city text)
+  tickets(id integer, customer_id integer -> customers.id, issue text, status text: 'open' | 'closed')
+Rules: a single SELECT; simple joins only; named placeholders like :customer_id for values taken from the
+question, with their values in "params"; no other tables, no functions except count, sum, avg, min, max,
+lower, upper, coalesce, length, trim, concat.
+Answer with one JSON object: {"query": "<SQL>", "params": {"name": value}}"""
+
+
+class QueryArgs(WorkerArgs):
+    """Every node takes the user's message as ``query``."""
+
+    query: NormalizedText
+
+
+def _observation(
+    route: str, tool: str | None, call: Mapping[str, Any] | None, result: Any, fallback: str | None
+) -> dict[str, Any]:
+    turn = current_turn()
+    if turn is not None:
+        turn.tool, turn.call, turn.fallback = tool, call, fallback
+    return {"status": "done", "domain": route, "tool": tool, "call": call, "result": result, "fallback": fallback}
+
+
+class TextToSql:
+    """With a chat model configured: SQL written by the model from the schema, checked by the same guard."""
+
+    def __init__(self, chat_model: ChatModel) -> None:
+        self._chat_model = chat_model
+
+    async def write(self, message: str, history: Sequence[str]) -> SqlCall:
+        context = "\n".join(f"earlier: {h}" for h in history[-4:])
+        messages: list[ChatMessage] = [
+            {"role": "system", "content": TEXT_TO_SQL_PROMPT},
+            {"role": "user", "content": f"{context}\nquestion: {message}".strip()},
+        ]
+        text = await self._chat_model.complete(messages, json_mode=True)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return SqlCall("llm", text, {})
+        if not isinstance(value, dict):
+            return SqlCall("llm", text, {})
+        query, params = value.get("query"), value.get("params") or {}
+        return SqlCall("llm", query if isinstance(query, str) else "", params if isinstance(params, dict) else {})
+
+
+def build_nodes(
+    *,
+    postgres: PostgresTool,
+    vector: VectorTool,
+    external: ExternalTool,
+    text_to_sql: TextToSql | None = None,
+    top_k: int = 3,
+) -> tuple[Worker, ...]:
+    """The four route nodes, named after the routes they serve."""
+
+    async def postgres_node(query: str) -> dict[str, Any]:
+        turn = current_turn()
+        history = turn.user_messages() if turn is not None else []
+        call: SqlCall | None = None
+        try:
+            if text_to_sql is not None:
+                call = await text_to_sql.write(query, history)
+            else:
+                call = select_query(query, history)
+            result = await postgres.run(call.query, call.params)
+        except SqlRefusedError as refused:
+            return _observation(
+                "POSTGRES", "postgres", call.to_dict() if call else None, None, f"sql_refused:{refused.code}"
+            )
+        except ToolError as failed:
+            return _observation(
+                "POSTGRES", "postgres", call.to_dict() if call else None, None, f"tool_error:{failed.code}"
+            )
+        except RunStopError as stop:  # the text-to-SQL model failed
+            return _observation("POSTGRES", "postgres", None, None, f"tool_error:{stop.stop_reason}")
+        fallback = None if result.row_count else "empty"
+        return _observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback)
+
+    async def vector_node(query: str) -> dict[str, Any]:
+        call = {"query": query, "top_k": top_k}
+        try:
+            documents = await vector.search(query, top_k=top_k)
+        except ToolError as failed:
+            return _observation("VECTOR", "vector", call, None, f"tool_error:{failed.code}")
+        result = {"documents": [d.to_dict() for d in documents]}
+        return _observation("VECTOR", "vector", call, result, None if documents else "empty")
+
+    async def external_node(query: str) -> dict[str, Any]:
+        kind = detect_type(query)
+        if kind is None:
+            return _observation("EXTERNAL", "external", {"type": None, "query": query}, None, "unknown_query")
+        call = {"type": kind, "query": query}
+        answer = external.call(kind, query)
+        if answer is None:
+            return _observation("EXTERNAL", "external", call, None, "empty")
+        return _observation("EXTERNAL", "external", call, answer.to_dict(), None)
+
+    async def llm_node(query: str) -> dict[str, Any]:
+        return _observation("LLM", None, None, None, None)
+
+    return (
+        Worker("POSTGRES", postgres_node, "Customer and ticket data from PostgreSQL", QueryArgs),
+        Worker("VECTOR", vector_node, "Help articles by semantic search", QueryArgs),
+        Worker("EXTERNAL", external_node, "Mock external API (weather, crypto)", QueryArgs),
+        Worker("LLM", llm_node, "Direct answer by the Respond node", QueryArgs),
+    )

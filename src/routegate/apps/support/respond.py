@@ -1,0 +1,257 @@
+"""The LLM Response node: the one place every route ends, tool results and fallbacks alike.
+
+* Offline (:class:`GroundedSupportComposer`): turns rows, documents or the mock result into a readable answer
+  and invents nothing — every fact is a field of the evidence; the LLM route is answered from a description of
+  what the desk can do; a fallback says what was looked for and why nothing came back.
+* With a chat model: the model answers from the same evidence and the last 10 messages (streamed), told to use
+  nothing else. If it fails before its first token, the composer answers and the trace says why.
+
+Either way the answer is streamed as ``token`` events, after the ``route`` and ``tool`` events, and the node
+returns the whole text to the core runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final
+
+from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed
+from routegate.apps.support.turn import Turn
+from routegate.core import FinalizeRequest
+from routegate.errors import RunStopError
+from routegate.llm.protocol import ChatMessage, ChatModel
+
+logger = logging.getLogger(__name__)
+
+CAPABILITIES: Final = (
+    "I'm the support desk assistant. I can look up customers and tickets (for example "
+    "“What is the status of ticket 1?” or “Show tickets for customer John”), answer questions from our help "
+    "articles (password reset, ticket escalation, refunds), and give the weather or the Bitcoin price from a "
+    "mock service. Every question goes to exactly one of these sources; when none fits, I answer directly."
+)
+RESPOND_SYSTEM_PROMPT: Final = """You are a customer-support assistant. Answer the user's last message in a few
+sentences, using ONLY the evidence given (database rows, help articles or a mock API result) and the conversation.
+If the evidence is empty or a tool failed, say plainly that you could not find the information and what the user
+can try; never invent records, prices, policies or numbers. If the route is LLM (no tool), answer conversational
+questions briefly and describe what you can do: look up customers and tickets, answer from help articles
+(password reset, ticket escalation, refunds), and give weather or Bitcoin prices from a mock service."""
+
+_GREETING = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
+_THANKS = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
+_BYE = re.compile(r"\b(bye|goodbye|see you)\b", re.IGNORECASE)
+_COUNT = re.compile(r"\b(how many|count|number of)\b", re.IGNORECASE)
+_TOKEN = re.compile(r"\s*\S+")
+
+
+def tokens_of(text: str) -> list[str]:
+    """Split an answer into stream tokens (words with their leading whitespace); they join back exactly."""
+    parts = _TOKEN.findall(text)
+    tail = text[len("".join(parts)) :]
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _looked_for(call: Mapping[str, Any] | None) -> str:
+    params = dict((call or {}).get("params") or {})
+    template = (call or {}).get("template")
+    if template == "ticket_by_id":
+        return f"ticket {params.get('id')}"
+    if template == "customer_by_id":
+        return f"customer {params.get('id')}"
+    if template == "tickets_by_customer_id":
+        return f"tickets of customer {params.get('customer_id')}"
+    if "name" in params:
+        return f"a customer matching “{str(params['name']).strip('%')}”"
+    if "city" in params:
+        return f"customers in {params['city']}"
+    if "status" in params:
+        return f"{params['status']} tickets"
+    return "a matching record"
+
+
+def _ticket_line(row: Mapping[str, Any]) -> str:
+    who = f" ({row['customer']})" if row.get("customer") else ""
+    return f"Ticket {row.get('id')}{who}: {row.get('issue')} — {row.get('status')}"
+
+
+def _compose_rows(message: str, call: Mapping[str, Any] | None, rows: Sequence[Mapping[str, Any]]) -> str:
+    counting = bool(_COUNT.search(message))
+    if rows and all("issue" in r and "status" in r for r in rows):
+        if len(rows) == 1 and not counting:
+            row = rows[0]
+            who = f" for {row['customer']}" if row.get("customer") else ""
+            return f"Ticket {row.get('id')}{who} is about “{row.get('issue')}” and its status is {row.get('status')}."
+        head = f"There are {len(rows)} tickets" if counting else f"I found {len(rows)} tickets"
+        return head + ":\n" + "\n".join(f"- {_ticket_line(r)}" for r in rows)
+    if rows and all("name" in r and "city" in r for r in rows):
+        if len(rows) == 1 and not counting:
+            row = rows[0]
+            ident = f" (customer {row['id']})" if "id" in row else ""
+            return f"{row['name']}{ident} is from {row['city']}."
+        head = f"There are {len(rows)} customers" if counting else f"I found {len(rows)} customers"
+        lines = [f"- {r['name']}" + (f" (customer {r['id']})" if "id" in r else "") + f", {r['city']}" for r in rows]
+        return head + ":\n" + "\n".join(lines)
+    lines = ["- " + ", ".join(f"{k}: {v}" for k, v in r.items()) for r in rows]
+    return f"I found {len(rows)} row{'s' if len(rows) != 1 else ''}:\n" + "\n".join(lines)
+
+
+def _compose_fallback(route: str, reason: str, call: Mapping[str, Any] | None) -> str:
+    if route == "POSTGRES":
+        if reason == "empty":
+            return (
+                f"I couldn't find {_looked_for(call)} in our records. Please check the ticket or customer "
+                "number (or the name) and try again."
+            )
+        return (
+            "I couldn't look that up in the customer database just now. Please try again, or ask with a "
+            "ticket number or a customer name."
+        )
+    if route == "VECTOR":
+        if reason == "empty":
+            return (
+                "I couldn't find a help article about that. Our articles cover password reset, ticket escalation "
+                "and refunds; for anything else, please contact support."
+            )
+        return "I couldn't search the help articles just now. Please try again in a moment."
+    if route == "EXTERNAL":
+        return (
+            "I don't have that information: my external data source only knows today's weather and the Bitcoin price."
+        )
+    return CAPABILITIES
+
+
+def _compose_llm_route(message: str) -> str:
+    if _THANKS.search(message):
+        return "You're welcome! Is there anything else I can help you with?"
+    if _BYE.search(message):
+        return "Goodbye! Come back any time you need help."
+    if _GREETING.search(message):
+        return "Hello! " + CAPABILITIES + " What can I do for you?"
+    return CAPABILITIES + " What would you like to know?"
+
+
+def compose(message: str, route: str, observation: Mapping[str, Any]) -> str:
+    """The offline grounded answer for one turn."""
+    fallback = observation.get("fallback")
+    call = observation.get("call")
+    result = observation.get("result")
+    if isinstance(fallback, str) and fallback:
+        return _compose_fallback(route, fallback, call if isinstance(call, Mapping) else None)
+    if route == "POSTGRES" and isinstance(result, Mapping):
+        return _compose_rows(message, call if isinstance(call, Mapping) else None, result.get("rows") or [])
+    if route == "VECTOR" and isinstance(result, Mapping):
+        documents = result.get("documents") or []
+        top = documents[0]
+        answer = f"From our help article “{top['title']}”: {top['content']}"
+        related = [d["title"] for d in documents[1:]]
+        if related:
+            answer += " (Related: " + ", ".join(f"“{t}”" for t in related) + ".)"
+        return answer
+    if route == "EXTERNAL" and isinstance(result, Mapping):
+        return str(result.get("result"))
+    return _compose_llm_route(message)
+
+
+def _summary(route: str, observation: Mapping[str, Any]) -> str:
+    fallback = observation.get("fallback")
+    result = observation.get("result")
+    if fallback:
+        return f"no data ({fallback})"
+    if route == "POSTGRES" and isinstance(result, Mapping):
+        n = result.get("row_count", 0)
+        return f"{n} row{'s' if n != 1 else ''}"
+    if route == "VECTOR" and isinstance(result, Mapping):
+        docs = result.get("documents") or []
+        return f"{len(docs)} document{'s' if len(docs) != 1 else ''} (top score {docs[0]['score']:.2f})"
+    if route == "EXTERNAL":
+        return "mock result"
+    return ""
+
+
+def llm_messages(turn: Turn, route: str, observation: Mapping[str, Any]) -> list[ChatMessage]:
+    evidence = {
+        "route": route,
+        "tool": observation.get("tool"),
+        "call": observation.get("call"),
+        "result": observation.get("result"),
+        "fallback": observation.get("fallback"),
+    }
+    messages: list[ChatMessage] = [{"role": "system", "content": RESPOND_SYSTEM_PROMPT}]
+    messages += [{"role": m.role, "content": m.content} for m in turn.history]
+    messages.append(
+        {
+            "role": "user",
+            "content": f"{turn.message}\n\nEvidence (JSON):\n{json.dumps(evidence, ensure_ascii=False, default=str)}",
+        }
+    )
+    return messages
+
+
+class RespondNode:
+    """The core finalizer of the support graph: emits ``route``, ``tool`` and ``token`` events, returns the answer."""
+
+    def __init__(self, *, chat_model: ChatModel | None = None) -> None:
+        self.chat_model = chat_model
+
+    async def finalize(self, request: FinalizeRequest) -> str:
+        turn = request.context.get("turn")
+        if not isinstance(turn, Turn):
+            turn = Turn(session_id="", message=request.goal, history=())
+        route = request.selected_route
+        observation = request.observation
+        announce(turn, route)
+        tool = observation.get("tool")
+        if isinstance(tool, str):
+            call = observation.get("call")
+            turn.send(
+                ToolUsed(
+                    tool=tool,
+                    call=dict(call) if isinstance(call, Mapping) else {},
+                    summary=_summary(route, observation),
+                    ok=not observation.get("fallback"),
+                    evidence=observation.get("result"),
+                )
+            )
+        parts: list[str] = []
+        async for token in self._tokens(turn, route, observation):
+            parts.append(token)
+            turn.send(AnswerToken(token))
+        return "".join(parts)
+
+    async def _tokens(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> AsyncIterator[str]:
+        if self.chat_model is not None:
+            started = False
+            try:
+                async for delta in self.chat_model.stream(llm_messages(turn, route, observation)):
+                    if delta:
+                        started = True
+                        yield delta
+            except RunStopError as stop:
+                if started:
+                    raise
+                turn.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
+            else:
+                if started:
+                    turn.notes.append({"node": "respond", "mode": "llm"})
+                    return
+                turn.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
+        else:
+            turn.notes.append({"node": "respond", "mode": "composer"})
+        for token in tokens_of(compose(turn.message, route, observation)):
+            yield token
+
+
+def announce(turn: Turn, route: str) -> None:
+    """Send the ``route`` event once per turn."""
+    if turn.emitted_route:
+        return
+    turn.emitted_route = True
+    choice = turn.choice
+    if choice is not None and choice.route == route:
+        turn.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=choice.why))
+    elif route in ("POSTGRES", "VECTOR", "EXTERNAL", "LLM"):
+        turn.send(RouteChosen(route=route, layer="unknown"))  # type: ignore[arg-type]  # narrowed by the test

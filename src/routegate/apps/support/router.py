@@ -1,0 +1,138 @@
+"""The Router node: exactly one of POSTGRES | VECTOR | EXTERNAL | LLM per user turn, with the layer that decided.
+
+Layers, cheapest first; the first that settles the route wins:
+
+1. ``rules`` — signal phrases with the spec's priority (:mod:`.rules`);
+2. ``semantic`` — nearest route by example utterances, when its best score and margin are high enough
+   (:mod:`.semantic`);
+3. ``llm`` — the LLM router (``routegate.routers.llm.LLMRouter``), only when a chat model is configured; its
+   answer must pass the policy boundary here, or the next layer decides;
+4. ``default`` — the LLM route: "Query does not clearly match any route".
+
+The router only decides; the core policy boundary validates its decision again before any node runs
+(``RoutingAgent``), and the trace records ``decided_by``, the scores and why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from routegate.apps.support.contracts import ROUTES, SupportRoute
+from routegate.apps.support.rules import SupportRules
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, RouteSpec
+from routegate.core.policy import RouteRejection
+from routegate.errors import RunStopError
+from routegate.llm.protocol import ChatModel
+from routegate.routers.llm import LLMRouter
+
+logger = logging.getLogger(__name__)
+
+SUPPORT_ROUTER_PROMPT: Final = """You are the router of a customer-support assistant.
+Classify the user's intent into exactly one route and answer with one JSON object:
+{"kind": "route", "target": "<ROUTE>", "args": {"query": "<the user's message, unchanged>"}}
+Routes, in priority order (the first that applies wins):
+- POSTGRES: customer or ticket data (customers, tickets, accounts, the status of an issue, a customer's city).
+- VECTOR: FAQ or support knowledge (how-to questions, password reset, refunds, escalation, policies, guides).
+- EXTERNAL: general real-world information not stored internally (weather, temperature, prices, crypto, bitcoin).
+- LLM: conversation, questions about this assistant itself, or nothing above applies confidently.
+Answer with the JSON object only."""
+
+ROUTE_DESCRIPTIONS: Final[Mapping[SupportRoute, str]] = {
+    "POSTGRES": "Customer and ticket data from PostgreSQL (customers, tickets, status, city)",
+    "VECTOR": "Help articles and FAQs by semantic search (password reset, refunds, escalation)",
+    "EXTERNAL": "Mock external API for general information (weather, crypto prices)",
+    "LLM": "Direct answer: conversation, questions about the assistant, anything else",
+}
+QUERY_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "minLength": 1}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
+CATALOG: Final = tuple(RouteSpec(r, ROUTE_DESCRIPTIONS[r], QUERY_SCHEMA) for r in ROUTES)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteChoice:
+    """One routing decision: the route, the layer that decided, every layer's scores, and why."""
+
+    route: SupportRoute
+    layer: str
+    scores: Mapping[str, float] = field(default_factory=dict)
+    why: str = ""
+    runner_up: str | None = None
+    margin: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"route": self.route, "layer": self.layer, "scores": dict(self.scores), "why": self.why}
+        if self.runner_up is not None:
+            out["runner_up"] = self.runner_up
+            out["margin"] = self.margin
+        return out
+
+
+class SupportRouter:
+    """The support desk's router: rules → semantic → LLM (when configured) → default LLM route."""
+
+    def __init__(
+        self,
+        *,
+        semantic: ExampleEmbeddingLayer | None,
+        rules: SupportRules | None = None,
+        chat_model: ChatModel | None = None,
+        policy: RoutePolicy | None = None,
+    ) -> None:
+        self.rules = rules or SupportRules()
+        self.semantic = semantic
+        self.llm_router = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
+        self.policy = policy or RoutePolicy(ROUTES)
+
+    async def choose(self, text: str) -> RouteChoice:
+        """Decide the route for one message (no tool runs here)."""
+        verdict = self.rules.match(text)
+        scores: dict[str, float] = {f"rules:{r}": s for r, s in verdict.scores.items() if s}
+        if verdict.route is not None:
+            return RouteChoice(verdict.route, "rules", scores, verdict.why)
+        why = verdict.why
+        runner_up: str | None = None
+        margin: float | None = None
+        if self.semantic is not None:
+            semantic = self.semantic.decide(text)
+            scores.update({f"semantic:{r}": s for r, s in semantic.scores.items()})
+            runner_up, margin = semantic.runner_up, semantic.margin
+            if semantic.route is not None:
+                return RouteChoice(semantic.route, "semantic", scores, semantic.why, runner_up, margin)
+            why = f"{why}; semantic abstained: {semantic.why}"
+        if self.llm_router is not None:
+            chosen = await self._ask_llm(text)
+            if isinstance(chosen, str):
+                why = f"{why}; llm chose {chosen}"
+                return RouteChoice(chosen, "llm", scores, why, runner_up, margin)  # type: ignore[arg-type]  # checked by the policy
+            why = f"{why}; llm answer refused ({chosen.stop_reason})"
+        return RouteChoice("LLM", "default", scores, f"{why}; no route matches confidently", runner_up, margin)
+
+    async def _ask_llm(self, text: str) -> str | RouteRejection:
+        assert self.llm_router is not None
+        request = RouteRequest(goal=text, catalog=CATALOG, budget=Budget(max_route_attempts=1, max_delegations=1))
+        try:
+            decision = await self.llm_router.decide(request)
+        except RunStopError as stop:
+            logger.warning("LLM router stopped with %s; falling back to the default route", stop.stop_reason)
+            return RouteRejection(stop.stop_reason, stop.message)
+        verdict = self.policy.validate(decision.raw)
+        if isinstance(verdict, RouteRejection):
+            return verdict
+        return verdict.target
+
+    async def decide(self, request: RouteRequest) -> RouteDecision:
+        """The core :class:`~routegate.core.Router` protocol; the choice also lands in ``context["turn"]``."""
+        choice = await self.choose(request.goal)
+        turn = request.context.get("turn")
+        if turn is not None and hasattr(turn, "choice"):
+            turn.choice = choice
+        raw = {"kind": "route", "target": choice.route, "args": {"query": request.goal}}
+        return RouteDecision(raw=raw, decided_by=choice.layer, scores=choice.scores, why=choice.why)

@@ -1,0 +1,193 @@
+"""The embedding layer of the support router: nearest route by example utterances.
+
+Each route has example utterances (written for this layer; none is copied from the labelled evaluation set in
+``tests/data/support_routes.jsonl``). They are embedded once when the layer is built. A message's score for a
+route is the mean cosine similarity of its ``k`` nearest examples of that route; the layer decides when the best
+score reaches ``min_score`` and leads the runner-up by ``min_margin``, and otherwise abstains (the router then
+asks the LLM router when one is configured, or answers on the LLM route: "no route matches confidently").
+
+This is the thin, swappable stand-in behind :class:`EmbeddingLayer` until ``routegate.routers.semantic`` lands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import numpy as np
+
+from routegate.apps.support.contracts import ROUTES, SupportRoute
+from routegate.embed import Encoder, Vectors
+from routegate.errors import ConfigurationError
+
+EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
+    "POSTGRES": (
+        "show me the tickets of a customer",
+        "what is the current status of this ticket",
+        "which city does this customer live in",
+        "list every customer in the database",
+        "how many tickets are still open",
+        "who submitted that ticket",
+        "look up a customer by name",
+        "details of customer number five",
+        "all closed tickets please",
+        "tickets filed by Maria",
+        "where is Peter Parker based",
+        "what problem did the customer report",
+        "pull the account record for this client",
+        "is the issue I reported resolved yet",
+        "which clients are located in Paris",
+        "show open support tickets",
+        "customer list with their cities",
+        "tickets",
+        "customers",
+        "Maria Garcia",
+        "the status of my order 55",
+        "what did Bob complain about",
+    ),
+    "VECTOR": (
+        "how can I reset the password on my account",
+        "I lost my password",
+        "steps to recover access to my login",
+        "what are the rules for getting a refund",
+        "can I be reimbursed for my purchase",
+        "when does a ticket get escalated to senior staff",
+        "what is the escalation process",
+        "how do I change my email address",
+        "how do I cancel my plan",
+        "where can I read the help articles",
+        "is there a guide for this feature",
+        "what does your policy say",
+        "how do I close my account",
+        "explain how refunds are processed",
+        "explain the escalation rules",
+        "how do I contact customer support",
+        "what are your terms of service",
+        "how do I turn on two factor authentication",
+        "I want to get my money back",
+        "how long do I have to request a refund",
+        "frequently asked questions",
+        "password",
+    ),
+    "EXTERNAL": (
+        "what is the weather going to be like",
+        "will it rain today in Berlin",
+        "how warm is it outside now",
+        "current temperature in Madrid",
+        "what is bitcoin trading at",
+        "price of crypto coins right now",
+        "how much is one ether worth",
+        "what is the stock market doing today",
+        "latest world news",
+        "who won the game yesterday",
+        "what is the capital city of Japan",
+        "how many people live in Brazil",
+        "convert dollars to yen at today's rate",
+        "what time is it in New Delhi",
+        "how high is the tallest mountain",
+        "what is the price of oil today",
+        "weather",
+        "bitcoin",
+    ),
+    "LLM": (
+        "hey",
+        "good evening",
+        "thanks a lot",
+        "goodbye",
+        "can you assist me",
+        "I need assistance",
+        "what are you able to do",
+        "what is this assistant",
+        "how do you work",
+        "who made you",
+        "are you a human",
+        "tell me something funny",
+        "compose a short story",
+        "what is love",
+        "ok cool",
+        "I have a question for you",
+        "something is not right",
+        "can you help me with something",
+        "hmm",
+        "qwerty zxcv",
+        "what should I ask you",
+        "sorry",
+    ),
+}
+
+
+class EmbeddingLayer(Protocol):
+    """What the router needs from an embedding layer (swap in ``routegate.routers.semantic`` here)."""
+
+    def scores(self, text: str) -> dict[str, float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticVerdict:
+    route: SupportRoute | None
+    scores: Mapping[str, float]
+    best: SupportRoute
+    runner_up: SupportRoute
+    margin: float
+    why: str
+
+
+class ExampleEmbeddingLayer:
+    """Mean of the ``k`` nearest example similarities per route, with a score floor and a margin."""
+
+    name = "semantic"
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        *,
+        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        k: int = 2,
+        min_score: float = 0.45,
+        min_margin: float = 0.04,
+    ) -> None:
+        if k < 1:
+            raise ConfigurationError(f"k must be >= 1, got {k}")
+        missing = [r for r in ROUTES if not examples.get(r)]
+        if missing:
+            raise ConfigurationError(f"every route needs example utterances; none for {missing}")
+        self._encoder = encoder
+        self.k = k
+        self.min_score = min_score
+        self.min_margin = min_margin
+        self._routes = list(ROUTES)
+        texts = [t for r in self._routes for t in examples[r]]
+        self._labels = np.array([i for i, r in enumerate(self._routes) for _ in examples[r]])
+        self._matrix: Vectors = encoder.encode(texts)
+
+    def scores(self, text: str) -> dict[str, float]:
+        vector = self._encoder.encode([text])[0]
+        sims = self._matrix @ vector
+        out: dict[str, float] = {}
+        for index, route in enumerate(self._routes):
+            own = np.sort(sims[self._labels == index])[::-1][: self.k]
+            out[route] = round(float(own.mean()), 4)
+        return out
+
+    def decide(self, text: str) -> SemanticVerdict:
+        scores = self.scores(text)
+        ranked = sorted(self._routes, key=lambda r: scores[r], reverse=True)
+        best, runner_up = ranked[0], ranked[1]
+        margin = round(scores[best] - scores[runner_up], 4)
+        if scores[best] < self.min_score:
+            return SemanticVerdict(
+                None, scores, best, runner_up, margin, f"best {best} {scores[best]:.2f} < min_score {self.min_score}"
+            )
+        if margin < self.min_margin:
+            return SemanticVerdict(
+                None,
+                scores,
+                best,
+                runner_up,
+                margin,
+                f"{best} leads {runner_up} by {margin:.3f} < min_margin {self.min_margin}",
+            )
+        return SemanticVerdict(
+            best, scores, best, runner_up, margin, f"{best} {scores[best]:.2f}, margin {margin:.2f} over {runner_up}"
+        )
