@@ -1,9 +1,6 @@
 """The Streamlit chat UI and its HTTP client for the routegate server."""
 
-from pathlib import Path
-
 from routegate.ui.client import ChatClient, ChatClientError, ServerEvent, iter_sse
+from routegate.ui.launch import APP_PATH, streamlit_command, streamlit_env
 
-APP_PATH = Path(__file__).with_name("app.py")
-
-__all__ = ["APP_PATH", "ChatClient", "ChatClientError", "ServerEvent", "iter_sse"]
+__all__ = ["APP_PATH", "ChatClient", "ChatClientError", "ServerEvent", "iter_sse", "streamlit_command", "streamlit_env"]
