@@ -56,3 +56,24 @@ def test_testing_exports() -> None:
     ]
     for name in routegate.testing.__all__:
         assert hasattr(routegate.testing, name), name
+
+
+def test_the_openai_sdk_is_imported_only_when_the_client_is_used() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, routegate.llm, routegate.routers.llm, routegate.testing\n"
+        "assert 'openai' not in sys.modules, 'openai imported eagerly'\n"
+        "from routegate.llm import OpenAIChatModel\n"
+        "assert 'openai' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        routegate.llm.Nope  # noqa: B018

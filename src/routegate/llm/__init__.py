@@ -5,7 +5,12 @@
   retries with backoff, and every failure mapped to a stop reason (:mod:`routegate.llm.errors`).
 * :class:`LLMFinalizer` — the seed's final-answer step (``llm_empty`` on an empty answer).
 * The LLM router lives in :mod:`routegate.routers.llm`; test doubles in :mod:`routegate.testing`.
+
+``OpenAIChatModel`` is imported on first use: the ``openai`` SDK takes about a second to import, and the
+offline paths (and the test doubles) only need the protocol, the errors and the prompts.
 """
+
+from typing import TYPE_CHECKING
 
 from routegate.llm.errors import (
     LLMAuthError,
@@ -17,9 +22,11 @@ from routegate.llm.errors import (
     LLMUpstreamError,
 )
 from routegate.llm.finalizer import LLMFinalizer, final_messages, final_payload
-from routegate.llm.openai_chat import OpenAIChatModel
 from routegate.llm.prompts import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT
 from routegate.llm.protocol import ChatMessage, ChatModel, Role
+
+if TYPE_CHECKING:
+    from routegate.llm.openai_chat import OpenAIChatModel
 
 __all__ = [
     "FINAL_SYSTEM_PROMPT",
@@ -39,3 +46,11 @@ __all__ = [
     "final_messages",
     "final_payload",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "OpenAIChatModel":
+        from routegate.llm.openai_chat import OpenAIChatModel
+
+        return OpenAIChatModel
+    raise AttributeError(f"module 'routegate.llm' has no attribute {name!r}")
