@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 import routegate.llm
 import routegate.routers.llm
 import routegate.testing
@@ -59,9 +64,6 @@ def test_testing_exports() -> None:
 
 
 def test_the_openai_sdk_is_imported_only_when_the_client_is_used() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, routegate.llm, routegate.routers.llm, routegate.testing\n"
         "assert 'openai' not in sys.modules, 'openai imported eagerly'\n"
@@ -73,7 +75,5 @@ def test_the_openai_sdk_is_imported_only_when_the_client_is_used() -> None:
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
-    import pytest
-
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         routegate.llm.Nope  # noqa: B018
