@@ -1,0 +1,197 @@
+"""``routegate chat`` / ``routegate ask`` / ``routegate route``: the support desk from the command line.
+
+Wiring only: :class:`~routegate.settings.Settings` is built once here and handed to
+:func:`~routegate.apps.support.factory.open_support_desk` (embedded PostgreSQL unless ``DATABASE_URL``; the LLM
+when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone: no database, no tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.factory import open_support_desk
+from routegate.apps.support.router import SupportRouter
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.core import RouteRejection
+from routegate.embed import default_encoder
+from routegate.errors import RoutegateError
+from routegate.llm import OpenAIChatModel
+from routegate.settings import Settings
+
+DEFAULT_SESSION = "cli"
+
+
+def register(subparsers: Any) -> None:
+    ask: argparse.ArgumentParser = subparsers.add_parser(
+        "ask",
+        help="ask the support desk one question and print the answer",
+        description="Route one question (Postgres / Vector / External / LLM), run the tool, print the answer. "
+        "Uses the embedded PostgreSQL unless DATABASE_URL is set, and an LLM only when OPENAI_API_KEY is set.",
+    )
+    ask.add_argument("message", help="the question")
+    ask.add_argument("--session", default=DEFAULT_SESSION, help=f"conversation id (default: {DEFAULT_SESSION})")
+    ask.add_argument("--json", action="store_true", help="print the turn result as JSON")
+    ask.set_defaults(handler=run_ask)
+
+    chat: argparse.ArgumentParser = subparsers.add_parser(
+        "chat",
+        help="talk to the support desk interactively",
+        description="An interactive support-desk conversation (the last 10 messages are remembered per session). "
+        "Commands: /history, /reset, /quit.",
+    )
+    chat.add_argument("--session", default=DEFAULT_SESSION, help=f"conversation id (default: {DEFAULT_SESSION})")
+    chat.add_argument("--trace", action="store_true", help="print the route, the tool call and the fallback")
+    chat.set_defaults(handler=run_chat)
+
+    route: argparse.ArgumentParser = subparsers.add_parser(
+        "route",
+        help="dry-run the support router: which route would handle a message (no tool runs)",
+        description="Print the route the support router chooses, with the layer that decided and its scores. "
+        'Give one message, or --file with one JSON object per line ({"text": ...}); one JSON line per input.',
+    )
+    route.add_argument("message", nargs="?", help="the message to route")
+    route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line')
+    route.add_argument("--json", action="store_true", help="print JSON lines (default for --file)")
+    route.set_defaults(handler=run_route)
+
+
+# -- ask / chat ---------------------------------------------------------------------------------------------
+def run_ask(args: argparse.Namespace) -> int:
+    settings = Settings()
+    try:
+        return asyncio.run(_ask(settings, args.message, args.session, as_json=args.json))
+    except RoutegateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+async def _ask(settings: Settings, message: str, session: str, *, as_json: bool) -> int:
+    async with open_support_desk(settings) as desk:
+        final = await _turn(desk, message, session, out=sys.stdout, stream=not as_json, trace=False)
+    if final is None:
+        return 1
+    if as_json:
+        print(json.dumps(final.to_dict(), ensure_ascii=False))
+    return 0 if final.stop_reason == "success" else 1
+
+
+async def _turn(
+    desk: SupportAgent, message: str, session: str, *, out: TextIO, stream: bool, trace: bool
+) -> TurnResult | None:
+    final: TurnResult | None = None
+    async for event in desk.astream(message, session_id=session):
+        if isinstance(event, RouteChosen) and trace:
+            print(f"[route {event.route} by {event.layer}: {event.why}]", file=out)
+        elif isinstance(event, ToolUsed) and trace:
+            print(f"[tool {event.tool}: {event.summary}]", file=out)
+        elif isinstance(event, AnswerToken) and stream:
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, TurnResult):
+            final = event
+            if stream:
+                out.write("\n")
+            if trace and final.fallback:
+                print(f"[fallback: {final.fallback}]", file=out)
+        elif isinstance(event, TurnError):
+            print(f"error ({event.code}): {event.message}", file=sys.stderr)
+    return final
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    settings = Settings()
+    try:
+        return asyncio.run(_chat(settings, args.session, trace=args.trace))
+    except RoutegateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _lines() -> Iterator[str]:
+    while True:
+        try:
+            yield input("you> ")
+        except EOFError:
+            return
+
+
+async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
+    async with open_support_desk(settings) as desk:
+        print(f"routegate support desk — session {session!r}. /history, /reset, /quit.", file=sys.stderr)
+        for line in _lines():
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            if text == "/reset":
+                await desk.reset(session)
+                print("(conversation cleared)")
+                continue
+            if text == "/history":
+                for m in await desk.history(session):
+                    print(f"{m.role}: {m.content}")
+                continue
+            sys.stdout.write("desk> ")
+            await _turn(desk, text, session, out=sys.stdout, stream=True, trace=trace)
+    return 0
+
+
+# -- route (dry run) -----------------------------------------------------------------------------------------
+def run_route(args: argparse.Namespace) -> int:
+    if (args.message is None) == (args.file is None):
+        print("error: give either a message or --file queries.jsonl", file=sys.stderr)
+        return 2
+    settings = Settings()
+    inputs: list[dict[str, Any]] = []
+    if args.file is not None:
+        try:
+            lines = args.file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+            return 2
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                print(f"error: line {number} of {args.file} is not JSON", file=sys.stderr)
+                return 2
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                print(f'error: line {number} of {args.file} needs a "text" string', file=sys.stderr)
+                return 2
+            inputs.append(item)
+    else:
+        inputs.append({"text": args.message})
+    return asyncio.run(_route(settings, inputs, as_json=args.json or args.file is not None))
+
+
+async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
+    chat_model = OpenAIChatModel.from_settings(settings) if settings.llm_enabled else None
+    router = SupportRouter(semantic=ExampleEmbeddingLayer(default_encoder()), chat_model=chat_model)
+    try:
+        for item in inputs:
+            choice = await router.choose(item["text"])
+            verdict = router.policy.validate({"kind": "route", "target": choice.route, "args": {"query": item["text"]}})
+            out: dict[str, Any] = {"text": item["text"], **choice.to_dict()}
+            out["policy"] = "refused: " + verdict.stop_reason if isinstance(verdict, RouteRejection) else "allowed"
+            if "route" in item:
+                out["expected"] = item["route"]
+                out["correct"] = item["route"] == choice.route
+            if as_json:
+                print(json.dumps(out, ensure_ascii=False))
+            else:
+                print(f"{choice.route}  ({choice.layer}: {choice.why})")
+    finally:
+        if chat_model is not None:
+            await chat_model.aclose()
+    return 0
