@@ -27,7 +27,7 @@ from routegate.settings import Settings
 log = logging.getLogger(__name__)
 
 DATABASE_UNAVAILABLE = "database_unavailable"
-_UNAVAILABLE_MESSAGE = "the database is unavailable right now; the request was not processed, try again shortly"
+_UNAVAILABLE_MESSAGE = "the database is unavailable right now; try again shortly"
 
 
 class SessionLocks:
@@ -110,6 +110,7 @@ async def run_turn(services: Services, message: str, session_id: str) -> AsyncGe
                 elif isinstance(event, TurnResult):
                     metrics.turn_finished(event)
                 elif isinstance(event, TurnError):
+                    event = await _refine(services, event)
                     metrics.turn_failed(event.code)
                 finished = isinstance(event, TurnResult | TurnError)
                 yield event
@@ -141,12 +142,22 @@ async def desk_fault(services: Services, exc: Exception, doing: str) -> ApiError
     return ApiError(500, "internal_error", f"the support desk failed while {doing}; the details are in the server log")
 
 
+_INPUT_ERRORS = frozenset({"empty_message", "message_too_long", "bad_session_id"})
+
+
+async def _refine(services: Services, error: TurnError) -> TurnError:
+    """A desk's generic failure while the database is down is reported as the database being down."""
+    if error.code in _INPUT_ERRORS or error.code == DATABASE_UNAVAILABLE or await desk_healthy(services):
+        return error
+    return TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
+
+
 def status_for(error: TurnError) -> int:
     if error.code == DATABASE_UNAVAILABLE or error.code.endswith("_unavailable"):
         return 503
     if error.code.endswith("timeout"):
         return 504
-    if error.code.startswith("invalid") or error.code.startswith("bad_"):
+    if error.code in _INPUT_ERRORS or error.code.startswith(("invalid", "bad_")):
         return 422
     return 500
 

@@ -1,0 +1,169 @@
+"""``routegate serve`` (the HTTP server), ``routegate ui`` (the Streamlit UI) and ``routegate up`` (embedded
+Postgres + server + UI together). Wiring only: the desk comes from ``open_support_desk``, the app from
+``create_app``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+
+from routegate.settings import Settings
+
+_UI_START_TIMEOUT = 60.0
+
+
+def register(subparsers: Any) -> None:
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the support desk's HTTP API (POST /chat, /v1/chat/completions, /healthz, /metrics, /docs)",
+        description="Start the support desk (embedded PostgreSQL unless DATABASE_URL is set) and serve it over "
+        "HTTP with uvicorn. ROUTEGATE_SERVER_API_KEY turns on bearer authentication; ROUTEGATE_SERVER_CORS_ORIGINS "
+        "(a JSON list) turns on CORS.",
+    )
+    serve.add_argument("--host", default=None, help="interface to bind (default: ROUTEGATE_SERVER_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default: ROUTEGATE_SERVER_PORT or 8000)")
+    serve.set_defaults(handler=run_serve)
+
+    ui = subparsers.add_parser(
+        "ui",
+        help="run the Streamlit chat UI against a running server",
+        description="Start the Streamlit chat UI; it talks to the server at --server-url over HTTP.",
+    )
+    ui.add_argument("--host", default=None, help="interface to bind (default: ROUTEGATE_UI_HOST or 127.0.0.1)")
+    ui.add_argument("--port", type=int, default=None, help="port (default: ROUTEGATE_UI_PORT or 8501)")
+    ui.add_argument("--server-url", default=None, help="the server (default: ROUTEGATE_UI_SERVER_URL)")
+    ui.set_defaults(handler=run_ui)
+
+    up = subparsers.add_parser(
+        "up",
+        help="start embedded Postgres, the HTTP server and the UI together; Ctrl-C stops everything",
+        description="Start the whole product: the support desk on embedded PostgreSQL (or DATABASE_URL), the HTTP "
+        "server and the Streamlit UI, print both URLs, and stop everything on Ctrl-C.",
+    )
+    up.add_argument("--host", default=None, help="interface for both (default: 127.0.0.1)")
+    up.add_argument("--port", type=int, default=None, help="server port (default: 8000)")
+    up.add_argument("--ui-port", type=int, default=None, help="UI port (default: 8501)")
+    up.set_defaults(handler=run_up)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    updates: dict[str, Any] = {}
+    if getattr(args, "host", None):
+        updates["server_host"] = updates["ui_host"] = args.host
+    if getattr(args, "port", None) is not None:
+        updates["server_port"] = args.port
+    if getattr(args, "ui_port", None) is not None:
+        updates["ui_port"] = args.ui_port
+    return settings.model_copy(update=updates)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(settings, with_ui=False))
+    return 0
+
+
+def run_up(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(settings, with_ui=True))
+    return 0
+
+
+def run_ui(args: argparse.Namespace) -> int:
+    from routegate.ui import streamlit_command, streamlit_env
+
+    settings = Settings()
+    host = args.host or settings.ui_host
+    port = settings.ui_port if args.port is None else args.port
+    server_url = args.server_url or settings.ui_server_url
+    proc = subprocess.Popen(streamlit_command(host=host, port=port), env=streamlit_env(server_url=server_url))
+    print(f"routegate UI: http://{host}:{port}  (server {server_url}; Ctrl-C to stop)", flush=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        _stop(proc)
+        return 0
+
+
+async def _serve(settings: Settings, *, with_ui: bool) -> None:
+    import uvicorn
+
+    from routegate.apps.support.factory import open_support_desk
+    from routegate.server import create_app
+
+    host, port = settings.server_host, settings.server_port
+    print(
+        f"routegate: starting the support desk ({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
+        flush=True,
+    )
+    async with open_support_desk(settings) as desk:
+        app = create_app(desk=desk, settings=settings)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning"))
+        serving = asyncio.create_task(server.serve())
+        ui: subprocess.Popen[bytes] | None = None
+        try:
+            while not server.started:  # uvicorn's readiness flag; fails fast if serve() ended (port in use)
+                if serving.done():
+                    await serving
+                    raise SystemExit(f"routegate: the server could not start on {host}:{port}")
+                await asyncio.sleep(0.05)
+            server_url = f"http://{host}:{port}"
+            print(f"routegate server: {server_url}  (API docs {server_url}/docs)", flush=True)
+            if with_ui:
+                ui = await asyncio.to_thread(_start_ui, settings.model_copy(update={"ui_server_url": server_url}))
+                print(f"routegate UI:     http://{settings.ui_host}:{settings.ui_port}", flush=True)
+            print("Ctrl-C stops everything.", flush=True)
+            await serving
+        finally:
+            if ui is not None:
+                await asyncio.to_thread(_stop, ui)
+            if not serving.done():
+                server.should_exit = True
+                await serving
+    print("routegate: stopped.", flush=True)
+
+
+def _start_ui(settings: Settings) -> subprocess.Popen[bytes]:
+    from routegate.ui import streamlit_command, streamlit_env
+
+    host, port = settings.ui_host, settings.ui_port
+    proc = subprocess.Popen(
+        streamlit_command(host=host, port=port),
+        env=streamlit_env(server_url=settings.ui_server_url),
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + _UI_START_TIMEOUT
+    while True:  # readiness probe, bounded
+        if proc.poll() is not None:
+            raise SystemExit(f"routegate: the UI exited with status {proc.returncode} (is port {port} free?)")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"http://{host}:{port}/_stcore/health", timeout=2).status_code == 200:
+                return proc
+        if time.monotonic() > deadline:
+            _stop(proc)
+            raise SystemExit(f"routegate: the UI did not start within {_UI_START_TIMEOUT:.0f} s")
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run `routegate serve`, `routegate ui` or `routegate up`")
