@@ -216,11 +216,15 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_one_megabyte_adversarial_input_is_fast(name: str) -> None:
+    # The bound ("well under a second" for 1 MB); the best of three runs keeps a loaded machine's noise
+    # out. Catastrophic backtracking would take minutes here, not seconds. Throughput lives in bench/technique.py.
     text = ADVERSARIAL[name]
-    started = time.perf_counter()
-    ROUTER.classify(text)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 1.0, f"{name}: {elapsed:.3f}s for {len(text)} characters"
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        ROUTER.classify(text)
+        best = min(best, time.perf_counter() - started)
+    assert best < 1.0, f"{name}: {best:.3f}s for {len(text)} characters"
 
 
 def test_hundreds_of_blocks_are_not_routed() -> None:

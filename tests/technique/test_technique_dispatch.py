@@ -1,0 +1,203 @@
+"""Dispatch goes through the core policy boundary and gateway: refusals carry the core stop reasons."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from routegate.core import Budget, Worker, WorkerArgs
+from routegate.errors import ConfigurationError, RunStopError
+from routegate.technique import (
+    CodeBlock,
+    DispatchResult,
+    HandlerRegistry,
+    OutputKind,
+    TechniqueDispatcher,
+    TechniqueItem,
+    TechniqueRouter,
+)
+from routegate.technique.sandbox import CodeHandler, SandboxLimits, SandboxRunner
+
+ROUTER = TechniqueRouter()
+
+
+@dataclass
+class Ran:
+    code: str
+    stop_reason: str = "success"
+
+
+class EchoArgs(WorkerArgs):
+    code: str
+
+
+@dataclass
+class EchoHandler:
+    """A code handler whose worker only records what it was asked to run."""
+
+    calls: list[str] = field(default_factory=list)
+    behaviour: str = "ok"
+    kind: OutputKind = OutputKind.CODE_BLOCK
+    prefix: str = "code"
+
+    def route(self, item: TechniqueItem) -> tuple[str, dict[str, Any]]:
+        assert isinstance(item, CodeBlock)
+        return f"code:{item.language}", {"code": item.code}
+
+    def schema(self, target: str) -> type[BaseModel] | None:
+        return EchoArgs
+
+    def worker(self, target: str) -> Worker | None:
+        if target == "code:ruby":
+            return None
+
+        async def run(code: str) -> Ran:
+            self.calls.append(code)
+            if self.behaviour == "raise":
+                raise ValueError("boom")
+            if self.behaviour == "stop":
+                raise RunStopError("custom_stop:now", "stopped by the worker")
+            if self.behaviour == "slow":
+                await asyncio.sleep(30)
+            if self.behaviour == "fail":
+                return Ran(code, "sandbox_exit:2")
+            return Ran(code)
+
+        return Worker(name=target, fn=run, args_model=EchoArgs)
+
+
+def _dispatch(text: str, handler: EchoHandler | None = None, **kwargs: Any) -> DispatchResult:
+    dispatcher = TechniqueDispatcher(handlers=[handler or EchoHandler()], **kwargs)
+    return dispatcher.dispatch(ROUTER.classify(text))
+
+
+def test_prose_needs_nothing() -> None:
+    result = _dispatch("just words", allow=["code:python"])
+    assert (result.kind, result.status, result.stop_reason, result.outcomes) == ("prose", "ok", "success", ())
+
+
+def test_allowed_code_runs_and_results_carry_a_stop_reason() -> None:
+    handler = EchoHandler()
+    result = _dispatch("```python\nprint(1)\n```\n```py\nprint(2)\n```", handler, allow=["code:python"])
+    assert result.ok
+    assert handler.calls == ["print(1)", "print(2)"]
+    assert [(o.target, o.stop_reason) for o in result.outcomes] == [("code:python", "success")] * 2
+    assert result.to_dict()["outcomes"][0] == {
+        "target": "code:python",
+        "stop_reason": "success",
+        "value": "Ran(code='print(1)', stop_reason='success')",
+    }
+
+
+def test_target_outside_the_policy_allowlist() -> None:
+    handler = EchoHandler()
+    result = _dispatch("```bash\nrm -rf /\n```", handler, allow=["code:python"])
+    assert (result.status, result.stop_reason, result.phase) == (
+        "stopped",
+        "invalid_route:route_not_allowed:code:bash",
+        "route",
+    )
+    assert handler.calls == []
+
+
+def test_target_outside_the_execution_allowlist() -> None:
+    handler = EchoHandler()
+    result = _dispatch("```python\nx = 1\n```", handler, allow=["code:python"], execution_allow=[])
+    assert (result.stop_reason, result.phase) == ("route_denied:code:python", "delegate")
+    assert handler.calls == []
+
+
+def test_allowed_target_nobody_serves() -> None:
+    result = _dispatch("```ruby\nputs 1\n```", allow=["code:ruby"])
+    assert result.stop_reason == "route_missing:code:ruby"
+
+
+def test_arguments_checked_against_the_target_schema() -> None:
+    class Strict(WorkerArgs):
+        code: str
+        timeout: int
+
+    result = _dispatch("```python\nx = 1\n```", allow=["code:python"], schemas={"code:python": Strict})
+    assert result.stop_reason == "invalid_route:missing_timeout"
+
+
+def test_max_delegations_bounds_the_parts_run() -> None:
+    handler = EchoHandler()
+    text = "".join(f"```python\nprint({i})\n```\n" for i in range(3))
+    result = _dispatch(text, handler, allow=["code:python"], budget=Budget(max_delegations=2))
+    assert result.stop_reason == "max_delegations"
+    assert handler.calls == ["print(0)", "print(1)"]
+    assert [o.stop_reason for o in result.outcomes] == ["success", "success", "max_delegations"]
+
+
+def test_the_same_part_twice_is_a_loop() -> None:
+    handler = EchoHandler()
+    result = _dispatch("```python\nprint(1)\n```\n```python\nprint(1)\n```", handler, allow=["code:python"])
+    assert result.stop_reason == "loop_detected"
+    assert handler.calls == ["print(1)"]
+
+
+def test_a_failed_part_stops_the_rest() -> None:
+    handler = EchoHandler(behaviour="fail")
+    result = _dispatch("```python\nprint(1)\n```\n```python\nprint(2)\n```", handler, allow=["code:python"])
+    assert (result.stop_reason, result.phase) == ("sandbox_exit:2", "delegate")
+    assert handler.calls == ["print(1)"]
+
+
+def test_worker_exceptions_and_stop_signals() -> None:
+    result = _dispatch("```python\nx\n```", EchoHandler(behaviour="raise"), allow=["code:python"])
+    assert result.stop_reason == "route_error:code:python"
+    assert "ValueError: boom" in result.message
+    result = _dispatch("```python\nx\n```", EchoHandler(behaviour="stop"), allow=["code:python"])
+    assert (result.stop_reason, result.message) == ("custom_stop:now", "stopped by the worker")
+
+
+def test_max_seconds_bounds_the_whole_dispatch() -> None:
+    result = _dispatch(
+        "```python\nx\n```", EchoHandler(behaviour="slow"), allow=["code:python"], budget=Budget(max_seconds=0.05)
+    )
+    assert result.stop_reason == "max_seconds"
+
+
+def test_no_handler_for_the_kind() -> None:
+    result = _dispatch('<tool_call>{"name": "a.b", "arguments": {}}</tool_call>', allow=["mcp:a/b"])
+    assert (result.kind, result.stop_reason) == ("tool_call", "route_missing:tool_call")
+
+
+async def test_dispatch_inside_an_event_loop_uses_adispatch() -> None:
+    dispatcher = TechniqueDispatcher(handlers=[EchoHandler()], allow=["code:python"])
+    classified = ROUTER.classify("```python\nx = 1\n```")
+    with pytest.raises(ConfigurationError, match="adispatch"):
+        dispatcher.dispatch(classified)
+    assert (await dispatcher.adispatch(classified)).ok
+
+
+def test_registry_refuses_misconfiguration() -> None:
+    registry = HandlerRegistry([EchoHandler()])
+    with pytest.raises(ConfigurationError, match="already registered"):
+        registry.register(EchoHandler())
+    with pytest.raises(ConfigurationError, match="prose is never dispatched"):
+        HandlerRegistry([EchoHandler(kind=OutputKind.PROSE)])
+    with pytest.raises(ConfigurationError, match="prefix"):
+        HandlerRegistry([EchoHandler(kind=OutputKind.TOOL_CALL, prefix="a:b")])
+    with pytest.raises(ConfigurationError, match="needs kind, prefix"):
+        registry.register(object())  # type: ignore[arg-type]  # misuse on purpose
+    assert registry.for_target("code:python") is not None
+    assert registry.for_target("python") is None
+
+
+def test_real_sandbox_through_the_policy() -> None:
+    runner = SandboxRunner(limits=SandboxLimits(wall_seconds=5, cpu_seconds=1))
+    dispatcher = TechniqueDispatcher(handlers=[CodeHandler(runner)], allow=["code:python"])
+    result = dispatcher.dispatch(ROUTER.classify("Sum:\n```python\nprint(sum(range(10)))\n```"))
+    assert result.ok
+    assert result.outcomes[0].to_dict()["value"]["stdout"] == "45\n"
+    result = dispatcher.dispatch(ROUTER.classify("```python\nwhile True:\n    pass\n```"))
+    assert (result.stop_reason, result.phase) == ("sandbox_timeout:cpu", "delegate")
+    assert "cpu_seconds=1" in result.message
+    blank = dispatcher.dispatch(ROUTER.classify("```python\n   \n```"))
+    assert blank.kind is OutputKind.PROSE  # an empty block is not extracted at all
