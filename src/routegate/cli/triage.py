@@ -10,8 +10,6 @@ from typing import Any
 from routegate.apps.triage import DEMO_GOAL, build_triage_agent
 from routegate.core import RunResult
 from routegate.errors import ConfigurationError
-from routegate.llm import LLMFinalizer, OpenAIChatModel
-from routegate.routers.llm import LLMRouter
 from routegate.settings import Settings
 
 
@@ -34,6 +32,10 @@ def register(subparsers: Any) -> None:
 async def _triage(request: str, settings: Settings, *, offline: bool) -> RunResult:
     if offline or not settings.llm_enabled:
         return await build_triage_agent().arun(request)
+    # imported here: the openai SDK takes about a second to import, which offline runs should not pay
+    from routegate.llm import LLMFinalizer, OpenAIChatModel
+    from routegate.routers.llm import LLMRouter
+
     async with OpenAIChatModel.from_settings(settings) as chat:
         agent = build_triage_agent(router=LLMRouter(chat), finalizer=LLMFinalizer(chat))
         return await agent.arun(request)
