@@ -68,7 +68,7 @@ EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
         "I want to get my money back",
         "how long do I have to request a refund",
         "frequently asked questions",
-        "password",
+        "passwords",
     ),
     "EXTERNAL": (
         "what is the weather going to be like",
@@ -88,7 +88,7 @@ EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
         "how high is the tallest mountain",
         "what is the price of oil today",
         "weather",
-        "bitcoin",
+        "crypto",
     ),
     "LLM": (
         "hey",

@@ -1,0 +1,165 @@
+"""The Router node: the labelled set (>= 200 queries), the spec's examples, each layer, and the LLM layer."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from routegate.apps.support.contracts import ROUTES
+from routegate.apps.support.router import SupportRouter
+from routegate.apps.support.rules import SupportRules, correct_typos
+from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer
+from routegate.llm import LLMTimeoutError
+from routegate.testing import ScriptedChatModel
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
+
+
+def _rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def router(semantic: ExampleEmbeddingLayer) -> SupportRouter:
+    return SupportRouter(semantic=semantic)
+
+
+def test_the_labelled_set_is_large_varied_and_well_formed() -> None:
+    rows = _rows()
+    assert len(rows) >= 200
+    assert {r["route"] for r in rows} == set(ROUTES)
+    assert {r["kind"] for r in rows} >= {"spec", "paraphrase", "typo", "ambiguous"}
+    assert {r["split"] for r in rows} == {"spec", "dev", "test"}
+    assert len({r["text"] for r in rows}) == len(rows)
+    assert min(Counter(r["route"] for r in rows).values()) >= 40
+
+
+def test_no_route_example_is_copied_from_the_labelled_set() -> None:
+    labelled = {r["text"].lower() for r in _rows()}
+    examples = {t.lower() for texts in EXAMPLES.values() for t in texts}
+    assert not labelled & examples
+
+
+async def test_offline_accuracy_is_at_least_95_percent(router: SupportRouter) -> None:
+    rows = _rows()
+    wrong = []
+    for row in rows:
+        choice = await router.choose(row["text"])
+        if choice.route != row["route"]:
+            wrong.append((row["text"], row["route"], choice.route, choice.layer))
+    accuracy = 1 - len(wrong) / len(rows)
+    assert accuracy >= 0.95, wrong
+
+
+@pytest.mark.parametrize(
+    ("text", "route"),
+    [
+        ("Show tickets for customer John", "POSTGRES"),
+        ("What is the status of ticket 12?", "POSTGRES"),
+        ("Which city is customer 3 from?", "POSTGRES"),
+        ("How do I reset my password?", "VECTOR"),
+        ("What is your refund policy?", "VECTOR"),
+        ("Explain ticket escalation", "VECTOR"),
+        ("What’s the weather today?", "EXTERNAL"),
+        ("What is the price of Bitcoin?", "EXTERNAL"),
+        ("Give me today’s temperature in London", "EXTERNAL"),
+        ("Can you help me?", "LLM"),
+        ("What can you do?", "LLM"),
+        ("Explain this system", "LLM"),
+    ],
+)
+async def test_every_spec_example_reaches_its_route(router: SupportRouter, text: str, route: str) -> None:
+    assert (await router.choose(text)).route == route
+
+
+def test_ticket_escalation_is_vector_not_postgres() -> None:
+    verdict = SupportRules().match("Explain ticket escalation")
+    assert verdict.route == "VECTOR"
+    assert "POSTGRES" not in verdict.hits
+
+
+def test_priority_postgres_first_when_a_record_is_named() -> None:
+    verdict = SupportRules().match("How do I check the status of ticket 3?")
+    assert verdict.route == "POSTGRES"
+    assert "VECTOR" in verdict.hits
+    assert "priority over VECTOR" in verdict.why
+
+
+def test_questions_about_the_assistant_are_llm_even_with_how_to_words() -> None:
+    assert SupportRules().match("How does this system decide?").route == "LLM"
+    assert SupportRules().match("Explain this system").route == "LLM"
+
+
+@pytest.mark.parametrize(
+    ("typo", "fixed"),
+    [("tikcet", "ticket"), ("pasword", "password"), ("custmer", "customer"), ("wether", "weather")],
+)
+def test_typos_of_key_words_are_corrected(typo: str, fixed: str) -> None:
+    assert correct_typos(f"the {typo} now") == f"the {fixed} now"
+
+
+def test_ordinary_words_are_left_alone() -> None:
+    assert correct_typos("Where is the station?") == "where is the station?"
+
+
+async def test_semantic_layer_decides_what_rules_do_not(router: SupportRouter) -> None:
+    choice = await router.choose("I want my money back")
+    assert choice.route == "VECTOR"
+    choice = await router.choose("can I be reimbursed?")
+    assert choice.layer == "semantic" and choice.route == "VECTOR"
+    assert choice.runner_up in ROUTES and choice.margin is not None and choice.margin > 0
+    assert set(choice.scores) == {f"semantic:{r}" for r in ROUTES}
+
+
+async def test_nothing_confident_goes_to_the_llm_route(router: SupportRouter) -> None:
+    choice = await router.choose("zzzz qqqq")
+    assert choice.route == "LLM"
+    assert choice.layer in ("semantic", "default")
+
+
+async def test_llm_layer_decides_when_rules_and_semantic_abstain(semantic: ExampleEmbeddingLayer) -> None:
+    model = ScriptedChatModel(['{"kind": "route", "target": "EXTERNAL", "args": {"query": "zzzz qqqq"}}'])
+    router = SupportRouter(semantic=semantic, chat_model=model)
+    choice = await router.choose("zzzz qqqq")
+    assert (choice.route, choice.layer) == ("EXTERNAL", "llm")
+    model.assert_consumed()
+    assert model.calls[0].json_mode
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"kind": "route", "target": "DELETE_ALL", "args": {}}',
+        "POSTGRES",
+        '{"kind": "route", "target": "VECTOR", "args": {}, "extra": 1}',
+        LLMTimeoutError("slow"),
+    ],
+)
+async def test_a_bad_llm_answer_falls_back_to_the_default_route(
+    semantic: ExampleEmbeddingLayer, answer: object
+) -> None:
+    model = ScriptedChatModel([answer])  # type: ignore[list-item]  # an exception is a valid step too
+    router = SupportRouter(semantic=semantic, chat_model=model)
+    choice = await router.choose("zzzz qqqq")
+    assert (choice.route, choice.layer) == ("LLM", "default")
+    assert "llm answer refused" in choice.why
+
+
+async def test_rules_settle_before_the_llm_is_asked(semantic: ExampleEmbeddingLayer) -> None:
+    model = ScriptedChatModel([])
+    router = SupportRouter(semantic=semantic, chat_model=model)
+    assert (await router.choose("What is the status of ticket 1?")).layer == "rules"
+    assert model.calls == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=200))
+async def test_any_text_gets_exactly_one_allowed_route(text: str) -> None:
+    verdict = SupportRules().match(text)
+    assert verdict.route is None or verdict.route in ROUTES
