@@ -9,7 +9,9 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,8 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
+from routegate.embed import Encoder
+from routegate.settings import Settings
 
 _KEYWORDS: tuple[tuple[SupportRoute, tuple[str, ...]], ...] = (
     ("POSTGRES", ("customer", "ticket", "account", "status")),
@@ -132,21 +136,39 @@ class FakeSupportDesk:
 
 
 class ServerThread:
-    """uvicorn serving ``app`` on ``127.0.0.1:<free port>`` in a daemon thread; a context manager."""
+    """uvicorn serving an app on ``127.0.0.1:<free port>`` in a daemon thread; a context manager.
 
-    def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", startup_timeout: float = 20.0) -> None:
-        self.app = app
+    Pass ``app``, or ``app_factory``: an async context manager entered *in the server's event loop* that yields
+    the app (for a desk whose connections belong to that loop, e.g. the real desk on PostgreSQL)."""
+
+    def __init__(
+        self,
+        app: FastAPI | None = None,
+        *,
+        app_factory: Callable[[], AbstractAsyncContextManager[FastAPI]] | None = None,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 60.0,
+    ) -> None:
+        if (app is None) == (app_factory is None):
+            raise ValueError("pass exactly one of app and app_factory")
+        self._app = app
+        self._app_factory = app_factory
         self.host = host
         self.startup_timeout = startup_timeout
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.server: uvicorn.Server | None = None
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
         self.port: int = self._sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
-        self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name=f"uvicorn-{self.port}", daemon=True)
         self._error: BaseException | None = None
+
+    @property
+    def app(self) -> FastAPI:
+        if self._app is None:
+            raise RuntimeError("the app is built when the server starts")
+        return self._app
 
     @property
     def url(self) -> str:
@@ -160,12 +182,22 @@ class ServerThread:
 
     async def _serve(self) -> None:
         self.loop = asyncio.get_running_loop()
+        if self._app_factory is None:
+            await self._serve_app(self.app)
+            return
+        async with self._app_factory() as app:
+            self._app = app
+            await self._serve_app(app)
+
+    async def _serve_app(self, app: FastAPI) -> None:
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
+        self.server = uvicorn.Server(config)
         await self.server.serve(sockets=[self._sock])
 
     def start(self) -> ServerThread:
         self._thread.start()
         deadline = time.monotonic() + self.startup_timeout
-        while not self.server.started:
+        while self.server is None or not self.server.started:
             if self._error is not None or not self._thread.is_alive():
                 raise RuntimeError(f"the test server did not start: {self._error!r}")
             if time.monotonic() > deadline:
@@ -174,8 +206,9 @@ class ServerThread:
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
+        if self.server is not None:
+            self.server.should_exit = True
+        self._thread.join(timeout=30)
         with contextlib.suppress(OSError):
             self._sock.close()
 
@@ -220,3 +253,35 @@ def parse_sse(text: str) -> list[tuple[str, Any]]:
 def serve_in_thread(app: FastAPI) -> Iterator[ServerThread]:
     with ServerThread(app) as server:
         yield server
+
+
+@contextlib.asynccontextmanager
+async def support_desk_app(
+    database_url: str,
+    *,
+    settings: Settings,
+    schema: str | None = None,
+    encoder: Encoder | None = None,
+    semantic: Any = None,
+    pool_size: int = 8,
+) -> AsyncIterator[FastAPI]:
+    """The app around the *real* support desk on ``database_url``, in a schema of its own (dropped on exit).
+    Enter it in the loop that will serve the app (see ``ServerThread(app_factory=...)``). ``encoder`` and
+    ``semantic`` (an ``ExampleEmbeddingLayer``) can be shared between tests: both are costly to build."""
+    from routegate.apps.support.db import SupportDatabase
+    from routegate.apps.support.desk import SupportAgent
+    from routegate.embed import default_encoder
+    from routegate.server.app import create_app
+
+    schema = schema or f"srv_{uuid.uuid4().hex[:12]}"
+    db = SupportDatabase(database_url, schema=schema, max_size=pool_size)
+    await db.open()
+    try:
+        desk = SupportAgent(db=db, encoder=encoder or default_encoder(), semantic=semantic)
+        await desk.start()
+        yield create_app(desk=desk, settings=settings)
+    finally:
+        with contextlib.suppress(Exception):
+            async with db.connection() as conn:
+                await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await db.close()
