@@ -1,4 +1,11 @@
-"""routegate.technique: classify an agent's output (prose / code block / tool call / A2A request) and dispatch it."""
+"""routegate.technique: classify an agent's output (prose / code block / tool call / A2A request) and dispatch it.
+
+The MCP names (``MCPToolPool``...) are imported on first use: the ``mcp`` SDK takes most of a second to import
+and classification alone does not need it.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from routegate.technique.classify import A2A_TAGS, EXECUTABLE_LANGUAGES, TOOL_CALL_TAGS, TechniqueRouter
 from routegate.technique.dispatch import (
@@ -18,6 +25,18 @@ from routegate.technique.types import (
     ToolCallRequest,
 )
 
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPServerConfig, MCPToolHandler, MCPToolPool, ToolArguments, ToolOutcome
+
+_LAZY = frozenset({"MCPServerConfig", "MCPToolHandler", "MCPToolPool", "ToolArguments", "ToolOutcome"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module("routegate.technique.tools"), name)
+    raise AttributeError(f"module 'routegate.technique' has no attribute {name!r}")
+
+
 __all__ = [
     "A2A_TAGS",
     "EXECUTABLE_LANGUAGES",
@@ -31,6 +50,9 @@ __all__ = [
     "DispatchOutcome",
     "DispatchResult",
     "HandlerRegistry",
+    "MCPServerConfig",
+    "MCPToolHandler",
+    "MCPToolPool",
     "OutputKind",
     "SandboxLimits",
     "SandboxRunner",
@@ -38,5 +60,7 @@ __all__ = [
     "TechniqueHandler",
     "TechniqueItem",
     "TechniqueRouter",
+    "ToolArguments",
     "ToolCallRequest",
+    "ToolOutcome",
 ]
