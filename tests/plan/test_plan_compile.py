@@ -127,6 +127,14 @@ def test_routes_by_accepts_pydantic_dataclass_and_typeddict_outputs(model: type)
     Plan(step, s("a"), s("b"), s("c"))
 
 
+def test_routes_by_with_an_unresolved_forward_reference_says_so() -> None:
+    class Later(BaseModel):
+        kind: Undefined  # type: ignore[name-defined]  # noqa: F821
+
+    with pytest.raises(PlanCompileError, match="unresolved forward reference"):
+        s("x", output=Later, routes_by="kind")
+
+
 # -- after_branches ----------------------------------------------------------------------------------------------
 def test_after_branches_unknown() -> None:
     message = compile_error(s("x", routes={"a": when.errored()}, after_branches="joni"), s("a"), s("join"))

@@ -215,7 +215,13 @@ def _literal_route_values(where: str, output: Any, field: str) -> tuple[str, ...
         raise PlanCompileError(
             f"{where}: routes_by={field!r} but {output.__name__} has no field {field!r}; fields: {sorted(hints)}"
         )
-    values = _literal_strings(hints[field])
+    annotation = hints[field]
+    if isinstance(annotation, str | typing.ForwardRef):
+        raise PlanCompileError(
+            f"{where}: routes_by={field!r} but the type of {output.__name__}.{field} is the unresolved forward "
+            f"reference {annotation!r}; define it before the model (or call {output.__name__}.model_rebuild())"
+        )
+    values = _literal_strings(annotation)
     if values is None:
         raise PlanCompileError(
             f"{where}: routes_by={field!r} needs {output.__name__}.{field} to be typed Literal['a', 'b', ...] "
