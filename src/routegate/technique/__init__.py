@@ -7,6 +7,17 @@ and classification alone does not need it.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from routegate.technique.a2a import (
+    A2AArgs,
+    A2ADelegator,
+    A2AHandler,
+    A2AOutcome,
+    A2ATask,
+    BusMessage,
+    EventBus,
+    InProcessEventBus,
+    serve_agent,
+)
 from routegate.technique.classify import A2A_TAGS, EXECUTABLE_LANGUAGES, TOOL_CALL_TAGS, TechniqueRouter
 from routegate.technique.dispatch import (
     DispatchOutcome,
@@ -41,7 +52,13 @@ __all__ = [
     "A2A_TAGS",
     "EXECUTABLE_LANGUAGES",
     "TOOL_CALL_TAGS",
+    "A2AArgs",
+    "A2ADelegator",
+    "A2AHandler",
+    "A2AOutcome",
     "A2ARoutingRequest",
+    "A2ATask",
+    "BusMessage",
     "ClassifiedOutput",
     "CodeArgs",
     "CodeBlock",
@@ -49,7 +66,9 @@ __all__ = [
     "CodeRun",
     "DispatchOutcome",
     "DispatchResult",
+    "EventBus",
     "HandlerRegistry",
+    "InProcessEventBus",
     "MCPServerConfig",
     "MCPToolHandler",
     "MCPToolPool",
@@ -63,4 +82,5 @@ __all__ = [
     "ToolArguments",
     "ToolCallRequest",
     "ToolOutcome",
+    "serve_agent",
 ]
