@@ -631,3 +631,12 @@ def test_envelope_basics() -> None:
     assert Envelope(Hits(items=[])).text() == '{"items":[]}'
     assert Envelope(KindDC(kind="a")).text() == '{"kind": "a"}'
     assert Envelope(None).text() == ""
+
+
+def test_one_info_line_per_run_without_user_text(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="routegate.plan.plan"):
+        Plan(echo("a"), echo("b"), name="demo").run("secret user text")
+    assert len(caplog.records) == 1
+    line = caplog.records[0].getMessage()
+    assert line.startswith("plan demo path=a>b stop_reason=success latency_ms=")
+    assert "secret" not in line

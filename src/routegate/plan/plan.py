@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 import types
 import warnings
@@ -31,6 +32,7 @@ from routegate.plan.store import Store
 from routegate.plan.targets import AgentTarget, ChatModelTarget, StepContext, is_awaitable_function
 from routegate.plan.when import _MISSING, Predicate, callable_name, read_field
 
+_logger = logging.getLogger(__name__)
 _perf = time.perf_counter
 _get_running_loop = asyncio._get_running_loop
 _CoroutineType = types.CoroutineType
@@ -287,7 +289,9 @@ class Plan:
         envelopes: list[Envelope] = []
         decisions: list[tuple[str | None, str]] = []
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
-        branch_return: dict[int, tuple[int, str]] | None = None
+        # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
+        # pending rejoin suffices; it is consumed when that step completes
+        rejoin_next: _Compiled | None = None
         error: ErrorInfo | None = None
         prev: Any = value
         iterations = 0
@@ -373,12 +377,10 @@ class Plan:
                 found = step.by_map.get(chosen) if isinstance(chosen, str) else None
                 if found is not None:
                     target, why = found, step.by_why[chosen]
-            pending = branch_return.pop(i, None) if branch_return else None
+            pending, rejoin_next = rejoin_next, None
             if target >= 0:
                 if step.rejoin >= 0 and target != step.rejoin:
-                    if branch_return is None:
-                        branch_return = {}
-                    branch_return[target] = (step.rejoin, step.rejoin_why)
+                    rejoin_next = step
                 decisions.append((names[target], why))
                 prev = out if err is None else err
                 i = target
@@ -389,15 +391,15 @@ class Plan:
                 break
             prev = out
             if pending is not None:
-                decisions.append((names[pending[0]], pending[1]))
-                i = pending[0]
+                i = pending.rejoin
+                decisions.append((names[i], pending.rejoin_why))
                 continue
             i += 1
             if i >= count:
                 decisions.append((None, step.why_end if step.by_field is None else _by_miss(step, out, "end")))
                 break
             decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
-        return PlanResult(
+        result = PlanResult(
             value,
             None if error is not None else prev,
             error,
@@ -406,6 +408,15 @@ class Plan:
             store,
             (_perf() - started) * 1000.0,
         )
+        if _logger.isEnabledFor(logging.INFO):
+            _logger.info(
+                "plan %s path=%s stop_reason=%s latency_ms=%.3f",
+                self.name or "-",
+                ">".join(env.step or "" for env in envelopes),
+                result.stop_reason,
+                result.elapsed_ms,
+            )
+        return result
 
     async def _run_band(
         self,
