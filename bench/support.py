@@ -1,0 +1,240 @@
+"""Support desk benchmark: start-up, routing accuracy and latency, end-to-end ``ask`` latency per route.
+
+Everything runs offline on the embedded default (pgserver PostgreSQL + pgvector, MiniLM int8 encoder, grounded
+composer). Peers, side by side in the same process:
+
+* routing accuracy: the spec's signal words as a keyword-priority router (``routegate.routers.rules.KeywordRouter``
+  with the spec's words and priority, LLM when nothing matches) and the embedding layer alone (nearest route by
+  example utterances, never abstaining) against the full cascade (rules → semantic → default);
+* orchestration: the same turn (same router, same tool nodes, same composer) wired as a LangGraph ``StateGraph``
+  instead of routegate's governed core runtime (policy boundary, two allowlists, budgets, trace).
+
+Run: python bench/support.py [--data tests/data/support_routes.jsonl] [--asks 40] [--route-passes 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import shutil
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, TypedDict
+
+from routegate.apps.support.contracts import ROUTES
+from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.respond import compose
+from routegate.apps.support.router import SupportRouter
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.turn import CURRENT_TURN, Turn
+from routegate.core import RouteRequest
+from routegate.embed import MiniLMEncoder
+from routegate.routers.rules import KeywordRouter
+
+ROOT = Path(__file__).resolve().parents[1]
+ASK_QUERIES = {
+    "POSTGRES": ["Show tickets for customer John", "What is the status of ticket 1?", "Which city is customer 3 from?"],
+    "VECTOR": ["How do I reset my password?", "What is your refund policy?", "Explain ticket escalation"],
+    "EXTERNAL": ["What’s the weather today?", "What is the price of Bitcoin?", "temperature in London"],
+    "LLM": ["Can you help me?", "What can you do?", "Explain this system"],
+}
+SPEC_SIGNAL_WORDS = {
+    "POSTGRES": ["customer", "ticket", "issue", "status", "account", "id", "city"],
+    "VECTOR": ["how do i", "help", "policy", "guide", "explain", "support"],
+    "EXTERNAL": ["weather", "temperature", "price", "crypto", "bitcoin"],
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ms(values: list[float]) -> str:
+    return f"p50 {pct(values, 0.5):.2f} ms, p99 {pct(values, 0.99):.2f} ms (n={len(values)})"
+
+
+async def accuracy(rows: list[dict[str, Any]], cascade: SupportRouter, semantic: ExampleEmbeddingLayer) -> None:
+    keyword = KeywordRouter(SPEC_SIGNAL_WORDS, default="LLM", args=lambda r: {"query": r.goal})
+    from routegate.apps.support.router import CATALOG
+
+    results: dict[str, Counter[str]] = defaultdict(Counter)
+    totals: Counter[str] = Counter()
+    for row in rows:
+        totals[row["route"]] += 1
+        choice = await cascade.choose(row["text"])
+        results["cascade"][row["route"]] += choice.route == row["route"]
+        decision = await keyword.decide(RouteRequest(goal=row["text"], catalog=CATALOG))
+        target = decision.raw["target"] if isinstance(decision.raw, dict) else None
+        results["spec keywords"][row["route"]] += target == row["route"]
+        scores = semantic.scores(row["text"])
+        results["semantic only"][row["route"]] += max(scores, key=lambda r: scores[r]) == row["route"]
+    print(f"\nrouting accuracy on {len(rows)} labelled queries ({dict(Counter(r['split'] for r in rows))})")
+    print(f"{'router':15s} {'overall':>8s} " + " ".join(f"{r:>9s}" for r in ROUTES))
+    for name, hits in results.items():
+        overall = sum(hits.values()) / len(rows)
+        per = " ".join(f"{hits[r] / totals[r]:9.1%}" for r in ROUTES)
+        print(f"{name:15s} {overall:8.1%} {per}")
+    for split in ("dev", "test", "spec"):
+        subset = [r for r in rows if r["split"] == split]
+        correct = 0
+        for row in subset:
+            correct += (await cascade.choose(row["text"])).route == row["route"]
+        print(f"cascade on {split:5s}: {correct}/{len(subset)} = {correct / len(subset):.1%}")
+
+
+async def routing_latency(rows: list[dict[str, Any]], router: SupportRouter, passes: int) -> None:
+    timings: dict[str, list[float]] = defaultdict(list)
+    for _ in range(passes):
+        for row in rows:
+            started = time.perf_counter()
+            choice = await router.choose(row["text"])
+            elapsed = (time.perf_counter() - started) * 1000
+            timings[choice.layer].append(elapsed)
+            timings["all"].append(elapsed)
+    print("\nrouting decision latency (router.choose, no tool)")
+    for layer, values in timings.items():
+        print(f"  {layer:9s} {ms(values)}")
+
+
+class GraphState(TypedDict, total=False):
+    message: str
+    route: str
+    observation: dict[str, Any]
+    answer: str
+
+
+def langgraph_peer(desk: SupportAgent) -> Any:
+    """The same Router → tool node → Respond graph, wired with LangGraph (no policy boundary, no budgets)."""
+    from langgraph.graph import END, START, StateGraph
+
+    assert desk.router is not None
+    router = desk.router
+    nodes = {w.name: w for w in desk.agent.gateway.workers.values()}
+
+    async def route_node(state: GraphState) -> GraphState:
+        return {"route": (await router.choose(state["message"])).route}
+
+    def tool_node(name: str) -> Any:
+        async def run(state: GraphState) -> GraphState:
+            return {"observation": await nodes[name].fn(query=state["message"])}
+
+        return run
+
+    async def respond_node(state: GraphState) -> GraphState:
+        return {"answer": compose(state["message"], state["route"], state.get("observation") or {})}
+
+    graph = StateGraph(GraphState)
+    graph.add_node("router", route_node)
+    for name in ROUTES:
+        graph.add_node(name, tool_node(name))
+        graph.add_edge(name, "respond")
+    graph.add_node("respond", respond_node)
+    graph.add_edge(START, "router")
+    graph.add_conditional_edges("router", lambda s: s["route"], {r: r for r in ROUTES})
+    graph.add_edge("respond", END)
+    return graph.compile()
+
+
+async def ask_latency(desk: SupportAgent, asks: int) -> None:
+    print(f"\nend-to-end ask latency per route (offline, warm, {asks} asks per route; memory read + write included)")
+    peer = langgraph_peer(desk)
+    routegate_all: list[float] = []
+    peer_all: list[float] = []
+    for route, queries in ASK_QUERIES.items():
+        timings: list[float] = []
+        peer_timings: list[float] = []
+        for i in range(asks):
+            query = queries[i % len(queries)]
+            started = time.perf_counter()
+            result = await desk.ask(query, session_id=f"bench-{route}")
+            timings.append((time.perf_counter() - started) * 1000)
+            assert result.route == route, (query, result.route)
+            # the peer: same components, no memory, no governance
+            token = CURRENT_TURN.set(Turn(session_id="peer", message=query, history=()))
+            try:
+                started = time.perf_counter()
+                state = await peer.ainvoke({"message": query})
+                peer_timings.append((time.perf_counter() - started) * 1000)
+            finally:
+                CURRENT_TURN.reset(token)
+            assert state["route"] == route
+        routegate_all += timings
+        peer_all += peer_timings
+        print(f"  {route:9s} routegate ask {ms(timings)} | langgraph graph (no memory) {ms(peer_timings)}")
+    print(f"  all       routegate ask {ms(routegate_all)} | langgraph graph {ms(peer_all)}")
+    # the orchestration overhead alone: the turn without memory, through the core runtime
+    core: list[float] = []
+    for route, queries in ASK_QUERIES.items():
+        for i in range(asks):
+            query = queries[i % len(queries)]
+            turn = Turn(session_id="core", message=query, history=())
+            token = CURRENT_TURN.set(turn)
+            try:
+                started = time.perf_counter()
+                result = await desk.agent.arun(query, context={"turn": turn, "history": ()})
+                core.append((time.perf_counter() - started) * 1000)
+            finally:
+                CURRENT_TURN.reset(token)
+            assert result.selected_route == route
+    print(f"  same turn without memory through routegate core: {ms(core)}")
+    print(
+        f"  ratio routegate core / langgraph (p50): {pct(core, 0.5) / pct(peer_all, 0.5):.2f}x; "
+        f"memory (read + write of the last 10 messages) adds {pct(routegate_all, 0.5) - pct(core, 0.5):.2f} ms p50"
+    )
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    rows = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
+    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}")
+    workdir = Path(tempfile.mkdtemp(prefix="routegate-bench-"))
+    try:
+        server = EmbeddedPostgres(workdir / "pg")
+        started = time.perf_counter()
+        url = server.start()
+        cold = time.perf_counter() - started
+        server.stop()
+        started = time.perf_counter()
+        url = server.start()
+        warm = time.perf_counter() - started
+        started = time.perf_counter()
+        encoder = MiniLMEncoder()
+        encoder.warm_up()
+        encoder_load = time.perf_counter() - started
+        db = SupportDatabase(url)
+        started = time.perf_counter()
+        await db.open()
+        desk = SupportAgent(db=db, encoder=encoder)
+        await desk.start()
+        desk_start = time.perf_counter() - started
+        print("\nstart-up")
+        print(f"  embedded PostgreSQL, cold (initdb + start): {cold:.2f} s")
+        print(f"  embedded PostgreSQL, restart on existing data: {warm:.2f} s")
+        print(f"  encoder load: {encoder_load:.2f} s")
+        print(f"  desk start (schema + seed + embed 3 articles + embed route examples + pool): {desk_start:.2f} s")
+        assert desk.router is not None and desk.semantic is not None
+        await accuracy(rows, desk.router, desk.semantic)
+        await routing_latency(rows, desk.router, args.route_passes)
+        await ask_latency(desk, args.asks)
+        await db.close()
+        server.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=ROOT / "tests" / "data" / "support_routes.jsonl")
+    parser.add_argument("--asks", type=int, default=40, help="asks per route (default 40)")
+    parser.add_argument("--route-passes", type=int, default=3, help="passes over the labelled set for latency")
+    args = parser.parse_args()
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
