@@ -18,6 +18,7 @@ from routegate.technique.a2a import (
     InProcessEventBus,
     serve_agent,
 )
+from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, render_dispatch, technique_worker
 from routegate.technique.classify import A2A_TAGS, EXECUTABLE_LANGUAGES, TOOL_CALL_TAGS, TechniqueRouter
 from routegate.technique.dispatch import (
     DispatchOutcome,
@@ -76,11 +77,15 @@ __all__ = [
     "SandboxLimits",
     "SandboxRunner",
     "TechniqueDispatcher",
+    "TechniqueFinalizer",
     "TechniqueHandler",
     "TechniqueItem",
     "TechniqueRouter",
     "ToolArguments",
     "ToolCallRequest",
     "ToolOutcome",
+    "dispatch_answer",
+    "render_dispatch",
     "serve_agent",
+    "technique_worker",
 ]
