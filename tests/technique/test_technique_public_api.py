@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import routegate.technique as technique
 
 
@@ -53,9 +55,5 @@ def test_technique_exports_are_pinned() -> None:
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
-    try:
-        technique.NoSuchThing  # type: ignore[attr-defined]  # the lazy __getattr__ must refuse it
-    except AttributeError as exc:
-        assert "NoSuchThing" in str(exc)
-    else:
-        raise AssertionError("expected AttributeError")
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        getattr(technique, "NoSuchThing")  # noqa: B009  # the lazy __getattr__ must refuse it
