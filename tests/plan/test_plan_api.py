@@ -9,6 +9,7 @@ from routegate.plan import MaxIterationsExceeded, PlanCompileError, PlanRuntimeE
 
 def test_exported_names_are_pinned() -> None:
     assert sorted(routegate.plan.__all__) == [
+        "ChatCompleter",
         "DetourTrapWarning",
         "Envelope",
         "ErrorInfo",

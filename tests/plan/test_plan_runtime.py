@@ -554,6 +554,48 @@ def test_an_llm_step_must_return_text() -> None:
     assert result.stop_reason == "step_error:TypeError"
 
 
+class FakeCompleter:
+    """The shape of routegate.llm's ChatModel: async complete(messages, *, json_mode) -> str."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies = list(replies)
+        self.calls: list[tuple[list[dict[str, str]], bool]] = []
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, json_mode: bool = False, temperature: float = 0.0
+    ) -> str:
+        self.calls.append((messages, json_mode))
+        return self.replies.pop(0)
+
+
+def test_a_plain_chat_model_step_gets_the_schema_in_the_prompt_and_json_mode() -> None:
+    model = FakeCompleter('{"summary": "s", "severity": "normal"}', "free text")
+    plan = Plan(
+        Step(model, name="classify", task="Classify.", output=Triage, routes_by="severity", after_branches="done"),
+        echo("urgent"),
+        echo("normal"),
+        Step(lambda x: x, name="done"),
+    )
+    assert plan.run("ticket").path == ("classify", "normal", "done")
+    messages, json_mode = model.calls[0]
+    assert json_mode is True
+    assert messages[0]["content"].startswith("Classify.\n\nReply with one JSON object that matches this JSON schema:\n")
+    assert '"severity"' in messages[0]["content"]
+    assert messages[1] == {"role": "user", "content": "ticket"}
+    text = Plan(Step(model, name="write", sources=["be brief"])).run("q")
+    assert text.payload == "free text"
+    assert model.calls[1][1] is False
+    assert model.calls[1][0][0]["content"] == "You are the step 'write' of a plan.\n\nContext:\nbe brief"
+
+
+def test_a_plain_chat_model_must_return_text() -> None:
+    class Bad:
+        async def complete(self, messages: list[dict[str, str]], *, json_mode: bool = False) -> Any:
+            return None
+
+    assert Plan(Step(Bad(), name="c")).run("x").stop_reason == "step_error:TypeError"
+
+
 # -- sync/async entry points -------------------------------------------------------------------------------------
 async def test_run_inside_a_running_loop_is_refused_with_a_hint() -> None:
     async def a(x: Any) -> Any:

@@ -24,10 +24,11 @@ from routegate.plan.plan import Plan, PlanResult
 from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev, from_start, from_step
 from routegate.plan.step import Step
 from routegate.plan.store import Store
-from routegate.plan.targets import StepContext, StepTarget, StructuredChatModel
+from routegate.plan.targets import ChatCompleter, StepContext, StepTarget, StructuredChatModel
 from routegate.plan.when import FieldRef, Predicate, When, when
 
 __all__ = [
+    "ChatCompleter",
     "DetourTrapWarning",
     "Envelope",
     "ErrorInfo",

@@ -29,7 +29,13 @@ from routegate.plan.errors import DetourTrapWarning, MaxIterationsExceeded, Plan
 from routegate.plan.sentinels import FromPrev, FromStart
 from routegate.plan.step import Step
 from routegate.plan.store import Store
-from routegate.plan.targets import AgentTarget, ChatModelTarget, StepContext, is_awaitable_function
+from routegate.plan.targets import (
+    AgentTarget,
+    ChatCompleterTarget,
+    ChatModelTarget,
+    StepContext,
+    is_awaitable_function,
+)
 from routegate.plan.when import _MISSING, Predicate, callable_name, read_field
 
 _logger = logging.getLogger(__name__)
@@ -701,13 +707,17 @@ def _bind_target(step: Step, c: _Compiled, targets: Mapping[str, Any] | None) ->
     elif callable(getattr(target, "complete_json", None)):
         c.kind = _PROTO_ASYNC
         c.fn = ChatModelTarget(target, _schema(where, step)).run_step
+    elif is_awaitable_function(getattr(target, "complete", None)):
+        c.kind = _PROTO_ASYNC
+        c.fn = ChatCompleterTarget(target, _schema(where, step)).run_step
     elif callable(target):
         c.fn = target
         c.kind = _ASYNC if is_awaitable_function(target) else _SYNC
     else:
         raise PlanCompileError(
             f"{where}: cannot run {target!r}: a target is a callable, a RoutingAgent, a Plan, an object with "
-            "run_step(payload, ctx) or a structured chat model with complete_json(messages, *, schema)"
+            "run_step(payload, ctx), a structured chat model with complete_json(messages, *, schema) or a chat "
+            "model with async complete(messages, *, json_mode)"
         )
     if step.adapter is not None:
         c.validate = _validator(step.adapter)

@@ -7,6 +7,8 @@ and the adapters for routegate's :class:`~routegate.core.RoutingAgent` and for c
   step. The plan sends the step's ``task=`` (and its ``sources=``) as the system message and the input payload
   as the user message, with the JSON schema of the step's ``output=`` model; the reply is validated into that
   model (a step without ``output=`` asks for a JSON string and accepts plain text).
+* :class:`ChatCompleter` — an object with ``async complete(messages, *, json_mode) -> str`` (the shape of
+  ``routegate.llm``'s chat model): the same, with the output's JSON schema written into the system message.
 """
 
 from __future__ import annotations
@@ -112,6 +114,39 @@ class ChatModelTarget:
         return decoded if isinstance(decoded, str) else reply
 
 
+@runtime_checkable
+class ChatCompleter(Protocol):
+    """A plain chat model: ``async complete(messages, *, json_mode) -> str`` (the shape of ``routegate.llm``'s
+    ``ChatModel``). As a step target, the output schema goes into the system message and JSON mode is on."""
+
+    async def complete(self, messages: list[dict[str, str]], *, json_mode: bool = False) -> str: ...
+
+
+class ChatCompleterTarget:
+    """Runs a :class:`ChatCompleter` as a step: like :class:`ChatModelTarget`, with the schema in the prompt."""
+
+    __slots__ = ("model", "schema_text")
+
+    def __init__(self, model: ChatCompleter, schema: dict[str, Any] | None) -> None:
+        self.model = model
+        self.schema_text = None if schema is None else json.dumps(schema, ensure_ascii=False)
+
+    def messages(self, payload: Any, ctx: StepContext) -> list[dict[str, str]]:
+        system = ctx.task or f"You are the step {ctx.step!r} of a plan."
+        if self.schema_text is not None:
+            system = f"{system}\n\nReply with one JSON object that matches this JSON schema:\n{self.schema_text}"
+        sources = ctx.sources_text()
+        if sources:
+            system = f"{system}\n\nContext:\n{sources}"
+        return [{"role": "system", "content": system}, {"role": "user", "content": payload_text(payload)}]
+
+    async def run_step(self, payload: Any, ctx: StepContext) -> Any:
+        reply = await self.model.complete(self.messages(payload, ctx), json_mode=self.schema_text is not None)
+        if not isinstance(reply, str):
+            raise TypeError(f"complete() must return text, got {type(reply).__name__}")
+        return reply  # validated into the step's output= (JSON text is parsed) by the plan
+
+
 def is_awaitable_function(fn: object) -> bool:
     """``async def`` functions, methods, partials and objects with an ``async def __call__``."""
     if inspect.iscoroutinefunction(fn):
@@ -123,6 +158,8 @@ def is_awaitable_function(fn: object) -> bool:
 
 __all__ = [
     "AgentTarget",
+    "ChatCompleter",
+    "ChatCompleterTarget",
     "ChatModelTarget",
     "StepContext",
     "StepTarget",
