@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any, Literal
 
 import pytest
@@ -268,3 +269,64 @@ def test_no_detour_warning_for_loops_the_last_step_or_exclusive_branches() -> No
         Plan(s("a", routes={"c": when.errored()}), s("b"), s("c"))  # skip optional middle step
         Plan(s("a", routes={"b": when.errored()}, after_branches="c"), s("b"), s("c"))
         Plan(s("a", routes={"a": when.errored()}), s("b"))  # self-loop
+
+
+def test_more_bad_options_with_clear_messages() -> None:
+    with pytest.raises(PlanCompileError, match="name= must be a non-empty string"):
+        Step(never, name=" ")
+    with pytest.raises(PlanCompileError, match="must not be an empty string"):
+        Step(" ")
+    with pytest.raises(PlanCompileError, match="sources= takes a list"):
+        s("x", sources="the store")
+    with pytest.raises(PlanCompileError, match="after_branches= must name a step"):
+        s("x", routes={"a": when.errored()}, after_branches="")
+    with pytest.raises(PlanCompileError, match="routes_by= must name a field"):
+        s("x", output=Kind, routes_by="")
+    with pytest.raises(PlanCompileError, match="Plan name= must be a non-empty string"):
+        Plan(s("a"), name="")
+    with pytest.raises(PlanCompileError, match="is a string, not something to run"):
+        Plan(Step("a"), targets={"a": "b"})
+    with pytest.raises(TypeError, match="takes a step name"):
+        from_step("")
+
+
+def test_routes_by_accepts_annotated_literals() -> None:
+    from typing import Annotated
+
+    from pydantic import Field
+
+    class Tagged(BaseModel):
+        kind: Annotated[Literal["a", "b"], Field(description="which branch")]
+
+    assert s("x", output=Tagged, routes_by="kind").route_values == ("a", "b")
+
+
+def test_routes_by_on_a_dataclass_with_unresolvable_annotations() -> None:
+    @dataclasses.dataclass
+    class Broken:
+        kind: NotDefinedAnywhere  # type: ignore[name-defined]  # noqa: F821
+
+    with pytest.raises(PlanCompileError, match="cannot read the field types of Broken"):
+        s("x", output=Broken, routes_by="kind")
+
+
+def test_an_llm_step_needs_an_output_with_a_json_schema() -> None:
+    class Chat:
+        async def complete_json(self, messages: list[dict[str, str]], *, schema: dict[str, Any]) -> str:
+            return "{}"
+
+    with pytest.raises(PlanCompileError, match="cannot build a JSON schema"):
+        Plan(Step(Chat(), name="c", output=Callable[[int], int]))
+
+
+def test_step_repr() -> None:
+    assert repr(s("x", routes={"a": when.errored()}, after_branches="b")) == (
+        "Step(name='x', routes=['a'], after_branches='b')"
+    )
+    assert repr(s("y", output=Kind, routes_by="kind")) == "Step(name='y', routes_by='kind')"
+    assert repr(s("z", parallel=True)) == "Step(name='z', parallel=True)"
+    assert repr(from_start) == "from_start" and repr(from_step("a")) == "from_step('a')"
+    from routegate.plan import from_prev
+
+    assert repr(from_prev) == "from_prev"
+    assert repr(Plan(s("a"), name="p")) == "Plan('p', steps=['a'], max_iterations=100)"

@@ -112,3 +112,49 @@ def test_loops_can_run_a_band_again() -> None:
         Step(lambda joined: joined["a"], name="check", routes={"start": when.payload(lambda n: n < 2)}),
     )
     assert plan.run(None).path == ("start", "a", "b", "check") * 2
+
+
+async def test_every_kind_of_target_can_be_a_band_member() -> None:
+    from pydantic import BaseModel
+
+    from routegate.plan import StepContext
+
+    class Count(BaseModel):
+        n: int
+
+    class Target:
+        async def run_step(self, payload: Any, ctx: StepContext) -> str:
+            return f"{ctx.step}:{payload}"
+
+    async def fetch(x: Any) -> dict[str, int]:
+        return {"n": 2}
+
+    inner = Plan(Step(lambda x: f"inner({x})", name="i"), name="nested")
+    plan = Plan(
+        Step(Target(), name="target", parallel=True),
+        Step(inner, parallel=True),
+        Step(fetch, parallel=True, output=Count),
+        Step(lambda joined: joined, name="after"),
+    )
+    result = await plan.arun("x")
+    assert result.payload == {"target": "target:x", "nested": "inner(x)", "fetch": Count(n=2)}
+
+
+@pytest.mark.parametrize("failure", ["coroutine", "nested"])
+async def test_band_member_failures_of_every_kind(failure: str) -> None:
+    async def later(x: Any) -> Any:
+        return x
+
+    async def fine(x: Any) -> str:
+        return "fine"
+
+    def bad(_: Any) -> Any:
+        raise KeyError("missing")
+
+    member = (
+        Step(lambda x: later(x), name="member", parallel=True)
+        if failure == "coroutine"
+        else Step(Plan(Step(bad), name="member"), parallel=True)
+    )
+    result = await Plan(Step(fine, parallel=True), member).arun(None)
+    assert result.stop_reason == ("step_error:TypeError" if failure == "coroutine" else "step_error:KeyError")

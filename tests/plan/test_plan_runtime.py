@@ -682,3 +682,22 @@ def test_one_info_line_per_run_without_user_text(caplog: pytest.LogCaptureFixtur
     line = caplog.records[0].getMessage()
     assert line.startswith("plan demo path=a>b stop_reason=success latency_ms=")
     assert "secret" not in line
+
+
+def test_envelope_metadata_in_to_dict_and_callable_names() -> None:
+    from routegate.plan.when import _MISSING, callable_name
+
+    assert Envelope(1, metadata={"k": 2}, step="s").to_dict() == {
+        "step": "s",
+        "payload": 1,
+        "metadata": {"k": 2},
+        "elapsed_ms": 0.0,
+    }
+
+    class Check:
+        def __call__(self, env: Envelope) -> bool:
+            return True
+
+    assert callable_name(Check()) == "Check" and repr(_MISSING) == "MISSING"
+    plan = Plan(Step(lambda x: x, name="a", routes={"b": Check()}), echo("b"))
+    assert plan.run(1).trace[0].why == "Check"
