@@ -20,7 +20,21 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-_OPENER = re.compile(r"^([ \t]*)(?:(`{3,}|~{3,})([^\n]*)|<(tool_call|a2a_request)>)", re.MULTILINE)
+_TAGS = ("tool_call", "a2a_request")
+
+
+def _opener(tags: tuple[str, ...]) -> re.Pattern[str]:
+    tag = f"|<({'|'.join(tags)})>" if tags else "|<(?!)()>"  # the group exists even with no tag left
+    return re.compile(rf"^([ \t]*)(?:(`{{3,}}|~{{3,}})([^\n]*){tag})", re.MULTILINE)
+
+
+# once a tag is known to have no closer left in the text, its openers stop being candidates
+_OPENERS = {
+    frozenset(): _opener(_TAGS),
+    frozenset({"tool_call"}): _opener(("a2a_request",)),
+    frozenset({"a2a_request"}): _opener(("tool_call",)),
+    frozenset(_TAGS): _opener(()),
+}
 _CLOSER = {
     "`": re.compile(r"^[ \t]*(`{3,})[ \t\r]*$", re.MULTILINE),
     "~": re.compile(r"^[ \t]*(~{3,})[ \t\r]*$", re.MULTILINE),
@@ -104,8 +118,9 @@ def scan(text: str, labels: Container[str]) -> Scan:
     pos = 0
     next_close: dict[str, int] = {}
     unclosed: set[str] = set()
+    opener_re = _OPENERS[frozenset()]
     while pos < size:
-        opening = _OPENER.search(text, pos)
+        opening = opener_re.search(text, pos)
         if opening is None:
             break
         run = opening.group(2)
@@ -155,12 +170,11 @@ def scan(text: str, labels: Container[str]) -> Scan:
         where = lines.at(opening.start())
         if text.find(opener, content_start) != -1:
             result.problem(f"<{tag}> at line {where}: no closing </{tag}> and another <{tag}> follows; ignored")
+            result.problem(f"<{tag}> after line {where}: none has a closing </{tag}>; all ignored")
             unclosed.add(tag)
+            opener_re = _OPENERS[frozenset(unclosed)]  # no closer anywhere after: the rest are ignored too
             pos = content_start
             continue
-        if tag in unclosed:
-            result.problem(f"<{tag}> at line {where}: no closing </{tag}>, as for the ones before it; ignored")
-            break
         # the only unterminated one, and last: kept (a stop sequence may have eaten the closing tag)
         result.blocks.append(Block("tag", tag, text[content_start:], opening.start(), size))
         break
