@@ -323,42 +323,24 @@ class Plan:
                 given = value
             else:
                 given = _from_step(step, latest, envelopes)
-            meta: dict[str, Any] | None = None
-            kind = step.kind
-            t0 = _perf()
-            try:
-                if kind == _SYNC:
+            if step.kind == _SYNC:  # the hot path, inlined; every other kind goes through _invoke
+                t0 = _perf()
+                try:
                     out = step.fn(given)
                     if type(out) is _CoroutineType:
-                        out.close()
-                        raise TypeError(
-                            f"the target of step {step.name!r} returned a coroutine: declare it 'async def' "
-                            "so the plan awaits it"
-                        )
-                elif kind == _ASYNC:
-                    out = await step.fn(given)
-                elif kind == _PLAN:
-                    nested: PlanResult = await step.target._execute(
-                        given, store if step.target.store is None else step.target.store
-                    )
-                    meta = {"plan": nested}
-                    if nested.error is not None:
-                        raise _StepFailed(nested.error)
-                    out = nested.payload
-                else:
-                    ctx = StepContext(step.name, step.task, value, store, step.sources)
-                    out = step.fn(given, ctx) if kind == _PROTO_SYNC else await step.fn(given, ctx)
-                validate = step.validate
-                if validate is not None and type(out) is not step.out_cls:
-                    out = validate(out)
-                err = None
-            except PlanRuntimeError:
-                raise
-            except _StepFailed as failed:
-                out, err = None, failed.info
-            except Exception as exc:
-                out, err = None, ErrorInfo.from_exception(exc)
-            env = Envelope(out, err, meta, step.name, (_perf() - t0) * 1000.0)
+                        raise _returned_coroutine(step, out)
+                    validate = step.validate
+                    if validate is not None and type(out) is not step.out_cls:
+                        out = validate(out)
+                    err = None
+                except PlanRuntimeError:
+                    raise
+                except Exception as exc:
+                    out, err = None, ErrorInfo.from_exception(exc)
+                env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
+            else:
+                env = await _invoke(step, given, value, store)
+                out, err = env.payload, env.error
             envelopes.append(env)
             if latest is not None:
                 latest[i] = env
@@ -481,7 +463,7 @@ class _StepFailed(Exception):
 
 
 async def _invoke(step: _Compiled, given: Any, value: Any, store: Any) -> Envelope:
-    """Run one step's target (used for parallel band members; the main loop inlines the same logic)."""
+    """Run one step's target and wrap the outcome (the main loop inlines the sync-callable case)."""
     meta: dict[str, Any] | None = None
     kind = step.kind
     t0 = _perf()
@@ -489,10 +471,7 @@ async def _invoke(step: _Compiled, given: Any, value: Any, store: Any) -> Envelo
         if kind == _SYNC:
             out = step.fn(given)
             if type(out) is _CoroutineType:
-                out.close()
-                raise TypeError(
-                    f"the target of step {step.name!r} returned a coroutine: declare it 'async def' so the plan awaits it"
-                )
+                raise _returned_coroutine(step, out)
         elif kind == _ASYNC:
             out = await step.fn(given)
         elif kind == _PLAN:
@@ -516,6 +495,13 @@ async def _invoke(step: _Compiled, given: Any, value: Any, store: Any) -> Envelo
     except Exception as exc:
         out, err = None, ErrorInfo.from_exception(exc)
     return Envelope(out, err, meta, step.name, (_perf() - t0) * 1000.0)
+
+
+def _returned_coroutine(step: _Compiled, coro: types.CoroutineType[Any, Any, Any]) -> TypeError:
+    coro.close()
+    return TypeError(
+        f"the target of step {step.name!r} returned a coroutine: declare it 'async def' so the plan awaits it"
+    )
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
