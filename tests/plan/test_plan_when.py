@@ -115,3 +115,12 @@ def test_descriptions_are_readable() -> None:
     assert repr(when.payload(is_big)) == "when.payload(is_big)"
     assert repr(when.errored() | ~when.field("a").is_(True)) == "(when.errored() | ~when.field('a').is_(True))"
     assert repr(when.field("x")) == "when.field('x')"
+
+
+def test_comparisons_on_values_that_do_not_compare() -> None:
+    env = Envelope({"score": "high"})
+    assert not when.field("score").greater_than(0.5)(env) and not when.field("score").less_than(0.5)(env)
+    with pytest.raises(TypeError):
+        when.field("score", strict=True).greater_than(0.5)(env)
+    with pytest.raises(TypeError):
+        when.field("score", strict=True).less_than(0.5)(env)

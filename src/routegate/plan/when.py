@@ -12,6 +12,8 @@ step ran. Nothing is evaluated when the plan is built::
 
 Field access works on pydantic models, dataclasses, plain objects and mappings (keys, never mapping methods).
 Field and payload predicates are ``False`` on an errored envelope: route failures with ``when.errored()``.
+Non-strict field predicates never raise on odd values (model output is untrusted): a missing field reads as
+None and a value that does not compare is not greater or less than anything.
 Predicates combine with ``&``, ``|`` and ``~``; each one has a readable ``repr`` that the trace uses as the
 reason a route was taken.
 """
@@ -168,12 +170,33 @@ class FieldRef:
 
     # -- comparison --------------------------------------------------------------------------------------------
     def greater_than(self, threshold: Any) -> Predicate:
-        return self._predicate(
-            lambda value: value is not None and bool(value > threshold), f"greater_than({threshold!r})"
-        )
+        """``value > threshold``; None, or a value that does not compare (``"high" > 0.5``), is False — unless
+        ``strict=True``, where a value that does not compare raises."""
+        strict = self.strict
+
+        def test(value: Any) -> bool:
+            try:
+                return value is not None and bool(value > threshold)
+            except TypeError:
+                if strict:
+                    raise
+                return False
+
+        return self._predicate(test, f"greater_than({threshold!r})")
 
     def less_than(self, threshold: Any) -> Predicate:
-        return self._predicate(lambda value: value is not None and bool(value < threshold), f"less_than({threshold!r})")
+        """``value < threshold``, with the same rules as :meth:`greater_than`."""
+        strict = self.strict
+
+        def test(value: Any) -> bool:
+            try:
+                return value is not None and bool(value < threshold)
+            except TypeError:
+                if strict:
+                    raise
+                return False
+
+        return self._predicate(test, f"less_than({threshold!r})")
 
     # -- text --------------------------------------------------------------------------------------------------
     def matches(self, pattern: str) -> Predicate:
