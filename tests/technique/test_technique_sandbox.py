@@ -12,7 +12,7 @@ import pytest
 from routegate.errors import ConfigurationError
 from routegate.technique.sandbox import CodeRun, SandboxLimits, SandboxRunner
 
-QUICK = SandboxLimits(wall_seconds=5, cpu_seconds=1, memory_bytes=256 * 1024 * 1024, max_file_bytes=1024 * 1024)
+QUICK = SandboxLimits(wall_seconds=15, cpu_seconds=1, memory_bytes=256 * 1024 * 1024, max_file_bytes=1024 * 1024)
 RUNNER = SandboxRunner(limits=QUICK)
 
 
