@@ -20,7 +20,8 @@ See docs/plan.md.
 
 from routegate.plan.envelope import Envelope, ErrorInfo, payload_text
 from routegate.plan.errors import DetourTrapWarning, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
-from routegate.plan.plan import Plan, PlanResult
+from routegate.plan.plan import Plan
+from routegate.plan.result import PlanResult
 from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev, from_start, from_step
 from routegate.plan.step import Step
 from routegate.plan.store import Store

@@ -1,0 +1,284 @@
+"""Plan compilation: everything a run needs, worked out once when the plan is built.
+
+Each :class:`~routegate.plan.Step` becomes a :class:`Compiled` record — target kind and callable, input source,
+validator, route table of ``(index, predicate, why, name)``, ``routes_by`` map, rejoin point, parallel band —
+after the graph checks that raise :class:`~routegate.plan.PlanCompileError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping
+from difflib import get_close_matches
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from routegate.core import RoutingAgent
+from routegate.plan.envelope import Envelope
+from routegate.plan.errors import DetourTrapWarning, PlanCompileError
+from routegate.plan.sentinels import FromPrev, FromStart
+from routegate.plan.step import Step
+from routegate.plan.targets import AgentTarget, ChatCompleterTarget, ChatModelTarget, is_awaitable_function
+from routegate.plan.when import Predicate, callable_name
+
+# target kinds
+SYNC, ASYNC, PROTO_SYNC, PROTO_ASYNC, PLAN = range(5)
+# input sources
+PREV, START, STEP = range(3)
+
+
+class Compiled:
+    """One step as the run loop sees it: everything precomputed."""
+
+    __slots__ = (
+        "band_end",
+        "band_sync",
+        "by_field",
+        "by_map",
+        "by_why",
+        "fn",
+        "index",
+        "kind",
+        "name",
+        "out_cls",
+        "rejoin",
+        "rejoin_why",
+        "routes",
+        "source",
+        "source_index",
+        "sources",
+        "step",
+        "target",
+        "task",
+        "validate",
+        "why_end",
+        "why_linear",
+        "writes",
+    )
+
+    def __init__(self, step: Step, index: int) -> None:
+        self.step = step
+        self.index = index
+        self.name = step.name
+        self.task = step.task
+        self.sources = step.sources
+        self.writes = step.writes
+        self.kind = SYNC
+        self.fn: Callable[..., Any] = _identity
+        self.target: Any = step.target
+        self.source = PREV
+        self.source_index = -1
+        self.validate: Callable[[Any], Any] | None = None
+        self.out_cls: type | None = None
+        self.routes: tuple[tuple[int, Callable[[Envelope], Any], str, str], ...] | None = None
+        self.by_field: str | None = None
+        self.by_map: dict[str, int] = {}
+        self.by_why: dict[str, str] = {}
+        self.rejoin = -1
+        self.rejoin_why = ""
+        self.band_end = 0  # > 0 only on the first step of a parallel band: index after the band
+        self.band_sync = False
+        self.why_linear = "linear"
+        self.why_end = "end"
+
+
+def _identity(value: Any) -> Any:  # placeholder fn for kinds that call none (nested plans)
+    return value
+
+
+def is_sync(step: Compiled) -> bool:
+    """True when running the step can never suspend (a sync callable or step target, an all-sync plan)."""
+    if step.kind == PLAN:
+        return bool(step.target._all_sync)
+    return step.kind in (SYNC, PROTO_SYNC)
+
+
+# -- compilation ---------------------------------------------------------------------------------------------------
+def _hint(name: str, known: list[str]) -> str:
+    close = get_close_matches(name, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else f"; known steps: {known}"
+
+
+def compile_steps(
+    steps: tuple[Step, ...], targets: Mapping[str, Any] | None, strict: bool, plan_type: type
+) -> tuple[Compiled, ...]:
+    """Check the graph (PlanCompileError, DetourTrapWarning) and compile every step; ``plan_type`` is Plan."""
+    names = [step.name for step in steps]
+    duplicates = sorted(name for name, times in Counter(names).items() if times > 1)
+    if duplicates:
+        raise PlanCompileError(f"duplicate step names: {duplicates}; every step needs a unique name=")
+    pos = {name: index for index, name in enumerate(names)}
+    count = len(steps)
+
+    # parallel bands: band[i] = index of the band's first step, or -1
+    band = [-1] * count
+    for index, step in enumerate(steps):
+        if step.parallel:
+            band[index] = band[index - 1] if index > 0 and steps[index - 1].parallel else index
+
+    compiled = [Compiled(step, index) for index, step in enumerate(steps)]
+    for index, (step, c) in enumerate(zip(steps, compiled, strict=True)):
+        where = f"Step {step.name!r}"
+        _bind_target(step, c, targets, plan_type)
+
+        # input sentinel
+        context = step.context
+        if isinstance(context, FromPrev):
+            c.source = PREV
+        elif isinstance(context, FromStart):
+            c.source = START
+        else:
+            source = context.name
+            if source not in pos:
+                raise PlanCompileError(
+                    f"{where}: context=from_step({source!r}) names an unknown step{_hint(source, names)}"
+                )
+            if pos[source] >= index:
+                raise PlanCompileError(
+                    f"{where}: context=from_step({source!r}) must name a step declared earlier "
+                    f"({source!r} is at position {pos[source]}, {step.name!r} at {index})"
+                )
+            if band[index] >= 0 and band[pos[source]] == band[index]:
+                raise PlanCompileError(
+                    f"{where}: context=from_step({source!r}) reads a sibling in the same parallel band; "
+                    "siblings run concurrently and cannot see each other's output"
+                )
+            c.source, c.source_index = STEP, pos[source]
+
+        # routing
+        targets_named = step.route_targets
+        kind_of = "routes_by value" if step.routes_by is not None else "route target"
+        for target in targets_named:
+            if target not in pos:
+                raise PlanCompileError(f"{where}: {kind_of} {target!r} is not a step{_hint(target, names)}")
+            if band[pos[target]] >= 0:
+                raise PlanCompileError(
+                    f"{where}: {kind_of} {target!r} is a parallel=True step; routing into a parallel band is "
+                    "not supported (nest the band in a Plan and route to that step instead)"
+                )
+        if step.after_branches is not None:
+            rejoin = step.after_branches
+            if rejoin not in pos:
+                raise PlanCompileError(f"{where}: after_branches={rejoin!r} is not a step{_hint(rejoin, names)}")
+            if pos[rejoin] <= index:
+                raise PlanCompileError(
+                    f"{where}: after_branches={rejoin!r} must come after the routing step in declared order "
+                    f"({step.name!r} is at position {index}, {rejoin!r} at {pos[rejoin]})"
+                )
+            if band[pos[rejoin]] >= 0:
+                raise PlanCompileError(
+                    f"{where}: after_branches={rejoin!r} is a parallel=True step; rejoin on a sequential step"
+                )
+            for target in targets_named:
+                if not index < pos[target] <= pos[rejoin]:
+                    raise PlanCompileError(
+                        f"{where}: with after_branches={rejoin!r}, every branch must be declared between "
+                        f"{step.name!r} and {rejoin!r} (or be {rejoin!r}); {target!r} is at position {pos[target]}"
+                    )
+            c.rejoin = pos[rejoin]
+            c.rejoin_why = f"after_branches={rejoin!r} of {step.name!r}"
+        else:
+            trapped = [t for t in targets_named if index < pos[t] < count - 1]
+            if trapped:
+                message = (
+                    f"{where}: forward route to {trapped} without after_branches= (the detour trap): when the "
+                    f"route does not fire, linear progression still runs {trapped[0]!r}. Cover every outcome "
+                    "and set after_branches='<rejoin>', or route only to the last declared step."
+                )
+                if strict:
+                    raise PlanCompileError(message)
+                warnings.warn(message, DetourTrapWarning, stacklevel=3)
+        if step.routes is not None:
+            c.routes = tuple(
+                (pos[target], _fast(predicate), callable_name(predicate), target) for target, predicate in step.routes
+            )
+            c.why_linear, c.why_end = "no route matched; linear", "no route matched; end"
+        elif step.routes_by is not None:
+            c.by_field = step.routes_by
+            c.by_map = {value: pos[value] for value in step.route_values}
+            c.by_why = {value: f"routes_by {step.routes_by}={value!r}" for value in step.route_values}
+
+    for index, c in enumerate(compiled):
+        if band[index] == index:
+            end = index
+            while end < count and band[end] == index:
+                end += 1
+            c.band_end = end
+            c.band_sync = all(is_sync(m) for m in compiled[index:end])
+    return tuple(compiled)
+
+
+def _fast(predicate: Callable[..., Any]) -> Callable[[Envelope], Any]:
+    """The plain function behind a DSL predicate (one call less per evaluation)."""
+    return predicate.fn if isinstance(predicate, Predicate) else predicate
+
+
+def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, plan_type: type) -> None:
+    where = f"Step {step.name!r}"
+    target = step.target
+    if isinstance(target, str):
+        if targets is None:
+            raise PlanCompileError(f"{where}: the string target {target!r} needs Plan(targets={{{target!r}: ...}})")
+        if target not in targets:
+            raise PlanCompileError(
+                f"{where}: target {target!r} is not in Plan(targets=...){_hint(target, sorted(targets))}"
+            )
+        target = targets[target]
+        if isinstance(target, str):
+            raise PlanCompileError(f"{where}: targets[{step.target!r}] is a string, not something to run")
+    c.target = target
+    if isinstance(target, plan_type):
+        c.kind = PLAN
+    elif isinstance(target, RoutingAgent):
+        if step.output is not None:
+            raise PlanCompileError(
+                f"{where}: output= does not apply to a RoutingAgent step: its payload is the agent's RunResult"
+            )
+        c.kind, c.fn = PROTO_ASYNC, AgentTarget(target).run_step
+    elif callable(getattr(target, "run_step", None)):
+        c.fn = target.run_step
+        c.kind = PROTO_ASYNC if is_awaitable_function(target.run_step) else PROTO_SYNC
+    elif callable(getattr(target, "complete_json", None)):
+        c.kind = PROTO_ASYNC
+        c.fn = ChatModelTarget(target, _schema(where, step)).run_step
+    elif is_awaitable_function(getattr(target, "complete", None)):
+        c.kind = PROTO_ASYNC
+        c.fn = ChatCompleterTarget(target, _schema(where, step)).run_step
+    elif callable(target):
+        c.fn = target
+        c.kind = ASYNC if is_awaitable_function(target) else SYNC
+    else:
+        raise PlanCompileError(
+            f"{where}: cannot run {target!r}: a target is a callable, a RoutingAgent, a Plan, an object with "
+            "run_step(payload, ctx), a structured chat model with complete_json(messages, *, schema) or a chat "
+            "model with async complete(messages, *, json_mode)"
+        )
+    if step.adapter is not None:
+        c.validate = _validator(step.adapter)
+        output = step.output
+        if isinstance(output, type) and (issubclass(output, BaseModel) or dataclasses.is_dataclass(output)):
+            c.out_cls = output
+
+
+def _schema(where: str, step: Step) -> dict[str, Any] | None:
+    if step.adapter is None or step.output is str:
+        return None
+    try:
+        return step.adapter.json_schema()
+    except Exception as exc:
+        raise PlanCompileError(f"{where}: cannot build a JSON schema for output={step.output!r}: {exc}") from exc
+
+
+def _validator(adapter: TypeAdapter[Any]) -> Callable[[Any], Any]:
+    def validate(value: Any) -> Any:
+        try:
+            return adapter.validate_python(value)
+        except ValidationError:
+            if isinstance(value, str | bytes | bytearray):  # JSON text (an LLM reply, a serialised model)
+                return adapter.validate_json(value)
+            raise
+
+    return validate
