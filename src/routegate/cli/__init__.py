@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from routegate import __version__
 
 # Each module defines register(subparsers) and sets a handler with parser.set_defaults(handler=...).
-COMMAND_MODULES: tuple[str, ...] = ("routegate.cli.triage", "routegate.cli.support", "routegate.cli.serve")
+COMMAND_MODULES: tuple[str, ...] = (
+    "routegate.cli.triage",
+    "routegate.cli.support",
+    "routegate.cli.serve",
+    "routegate.cli.routers",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

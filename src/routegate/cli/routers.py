@@ -1,0 +1,114 @@
+"""``routegate fit`` and ``routegate eval``: fit, calibrate and save a semantic router; evaluate a saved one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from routegate.errors import ConfigurationError
+
+
+def register(subparsers: Any) -> None:
+    fit: argparse.ArgumentParser = subparsers.add_parser(
+        "fit",
+        help="fit and calibrate a semantic router from labelled JSONL and save it",
+        description='Fit a semantic router on --train (JSONL lines {"text": ..., "label": ...}; the label "oos" '
+        "marks a query no route fits), calibrate its out-of-scope threshold (and clarify margin) on --val, and "
+        "save it to the directory -o. Without --val, calibration uses cross-validation on --train.",
+    )
+    fit.add_argument("--train", required=True, help="training data (JSONL)")
+    fit.add_argument("--val", help="validation data for calibration (JSONL); never pass the test split")
+    fit.add_argument("-o", "--output", required=True, help="directory to write the router to")
+    fit.add_argument("--default-route", default="oos", help="route for out-of-scope queries (default: oos)")
+    fit.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
+    fit.add_argument(
+        "--oos-recall-floor", type=float, default=0.85, help="objective: max in-scope accuracy at this OOS recall"
+    )
+    fit.add_argument(
+        "--inscope-coverage", type=float, default=0.97, help="objective when no OOS rows: keep this share in scope"
+    )
+    fit.add_argument(
+        "--clarify-cost", type=float, default=None, help="enable clarify: cost of a question relative to an error"
+    )
+    fit.add_argument("--no-char-ngrams", action="store_true", help="embedding head only (no char n-gram model)")
+    fit.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
+    fit.set_defaults(handler=run_fit)
+
+    ev: argparse.ArgumentParser = subparsers.add_parser(
+        "eval",
+        help="evaluate a saved router on labelled JSONL (accuracy, OOS detection, latency, curves)",
+        description="Route every line of DATA one query at a time with a saved router and report in-scope "
+        "accuracy, out-of-scope precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and "
+        "the risk-coverage curve. A progress bar goes to stderr.",
+    )
+    ev.add_argument("data", help="labelled JSONL to evaluate on")
+    ev.add_argument("--router", required=True, help="directory of a router saved by `routegate fit`")
+    ev.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
+    ev.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
+    ev.add_argument("--plot", help="write the risk-coverage and OOS trade-off curves to this PNG")
+    ev.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.set_defaults(handler=run_eval)
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from routegate.embed import MiniLMEncoder
+    from routegate.routers import FitConfig, SemanticRouter, load_examples
+
+    try:
+        config = FitConfig(
+            oos_recall_floor=args.oos_recall_floor,
+            inscope_coverage=args.inscope_coverage,
+            clarify_cost=args.clarify_cost,
+            char_ngrams=False if args.no_char_ngrams else "auto",
+        )
+        train = load_examples(args.train)
+        val = load_examples(args.val) if args.val else None
+        started = time.perf_counter()
+        print(f"fitting on {len(train)} examples ...", file=sys.stderr)
+        router = SemanticRouter.fit(
+            train,
+            val=val,
+            encoder=MiniLMEncoder(intra_op_num_threads=args.threads),
+            default_route=args.default_route,
+            oos_label=args.oos_label,
+            config=config,
+        )
+        path = router.save(args.output)
+    except ConfigurationError as exc:
+        print(f"routegate fit: {exc}", file=sys.stderr)
+        return 2
+    cal = router.calibration
+    summary = {
+        "router": str(path),
+        "routes": len(router.routes),
+        "fit_seconds": round(time.perf_counter() - started, 2),
+        "calibration": {k: v for k, v in cal.to_dict().items() if k != "grid"},
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from routegate.embed import MiniLMEncoder
+    from routegate.routers import SemanticRouter, evaluate, load_examples, plot_report
+    from routegate.routers.evaluation import progress_bar
+
+    try:
+        router = SemanticRouter.load(args.router, encoder=MiniLMEncoder(intra_op_num_threads=args.threads))
+        data = load_examples(args.data)
+        progress = None if args.no_progress else progress_bar(sys.stderr)
+        report = evaluate(router, data, oos_label=args.oos_label, progress=progress)
+        if args.plot:
+            plot_report(report, args.plot, title=f"{args.router} on {args.data}")
+    except ConfigurationError as exc:
+        print(f"routegate eval: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.summary())
+    return 0

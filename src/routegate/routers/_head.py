@@ -1,0 +1,152 @@
+"""The learned head of the semantic router: what turns an embedding (and the text) into route scores.
+
+Three parts, all plain arrays (saved as ``.npy``, loaded without pickle):
+
+* a multinomial logistic regression over the sentence embedding;
+* optionally a logistic regression over character n-gram TF-IDF of the text, averaged with the first
+  (weight ``1 - alpha``) — it catches spellings and rare words the embedding blurs;
+* the route's example bank: the mean similarity of the query to its ``k`` nearest examples *of the predicted
+  route* (a distance-to-training-data signal; out-of-scope queries are far from every route's examples).
+
+``confidence = p(top) + beta * knn`` decides out-of-scope, ``margin = p(top) - p(runner-up)`` decides clarify.
+``alpha`` and ``beta`` are chosen on held-out data by :mod:`routegate.routers.calibration`'s objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from routegate.routers._charngrams import CharNgrams
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class CharHead:
+    ngrams: CharNgrams
+    coef: F32  # (routes, vocabulary)
+    intercept: F32  # (routes,)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    routes: tuple[str, ...]
+    coef: F32  # (routes, dim)
+    intercept: F32  # (routes,)
+    bank: F32  # (examples, dim), grouped by route
+    offsets: I64  # (routes + 1,): route r's examples are bank[offsets[r]:offsets[r + 1]]
+    char: CharHead | None = None
+    alpha: float = 1.0
+    beta: float = 0.0
+    knn_k: int = 5
+
+    def with_mix(self, alpha: float, beta: float) -> Head:
+        char = self.char if alpha < 1.0 else None
+        return Head(self.routes, self.coef, self.intercept, self.bank, self.offsets, char, alpha, beta, self.knn_k)
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Per-query scores: fused route probabilities and the neighbour similarity to the top route."""
+
+    probs: F32  # (n, routes)
+    knn: F32  # (n,)
+
+
+def softmax(logits: F32) -> F32:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    out: F32 = (exp / exp.sum(axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def embed_probs(head: Head, vectors: F32) -> F32:
+    if len(head.routes) == 1:
+        return np.ones((len(vectors), 1), dtype=np.float32)
+    return softmax(vectors @ head.coef.T + head.intercept)
+
+
+def char_probs(head: Head, texts: Sequence[str]) -> F32 | None:
+    if head.char is None or len(head.routes) == 1:
+        return None
+    return softmax(head.char.ngrams.logits(texts, head.char.coef, head.char.intercept))
+
+
+def fuse(head: Head, p_embed: F32, p_char: F32 | None, alpha: float) -> F32:
+    if p_char is None or alpha >= 1.0:
+        return p_embed
+    fused: F32 = (alpha * p_embed + (1.0 - alpha) * p_char).astype(np.float32)
+    return fused
+
+
+def knn_to(head: Head, vectors: F32, route_index: I64) -> F32:
+    """Mean cosine similarity of each vector to its ``k`` nearest examples of route ``route_index[i]``."""
+    out = np.zeros(len(vectors), dtype=np.float32)
+    for i, r in enumerate(route_index):
+        lo, hi = int(head.offsets[r]), int(head.offsets[r + 1])
+        if hi <= lo:
+            continue
+        sims = head.bank[lo:hi] @ vectors[i]
+        k = min(head.knn_k, len(sims))
+        out[i] = float(np.partition(sims, len(sims) - k)[-k:].mean())
+    return out
+
+
+def score(head: Head, vectors: F32, texts: Sequence[str]) -> Scores:
+    probs = fuse(head, embed_probs(head, vectors), char_probs(head, texts), head.alpha)
+    top = probs.argmax(axis=1).astype(np.int64)
+    knn = knn_to(head, vectors, top) if head.beta > 0 else np.zeros(len(vectors), dtype=np.float32)
+    return Scores(probs, knn)
+
+
+def train_head(
+    vectors: F32,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    *,
+    c_embed: float,
+    c_char: float,
+    char_ngrams: bool,
+    knn_k: int,
+    max_char_features: int,
+    seed: int = 0,
+) -> Head:
+    """Fit the head on in-scope examples (``labels`` are route names; no out-of-scope rows here)."""
+    from sklearn.linear_model import LogisticRegression
+
+    routes = tuple(sorted(set(labels)))
+    index = {r: i for i, r in enumerate(routes)}
+    y = np.fromiter((index[label] for label in labels), dtype=np.int64, count=len(labels))
+    order = np.argsort(y, kind="stable")
+    bank = np.ascontiguousarray(vectors[order], dtype=np.float32)
+    offsets = np.searchsorted(y[order], np.arange(len(routes) + 1)).astype(np.int64)
+    dim = vectors.shape[1]
+    if len(routes) == 1:
+        coef = np.zeros((1, dim), dtype=np.float32)
+        intercept = np.zeros(1, dtype=np.float32)
+        return Head(routes, coef, intercept, bank, offsets, knn_k=knn_k)
+    model = LogisticRegression(C=c_embed, max_iter=2000, random_state=seed).fit(vectors, y)
+    coef, intercept = _multinomial(model, len(routes))
+    char: CharHead | None = None
+    if char_ngrams:
+        ngrams, matrix = CharNgrams.fit(texts, max_features=max_char_features)
+        char_model = LogisticRegression(C=c_char, max_iter=1000, random_state=seed).fit(matrix, y)
+        char_coef, char_intercept = _multinomial(char_model, len(routes))
+        char = CharHead(ngrams, char_coef, char_intercept)
+    return Head(routes, coef, intercept, bank, offsets, char, knn_k=knn_k)
+
+
+def _multinomial(model: object, n_routes: int) -> tuple[F32, F32]:
+    """Coefficients as (routes, features) softmax weights (sklearn stores one row for two classes)."""
+    coef = np.asarray(model.coef_, dtype=np.float32)  # type: ignore[attr-defined]  # fitted sklearn model
+    intercept = np.asarray(model.intercept_, dtype=np.float32)  # type: ignore[attr-defined]  # fitted sklearn model
+    if n_routes == 2 and coef.shape[0] == 1:
+        # binary LR: p(1) = sigmoid(w.x + b) = softmax([-w/2, w/2]) over the two classes
+        coef = np.vstack([-coef / 2, coef / 2]).astype(np.float32)
+        intercept = np.array([-intercept[0] / 2, intercept[0] / 2], dtype=np.float32)
+    return coef, intercept

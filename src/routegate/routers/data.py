@@ -1,0 +1,56 @@
+"""Labelled routing examples and their JSONL form (``{"text": ..., "label": ...}``, one object per line)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from routegate.errors import ConfigurationError
+
+OOS_LABEL = "oos"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledExample:
+    """One utterance and the route it belongs to (``oos`` = no route fits)."""
+
+    text: str
+    label: str
+
+
+def parse_examples(lines: Iterable[str], *, source: str = "<input>") -> list[LabelledExample]:
+    """Parse JSONL lines; blank lines are skipped, anything else malformed is refused with its line number."""
+    out: list[LabelledExample] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"{source}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(obj, dict):
+            raise ConfigurationError(f"{source}:{number}: expected an object with 'text' and 'label'")
+        text, label = obj.get("text"), obj.get("label")
+        if not isinstance(text, str) or not isinstance(label, str) or not label.strip():
+            raise ConfigurationError(
+                f"{source}:{number}: 'text' must be a string and 'label' a non-empty string, "
+                f"got text={type(text).__name__}, label={label!r}"
+            )
+        out.append(LabelledExample(text, label.strip()))
+    return out
+
+
+def load_examples(path: str | Path) -> list[LabelledExample]:
+    """Read a JSONL file of labelled examples."""
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as handle:
+            return parse_examples(handle, source=str(p))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read examples from {p}: {exc.strerror or exc}") from exc
+
+
+def dump_examples(examples: Sequence[LabelledExample]) -> str:
+    return "".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n" for e in examples)

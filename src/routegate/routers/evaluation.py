@@ -1,0 +1,239 @@
+"""Evaluating a semantic router on labelled data: accuracy, out-of-scope detection, latency, curves.
+
+* in-scope accuracy: in-scope queries routed to their label (a ``clarify`` or ``default`` counts as wrong);
+* out-of-scope precision / recall / F1: ``default`` outcomes vs. rows labelled ``oos``;
+* per-route precision / recall and the confusion counts (label → predicted → count, non-zero cells only);
+* latency p50 / p99 of single-query :meth:`~routegate.routers.semantic.SemanticRouter.route` calls;
+* the risk–coverage curve (queries sorted by confidence; risk = share of wrong among those routed) and the
+  out-of-scope trade-off curve (in-scope accuracy vs. OOS recall over thresholds).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from routegate.routers.data import OOS_LABEL, LabelledExample
+from routegate.routers.semantic import SemanticDecision, SemanticRouter
+
+Progress = Callable[[int, int], None]
+
+
+def progress_bar(stream: TextIO = sys.stderr, *, width: int = 30, label: str = "eval") -> Progress:
+    """A minimal progress bar for long runs, written to ``stream`` (stderr by default)."""
+    state = {"last": -1}
+
+    def update(done: int, total: int) -> None:
+        pct = int(100 * done / total) if total else 100
+        if pct == state["last"] and done != total:
+            return
+        state["last"] = pct
+        filled = int(width * done / total) if total else width
+        stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+
+    return update
+
+
+@dataclass(frozen=True, slots=True)
+class EvalReport:
+    n: int
+    n_in_scope: int
+    n_oos: int
+    in_scope_accuracy: float
+    oos_precision: float
+    oos_recall: float
+    oos_f1: float
+    clarify_rate: float
+    latency_ms_p50: float
+    latency_ms_p99: float
+    per_route: dict[str, dict[str, float]] = field(default_factory=dict)
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+    risk_coverage: list[tuple[float, float]] = field(default_factory=list)
+    tradeoff: list[dict[str, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "n_in_scope": self.n_in_scope,
+            "n_oos": self.n_oos,
+            "in_scope_accuracy": self.in_scope_accuracy,
+            "oos_precision": self.oos_precision,
+            "oos_recall": self.oos_recall,
+            "oos_f1": self.oos_f1,
+            "clarify_rate": self.clarify_rate,
+            "latency_ms_p50": self.latency_ms_p50,
+            "latency_ms_p99": self.latency_ms_p99,
+            "per_route": self.per_route,
+            "confusion": self.confusion,
+            "risk_coverage": [list(p) for p in self.risk_coverage],
+            "tradeoff": self.tradeoff,
+        }
+
+    def summary(self) -> str:
+        lines = [
+            f"examples            {self.n} ({self.n_in_scope} in scope, {self.n_oos} out of scope)",
+            f"in-scope accuracy   {self.in_scope_accuracy:.4f}",
+            f"OOS precision       {self.oos_precision:.4f}",
+            f"OOS recall          {self.oos_recall:.4f}",
+            f"OOS F1              {self.oos_f1:.4f}",
+            f"clarify rate        {self.clarify_rate:.4f}",
+            f"latency p50 / p99   {self.latency_ms_p50:.2f} / {self.latency_ms_p99:.2f} ms per query",
+        ]
+        worst = sorted(self.per_route.items(), key=lambda kv: kv[1]["recall"])[:5]
+        if worst:
+            lines.append("lowest recall       " + ", ".join(f"{r} {m['recall']:.2f}" for r, m in worst))
+        return "\n".join(lines)
+
+
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+
+def evaluate(
+    router: SemanticRouter,
+    examples: Sequence[LabelledExample],
+    *,
+    oos_label: str = OOS_LABEL,
+    progress: Progress | None = None,
+    batch_size: int = 256,
+) -> EvalReport:
+    """Route every example one at a time (that is what latency measures) and score the outcomes."""
+    texts = [e.text for e in examples]
+    labels = [e.label for e in examples]
+    decisions: list[SemanticDecision] = []
+    latencies: list[float] = []
+    total = len(texts)
+    if total:
+        router.route(texts[0])  # load the encoder before timing
+    for i, text in enumerate(texts):
+        started = time.perf_counter()
+        decisions.append(router.route(text))
+        latencies.append((time.perf_counter() - started) * 1000)
+        if progress is not None and (i + 1) % 50 == 0:
+            progress(i + 1, total)
+    if progress is not None:
+        progress(total, total)
+    return score_decisions(decisions, labels, router.default_route, latencies, oos_label=oos_label)
+
+
+def score_decisions(
+    decisions: Sequence[SemanticDecision],
+    labels: Sequence[str],
+    default_route: str,
+    latencies_ms: Sequence[float] = (),
+    *,
+    oos_label: str = OOS_LABEL,
+) -> EvalReport:
+    y = np.array(labels, dtype=object)
+    is_oos = y == oos_label
+    outcome = np.array([d.outcome for d in decisions], dtype=object)
+    predicted = np.array([oos_label if d.outcome == "default" else d.route for d in decisions], dtype=object)
+    top = np.array([d.top for d in decisions], dtype=object)
+    confidence = np.array([d.confidence for d in decisions], dtype=np.float64)
+    routed_ok = (outcome == "route") & (predicted == y)
+    n_in, n_oos = int((~is_oos).sum()), int(is_oos.sum())
+    acc = float(routed_ok[~is_oos].sum() / n_in) if n_in else 0.0
+    said_oos = outcome == "default"
+    tp = int((said_oos & is_oos).sum())
+    oos_p = tp / int(said_oos.sum()) if said_oos.any() else 0.0
+    oos_r = tp / n_oos if n_oos else 0.0
+    per_route: dict[str, dict[str, float]] = {}
+    for route in sorted(set(labels) | {str(p) for p in predicted}):
+        if route == oos_label:
+            continue
+        pred_r = (predicted == route) & (outcome == "route")
+        true_r = y == route
+        hit = int((pred_r & true_r).sum())
+        per_route[route] = {
+            "precision": hit / int(pred_r.sum()) if pred_r.any() else 0.0,
+            "recall": hit / int(true_r.sum()) if true_r.any() else 0.0,
+            "support": float(true_r.sum()),
+        }
+    confusion: dict[str, dict[str, int]] = {}
+    shown = np.where(outcome == "clarify", "clarify", predicted)
+    for (label, pred), count in Counter(zip(labels, (str(s) for s in shown), strict=True)).items():
+        confusion.setdefault(label, {})[pred] = count
+    # risk–coverage over all queries: accept the most confident first; an accepted query is wrong when it is
+    # out of scope or its top route is not its label
+    order = np.argsort(-confidence, kind="stable")
+    wrong = (is_oos | (top != y))[order]
+    n = len(order)
+    points: list[tuple[float, float]] = []
+    if n:
+        cum_wrong = np.cumsum(wrong)
+        for k in sorted({max(1, int(np.rint(n * c))) for c in np.linspace(0.02, 1.0, 50)}):
+            points.append((round(k / n, 4), round(float(cum_wrong[k - 1] / k), 5)))
+    tradeoff: list[dict[str, float]] = []
+    if n_in and n_oos:
+        top_ok = (top == y) & ~is_oos
+        for t in np.quantile(confidence, np.linspace(0.0, 0.6, 61)):
+            accepted = confidence >= t
+            tradeoff.append(
+                {
+                    "threshold": round(float(t), 5),
+                    "in_scope_accuracy": round(float((accepted & top_ok).sum() / n_in), 5),
+                    "oos_recall": round(float((~accepted & is_oos).sum() / n_oos), 5),
+                }
+            )
+    lat = np.array(latencies_ms, dtype=np.float64)
+    return EvalReport(
+        n=len(labels),
+        n_in_scope=n_in,
+        n_oos=n_oos,
+        in_scope_accuracy=acc,
+        oos_precision=oos_p,
+        oos_recall=oos_r,
+        oos_f1=_f1(oos_p, oos_r),
+        clarify_rate=float((outcome == "clarify").mean()) if len(outcome) else 0.0,
+        latency_ms_p50=float(np.percentile(lat, 50)) if len(lat) else 0.0,
+        latency_ms_p99=float(np.percentile(lat, 99)) if len(lat) else 0.0,
+        per_route=per_route,
+        confusion=confusion,
+        risk_coverage=points,
+        tradeoff=tradeoff,
+    )
+
+
+def plot_report(report: EvalReport, path: str | Path, *, title: str = "routegate router") -> Path:
+    """Risk–coverage curve and OOS trade-off curve as a PNG (needs matplotlib: ``pip install routegate[plot]``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - matplotlib is in the dev/plot extras
+        from routegate.errors import ConfigurationError
+
+        raise ConfigurationError("--plot needs matplotlib: pip install 'routegate[plot]'") from exc
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    if report.risk_coverage:
+        cov, risk = zip(*report.risk_coverage, strict=True)
+        ax1.plot(cov, risk, marker=".")
+    ax1.set_xlabel("coverage (share of queries routed)")
+    ax1.set_ylabel("risk (share wrong among routed)")
+    ax1.set_title("risk–coverage")
+    ax1.grid(alpha=0.3)
+    if report.tradeoff:
+        ax2.plot([p["oos_recall"] for p in report.tradeoff], [p["in_scope_accuracy"] for p in report.tradeoff])
+        ax2.scatter([report.oos_recall], [report.in_scope_accuracy], color="red", zorder=3, label="calibrated")
+        ax2.legend()
+    ax2.set_xlabel("out-of-scope recall")
+    ax2.set_ylabel("in-scope accuracy")
+    ax2.set_title("OOS trade-off")
+    ax2.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

@@ -1,0 +1,574 @@
+"""The semantic router: routes from example utterances, a learned head, calibrated out-of-scope and clarify.
+
+Build one from example utterances (:meth:`SemanticRouter.from_routes`) or fit it on labelled data
+(:meth:`SemanticRouter.fit`, label ``oos`` = no route). Each query gets three numbers from the head
+(:mod:`routegate.routers._head`): the fused route probabilities, the confidence ``p(top) + beta * knn`` and the
+margin ``p(top) - p(runner-up)``. Outcomes:
+
+* ``default`` — confidence below the calibrated threshold: no route fits, the default route takes it;
+* ``clarify`` — confident it is in scope but the two best routes are closer than the calibrated margin;
+* ``route`` — the top route.
+
+Calibration happens on held-out data (``val``) when given, otherwise on out-of-fold predictions over the training
+examples. The head's mix (``alpha``: embedding vs. char n-gram model, ``beta``: weight of the neighbour
+similarity) is chosen on the same data by the same objective — by measurement.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from routegate.core.protocols import RouteDecision, RouteRequest
+from routegate.core.stop_reasons import safe_detail
+from routegate.embed.protocol import Encoder
+from routegate.errors import ConfigurationError, RunStopError
+from routegate.routers import _head
+from routegate.routers._head import F32, Head
+from routegate.routers.calibration import fit_clarify_margin, fit_threshold
+from routegate.routers.data import OOS_LABEL, LabelledExample
+from routegate.routers.rules import ArgsBuilder, ticket_args
+
+logger = logging.getLogger(__name__)
+
+Outcome = Literal["route", "clarify", "default"]
+CLARIFY = "clarify"
+NO_ROUTE_OUT_OF_SCOPE = "no_route:out_of_scope"
+
+
+@dataclass(frozen=True, slots=True)
+class FitConfig:
+    """How :meth:`SemanticRouter.fit` trains and calibrates.
+
+    ``oos_recall_floor``: with out-of-scope calibration examples, the threshold maximises in-scope accuracy
+    subject to this OOS recall. ``inscope_coverage``: without them, the share of in-scope queries that must keep a
+    route. ``clarify_cost``: cost of asking relative to a wrong guess (``None`` = never clarify).
+    ``char_ngrams``: ``"auto"`` trains the char n-gram model and lets calibration decide whether it is used.
+    """
+
+    c_embed: float = 10.0
+    c_char: float = 20.0
+    char_ngrams: bool | Literal["auto"] = "auto"
+    max_char_features: int = 30000
+    alphas: tuple[float, ...] = (1.0, 0.7, 0.5)
+    betas: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 3.0)
+    knn_k: int = 5
+    oos_recall_floor: float = 0.85
+    inscope_coverage: float = 0.97
+    clarify_cost: float | None = None
+    max_clarify_rate: float = 0.1
+    cv_folds: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.c_embed <= 0 or self.c_char <= 0:
+            raise ConfigurationError(f"regularisation C must be > 0, got c_embed={self.c_embed}, c_char={self.c_char}")
+        if not self.alphas or any(not 0.0 <= a <= 1.0 for a in self.alphas):
+            raise ConfigurationError(f"alphas must be a non-empty tuple of values in [0, 1], got {self.alphas}")
+        if not self.betas or any(b < 0 for b in self.betas):
+            raise ConfigurationError(f"betas must be a non-empty tuple of values >= 0, got {self.betas}")
+        if self.knn_k < 1:
+            raise ConfigurationError(f"knn_k must be >= 1, got {self.knn_k}")
+        if self.cv_folds < 2:
+            raise ConfigurationError(f"cv_folds must be >= 2, got {self.cv_folds}")
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The fitted decision rule and what it achieved on the calibration data."""
+
+    threshold: float
+    clarify_margin: float = 0.0
+    alpha: float = 1.0
+    beta: float = 0.0
+    objective: str = "inscope_coverage"
+    target: float = 0.97
+    source: str = "none"
+    examples: int = 0
+    in_scope_accuracy: float | None = None
+    oos_recall: float | None = None
+    coverage: float | None = None
+    clarify_rate: float = 0.0
+    feasible: bool = True
+    grid: tuple[Mapping[str, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["grid"] = [dict(g) for g in self.grid]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        known = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["grid"] = tuple(dict(g) for g in kwargs.get("grid", ()))
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticDecision:
+    """A typed routing decision: what was chosen, how sure, and the runner-up ("why this route?")."""
+
+    route: str
+    outcome: Outcome
+    top: str
+    score: float
+    confidence: float
+    margin: float
+    runner_up: str | None
+    runner_up_score: float
+    threshold: float
+    clarify_margin: float
+    scores: Mapping[str, float] = field(default_factory=dict)
+    used_context: bool = False
+
+    @property
+    def why(self) -> str:
+        runner = f"{self.runner_up} {self.runner_up_score:.3f}" if self.runner_up else "none"
+        head = {
+            "route": f"{self.top} p={self.score:.3f}",
+            "clarify": f"ask: {self.top} or {self.runner_up}? margin {self.margin:.3f} < {self.clarify_margin:.3f}",
+            "default": f"out of scope -> {self.route} (best {self.top} p={self.score:.3f})",
+        }[self.outcome]
+        ctx = "; with the previous turn" if self.used_context else ""
+        return (
+            f"{head}; confidence {self.confidence:.3f} vs threshold {self.threshold:.3f}; "
+            f"margin {self.margin:.3f}; runner-up {runner}{ctx}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["scores"] = dict(self.scores)
+        out["why"] = self.why
+        return out
+
+
+def _texts_of(context: Sequence[object]) -> list[str]:
+    """User texts from a conversation: plain strings or ``{"role": ..., "content": ...}`` messages."""
+    out: list[str] = []
+    for item in context:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, Mapping):
+            role, content = item.get("role", "user"), item.get("content")
+            if role == "user" and isinstance(content, str):
+                out.append(content)
+    return out
+
+
+class SemanticRouter:
+    """Embedding router with a learned head and calibrated out-of-scope / clarify thresholds.
+
+    Implements :class:`routegate.core.protocols.Router` (``decide``) and offers :meth:`route` for direct use.
+    ``default_route``: where out-of-scope queries go. ``clarify_target``: a catalogue route that asks the user
+    (when ``None``, :meth:`decide` ends the run with the stop reason ``clarify:<a>,<b>``).
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        calibration: Calibration,
+        *,
+        encoder: Encoder,
+        default_route: str,
+        clarify_target: str | None = None,
+        args: ArgsBuilder = ticket_args,
+        name: str = "semantic",
+    ) -> None:
+        if encoder.dim != head.coef.shape[1]:
+            raise ConfigurationError(
+                f"encoder {encoder.model_id!r} gives {encoder.dim}-dim vectors; the router expects {head.coef.shape[1]}"
+            )
+        if not default_route:
+            raise ConfigurationError("SemanticRouter needs a default route name for out-of-scope queries")
+        self.head = head.with_mix(calibration.alpha, calibration.beta)
+        self.calibration = calibration
+        self.encoder = encoder
+        self.default_route = default_route
+        self.clarify_target = clarify_target
+        self.name = name
+        self.args_builder = args
+        self._index = {r: i for i, r in enumerate(head.routes)}
+
+    def __repr__(self) -> str:
+        return (
+            f"SemanticRouter(routes={len(self.routes)}, default_route={self.default_route!r}, "
+            f"threshold={self.calibration.threshold:.3f}, clarify_margin={self.calibration.clarify_margin:.3f})"
+        )
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        return self.head.routes
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_routes(
+        cls,
+        routes: Mapping[str, Sequence[str]],
+        *,
+        encoder: Encoder,
+        default_route: str,
+        val: Sequence[LabelledExample] | None = None,
+        config: FitConfig | None = None,
+        **kwargs: Any,
+    ) -> SemanticRouter:
+        """A router from example utterances per route (``{"VECTOR": ["how do I reset my password", ...]}``)."""
+        train = [LabelledExample(text, route) for route, texts in routes.items() for text in texts]
+        return cls.fit(train, val=val, encoder=encoder, default_route=default_route, config=config, **kwargs)
+
+    @classmethod
+    def fit(
+        cls,
+        train: Sequence[LabelledExample],
+        *,
+        encoder: Encoder,
+        val: Sequence[LabelledExample] | None = None,
+        default_route: str = OOS_LABEL,
+        oos_label: str = OOS_LABEL,
+        config: FitConfig | None = None,
+        **kwargs: Any,
+    ) -> SemanticRouter:
+        """Fit the head on ``train`` (rows labelled ``oos_label`` are used for calibration only) and calibrate on
+        ``val`` (or on out-of-fold predictions over ``train`` when ``val`` is ``None``)."""
+        config = config or FitConfig()
+        started = time.perf_counter()
+        in_scope = [e for e in train if e.label != oos_label]
+        oos_train = [e for e in train if e.label == oos_label]
+        routes = sorted({e.label for e in in_scope})
+        if not routes:
+            raise ConfigurationError(f"fit needs in-scope examples (labels other than {oos_label!r}); got none")
+        counts = {r: sum(e.label == r for e in in_scope) for r in routes}
+        texts = [e.text for e in in_scope]
+        vectors = encoder.encode(texts)
+        use_char = config.char_ngrams is True or (config.char_ngrams == "auto" and len(routes) > 1)
+        train_kwargs = {
+            "c_embed": config.c_embed,
+            "c_char": config.c_char,
+            "char_ngrams": use_char,
+            "knn_k": config.knn_k,
+            "max_char_features": config.max_char_features,
+            "seed": config.seed,
+        }
+        head = _head.train_head(vectors, texts, [e.label for e in in_scope], **train_kwargs)  # type: ignore[arg-type]
+        if val is not None:
+            val_in = [e for e in val if e.label != oos_label and e.label in counts]
+            # out-of-scope rows of train never reach the head: they calibrate along with val's
+            val_oos = [e for e in val if e.label == oos_label] + oos_train
+            unknown = {e.label for e in val if e.label != oos_label and e.label not in counts}
+            if unknown:
+                raise ConfigurationError(f"validation labels not in the training data: {sorted(unknown)[:5]}")
+            cal_texts = [e.text for e in val_in + val_oos]
+            cal_labels = [e.label for e in val_in] + [oos_label] * len(val_oos)
+            cal_vectors = encoder.encode(cal_texts)
+            p_embed = _head.embed_probs(head, cal_vectors)
+            p_char = _head.char_probs(head, cal_texts)
+            source = "val"
+        else:
+            p_embed, p_char, cal_vectors, cal_labels, fold_heads = _out_of_fold(
+                vectors, texts, [e.label for e in in_scope], config, train_kwargs
+            )
+            if oos_train:
+                oos_texts = [e.text for e in oos_train]
+                oos_vectors = encoder.encode(oos_texts)
+                p_embed = np.vstack([p_embed, _head.embed_probs(head, oos_vectors)])
+                extra_char = _head.char_probs(head, oos_texts)
+                if p_char is not None and extra_char is not None:
+                    p_char = np.vstack([p_char, extra_char])
+                cal_vectors = np.vstack([cal_vectors, oos_vectors])
+                cal_labels = cal_labels + [oos_label] * len(oos_train)
+            source = f"{config.cv_folds}-fold cross-validation on train"
+            del fold_heads
+        calibration = _calibrate(head, p_embed, p_char, cal_vectors, cal_labels, oos_label, config, source)
+        router = cls(head, calibration, encoder=encoder, default_route=default_route, **kwargs)
+        logger.info(
+            "semantic router fitted: %d routes, %d examples, alpha=%.2f beta=%.2f threshold=%.3f in %.1fs",
+            len(routes),
+            len(in_scope),
+            calibration.alpha,
+            calibration.beta,
+            calibration.threshold,
+            time.perf_counter() - started,
+        )
+        return router
+
+    # ------------------------------------------------------------------ deciding
+
+    def _mask(self, allowed: Collection[str] | None) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
+        if allowed is None:
+            return None
+        return np.array([r in allowed for r in self.head.routes], dtype=bool)
+
+    def _decide(self, vectors: F32, texts: Sequence[str], allowed: Collection[str] | None) -> list[SemanticDecision]:
+        head = self.head
+        probs = _head.fuse(head, _head.embed_probs(head, vectors), _head.char_probs(head, texts), head.alpha)
+        mask = self._mask(allowed)
+        ranked = probs.copy()
+        if mask is not None:
+            ranked[:, ~mask] = -1.0
+        top = ranked.argmax(axis=1).astype(np.int64)
+        knn = _head.knn_to(head, vectors, top) if head.beta > 0 else np.zeros(len(texts), dtype=np.float32)
+        cal = self.calibration
+        out: list[SemanticDecision] = []
+        n_routes = len(head.routes)
+        for i in range(len(texts)):
+            row = ranked[i]
+            t = int(top[i])
+            p1 = float(probs[i, t]) if row[t] >= 0 else 0.0
+            if n_routes > 1:
+                second = row.copy()
+                second[t] = -np.inf
+                r = int(second.argmax())
+                p2 = float(probs[i, r]) if second[r] >= 0 else 0.0
+                runner: str | None = head.routes[r] if second[r] >= 0 else None
+            else:
+                p2, runner = 0.0, None
+            confidence = p1 + head.beta * float(knn[i])
+            margin = p1 - p2
+            allowed_any = mask is None or bool(mask.any())
+            if not allowed_any or confidence < cal.threshold:
+                outcome: Outcome = "default"
+                route = self.default_route
+            elif runner is not None and margin < cal.clarify_margin:
+                outcome, route = "clarify", head.routes[t]
+            else:
+                outcome, route = "route", head.routes[t]
+            k = min(5, n_routes)
+            best = np.argsort(-row)[:k]
+            scores = {head.routes[int(j)]: round(float(probs[i, j]), 6) for j in best if row[j] >= 0}
+            out.append(
+                SemanticDecision(
+                    route=route,
+                    outcome=outcome,
+                    top=head.routes[t],
+                    score=p1,
+                    confidence=confidence,
+                    margin=margin,
+                    runner_up=runner,
+                    runner_up_score=p2,
+                    threshold=cal.threshold,
+                    clarify_margin=cal.clarify_margin,
+                    scores=scores,
+                )
+            )
+        return out
+
+    def route_many(self, texts: Sequence[str], *, allowed: Collection[str] | None = None) -> list[SemanticDecision]:
+        """Route a batch of single-turn queries (one encoder pass)."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            return []
+        return self._decide(self.encoder.encode(texts), texts, allowed)
+
+    def route(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> SemanticDecision:
+        """Route one query. ``context``: the conversation so far (user texts, or role/content messages, oldest
+        first). A query that is unsure on its own ("and ticket 2?") is tried again together with the previous user
+        turn; failing that, a clarify between ``previous_route`` and another route stays on ``previous_route``."""
+        texts = [str(text)]
+        history = _texts_of(context)
+        if history and history[-1] == texts[0]:
+            history = history[:-1]
+        if history:
+            texts.append(f"{history[-1]} {texts[0]}")
+        decisions = self._decide(self.encoder.encode(texts), texts, allowed)
+        decision = decisions[0]
+        if decision.outcome == "route":
+            return decision
+        if len(decisions) > 1 and decisions[1].outcome == "route":
+            return replace(decisions[1], used_context=True)
+        if (
+            decision.outcome == "clarify"
+            and previous_route is not None
+            and previous_route in (decision.top, decision.runner_up)
+        ):
+            return replace(decision, route=previous_route, outcome="route", used_context=True)
+        return decision
+
+    async def decide(self, request: RouteRequest) -> RouteDecision:
+        """The :class:`~routegate.core.protocols.Router` protocol: route ``request.goal`` among the allowed routes.
+
+        Reads ``request.context["conversation"]`` (earlier turns) and ``request.context["previous_route"]``.
+        """
+        allowed = {spec.name for spec in request.catalog} - request.forbidden_targets
+        ctx = request.context
+        conversation = ctx.get("conversation", ())
+        previous = ctx.get("previous_route")
+        decision = self.route(
+            request.goal,
+            context=conversation if isinstance(conversation, Sequence) and not isinstance(conversation, str) else (),
+            previous_route=previous if isinstance(previous, str) else None,
+            allowed=allowed,
+        )
+        return self.to_route_decision(decision, request, allowed=allowed)
+
+    def to_route_decision(
+        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
+    ) -> RouteDecision:
+        """Turn a typed decision into the untrusted route intent the policy boundary checks."""
+        by = decided_by or self.name
+        target = decision.route
+        if decision.outcome == "clarify":
+            if self.clarify_target is None or self.clarify_target not in allowed:
+                raise RunStopError(
+                    f"{CLARIFY}:{safe_detail(decision.top)},{safe_detail(decision.runner_up or '')}",
+                    f"ambiguous between {decision.top} and {decision.runner_up}: {decision.why}",
+                )
+            target = self.clarify_target
+        elif decision.outcome == "default" and target not in allowed:
+            raise RunStopError(
+                NO_ROUTE_OUT_OF_SCOPE,
+                f"no route fits and the default route {target!r} is not allowed: {decision.why}",
+            )
+        raw = {"kind": "route", "target": target, "args": dict(self.args_builder(request))}
+        scores = dict(decision.scores)
+        return RouteDecision(raw=raw, decided_by=by, scores=scores, why=f"{decision.outcome}: {decision.why}")
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path: str | Path) -> Path:
+        """Save to a directory (JSON manifest + ``.npy`` arrays; no pickle)."""
+        from routegate.routers.persist import save_router
+
+        return save_router(self, Path(path))
+
+    @classmethod
+    def load(cls, path: str | Path, *, encoder: Encoder | None = None, **kwargs: Any) -> SemanticRouter:
+        """Load a saved router; ``encoder`` defaults to the embedded MiniLM encoder (checked against the manifest)."""
+        from routegate.routers.persist import load_router
+
+        return load_router(Path(path), encoder=encoder, **kwargs)
+
+
+def _folds(labels: Sequence[str], k: int, seed: int) -> list[np.ndarray[Any, np.dtype[np.int64]]]:
+    """Stratified folds: each route's examples dealt round-robin after a seeded shuffle."""
+    rng = np.random.default_rng(seed)
+    folds: list[list[int]] = [[] for _ in range(k)]
+    by_label: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        by_label.setdefault(label, []).append(i)
+    start = 0
+    for label in sorted(by_label):
+        idx = np.array(by_label[label])
+        rng.shuffle(idx)
+        for j, i in enumerate(idx):
+            folds[(start + j) % k].append(int(i))
+        start += len(idx)
+    return [np.array(sorted(f), dtype=np.int64) for f in folds if f]
+
+
+def _out_of_fold(
+    vectors: F32, texts: Sequence[str], labels: Sequence[str], config: FitConfig, train_kwargs: Mapping[str, Any]
+) -> tuple[F32, F32 | None, F32, list[str], int]:
+    """Out-of-fold probabilities over the training examples (the calibration data when there is no ``val``)."""
+    routes = sorted(set(labels))
+    counts = {r: labels.count(r) for r in routes}
+    if len(routes) > 1 and min(counts.values()) < 2:
+        lonely = [r for r, c in counts.items() if c < 2]
+        raise ConfigurationError(
+            f"calibration without validation data needs >= 2 examples per route; too few for {lonely[:5]} "
+            "(add examples or pass val=...)"
+        )
+    k = min(config.cv_folds, max(2, min(counts.values())))
+    folds = _folds(labels, k, config.seed)
+    n = len(texts)
+    p_embed = np.zeros((n, len(routes)), dtype=np.float32)
+    p_char: F32 | None = None
+    index = {r: i for i, r in enumerate(routes)}
+    for fold in folds:
+        rest = np.setdiff1d(np.arange(n), fold)
+        fold_head = _head.train_head(vectors[rest], [texts[i] for i in rest], [labels[i] for i in rest], **train_kwargs)
+        cols = np.array([index[r] for r in fold_head.routes], dtype=np.int64)
+        fold_texts = [texts[i] for i in fold]
+        pe = _head.embed_probs(fold_head, vectors[fold])
+        p_embed[np.ix_(fold, cols)] = pe
+        pc = _head.char_probs(fold_head, fold_texts)
+        if pc is not None:
+            if p_char is None:
+                p_char = np.zeros((n, len(routes)), dtype=np.float32)
+            p_char[np.ix_(fold, cols)] = pc
+    return p_embed, p_char, vectors, list(labels), len(folds)
+
+
+def _calibrate(
+    head: Head,
+    p_embed: F32,
+    p_char: F32 | None,
+    vectors: F32,
+    labels: Sequence[str],
+    oos_label: str,
+    config: FitConfig,
+    source: str,
+) -> Calibration:
+    index = {r: i for i, r in enumerate(head.routes)}
+    is_oos = np.array([label == oos_label for label in labels], dtype=bool)
+    y = np.array([index.get(label, -1) for label in labels], dtype=np.int64)
+    alphas = config.alphas if p_char is not None else (1.0,)
+    best: tuple[tuple[bool, float, float], Calibration] | None = None
+    grid: list[dict[str, float]] = []
+    for alpha in alphas:
+        probs = _head.fuse(head, p_embed, p_char, alpha)
+        top = probs.argmax(axis=1).astype(np.int64)
+        p1 = probs[np.arange(len(probs)), top]
+        knn = _head.knn_to(head, vectors, top)
+        correct = (top == y) & ~is_oos
+        for beta in config.betas:
+            confidence = p1 + beta * knn
+            fit = fit_threshold(
+                confidence,
+                correct,
+                is_oos,
+                oos_recall_floor=config.oos_recall_floor,
+                inscope_coverage=config.inscope_coverage,
+            )
+            grid.append(
+                {
+                    "alpha": alpha,
+                    "beta": beta,
+                    "threshold": fit.threshold,
+                    "in_scope_accuracy": fit.in_scope_accuracy,
+                    "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
+                }
+            )
+            key = (fit.feasible, fit.in_scope_accuracy, fit.oos_recall or 0.0)
+            if best is None or key > best[0]:
+                cal = Calibration(
+                    threshold=fit.threshold if np.isfinite(fit.threshold) else (-1e9 if fit.threshold < 0 else 1e9),
+                    alpha=alpha,
+                    beta=beta,
+                    objective=fit.objective,
+                    target=fit.target,
+                    source=source,
+                    examples=len(labels),
+                    in_scope_accuracy=fit.in_scope_accuracy,
+                    oos_recall=fit.oos_recall,
+                    coverage=fit.coverage,
+                    feasible=fit.feasible,
+                )
+                best = (key, cal)
+    assert best is not None  # alphas and betas are non-empty (FitConfig checks)
+    cal = replace(best[1], grid=tuple(grid))
+    if config.clarify_cost is not None and len(head.routes) > 1:
+        probs = _head.fuse(head, p_embed, p_char, cal.alpha)
+        order = np.sort(probs, axis=1)
+        top = probs.argmax(axis=1)
+        knn = _head.knn_to(head, vectors, top.astype(np.int64))
+        accepted = (order[:, -1] + cal.beta * knn >= cal.threshold) & ~is_oos
+        margin = (order[:, -1] - order[:, -2])[accepted]
+        clarify = fit_clarify_margin(
+            margin, (top == y)[accepted], cost=config.clarify_cost, max_rate=config.max_clarify_rate
+        )
+        cal = replace(cal, clarify_margin=clarify.margin, clarify_rate=clarify.clarify_rate)
+    return cal

@@ -1,0 +1,274 @@
+"""SemanticRouter logic on the deterministic HashingEncoder: outcomes, allowlist, policy boundary, multi-turn,
+persistence (no pickle), bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from routegate.core import RouteIntent, RoutePolicy, RouteRequest, RouteSpec
+from routegate.embed import HashingEncoder
+from routegate.errors import ConfigurationError, RunStopError
+from routegate.routers import Calibration, FitConfig, LabelledExample, SemanticRouter
+
+ROUTES = {
+    "POSTGRES": [
+        "show ticket 12",
+        "what is the status of ticket 3",
+        "list the open tickets of John Doe",
+        "which customers live in Berlin",
+        "customer details for Jane Smith",
+        "tickets created by Alex Brown",
+        "how many tickets are open",
+        "find customer with id 2",
+    ],
+    "VECTOR": [
+        "how do I reset my password",
+        "explain ticket escalation",
+        "what is the refund policy",
+        "how to change my password",
+        "article about password reset",
+        "where can I read the refund policy",
+        "escalation process documentation",
+        "policy for refunds explained",
+    ],
+    "EXTERNAL": [
+        "what's the weather in Paris",
+        "bitcoin price",
+        "weather forecast for London",
+        "current price of ethereum",
+        "is it raining in Berlin",
+        "crypto price of bitcoin today",
+        "temperature in Tokyo",
+        "how much is one bitcoin",
+    ],
+}
+CATALOG = tuple(RouteSpec(name, name.lower(), {}) for name in [*ROUTES, "LLM"])
+
+
+@pytest.fixture(scope="module")
+def router() -> SemanticRouter:
+    return SemanticRouter.from_routes(
+        ROUTES, encoder=HashingEncoder(dim=512), default_route="LLM", config=FitConfig(inscope_coverage=0.9)
+    )
+
+
+def test_routes_known_queries(router: SemanticRouter) -> None:
+    assert router.routes == ("EXTERNAL", "POSTGRES", "VECTOR")
+    decision = router.route("show me ticket 12 please")
+    assert decision.outcome == "route"
+    assert decision.route == "POSTGRES"
+    assert decision.runner_up in {"VECTOR", "EXTERNAL"}
+    assert 0.0 <= decision.margin <= decision.score <= 1.0
+    assert router.route("weather in Paris today").route == "EXTERNAL"
+    assert router.route("I need to reset my password").route == "VECTOR"
+    assert "runner-up" in decision.why
+
+
+def test_calibration_is_recorded(router: SemanticRouter) -> None:
+    cal = router.calibration
+    assert cal.objective == "inscope_coverage"
+    assert cal.source.endswith("cross-validation on train")
+    assert cal.coverage is not None and cal.coverage >= 0.9
+    assert cal.grid
+
+
+def test_out_of_scope_goes_to_default(router: SemanticRouter) -> None:
+    decision = router.route("qqq zzz xyzzy")
+    assert decision.outcome == "default"
+    assert decision.route == "LLM"
+
+
+def test_allowed_restricts_the_choice(router: SemanticRouter) -> None:
+    decision = router.route("show ticket 12", allowed={"VECTOR", "EXTERNAL"})
+    assert decision.top in {"VECTOR", "EXTERNAL"}
+    assert "POSTGRES" not in decision.scores
+    nothing = router.route("show ticket 12", allowed=set())
+    assert nothing.outcome == "default"
+
+
+def _request(goal: str, **context: object) -> RouteRequest:
+    return RouteRequest(goal=goal, catalog=CATALOG, context=context)
+
+
+async def test_decide_passes_the_policy_boundary(router: SemanticRouter) -> None:
+    policy = RoutePolicy([spec.name for spec in CATALOG])
+    decision = await router.decide(_request("list the open tickets of John Doe"))
+    intent = policy.validate(decision.raw)
+    assert isinstance(intent, RouteIntent)
+    assert intent.target == "POSTGRES"
+    assert decision.decided_by == "semantic"
+    assert decision.scores and all(math.isfinite(v) for v in decision.scores.values())
+    assert decision.why.startswith("route:")
+    default = await router.decide(_request("qqq zzz xyzzy"))
+    assert policy.validate(default.raw) == RouteIntent(target="LLM", args={"ticket": "qqq zzz xyzzy"})
+
+
+async def test_decide_respects_forbidden_targets(router: SemanticRouter) -> None:
+    request = RouteRequest(goal="show ticket 12", catalog=CATALOG, forbidden_targets=frozenset({"POSTGRES"}))
+    decision = await router.decide(request)
+    assert isinstance(decision.raw, dict)
+    assert decision.raw["target"] != "POSTGRES"
+
+
+async def test_default_not_allowed_stops_the_run(router: SemanticRouter) -> None:
+    request = RouteRequest(goal="qqq zzz xyzzy", catalog=CATALOG[:3])
+    with pytest.raises(RunStopError) as info:
+        await router.decide(request)
+    assert info.value.stop_reason == "no_route:out_of_scope"
+
+
+def _forced(router: SemanticRouter, **changes: float) -> SemanticRouter:
+    cal = router.calibration
+    values = {"threshold": cal.threshold, "clarify_margin": cal.clarify_margin, "alpha": cal.alpha, "beta": cal.beta}
+    values.update(changes)
+    return SemanticRouter(
+        router.head,
+        Calibration(**values),  # type: ignore[arg-type]  # floats for float fields
+        encoder=router.encoder,
+        default_route="LLM",
+    )
+
+
+async def test_clarify_outcome_and_stop_reason(router: SemanticRouter) -> None:
+    always_clarify = _forced(router, clarify_margin=2.0, threshold=-1e9)
+    decision = always_clarify.route("ticket escalation")
+    assert decision.outcome == "clarify"
+    assert decision.runner_up is not None
+    with pytest.raises(RunStopError) as info:
+        await always_clarify.decide(_request("ticket escalation"))
+    assert info.value.stop_reason.startswith("clarify:")
+    with_target = SemanticRouter(
+        always_clarify.head,
+        always_clarify.calibration,
+        encoder=router.encoder,
+        default_route="LLM",
+        clarify_target="LLM",
+    )
+    routed = await with_target.decide(_request("ticket escalation"))
+    assert isinstance(routed.raw, dict)
+    assert routed.raw["target"] == "LLM"
+
+
+def test_follow_up_uses_the_previous_turn(router: SemanticRouter) -> None:
+    strict = _forced(router, threshold=router.calibration.threshold)
+    alone = strict.route("and number 2?")
+    follow = strict.route("and number 2?", context=["show ticket 12", "and number 2?"])
+    if alone.outcome == "route":
+        pytest.skip("the follow-up is confident on its own with this encoder")
+    assert follow.route == "POSTGRES"
+    assert follow.used_context
+    messages = [{"role": "user", "content": "show ticket 12"}, {"role": "assistant", "content": "Ticket 12: ..."}]
+    assert strict.route("and number 2?", context=messages).route == "POSTGRES"
+
+
+def test_clarify_between_previous_route_stays(router: SemanticRouter) -> None:
+    always_clarify = _forced(router, clarify_margin=2.0, threshold=-1e9)
+    decision = always_clarify.route("ticket escalation")
+    kept = always_clarify.route("ticket escalation", previous_route=decision.runner_up)
+    assert kept.outcome == "route"
+    assert kept.route == decision.runner_up
+
+
+def test_save_and_load_round_trip(router: SemanticRouter, tmp_path: Path) -> None:
+    path = router.save(tmp_path / "router")
+    assert (path / "manifest.json").exists()
+    loaded = SemanticRouter.load(path, encoder=HashingEncoder(dim=512))
+    texts = ["show ticket 12", "weather in Paris", "reset my password", "hello there", ""]
+    for a, b in zip(router.route_many(texts), loaded.route_many(texts), strict=True):
+        assert a.route == b.route
+        assert a.outcome == b.outcome
+        assert a.confidence == pytest.approx(b.confidence, abs=1e-6)
+    assert loaded.calibration.threshold == router.calibration.threshold
+
+
+def test_load_refuses_wrong_encoder(router: SemanticRouter, tmp_path: Path) -> None:
+    path = router.save(tmp_path / "router")
+    with pytest.raises(ConfigurationError, match="fitted with encoder"):
+        SemanticRouter.load(path, encoder=HashingEncoder(dim=512, char_ngrams=False))
+
+
+def test_load_refuses_pickles_and_tampering(router: SemanticRouter, tmp_path: Path) -> None:
+    path = router.save(tmp_path / "router")
+    np.save(path / "coef.npy", np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ConfigurationError):
+        SemanticRouter.load(path, encoder=HashingEncoder(dim=512))
+    router.save(path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["arrays"]["coef"]["file"] = "../../etc/passwd"
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigurationError, match="outside"):
+        SemanticRouter.load(path, encoder=HashingEncoder(dim=512))
+    (path / "manifest.json").write_text("{not json")
+    with pytest.raises(ConfigurationError, match="not valid JSON"):
+        SemanticRouter.load(path, encoder=HashingEncoder(dim=512))
+    with pytest.raises(ConfigurationError, match="no saved router"):
+        SemanticRouter.load(tmp_path / "missing", encoder=HashingEncoder(dim=512))
+
+
+def test_fit_refuses_bad_data() -> None:
+    encoder = HashingEncoder(dim=64)
+    with pytest.raises(ConfigurationError, match="in-scope"):
+        SemanticRouter.fit([LabelledExample("x", "oos")], encoder=encoder)
+    with pytest.raises(ConfigurationError, match=">= 2 examples"):
+        SemanticRouter.fit([LabelledExample("x", "A"), LabelledExample("y", "B")], encoder=encoder)
+    with pytest.raises(ConfigurationError, match="not in the training data"):
+        SemanticRouter.from_routes(
+            {"A": ["a", "aa"], "B": ["b", "bb"]},
+            encoder=encoder,
+            default_route="oos",
+            val=[LabelledExample("c", "C")],
+        )
+    with pytest.raises(ConfigurationError):
+        FitConfig(alphas=())
+
+
+def test_single_route_router() -> None:
+    router = SemanticRouter.from_routes(
+        {"ONLY": ["reset my password", "password reset", "forgot password", "change password"]},
+        encoder=HashingEncoder(dim=128),
+        default_route="LLM",
+    )
+    assert router.route("reset password").route in {"ONLY", "LLM"}
+    assert router.route("password").runner_up is None
+
+
+def test_fit_with_val_and_oos_uses_recall_objective() -> None:
+    train = [LabelledExample(t, r) for r, ts in ROUTES.items() for t in ts]
+    val = [
+        LabelledExample("show ticket 7", "POSTGRES"),
+        LabelledExample("weather in Rome", "EXTERNAL"),
+        LabelledExample("reset password help", "VECTOR"),
+        LabelledExample("qqq zzz", "oos"),
+        LabelledExample("xyzzy plugh", "oos"),
+    ]
+    router = SemanticRouter.fit(
+        train, val=val, encoder=HashingEncoder(dim=512), default_route="LLM", config=FitConfig(oos_recall_floor=1.0)
+    )
+    assert router.calibration.objective == "oos_recall_floor"
+    assert router.calibration.oos_recall == 1.0
+    assert router.route("qqq zzz").outcome == "default"
+
+
+def test_clarify_is_calibrated_when_asked() -> None:
+    router = SemanticRouter.from_routes(
+        ROUTES, encoder=HashingEncoder(dim=512), default_route="LLM", config=FitConfig(clarify_cost=0.2)
+    )
+    assert 0.0 <= router.calibration.clarify_margin <= 1.0
+    assert router.calibration.clarify_rate <= 0.1 + 1e-9
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(max_size=400), st.lists(st.text(max_size=50), max_size=3))
+def test_any_string_routes_with_finite_scores(router: SemanticRouter, text: str, context: list[str]) -> None:
+    decision = router.route(text, context=context)
+    assert decision.outcome in {"route", "clarify", "default"}
+    assert decision.route in {*router.routes, "LLM"}
+    for value in (decision.score, decision.confidence, decision.margin, *decision.scores.values()):
+        assert math.isfinite(value)
