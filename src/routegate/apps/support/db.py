@@ -97,6 +97,7 @@ class SupportDatabase:
         min_size: int = 1,
         max_size: int = 4,
         connect_timeout: float = 10.0,
+        acquire_timeout: float = 3.0,
     ) -> None:
         if not url:
             raise ConfigurationError("SupportDatabase needs a PostgreSQL URL")
@@ -109,6 +110,9 @@ class SupportDatabase:
             min_size=min_size,
             max_size=max_size,
             open=False,
+            # how long a caller waits for a connection: short, so that a database that went away is reported
+            # (database_unavailable) within seconds instead of after psycopg_pool's default 30 s
+            timeout=acquire_timeout,
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
