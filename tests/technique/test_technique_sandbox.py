@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Iterator
@@ -30,6 +31,22 @@ def listener() -> Iterator[int]:
 
 def _exists(path: Path) -> bool:
     return path.exists()
+
+
+def _sandbox_processes() -> list[int]:
+    """Live processes running under a per-run sandbox uid (1,000,000-1,999,999)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path("/proc", entry, "status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            uid = int(fields.get("Uid", "0").split()[0])
+            if 1_000_000 <= uid < 2_000_000 and not fields.get("State", "").strip().startswith("Z"):
+                found.append(int(entry))
+    return found
 
 
 def _sandbox_dirs() -> set[str]:
@@ -74,6 +91,16 @@ async def test_sleeping_forever_hits_the_wall_clock_limit() -> None:
 async def test_fork_bomb_is_stopped() -> None:
     run = await RUNNER.run("import os\nwhile True:\n    os.fork()\n")
     assert run.stop_reason == "sandbox_processes:limit"
+    assert _sandbox_processes() == []  # every process of the run's uid was killed
+
+
+async def test_a_cancelled_run_leaves_nothing_behind() -> None:
+    before = _sandbox_dirs()
+    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(20)\n"
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(RUNNER.run(code), 1.0)
+    assert _sandbox_processes() == []
+    assert _sandbox_dirs() == before
 
 
 async def test_large_allocation_hits_the_memory_limit() -> None:
