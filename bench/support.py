@@ -142,50 +142,43 @@ def langgraph_peer(desk: SupportAgent) -> Any:
 
 
 async def ask_latency(desk: SupportAgent, asks: int) -> None:
-    print(f"\nend-to-end ask latency per route (offline, warm, {asks} asks per route; memory read + write included)")
+    print(f"\nend-to-end latency per route (offline, warm, {asks} turns per route, the three runs interleaved)")
+    print("  ask = SupportAgent.ask (memory read + write included); core = the same turn through routegate's")
+    print("  RoutingAgent without memory; langgraph = the same nodes wired as a LangGraph StateGraph, no memory")
     peer = langgraph_peer(desk)
-    routegate_all: list[float] = []
-    peer_all: list[float] = []
+    totals: dict[str, list[float]] = defaultdict(list)
     for route, queries in ASK_QUERIES.items():
-        timings: list[float] = []
-        peer_timings: list[float] = []
+        timings: dict[str, list[float]] = defaultdict(list)
         for i in range(asks):
             query = queries[i % len(queries)]
             started = time.perf_counter()
             result = await desk.ask(query, session_id=f"bench-{route}")
-            timings.append((time.perf_counter() - started) * 1000)
+            timings["ask"].append((time.perf_counter() - started) * 1000)
             assert result.route == route, (query, result.route)
-            # the peer: same components, no memory, no governance
-            token = CURRENT_TURN.set(Turn(session_id="peer", message=query, history=()))
-            try:
-                started = time.perf_counter()
-                state = await peer.ainvoke({"message": query})
-                peer_timings.append((time.perf_counter() - started) * 1000)
-            finally:
-                CURRENT_TURN.reset(token)
-            assert state["route"] == route
-        routegate_all += timings
-        peer_all += peer_timings
-        print(f"  {route:9s} routegate ask {ms(timings)} | langgraph graph (no memory) {ms(peer_timings)}")
-    print(f"  all       routegate ask {ms(routegate_all)} | langgraph graph {ms(peer_all)}")
-    # the orchestration overhead alone: the turn without memory, through the core runtime
-    core: list[float] = []
-    for route, queries in ASK_QUERIES.items():
-        for i in range(asks):
-            query = queries[i % len(queries)]
             turn = Turn(session_id="core", message=query, history=())
             token = CURRENT_TURN.set(turn)
             try:
                 started = time.perf_counter()
-                result = await desk.agent.arun(query, context={"turn": turn, "history": ()})
-                core.append((time.perf_counter() - started) * 1000)
+                run = await desk.agent.arun(query, context={"turn": turn, "history": ()})
+                timings["core"].append((time.perf_counter() - started) * 1000)
+                assert run.selected_route == route
+                started = time.perf_counter()
+                state = await peer.ainvoke({"message": query})
+                timings["langgraph"].append((time.perf_counter() - started) * 1000)
+                assert state["route"] == route
             finally:
                 CURRENT_TURN.reset(token)
-            assert result.selected_route == route
-    print(f"  same turn without memory through routegate core: {ms(core)}")
+        for name, values in timings.items():
+            totals[name] += values
+        ratio = pct(timings["core"], 0.5) / pct(timings["langgraph"], 0.5)
+        print(
+            f"  {route:9s} ask {ms(timings['ask'])} | core {ms(timings['core'])} | "
+            f"langgraph {ms(timings['langgraph'])} | core/langgraph p50 {ratio:.2f}x"
+        )
+    ratio = pct(totals["core"], 0.5) / pct(totals["langgraph"], 0.5)
     print(
-        f"  ratio routegate core / langgraph (p50): {pct(core, 0.5) / pct(peer_all, 0.5):.2f}x; "
-        f"memory (read + write of the last 10 messages) adds {pct(routegate_all, 0.5) - pct(core, 0.5):.2f} ms p50"
+        f"  all       ask {ms(totals['ask'])} | core {ms(totals['core'])} | "
+        f"langgraph {ms(totals['langgraph'])} | core/langgraph p50 {ratio:.2f}x"
     )
 
 

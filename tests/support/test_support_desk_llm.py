@@ -82,7 +82,11 @@ async def test_text_to_sql_runs_through_the_guard(
     assert result.route == "POSTGRES" and result.fallback is None
     assert model.calls[0].json_mode
     evidence = _evidence(model.calls[1].messages)
-    assert evidence["result"] == {"rows": [{"name": "Alex Brown", "city": "Toronto"}], "row_count": 1, "truncated": False}
+    assert evidence["result"] == {
+        "rows": [{"name": "Alex Brown", "city": "Toronto"}],
+        "row_count": 1,
+        "truncated": False,
+    }
 
 
 async def test_hostile_sql_from_the_model_is_refused_and_falls_back(
