@@ -50,8 +50,8 @@ def test_problems_explain_what_was_not_taken() -> None:
     assert result.kind is OutputKind.CODE_BLOCK
     assert result.problems == (
         "fence (python) opened at line 10 is never closed; not extracted",
-        "tool_call block at line 4: invalid JSON (Expecting value); ignored",
-        "bash block at line 7 is empty; not extracted",
+        "tool_call block at line 4: invalid JSON (Expecting value); not taken",
+        "bash block at line 7: it is empty; not taken",
     )
 
 

@@ -51,7 +51,7 @@ CALLISH = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(CALLISH)
 def test_shape_parsers_only_ever_raise_shape_error(value: object) -> None:
     for parse in (tool_calls_from, a2a_requests_from):

@@ -35,6 +35,7 @@ _OPENERS = {
     frozenset({"a2a_request"}): _opener(("tool_call",)),
     frozenset(_TAGS): _opener(()),
 }
+_ALL_OPENERS = _OPENERS[frozenset()]
 _CLOSER = {
     "`": re.compile(r"^[ \t]*(`{3,})[ \t\r]*$", re.MULTILINE),
     "~": re.compile(r"^[ \t]*(~{3,})[ \t\r]*$", re.MULTILINE),
@@ -73,6 +74,11 @@ class Scan:
             self.problems.append(message)
 
 
+def line_of(text: str, offset: int) -> int:
+    """1-based line number of ``offset`` (for the scan's own problems: at most three per scan)."""
+    return text.count("\n", 0, offset) + 1
+
+
 class LineCounter:
     """1-based line numbers for non-decreasing offsets, counted incrementally (linear overall)."""
 
@@ -85,7 +91,7 @@ class LineCounter:
 
     def at(self, offset: int) -> int:
         if offset < self._offset:
-            return self._text.count("\n", 0, offset) + 1
+            return line_of(self._text, offset)
         self._line += self._text.count("\n", self._offset, offset)
         self._offset = offset
         return self._line
@@ -113,12 +119,11 @@ def _dedent(body: str, indent: int) -> str:
 def scan(text: str, labels: Container[str]) -> Scan:
     """Find the fenced blocks whose label is in ``labels``, and every tag block, in document order."""
     result = Scan()
-    lines = LineCounter(text)
     size = len(text)
     pos = 0
     next_close: dict[str, int] = {}
     unclosed: set[str] = set()
-    opener_re = _OPENERS[frozenset()]
+    opener_re = _ALL_OPENERS
     while pos < size:
         opening = opener_re.search(text, pos)
         if opening is None:
@@ -136,7 +141,7 @@ def scan(text: str, labels: Container[str]) -> Scan:
                 closing = closer.search(text, closing.end() + 1)
             label = fence_label(info) if info else ""
             if closing is None:
-                where = lines.at(opening.start())
+                where = line_of(text, opening.start())
                 result.problem(f"fence ({label or 'untagged'}) opened at line {where} is never closed; not extracted")
                 break  # everything after an unclosed fence is inside it
             result.fences += 1
@@ -167,7 +172,7 @@ def scan(text: str, labels: Container[str]) -> Scan:
             )
             pos = close_at + len(closer_tag)
             continue
-        where = lines.at(opening.start())
+        where = line_of(text, opening.start())
         if text.find(opener, content_start) != -1:
             result.problem(f"<{tag}> at line {where}: no closing </{tag}> and another <{tag}> follows; ignored")
             result.problem(f"<{tag}> after line {where}: none has a closing </{tag}>; all ignored")

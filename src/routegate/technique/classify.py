@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from routegate.technique import _shapes
-from routegate.technique._scan import MAX_BLOCKS, LineCounter, Scan, scan
+from routegate.technique._scan import MAX_BLOCKS, MAX_PROBLEMS, LineCounter, Scan, scan
 from routegate.technique.types import A2ARoutingRequest, ClassifiedOutput, CodeBlock, OutputKind, ToolCallRequest
 
 EXECUTABLE_LANGUAGES: Mapping[str, str] = MappingProxyType(
@@ -95,10 +95,10 @@ class TechniqueRouter:
                 output,
                 problems=(f"more than {MAX_BLOCKS} fenced or tag blocks; not routed",),
             )
-        lines = LineCounter(output)  # line numbers for problem messages only
         code: list[CodeBlock] = []
         calls: list[ToolCallRequest] = []
         requests: list[A2ARoutingRequest] = []
+        where: LineCounter | None = None  # line numbers, counted only once a problem needs one
         for block in found.blocks:
             try:
                 if block.label in A2A_TAGS:
@@ -106,12 +106,13 @@ class TechniqueRouter:
                 elif block.label in TOOL_CALL_TAGS:
                     calls.extend(_shapes.tool_calls_from(_shapes.loads(block.body)))
                 elif block.kind == "fence" and block.label in self._languages:
-                    if block.body.strip():
-                        code.append(CodeBlock(self._languages[block.label], block.body))
-                    else:
-                        found.problem(f"{block.label} block at line {lines.at(block.start)} is empty; not extracted")
+                    if not block.body.strip():
+                        raise _shapes.ShapeError("it is empty")
+                    code.append(CodeBlock(self._languages[block.label], block.body))
             except _shapes.ShapeError as exc:
-                found.problem(f"{block.label} block at line {lines.at(block.start)}: {exc}; ignored")
+                if len(found.problems) < MAX_PROBLEMS:
+                    where = where or LineCounter(output)
+                    found.problem(f"{block.label} block at line {where.at(block.start)}: {exc}; not taken")
         if not (requests or calls or code):
             _whole_output(output, found, calls, requests)
         if requests:
