@@ -107,6 +107,11 @@ class CodeRun:
         }
 
 
+@cache
+def _bootstrap_source() -> str:
+    return _BOOT.read_text(encoding="utf-8")
+
+
 def _world_executable(path: str) -> bool:
     """Can another uid run this file: the file and every directory above it are readable/searchable by others."""
     real = Path(os.path.realpath(path))
@@ -127,8 +132,8 @@ def _shared_python() -> str | None:
     return None
 
 
-def _processes_of(uid: int) -> list[int]:
-    """Live (non-zombie) processes whose real or effective uid is ``uid``."""
+def _processes_of(uid: int) -> list[tuple[int, int]]:
+    """Live (non-zombie) processes whose real or effective uid is ``uid``, with their thread counts."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -137,22 +142,25 @@ def _processes_of(uid: int) -> list[int]:
             status = Path(entry.path, "status").read_text()
         except OSError:
             continue
-        uids = state = ""
+        uids = state = threads = ""
         for line in status.splitlines():
             if line.startswith("Uid:"):
                 uids = line
             elif line.startswith("State:"):
                 state = line
+            elif line.startswith("Threads:"):
+                threads = line
         fields = uids.split()
         if len(fields) >= 3 and str(uid) in fields[1:3] and " Z " not in state + " ":
-            found.append(int(entry.name))
+            count = threads.split()[1] if len(threads.split()) > 1 else "1"
+            found.append((int(entry.name), int(count) if count.isdigit() else 1))
     return found
 
 
 def _kill_uid(uid: int) -> None:
     """Kill every process of a per-run uid (the sandboxed code may have escaped its process group)."""
     for _ in range(100):
-        pids = _processes_of(uid)
+        pids = [pid for pid, _ in _processes_of(uid)]
         if not pids:
             return
         for pid in pids:
@@ -186,7 +194,7 @@ def _split_markers(stderr: str) -> tuple[str, list[str], tuple[str, ...]]:
             kind, _, detail = line[len(_MARK) :].partition(":")
             if kind == "violation":
                 violations.append(detail.strip())
-            elif kind == "isolation":
+            elif kind == "isolation" and not isolation:  # the bootstrap's own line comes first
                 isolation = tuple(part for part in detail.strip().split(",") if part)
             if kept and kept[-1] == "":
                 kept.pop()  # the bootstrap writes a newline before each marker
@@ -241,7 +249,8 @@ class SandboxRunner:
             return self.limits.max_processes + 1
         if os.geteuid() == 0:
             return None  # root ignores RLIMIT_NPROC: the guard refuses forks instead
-        return len(_processes_of(os.getuid())) + self.limits.max_processes
+        # the kernel counts every task (thread) of the uid, this process's and its siblings' included
+        return sum(threads for _, threads in _processes_of(os.getuid())) + self.limits.max_processes
 
     async def run(self, code: str, language: str = "python") -> CodeRun:
         """Run ``code``; every ending (limits, refusals, errors) is a stop reason on the result."""
@@ -281,7 +290,7 @@ class SandboxRunner:
         identity: tuple[int, int] | None,
         started: float,
     ) -> CodeRun:
-        boot = _BOOT.read_text(encoding="utf-8")
+        boot = _bootstrap_source()
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": workdir,
@@ -326,9 +335,7 @@ class SandboxRunner:
         reason, message = self._verdict(violations, timed_out, code)
         elapsed = (time.perf_counter() - started) * 1000.0
         logger.info("sandbox run language=%s stop_reason=%s exit=%s ms=%.1f", language, reason, code, elapsed)
-        return CodeRun(
-            language, reason, code, stdout, stderr, elapsed, out_cut or err_cut, isolation, message if reason else ""
-        )
+        return CodeRun(language, reason, code, stdout, stderr, elapsed, out_cut or err_cut, isolation, message)
 
     def _verdict(self, violations: list[str], timed_out: bool, code: int | None) -> tuple[str, str]:
         limits = self.limits
