@@ -1,6 +1,7 @@
 """routegate.core: contracts, policy boundary, gateway and the governed routing agent."""
 
 from routegate.core import stop_reasons
+from routegate.core._sync import run_sync
 from routegate.core.agent import RoutingAgent
 from routegate.core.compose import GroundedComposer, compose_answer
 from routegate.core.contracts import (
@@ -52,6 +53,7 @@ __all__ = [
     "args_hash",
     "compose_answer",
     "jsonable",
+    "run_sync",
     "stop_reasons",
     "worker",
 ]
