@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     server_max_request_bytes: int = Field(default=64 * 1024, ge=1024)
     server_max_message_chars: int = Field(default=4000, ge=1)
     server_health_timeout_seconds: float = Field(default=2.0, gt=0)
+    server_desk_timeout_seconds: float = Field(default=10.0, gt=0)  # bound on history / reset calls
 
     # Streamlit UI (routegate ui / up)
     ui_host: str = "127.0.0.1"

@@ -3,7 +3,11 @@ real support desk (embedded PostgreSQL, one schema per test)."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,13 +57,35 @@ def client(server: ServerThread) -> Iterator[httpx.Client]:
 # --- the real desk on embedded PostgreSQL ---------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def private_dir(prefix: str) -> Iterator[Path]:
+    """A directory outside pytest's numbered ``/tmp/pytest-of-<user>`` folders, which a concurrent pytest run
+    of the same user may rotate away under a running PostgreSQL."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_url() -> Iterator[str]:
     """A real PostgreSQL 16 + pgvector (pgserver) for the server tests, started once."""
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("server-pg") / "data")
-    url = server.start()
-    yield url
-    server.stop()
+    with private_dir("routegate-server-pg-") as base:
+        server = EmbeddedPostgres(base / "data")
+        url = server.start()
+        yield url
+        server.stop()
+
+
+@pytest.fixture
+def own_pg() -> Iterator[EmbeddedPostgres]:
+    """A PostgreSQL of its own, for a test that stops and restarts it."""
+    with private_dir("routegate-server-pg-") as base:
+        pg = EmbeddedPostgres(base / "data")
+        pg.start()
+        yield pg
+        pg.stop()
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ from routegate.server._metrics import CONTENT_TYPE
 from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
 from routegate.server._sse import EventStreamResponse, encode_event
 from routegate.server._turns import (
+    call_desk,
     check_message,
-    desk_fault,
     desk_healthy,
     event_payload,
     new_session_id,
@@ -100,20 +100,14 @@ async def _sse(
 
 @protected.get("/sessions/{session_id}", summary="A session's history (empty when unknown)")
 async def get_session(session_id: SessionPath, services: ServicesDep) -> SessionOut:
-    try:
-        messages = await services.desk.history(session_id)
-    except Exception as exc:
-        raise await desk_fault(services, exc, "reading the history") from None
+    messages = await call_desk(services, "reading the history", services.desk.history(session_id))
     return SessionOut.model_validate({"session_id": session_id, "messages": [m.to_dict() for m in messages]})
 
 
 @protected.delete("/sessions/{session_id}", status_code=204, summary="Forget a session")
 async def delete_session(session_id: SessionPath, services: ServicesDep) -> Response:
     async with services.locks.hold(session_id):
-        try:
-            await services.desk.reset(session_id)
-        except Exception as exc:
-            raise await desk_fault(services, exc, "resetting the session") from None
+        await call_desk(services, "resetting the session", services.desk.reset(session_id))
     return Response(status_code=204)
 
 

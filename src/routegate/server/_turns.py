@@ -4,12 +4,13 @@ turning desk exceptions into ``TurnError`` events, and closing the desk's stream
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from routegate.apps.support.contracts import (
     AnswerToken,
@@ -25,6 +26,7 @@ from routegate.server._metrics import ServerMetrics
 from routegate.settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DATABASE_UNAVAILABLE = "database_unavailable"
 _UNAVAILABLE_MESSAGE = "the database is unavailable right now; try again shortly"
@@ -57,6 +59,14 @@ class SessionLocks:
         return len(self._locks)
 
 
+class DatabaseState:
+    """What the last health check said. While the database is known to be down, requests check it again
+    (bounded by ``server_health_timeout_seconds``) and fail fast with 503 instead of queueing on the desk."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     """What the endpoints share; built once by :func:`routegate.server.create_app`."""
@@ -65,6 +75,7 @@ class Services:
     settings: Settings
     metrics: ServerMetrics
     locks: SessionLocks
+    database: DatabaseState = field(default_factory=DatabaseState)
 
 
 def new_session_id() -> str:
@@ -82,10 +93,40 @@ def check_message(message: str, settings: Settings) -> str:
 
 async def desk_healthy(services: Services) -> bool:
     try:
-        return bool(await asyncio.wait_for(services.desk.healthy(), services.settings.server_health_timeout_seconds))
+        ok = bool(await asyncio.wait_for(services.desk.healthy(), services.settings.server_health_timeout_seconds))
     except Exception:
         log.warning("health check failed", exc_info=True)
-        return False
+        ok = False
+    if ok == services.database.down:
+        log.warning("the database is %s", "back" if ok else "down")
+    services.database.down = not ok
+    return ok
+
+
+async def known_down(services: Services) -> bool:
+    """True when the database was seen down and still is (then the caller answers 503 at once)."""
+    return services.database.down and not await desk_healthy(services)
+
+
+def unavailable() -> ApiError:
+    return ApiError(503, DATABASE_UNAVAILABLE, _UNAVAILABLE_MESSAGE, headers={"Retry-After": "5"})
+
+
+async def call_desk(services: Services, doing: str, call: Awaitable[T]) -> T:
+    """A bounded desk call (history, reset): 503 when the database is down, 504 when it takes too long."""
+    if await known_down(services):
+        if inspect.iscoroutine(call):
+            call.close()
+        raise unavailable()
+    limit = services.settings.server_desk_timeout_seconds
+    try:
+        return await asyncio.wait_for(call, limit)
+    except TimeoutError:
+        if not await desk_healthy(services):
+            raise unavailable() from None
+        raise ApiError(504, "desk_timeout", f"the support desk took longer than {limit:g} s while {doing}") from None
+    except Exception as exc:
+        raise await desk_fault(services, exc, doing) from None
 
 
 async def _error_for(services: Services, exc: BaseException) -> TurnError:
@@ -101,6 +142,10 @@ async def run_turn(services: Services, message: str, session_id: str) -> AsyncGe
     """The desk's events for one turn, always ending in exactly one ``TurnResult`` or ``TurnError``."""
     metrics = services.metrics
     finished = False
+    if await known_down(services):
+        metrics.turn_failed(DATABASE_UNAVAILABLE)
+        yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
+        return
     async with services.locks.hold(session_id):
         stream = services.desk.astream(message, session_id=session_id)
         try:
@@ -138,7 +183,7 @@ async def desk_fault(services: Services, exc: Exception, doing: str) -> ApiError
     """An :class:`ApiError` for a desk call (history, reset) that raised: 503 when the database is down."""
     log.error("support desk failed while %s: %s", doing, type(exc).__name__, exc_info=exc)
     if not await desk_healthy(services):
-        return ApiError(503, DATABASE_UNAVAILABLE, _UNAVAILABLE_MESSAGE, headers={"Retry-After": "5"})
+        return unavailable()
     return ApiError(500, "internal_error", f"the support desk failed while {doing}; the details are in the server log")
 
 
