@@ -3,7 +3,8 @@
 Everything runs offline on the embedded default (pgserver PostgreSQL + pgvector, MiniLM int8 encoder, grounded
 composer). Peers, side by side in the same process:
 
-* routing accuracy: the spec's signal words as a keyword-priority router (``routegate.routers.rules.KeywordRouter``
+* routing accuracy: the shipped cascade (rules → ``routegate.routers.semantic.SemanticRouter`` fitted on the route
+  examples → default) against the same cascade with the thin nearest-example layer, the spec's signal words as a keyword-priority router (``routegate.routers.rules.KeywordRouter``
   with the spec's words and priority, LLM when nothing matches) and the embedding layer alone (nearest route by
   example utterances, never abstaining) against the full cascade (rules → semantic → default);
 * orchestration: the same turn (same router, same tool nodes, same composer) wired as a LangGraph ``StateGraph``
@@ -30,7 +31,7 @@ from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.respond import compose
 from routegate.apps.support.router import SupportRouter
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.apps.support.turn import CURRENT_TURN, Turn
 from routegate.core import RouteRequest
 from routegate.embed import MiniLMEncoder
@@ -59,7 +60,9 @@ def ms(values: list[float]) -> str:
     return f"p50 {pct(values, 0.5):.2f} ms, p99 {pct(values, 0.99):.2f} ms (n={len(values)})"
 
 
-async def accuracy(rows: list[dict[str, Any]], cascade: SupportRouter, semantic: ExampleEmbeddingLayer) -> None:
+async def accuracy(
+    rows: list[dict[str, Any]], cascade: SupportRouter, thin: SupportRouter, semantic: ExampleEmbeddingLayer
+) -> None:
     keyword = KeywordRouter(SPEC_SIGNAL_WORDS, default="LLM", args=lambda r: {"query": r.goal})
     from routegate.apps.support.router import CATALOG
 
@@ -69,23 +72,26 @@ async def accuracy(rows: list[dict[str, Any]], cascade: SupportRouter, semantic:
         totals[row["route"]] += 1
         choice = await cascade.choose(row["text"])
         results["cascade"][row["route"]] += choice.route == row["route"]
+        results["cascade, thin"][row["route"]] += (await thin.choose(row["text"])).route == row["route"]
         decision = await keyword.decide(RouteRequest(goal=row["text"], catalog=CATALOG))
         target = decision.raw["target"] if isinstance(decision.raw, dict) else None
         results["spec keywords"][row["route"]] += target == row["route"]
         scores = semantic.scores(row["text"])
         results["semantic only"][row["route"]] += max(scores, key=lambda r: scores[r]) == row["route"]
     print(f"\nrouting accuracy on {len(rows)} labelled queries ({dict(Counter(r['split'] for r in rows))})")
+    print("cascade = rules -> fitted SemanticRouter -> default; 'cascade, thin' = rules -> nearest examples -> default")
     print(f"{'router':15s} {'overall':>8s} " + " ".join(f"{r:>9s}" for r in ROUTES))
     for name, hits in results.items():
         overall = sum(hits.values()) / len(rows)
         per = " ".join(f"{hits[r] / totals[r]:9.1%}" for r in ROUTES)
         print(f"{name:15s} {overall:8.1%} {per}")
-    for split in ("dev", "test", "spec"):
-        subset = [r for r in rows if r["split"] == split]
-        correct = 0
-        for row in subset:
-            correct += (await cascade.choose(row["text"])).route == row["route"]
-        print(f"cascade on {split:5s}: {correct}/{len(subset)} = {correct / len(subset):.1%}")
+    for name, router in (("cascade", cascade), ("cascade, thin", thin)):
+        for split in ("dev", "test", "spec"):
+            subset = [r for r in rows if r["split"] == split]
+            correct = 0
+            for row in subset:
+                correct += (await router.choose(row["text"])).route == row["route"]
+            print(f"{name} on {split:5s}: {correct}/{len(subset)} = {correct / len(subset):.1%}")
 
 
 async def routing_latency(rows: list[dict[str, Any]], router: SupportRouter, passes: int) -> None:
@@ -199,19 +205,28 @@ async def main_async(args: argparse.Namespace) -> None:
         encoder = MiniLMEncoder()
         encoder.warm_up()
         encoder_load = time.perf_counter() - started
+        started = time.perf_counter()
+        fitted = FittedSemanticLayer.load_or_fit(encoder, workdir)
+        fit_time = time.perf_counter() - started
+        started = time.perf_counter()
+        fitted = FittedSemanticLayer.load_or_fit(encoder, workdir)
+        load_time = time.perf_counter() - started
         db = SupportDatabase(url)
         started = time.perf_counter()
         await db.open()
-        desk = SupportAgent(db=db, encoder=encoder)
+        desk = SupportAgent(db=db, encoder=encoder, semantic=fitted)
         await desk.start()
         desk_start = time.perf_counter() - started
+        thin_layer = ExampleEmbeddingLayer(encoder)
         print("\nstart-up")
         print(f"  embedded PostgreSQL, cold (initdb + start): {cold:.2f} s")
         print(f"  embedded PostgreSQL, restart on existing data: {warm:.2f} s")
         print(f"  encoder load: {encoder_load:.2f} s")
-        print(f"  desk start (schema + seed + embed 3 articles + embed route examples + pool): {desk_start:.2f} s")
-        assert desk.router is not None and desk.semantic is not None
-        await accuracy(rows, desk.router, desk.semantic)
+        print(f"  fit the SemanticRouter on the route examples (first start only): {fit_time:.2f} s")
+        print(f"  load the fitted router from its cache (later starts): {load_time * 1000:.0f} ms")
+        print(f"  desk start (schema + seed + embed 3 articles + pool): {desk_start:.2f} s")
+        assert desk.router is not None
+        await accuracy(rows, desk.router, SupportRouter(semantic=thin_layer), thin_layer)
         await routing_latency(rows, desk.router, args.route_passes)
         await ask_latency(desk, args.asks)
         await db.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 
 
@@ -49,3 +49,15 @@ async def db(pg_url: str, encoder: MiniLMEncoder) -> AsyncIterator[SupportDataba
 def semantic(encoder: MiniLMEncoder) -> ExampleEmbeddingLayer:
     """The router's embedding layer, built once (it embeds every route example)."""
     return ExampleEmbeddingLayer(encoder)
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ROUTEGATE_DATA_DIR for the CLI tests: one per session, so the fitted router is cached once."""
+    return tmp_path_factory.mktemp("routegate-data")
+
+
+@pytest.fixture(scope="session")
+def fitted(encoder: MiniLMEncoder, data_dir: Path) -> FittedSemanticLayer:
+    """``routegate.routers.semantic.SemanticRouter`` fitted on the route examples (cached in ``data_dir``)."""
+    return FittedSemanticLayer.load_or_fit(encoder, data_dir)

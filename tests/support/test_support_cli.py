@@ -11,6 +11,11 @@ from routegate.apps.support.data import WEATHER_ANSWER
 from routegate.cli import main
 
 
+@pytest.fixture(autouse=True)
+def _data_dir(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(data_dir))
+
+
 def test_route_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["route", "Explain ticket escalation", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -55,10 +60,9 @@ def test_route_needs_a_message_or_a_file(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.integration
 def test_ask_json_against_postgres(
-    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", pg_url)
-    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path))
     assert main(["ask", "What's the weather today?", "--json", "--session", "cli-test"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["route"] == "EXTERNAL"

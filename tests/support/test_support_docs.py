@@ -13,12 +13,12 @@ pytestmark = pytest.mark.integration
 
 
 def test_python_example_runs(
-    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    pg_url: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
     assert len(blocks) == 1
     monkeypatch.setenv("DATABASE_URL", pg_url)
-    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(data_dir))
     exec(compile(blocks[0], str(DOC), "exec"), {"__name__": "docs_example"})
     out = capsys.readouterr().out
     assert "POSTGRES - Alex Brown (customer 3) is from Toronto." in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.apps.support.contracts import ROUTES
-from routegate.apps.support.router import SupportRouter
+from routegate.apps.support.contracts import ROUTES, Message
+from routegate.apps.support.router import CATALOG, SupportRouter
 from routegate.apps.support.rules import SupportRules, correct_typos
-from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer
+from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer, FittedSemanticLayer, SemanticVerdict
+from routegate.core import RouteRequest
 from routegate.llm import LLMTimeoutError
 from routegate.testing import ScriptedChatModel
 
@@ -47,6 +49,14 @@ def test_no_route_example_is_copied_from_the_labelled_set() -> None:
 
 
 async def test_offline_accuracy_is_at_least_95_percent(router: SupportRouter) -> None:
+    await _assert_accuracy(router)
+
+
+async def test_offline_accuracy_with_the_fitted_semantic_router(fitted: FittedSemanticLayer) -> None:
+    await _assert_accuracy(SupportRouter(semantic=fitted))
+
+
+async def _assert_accuracy(router: SupportRouter) -> None:
     rows = _rows()
     wrong = []
     for row in rows:
@@ -163,3 +173,33 @@ async def test_rules_settle_before_the_llm_is_asked(semantic: ExampleEmbeddingLa
 async def test_any_text_gets_exactly_one_allowed_route(text: str) -> None:
     verdict = SupportRules().match(text)
     assert verdict.route is None or verdict.route in ROUTES
+
+
+def test_the_fitted_router_is_cached_and_reloaded(encoder: object, fitted: FittedSemanticLayer, data_dir: Path) -> None:
+    cached = list(data_dir.glob("support-router-*/manifest.json"))
+    assert len(cached) == 1
+    again = FittedSemanticLayer.load_or_fit(fitted.router.encoder, data_dir)
+    for text in ("can I be reimbursed?", "how warm is it in Oslo", "who filed the billing ticket"):
+        assert again.decide(text).route == fitted.decide(text).route
+
+
+class _RecordingLayer:
+    name = "semantic"
+
+    def __init__(self) -> None:
+        self.contexts: list[list[str]] = []
+
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+        self.contexts.append(list(context))
+        return SemanticVerdict("EXTERNAL", {"EXTERNAL": 0.9}, "EXTERNAL", "LLM", 0.5, "stub")
+
+
+async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
+    layer = _RecordingLayer()
+    router = SupportRouter(semantic=layer)
+    history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))
+    request = RouteRequest(goal="and in Oslo?", catalog=CATALOG, context={"history": history})
+    decision = await router.decide(request)
+    assert layer.contexts == [["how warm is it in Rome?"]]
+    assert decision.raw == {"kind": "route", "target": "EXTERNAL", "args": {"query": "and in Oslo?"}}
+    assert decision.decided_by == "semantic"

@@ -19,7 +19,7 @@ from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed,
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.factory import open_support_desk
 from routegate.apps.support.router import SupportRouter
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.core import RouteRejection
 from routegate.embed import default_encoder
 from routegate.errors import RoutegateError
@@ -177,7 +177,8 @@ def run_route(args: argparse.Namespace) -> int:
 
 async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
     chat_model = OpenAIChatModel.from_settings(settings) if settings.llm_enabled else None
-    router = SupportRouter(semantic=ExampleEmbeddingLayer(default_encoder()), chat_model=chat_model)
+    semantic = FittedSemanticLayer.load_or_fit(default_encoder(), settings.data_dir)
+    router = SupportRouter(semantic=semantic, chat_model=chat_model)
     try:
         for item in inputs:
             choice = await router.choose(item["text"])

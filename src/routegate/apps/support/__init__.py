@@ -4,7 +4,7 @@
   builds a started one from :class:`~routegate.settings.Settings` (embedded PostgreSQL by default).
 * The tools, callable alone: :class:`PostgresTool` (guarded read-only SQL, :func:`check_sql`),
   :class:`VectorTool` (pgvector search over the help articles), :class:`ExternalTool` (mock weather / crypto).
-* :class:`SupportRouter` — rules → embeddings → LLM (when configured) → default, with :class:`RouteChoice`.
+* :class:`SupportRouter` — rules → embeddings (:class:`FittedSemanticLayer`) → LLM (when configured) → default.
 * :class:`MessageStore` — the last 10 messages per session, in PostgreSQL.
 """
 
@@ -28,6 +28,7 @@ from routegate.apps.support.factory import open_support_desk
 from routegate.apps.support.memory import MessageStore
 from routegate.apps.support.postgres_tool import PostgresTool, SqlResult
 from routegate.apps.support.router import RouteChoice, SupportRouter
+from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.apps.support.sqlguard import CheckedQuery, SqlRefusedError, check_sql
 from routegate.apps.support.vector_tool import Document, VectorTool
 
@@ -38,8 +39,11 @@ __all__ = [
     "DatabaseUnavailableError",
     "Document",
     "EmbeddedPostgres",
+    "EmbeddingLayer",
+    "ExampleEmbeddingLayer",
     "ExternalResult",
     "ExternalTool",
+    "FittedSemanticLayer",
     "Message",
     "MessageStore",
     "PostgresTool",

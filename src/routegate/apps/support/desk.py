@@ -32,7 +32,7 @@ from routegate.apps.support.nodes import TextToSql, build_nodes
 from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.respond import RespondNode, announce, tokens_of
 from routegate.apps.support.router import RouteChoice, SupportRouter
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.turn import CURRENT_TURN, Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, RoutingAgent, RunResult
@@ -59,7 +59,7 @@ class SupportAgent:
         row_cap: int = 100,
         statement_timeout_ms: int = 2000,
         vector_min_score: float = DEFAULT_MIN_SCORE,
-        semantic: ExampleEmbeddingLayer | None = None,
+        semantic: EmbeddingLayer | None = None,
     ) -> None:
         self.db = db
         self.encoder = encoder
@@ -79,7 +79,8 @@ class SupportAgent:
         await self.vector.index()
         if self.semantic is None:
             self.semantic = await asyncio.to_thread(ExampleEmbeddingLayer, self.encoder)
-        self.router = SupportRouter(semantic=self.semantic, chat_model=self.chat_model)
+        semantic: EmbeddingLayer = self.semantic
+        self.router = SupportRouter(semantic=semantic, chat_model=self.chat_model)
         nodes = build_nodes(
             postgres=self.postgres,
             vector=self.vector,

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import Encoder, default_encoder
 from routegate.llm import OpenAIChatModel
 from routegate.llm.protocol import ChatModel
@@ -45,7 +46,9 @@ async def open_support_desk(
         db = SupportDatabase(url, schema=schema)
         await db.open()
         try:
-            desk = SupportAgent(db=db, encoder=encoder or default_encoder(), chat_model=model)
+            enc = encoder or default_encoder()
+            semantic = await asyncio.to_thread(FittedSemanticLayer.load_or_fit, enc, settings.data_dir)
+            desk = SupportAgent(db=db, encoder=enc, chat_model=model, semantic=semantic)
             await desk.start()
             yield desk
         finally:

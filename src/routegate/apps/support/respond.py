@@ -18,7 +18,7 @@ import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
-from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed
+from routegate.apps.support.contracts import ROUTES, AnswerToken, RouteChosen, ToolUsed
 from routegate.apps.support.turn import Turn
 from routegate.core import FinalizeRequest
 from routegate.errors import RunStopError
@@ -253,5 +253,7 @@ def announce(turn: Turn, route: str) -> None:
     choice = turn.choice
     if choice is not None and choice.route == route:
         turn.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=choice.why))
-    elif route in ("POSTGRES", "VECTOR", "EXTERNAL", "LLM"):
-        turn.send(RouteChosen(route=route, layer="unknown"))  # type: ignore[arg-type]  # narrowed by the test
+    else:
+        for known in ROUTES:
+            if known == route:
+                turn.send(RouteChosen(route=known, layer=choice.layer if choice else "unknown"))

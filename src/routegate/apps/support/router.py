@@ -16,13 +16,13 @@ The router only decides; the core policy boundary validates its decision again b
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import SupportRules
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, RouteSpec
 from routegate.core.policy import RouteRejection
 from routegate.errors import RunStopError
@@ -81,7 +81,7 @@ class SupportRouter:
     def __init__(
         self,
         *,
-        semantic: ExampleEmbeddingLayer | None,
+        semantic: EmbeddingLayer | None,
         rules: SupportRules | None = None,
         chat_model: ChatModel | None = None,
         policy: RoutePolicy | None = None,
@@ -91,8 +91,8 @@ class SupportRouter:
         self.llm_router = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         self.policy = policy or RoutePolicy(ROUTES)
 
-    async def choose(self, text: str) -> RouteChoice:
-        """Decide the route for one message (no tool runs here)."""
+    async def choose(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
+        """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
         verdict = self.rules.match(text)
         scores: dict[str, float] = {f"rules:{r}": s for r, s in verdict.scores.items() if s}
         if verdict.route is not None:
@@ -100,22 +100,27 @@ class SupportRouter:
         why = verdict.why
         runner_up: str | None = None
         margin: float | None = None
+        clarify = False
         if self.semantic is not None:
-            semantic = self.semantic.decide(text)
+            semantic = self.semantic.decide(text, history)
             scores.update({f"semantic:{r}": s for r, s in semantic.scores.items()})
             runner_up, margin = semantic.runner_up, semantic.margin
             if semantic.route is not None:
                 return RouteChoice(semantic.route, "semantic", scores, semantic.why, runner_up, margin)
-            why = f"{why}; semantic abstained: {semantic.why}"
+            why = f"{why}; semantic abstained ({semantic.outcome}): {semantic.why}"
+            clarify = semantic.outcome == "clarify"
         if self.llm_router is not None:
             chosen = await self._ask_llm(text)
-            if isinstance(chosen, str):
+            if not isinstance(chosen, RouteRejection):
                 why = f"{why}; llm chose {chosen}"
-                return RouteChoice(chosen, "llm", scores, why, runner_up, margin)  # type: ignore[arg-type]  # checked by the policy
+                return RouteChoice(chosen, "llm", scores, why, runner_up, margin)
             why = f"{why}; llm answer refused ({chosen.stop_reason})"
+        if clarify:
+            # in scope but torn between two routes: the LLM node asks ("conversational or clarifying questions")
+            return RouteChoice("LLM", "clarify", scores, f"{why}; asking the user", runner_up, margin)
         return RouteChoice("LLM", "default", scores, f"{why}; no route matches confidently", runner_up, margin)
 
-    async def _ask_llm(self, text: str) -> str | RouteRejection:
+    async def _ask_llm(self, text: str) -> SupportRoute | RouteRejection:
         assert self.llm_router is not None
         request = RouteRequest(goal=text, catalog=CATALOG, budget=Budget(max_route_attempts=1, max_delegations=1))
         try:
@@ -126,11 +131,16 @@ class SupportRouter:
         verdict = self.policy.validate(decision.raw)
         if isinstance(verdict, RouteRejection):
             return verdict
-        return verdict.target
+        for route in ROUTES:
+            if route == verdict.target:
+                return route
+        return RouteRejection("invalid_route:route_not_allowed", f"{verdict.target!r} is not a support route")
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
         """The core :class:`~routegate.core.Router` protocol; the choice also lands in ``context["turn"]``."""
-        choice = await self.choose(request.goal)
+        history = request.context.get("history", ())
+        earlier = [m.content for m in history if getattr(m, "role", None) == "user"] if history else []
+        choice = await self.choose(request.goal, earlier)
         turn = request.context.get("turn")
         if turn is not None and hasattr(turn, "choice"):
             turn.choice = choice

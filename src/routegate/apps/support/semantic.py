@@ -6,20 +6,35 @@ route is the mean cosine similarity of its ``k`` nearest examples of that route;
 score reaches ``min_score`` and leads the runner-up by ``min_margin``, and otherwise abstains (the router then
 asks the LLM router when one is configured, or answers on the LLM route: "no route matches confidently").
 
-This is the thin, swappable stand-in behind :class:`EmbeddingLayer` until ``routegate.routers.semantic`` lands.
+Two implementations of :class:`EmbeddingLayer`:
+
+* :class:`FittedSemanticLayer` — the default of the CLI and the server: ``routegate.routers.semantic.SemanticRouter``
+  fitted on the same examples (learned head, calibrated out-of-scope threshold and clarify margin, multi-turn:
+  an unsure message is retried with the previous user message). Fitting takes seconds, so the fitted router is
+  cached on disk, keyed by the examples, the encoder and the routegate version.
+* :class:`ExampleEmbeddingLayer` — nearest examples with a fixed floor and margin: no fitting, built in well under
+  a second; the tests' default.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol
 
 import numpy as np
 
+from routegate import __version__
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.embed import Encoder, Vectors
 from routegate.errors import ConfigurationError
+from routegate.routers.semantic import SemanticRouter
+
+logger = logging.getLogger(__name__)
 
 EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
     "POSTGRES": (
@@ -117,20 +132,25 @@ EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
 }
 
 
-class EmbeddingLayer(Protocol):
-    """What the router needs from an embedding layer (swap in ``routegate.routers.semantic`` here)."""
-
-    def scores(self, text: str) -> dict[str, float]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class SemanticVerdict:
+    """The layer's answer: ``route`` is ``None`` when it abstains (``outcome`` says why: default or clarify)."""
+
     route: SupportRoute | None
     scores: Mapping[str, float]
-    best: SupportRoute
-    runner_up: SupportRoute
+    best: str
+    runner_up: str | None
     margin: float
     why: str
+    outcome: str = "route"
+
+
+class EmbeddingLayer(Protocol):
+    """What the router needs from an embedding layer. ``context``: earlier user messages, oldest first."""
+
+    name: str
+
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict: ...
 
 
 class ExampleEmbeddingLayer:
@@ -170,14 +190,20 @@ class ExampleEmbeddingLayer:
             out[route] = round(float(own.mean()), 4)
         return out
 
-    def decide(self, text: str) -> SemanticVerdict:
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
         scores = self.scores(text)
         ranked = sorted(self._routes, key=lambda r: scores[r], reverse=True)
         best, runner_up = ranked[0], ranked[1]
         margin = round(scores[best] - scores[runner_up], 4)
         if scores[best] < self.min_score:
             return SemanticVerdict(
-                None, scores, best, runner_up, margin, f"best {best} {scores[best]:.2f} < min_score {self.min_score}"
+                None,
+                scores,
+                best,
+                runner_up,
+                margin,
+                f"best {best} {scores[best]:.2f} < min_score {self.min_score}",
+                "default",
             )
         if margin < self.min_margin:
             return SemanticVerdict(
@@ -187,7 +213,73 @@ class ExampleEmbeddingLayer:
                 runner_up,
                 margin,
                 f"{best} leads {runner_up} by {margin:.3f} < min_margin {self.min_margin}",
+                "clarify",
             )
         return SemanticVerdict(
             best, scores, best, runner_up, margin, f"{best} {scores[best]:.2f}, margin {margin:.2f} over {runner_up}"
+        )
+
+
+def _as_route(name: str) -> SupportRoute | None:
+    for route in ROUTES:
+        if route == name:
+            return route
+    return None
+
+
+class FittedSemanticLayer:
+    """``routegate.routers.semantic.SemanticRouter`` over the route examples, as the router's embedding layer."""
+
+    name = "semantic"
+
+    def __init__(self, router: SemanticRouter) -> None:
+        missing = set(ROUTES) - set(router.routes)
+        if missing:
+            raise ConfigurationError(f"the semantic router has no route(s) {sorted(missing)}")
+        self.router = router
+
+    @classmethod
+    def fit(cls, encoder: Encoder, examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES) -> FittedSemanticLayer:
+        routes: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
+        return cls(SemanticRouter.from_routes(routes, encoder=encoder, default_route="LLM"))
+
+    @classmethod
+    def load_or_fit(
+        cls,
+        encoder: Encoder,
+        cache_dir: Path | None,
+        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+    ) -> FittedSemanticLayer:
+        """The fitted router from ``cache_dir`` if it was fitted on the same examples and encoder, else fit it
+        (and save it there). ``cache_dir=None`` always fits."""
+        if cache_dir is None:
+            return cls.fit(encoder, examples)
+        key = hashlib.sha256(
+            json.dumps([__version__, encoder.model_id, {r: list(t) for r, t in examples.items()}]).encode()
+        ).hexdigest()[:16]
+        path = cache_dir / f"support-router-{key}"
+        if (path / "manifest.json").exists():
+            try:
+                return cls(SemanticRouter.load(path, encoder=encoder, default_route="LLM"))
+            except (ConfigurationError, OSError, ValueError) as exc:
+                logger.warning("cached support router in %s is unusable (%s): fitting again", path, exc)
+        layer = cls.fit(encoder, examples)
+        try:
+            layer.router.save(path)
+        except OSError as exc:
+            logger.warning("could not cache the support router in %s: %s", path, exc)
+        return layer
+
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+        decision = self.router.route(text, context=list(context))
+        scores = {route: round(float(score), 4) for route, score in decision.scores.items()}
+        route = _as_route(decision.route) if decision.outcome == "route" else None
+        return SemanticVerdict(
+            route=route,
+            scores=scores,
+            best=decision.top,
+            runner_up=decision.runner_up,
+            margin=round(float(decision.margin), 4),
+            why=decision.why,
+            outcome=decision.outcome,
         )
