@@ -14,7 +14,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from routegate.core._sync import run_sync
+from routegate.core import run_sync
 from routegate.errors import ConfigurationError
 from routegate.plan._compiled import ASYNC, PLAN, PREV, PROTO_SYNC, START, STEP, SYNC, Compiled, compile_steps, is_sync
 from routegate.plan.envelope import Envelope, ErrorInfo

@@ -153,7 +153,7 @@ def _one_request(entry: object, *, strict: bool) -> A2ARoutingRequest:
     if len(targets) != 1 or len(tasks) != 1:
         raise ShapeError("an A2A request needs one target ('target_agent') and one task ('task_description')")
     kind = entry.get("type")
-    if kind is not None and kind not in _A2A_TYPES:
+    if kind is not None and (not isinstance(kind, str) or kind not in _A2A_TYPES):
         raise ShapeError(f"'type' {str(kind)[:40]!r} is not an A2A request type")
     agent = _name(entry[targets[0]], "target agent", _AGENT)
     task = entry[tasks[0]]

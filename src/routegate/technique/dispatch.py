@@ -24,8 +24,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from routegate.core import run_sync
 from routegate.core import stop_reasons as sr
-from routegate.core._sync import run_sync
 from routegate.core.contracts import Budget, jsonable
 from routegate.core.gateway import DelegationLedger, DelegationStop, RouteGateway
 from routegate.core.policy import RoutePolicy, RouteRejection
