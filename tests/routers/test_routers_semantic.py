@@ -272,3 +272,20 @@ def test_any_string_routes_with_finite_scores(router: SemanticRouter, text: str,
     assert decision.route in {*router.routes, "LLM"}
     for value in (decision.score, decision.confidence, decision.margin, *decision.scores.values()):
         assert math.isfinite(value)
+
+
+def test_recalibrate_changes_only_the_rule(router: SemanticRouter) -> None:
+    val = [
+        LabelledExample("show ticket 7", "POSTGRES"),
+        LabelledExample("weather in Rome", "EXTERNAL"),
+        LabelledExample("reset password help", "VECTOR"),
+        LabelledExample("qqq zzz", "oos"),
+    ]
+    again = router.recalibrate(val, config=FitConfig(oos_recall_floor=1.0))
+    assert again.calibration.source == "val"
+    assert again.calibration.oos_recall == 1.0
+    assert again.routes == router.routes
+    with pytest.raises(ConfigurationError, match="not in the router's routes"):
+        router.recalibrate([LabelledExample("x", "NOPE")])
+    with pytest.raises(ConfigurationError, match="in-scope"):
+        router.recalibrate([LabelledExample("x", "oos")])

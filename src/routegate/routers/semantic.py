@@ -187,6 +187,7 @@ class SemanticRouter:
             )
         if not default_route:
             raise ConfigurationError("SemanticRouter needs a default route name for out-of-scope queries")
+        self._trained = head  # every part, whatever the calibration chose (recalibrate may choose again)
         self.head = head.with_mix(calibration.alpha, calibration.beta)
         self.calibration = calibration
         self.encoder = encoder
@@ -297,6 +298,43 @@ class SemanticRouter:
             time.perf_counter() - started,
         )
         return router
+
+    def recalibrate(
+        self,
+        val: Sequence[LabelledExample],
+        *,
+        config: FitConfig | None = None,
+        oos_label: str = OOS_LABEL,
+    ) -> SemanticRouter:
+        """A copy with the same head calibrated again on ``val`` (e.g. another objective, or new held-out data)."""
+        config = config or FitConfig()
+        unknown = {e.label for e in val if e.label != oos_label and e.label not in self._index}
+        if unknown:
+            raise ConfigurationError(f"validation labels not in the router's routes: {sorted(unknown)[:5]}")
+        if not any(e.label != oos_label for e in val):
+            raise ConfigurationError("recalibrate needs in-scope validation examples, got none")
+        texts = [e.text for e in val]
+        vectors = self.encoder.encode(texts)
+        head = self._trained
+        calibration = _calibrate(
+            head,
+            _head.embed_probs(head, vectors),
+            _head.char_probs(head, texts),
+            vectors,
+            [e.label for e in val],
+            oos_label,
+            config,
+            "val",
+        )
+        return SemanticRouter(
+            head,
+            calibration,
+            encoder=self.encoder,
+            default_route=self.default_route,
+            clarify_target=self.clarify_target,
+            args=self.args_builder,
+            name=self.name,
+        )
 
     # ------------------------------------------------------------------ deciding
 

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""CLINC150 (Full): routegate's SemanticRouter side by side with semantic-router, same MiniLM encoder.
+
+Protocol: fit on train, tune (calibrate) on val, report on test — test is never used to choose anything.
+
+* routegate: ``SemanticRouter.fit(train, val=val)`` (learned head, OOS threshold calibrated on val for an OOS
+  recall floor); the whole trade-off curve comes from recalibrating the same head on val for several floors.
+* semantic-router (PyPI ``semantic-router``): ``IndexedRouter`` with the 100 train utterances of each intent,
+  ``fit`` (its Platt calibration) on val, then its confidence threshold chosen on val with the same objective
+  (its own default, no threshold, never says out-of-scope).
+
+Both use routegate's MiniLM int8 encoder (semantic-router through a ``DenseEncoder`` wrapper). Accuracy is computed
+with batched encoding (through a cache shared by both); latency is single-query calls without the cache.
+
+    .venv/bin/python bench/clinc150.py --data ../shared/data/clinc150 [--latency-queries 300] [--skip-peer]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from routegate.embed import MiniLMEncoder
+from routegate.embed.protocol import Vectors
+from routegate.routers import FitConfig, LabelledExample, SemanticRouter, fit_threshold, load_examples
+from routegate.routers.evaluation import score_decisions
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc150"
+FLOORS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+
+
+class CachedEncoder:
+    """Memoises vectors by text: the accuracy passes of both routers embed each text once."""
+
+    def __init__(self, inner: MiniLMEncoder) -> None:
+        self.inner = inner
+        self.cache: dict[str, np.ndarray[Any, Any]] = {}
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if missing:
+            for text, vector in zip(missing, self.inner.encode(missing), strict=True):
+                self.cache[text] = vector
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def metrics(pred: Sequence[str | None], labels: Sequence[str]) -> dict[str, float]:
+    y = np.array(labels, dtype=object)
+    p = np.array(["oos" if x is None else x for x in pred], dtype=object)
+    ins = y != "oos"
+    said = p == "oos"
+    return {
+        "in_scope_accuracy": float((p[ins] == y[ins]).mean()),
+        "oos_recall": float(said[~ins].mean()),
+        "oos_precision": float((said & ~ins).sum() / max(1, said.sum())),
+    }
+
+
+def run_routegate(
+    train: list[LabelledExample],
+    val: list[LabelledExample],
+    test: list[LabelledExample],
+    encoder: MiniLMEncoder,
+    cached: CachedEncoder,
+    latency_queries: int,
+) -> dict[str, Any]:
+    print("routegate: fit on train, calibrate on val ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    router = SemanticRouter.fit(train, val=val, encoder=encoder)  # the real, uncached fit time
+    fit_seconds = time.perf_counter() - started
+    cal = router.calibration
+    # accuracy: batched, through the cache
+    fast = SemanticRouter(router.head, cal, encoder=cached, default_route=router.default_route)
+    texts, labels = [e.text for e in test], [e.label for e in test]
+    decisions = fast.route_many(texts)
+    report = score_decisions(decisions, labels, router.default_route)
+    # latency: single queries, the real encoder
+    router.route(texts[0])
+    lat = []
+    for text in texts[:latency_queries]:
+        t0 = time.perf_counter()
+        router.route(text)
+        lat.append((time.perf_counter() - t0) * 1000)
+    # the trade-off curve: the same head recalibrated on val for each floor, reported on test
+    curve = []
+    full = SemanticRouter(router._trained, cal, encoder=cached, default_route=router.default_route)
+    for floor in FLOORS:
+        again = full.recalibrate(val, config=FitConfig(oos_recall_floor=floor))
+        m = metrics([d.route for d in again.route_many(texts)], labels)
+        curve.append(
+            {
+                "val_oos_recall_floor": floor,
+                "alpha": again.calibration.alpha,
+                "beta": again.calibration.beta,
+                "val_in_scope_accuracy": again.calibration.in_scope_accuracy,
+                **{f"test_{k}": v for k, v in m.items()},
+            }
+        )
+    return {
+        "fit_seconds": fit_seconds,
+        "calibration": {k: v for k, v in cal.to_dict().items() if k != "grid"},
+        "test": {
+            "in_scope_accuracy": report.in_scope_accuracy,
+            "oos_recall": report.oos_recall,
+            "oos_precision": report.oos_precision,
+            "oos_f1": report.oos_f1,
+        },
+        "closed_set_accuracy": float(
+            np.mean([d.top == label for d, label in zip(decisions, labels, strict=True) if label != "oos"])
+        ),
+        "latency_ms_p50": pct(lat, 50),
+        "latency_ms_p99": pct(lat, 99),
+        "curve": curve,
+    }
+
+
+def run_semantic_router(
+    train: list[LabelledExample],
+    val: list[LabelledExample],
+    test: list[LabelledExample],
+    encoder: MiniLMEncoder,
+    cached: CachedEncoder,
+    latency_queries: int,
+) -> dict[str, Any]:
+    from semantic_router import IndexedRouter, Route
+    from semantic_router.encoders import DenseEncoder
+
+    class RoutegateMiniLM(DenseEncoder):  # type: ignore[misc]  # pydantic model from an untyped package
+        """semantic-router's encoder interface over a routegate encoder."""
+
+        name: str = "routegate-minilm-int8"
+        inner: Any = None
+
+        def __call__(self, docs: list[Any]) -> list[list[float]]:
+            return [list(map(float, v)) for v in self.inner.encode([str(d) for d in docs])]
+
+    by_route: dict[str, list[str]] = {}
+    for e in train:
+        if e.label != "oos":
+            by_route.setdefault(e.label, []).append(e.text)
+    routes = [Route(name=name, utterances=utts[:100]) for name, utts in by_route.items()]
+    print("semantic-router: index train utterances, fit on val ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    router = IndexedRouter(encoder=RoutegateMiniLM(inner=cached), routes=routes)
+    router.fit([e.text for e in val], [None if e.label == "oos" else e.label for e in val])
+    fit_seconds = time.perf_counter() - started
+
+    def confidences(examples: list[LabelledExample]) -> tuple[list[str], np.ndarray[Any, Any]]:
+        # the batched scoring path its own fit/evaluate use; ranking by raw score, confidence calibrated
+        scored = asyncio.run(router._scores_many([e.text for e in examples]))
+        tops, confs = [], []
+        for s in scored:
+            top = max(s, key=s.__getitem__)
+            tops.append(top)
+            confs.append(router._probs(s)[top])
+        return tops, np.asarray(confs, dtype=np.float64)
+
+    val_top, val_conf = confidences(val)
+    val_labels = np.array([e.label for e in val], dtype=object)
+    test_top, test_conf = confidences(test)
+    test_labels = [e.label for e in test]
+    curve = []
+    chosen: dict[str, Any] = {}
+    for floor in FLOORS:
+        fit = fit_threshold(
+            val_conf,
+            np.array(val_top, dtype=object) == val_labels,
+            val_labels == "oos",
+            oos_recall_floor=floor,
+        )
+        pred = [t if c >= fit.threshold else None for t, c in zip(test_top, test_conf, strict=True)]
+        m = metrics(pred, test_labels)
+        curve.append(
+            {"val_oos_recall_floor": floor, "threshold": fit.threshold, **{f"test_{k}": v for k, v in m.items()}}
+        )
+        if floor == FitConfig().oos_recall_floor:
+            chosen = {"threshold": fit.threshold, **m}
+    no_threshold = metrics(test_top, test_labels)
+    # latency: single public calls, the real encoder
+    router.encoder = RoutegateMiniLM(inner=encoder)
+    router.confidence_threshold = chosen.get("threshold")
+    lat = []
+    for e in test[:latency_queries]:
+        t0 = time.perf_counter()
+        router(e.text)
+        lat.append((time.perf_counter() - t0) * 1000)
+    return {
+        "fit_seconds": fit_seconds,
+        "test": chosen,
+        "test_no_threshold": no_threshold,
+        "latency_ms_p50": pct(lat, 50),
+        "latency_ms_p99": pct(lat, 99),
+        "curve": curve,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with train/val/test.jsonl")
+    parser.add_argument("--latency-queries", type=int, default=300, help="single-query calls timed per router")
+    parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads")
+    parser.add_argument("--skip-peer", action="store_true", help="routegate only")
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    train, val, test = (load_examples(args.data / f"{split}.jsonl") for split in ("train", "val", "test"))
+    encoder = MiniLMEncoder(intra_op_num_threads=args.threads)
+    encoder.warm_up()
+    cached = CachedEncoder(encoder)
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {platform.python_version()}, cpus={__import__('os').cpu_count()}",
+        "data": {"train": len(train), "val": len(val), "test": len(test)},
+    }
+    results["routegate"] = run_routegate(train, val, test, encoder, cached, args.latency_queries)
+    if not args.skip_peer:
+        results["semantic_router"] = run_semantic_router(train, val, test, encoder, cached, args.latency_queries)
+    print(json.dumps(results, indent=2))
+    ours = results["routegate"]
+    print(
+        f"\nroutegate        in-scope {ours['test']['in_scope_accuracy']:.4f}  OOS recall {ours['test']['oos_recall']:.4f}"
+        f"  p50 {ours['latency_ms_p50']:.2f} ms  fit {ours['fit_seconds']:.1f} s",
+        file=sys.stderr,
+    )
+    if "semantic_router" in results:
+        peer = results["semantic_router"]
+        print(
+            f"semantic-router  in-scope {peer['test']['in_scope_accuracy']:.4f}  OOS recall "
+            f"{peer['test']['oos_recall']:.4f}  p50 {peer['latency_ms_p50']:.2f} ms  fit {peer['fit_seconds']:.1f} s"
+            f"\nratio p50 (semantic-router / routegate): "
+            f"{peer['latency_ms_p50'] / statistics.fmean([ours['latency_ms_p50']]):.1f}x",
+            file=sys.stderr,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
