@@ -1,13 +1,20 @@
-"""Fixtures for the UI tests: the real server (uvicorn on a free loopback port) around a fake desk."""
+"""Fixtures for the UI tests: the real server (uvicorn on a free loopback port) around the fake desk, or around
+the real support desk on embedded PostgreSQL (for the browser test)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from routegate.apps.support.db import EmbeddedPostgres
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.embed import MiniLMEncoder
 from routegate.server import create_app
-from routegate.server.testing import FakeSupportDesk, ServerThread
+from routegate.server.testing import FakeSupportDesk, ServerThread, support_desk_app
 from routegate.settings import Settings
 
 
@@ -19,4 +26,27 @@ def desk() -> FakeSupportDesk:
 @pytest.fixture
 def server(desk: FakeSupportDesk) -> Iterator[ServerThread]:
     with ServerThread(create_app(desk=desk, settings=Settings())) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def ui_pg_url() -> Iterator[str]:
+    # outside /tmp/pytest-of-<user>: a concurrent pytest run of the same user may rotate those folders away
+    base = Path(tempfile.mkdtemp(prefix="routegate-ui-pg-"))
+    try:
+        pg = EmbeddedPostgres(base / "data")
+        yield pg.start()
+        pg.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def real_server(ui_pg_url: str) -> Iterator[ServerThread]:
+    encoder = MiniLMEncoder()
+    semantic = ExampleEmbeddingLayer(encoder)
+    factory = ServerThread(
+        app_factory=lambda: support_desk_app(ui_pg_url, settings=Settings(), encoder=encoder, semantic=semantic)
+    )
+    with factory as running:
         yield running

@@ -1,0 +1,222 @@
+"""Load benchmark of ``POST /chat`` on loopback: requests/s and p50/p99 latency, JSON and streaming, at a few
+concurrency levels. Bounded: each level runs for ``--seconds`` (default 3).
+
+    .venv/bin/python bench/server_load.py                   # spawns `routegate serve` (embedded PostgreSQL)
+    .venv/bin/python bench/server_load.py --desk fake       # the same server around the in-memory fake desk
+    .venv/bin/python bench/server_load.py --url http://127.0.0.1:8000   # an already running server
+
+The server runs in its own process (so the load generator does not share its GIL); the client is a minimal
+keep-alive HTTP/1.1 client on asyncio streams (cheaper per request than a general-purpose client, so more of
+the two cores go to the server). Each worker is one session sending its messages one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+
+QUESTIONS = (
+    "What is the status of ticket 2?",
+    "How do I reset my password?",
+    "What's the weather today?",
+    "Which city is customer 3 from?",
+    "Can you help me?",
+)
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection that POSTs JSON and reads the whole answer (length or chunked)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, accept: str) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+            f"Accept: {accept}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        self.writer.write(head + body)
+        await self.writer.drain()
+        status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
+        headers: dict[str, str] = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "content-length" in headers:
+            return status, await self.reader.readexactly(int(headers["content-length"]))
+        chunks = []
+        while True:
+            size = int((await self.reader.readline()).strip(), 16)
+            if size == 0:
+                await self.reader.readline()
+                break
+            chunks.append(await self.reader.readexactly(size))
+            await self.reader.readline()
+        return status, b"".join(chunks)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+
+async def run_level(url: str, *, concurrency: int, mode: str, seconds: float) -> dict[str, float]:
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    accept = "application/json" if mode == "json" else "text/event-stream"
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    run = f"{mode}-{concurrency}-{time.time_ns()}"
+
+    async def worker(w: int) -> None:
+        nonlocal errors
+        conn = Connection(host, port)
+        i = 0
+        try:
+            while time.perf_counter() < deadline:
+                body = json.dumps({"message": QUESTIONS[(w + i) % len(QUESTIONS)], "session_id": f"{run}-{w}"}).encode()
+                started = time.perf_counter()
+                status, payload = await conn.post("/chat", body, accept)
+                latencies.append(time.perf_counter() - started)
+                if status != 200 or (mode == "stream" and b"event: final" not in payload):
+                    errors += 1
+                i += 1
+        finally:
+            await conn.close()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    elapsed = time.perf_counter() - began
+    ordered = sorted(latencies)
+    return {
+        "mode": mode,  # type: ignore[dict-item]
+        "concurrency": concurrency,
+        "requests": len(ordered),
+        "errors": errors,
+        "rps": len(ordered) / elapsed,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def spawned_server(desk: str) -> Iterator[str]:
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="routegate-bench-") as data_dir:
+        env = dict(os.environ, ROUTEGATE_DATA_DIR=data_dir)
+        env.pop("OPENAI_API_KEY", None)  # the offline default
+        if desk == "fake":
+            cmd = [sys.executable, __file__, "--serve-fake", str(port)]
+        else:
+            cmd = [
+                sys.executable,
+                "-c",
+                "import sys; from routegate.cli import main; sys.exit(main())",
+                "serve",
+                "--port",
+                str(port),
+            ]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"the server exited with {proc.returncode}")
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise SystemExit("the server did not become healthy within 120 s")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def serve_fake(port: int) -> None:
+    import uvicorn
+
+    from routegate.server import create_app
+    from routegate.server.testing import FakeSupportDesk
+    from routegate.settings import Settings
+
+    app = create_app(desk=FakeSupportDesk(), settings=Settings())
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+async def bench(url: str, levels: list[int], modes: list[str], seconds: float, warmup: float) -> list[dict[str, float]]:
+    await run_level(url, concurrency=4, mode="json", seconds=warmup)
+    results = []
+    for mode in modes:
+        for c in levels:
+            results.append(await run_level(url, concurrency=c, mode=mode, seconds=seconds))
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="benchmark this running server instead of spawning one")
+    parser.add_argument("--desk", choices=["real", "fake"], default="real", help="desk of the spawned server")
+    parser.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default 1,8,32)")
+    parser.add_argument("--modes", default="json,stream", help="json, stream or both (default)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each level (default 3)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds before measuring (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_fake:
+        serve_fake(args.serve_fake)
+        return 0
+    levels = [int(c) for c in args.concurrency.split(",")]
+    modes = [m.strip() for m in args.modes.split(",")]
+    with contextlib.ExitStack() as stack:
+        url = args.url or stack.enter_context(spawned_server(args.desk))
+        results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"POST /chat on {'the given server' if args.url else args.desk + ' desk'}, {args.seconds:g} s per level")
+    print(f"{'mode':<7}{'conc':>5}{'requests':>10}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
+    for r in results:
+        print(
+            f"{r['mode']:<7}{r['concurrency']:>5}{r['requests']:>10}{r['errors']:>8}"
+            f"{r['rps']:>9.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
