@@ -95,7 +95,9 @@ def test_browser_chat_shows_streamed_answer_and_route_panel(ui: str, tmp_path: P
             expect(sidebar).to_contain_text("Scores:", timeout=30_000)
             expect(sidebar.get_by_text("1 row (ok)")).to_be_visible(timeout=30_000)
             expect(sidebar.get_by_text("Fallback:")).to_be_visible(timeout=30_000)
-            expect(sidebar.get_by_test_id("stSelectbox")).to_contain_text("1. What is the status", timeout=30_000)
+            expect(sidebar.get_by_role("combobox", name="Turn")).to_have_value(
+                "1. What is the status of ticket 1?", timeout=30_000
+            )
             shot = tmp_path / "ui-chat.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 0
