@@ -216,12 +216,19 @@ class SemanticRouter:
         *,
         encoder: Encoder,
         default_route: str,
+        out_of_scope: Sequence[str] = (),
         val: Sequence[LabelledExample] | None = None,
         config: FitConfig | None = None,
         **kwargs: Any,
     ) -> SemanticRouter:
-        """A router from example utterances per route (``{"VECTOR": ["how do I reset my password", ...]}``)."""
+        """A router from example utterances per route (``{"VECTOR": ["how do I reset my password", ...]}``).
+
+        ``out_of_scope``: queries no route should take; they only calibrate the threshold (OOS-recall objective).
+        """
+        if OOS_LABEL in routes:
+            raise ConfigurationError(f"{OOS_LABEL!r} is reserved for out-of-scope examples: pass them as out_of_scope")
         train = [LabelledExample(text, route) for route, texts in routes.items() for text in texts]
+        train += [LabelledExample(text, OOS_LABEL) for text in out_of_scope]
         return cls.fit(train, val=val, encoder=encoder, default_route=default_route, config=config, **kwargs)
 
     @classmethod
@@ -554,7 +561,9 @@ def _calibrate(
     is_oos = np.array([label == oos_label for label in labels], dtype=bool)
     y = np.array([index.get(label, -1) for label in labels], dtype=np.int64)
     alphas = config.alphas if p_char is not None else (1.0,)
-    best: tuple[tuple[bool, float, float], Calibration] | None = None
+    # ties (common on small data) go to the larger beta: distance to the examples is the signal that generalises
+    # to out-of-scope queries unlike any seen in calibration
+    best: tuple[tuple[bool, float, float, float], Calibration] | None = None
     grid: list[dict[str, float]] = []
     for alpha in alphas:
         probs = _head.fuse(head, p_embed, p_char, alpha)
@@ -580,7 +589,7 @@ def _calibrate(
                     "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
                 }
             )
-            key = (fit.feasible, fit.in_scope_accuracy, fit.oos_recall or 0.0)
+            key = (fit.feasible, round(fit.in_scope_accuracy, 9), round(fit.oos_recall or 0.0, 9), beta)
             if best is None or key > best[0]:
                 cal = Calibration(
                     threshold=fit.threshold if np.isfinite(fit.threshold) else (-1e9 if fit.threshold < 0 else 1e9),
