@@ -140,6 +140,7 @@ def test_database_down_gives_503_then_recovers(client: httpx.Client, desk: FakeS
         assert "database is unavailable" in response.json()["error"]["message"]
     assert client.get("/sessions/d").status_code == 503
     desk.database_up = True
+    assert client.get("/healthz").status_code == 200  # a health check clears the outage at once
     assert client.post("/chat", json={"message": "ticket 1", "session_id": "d"}).status_code == 200
     assert len(client.get("/sessions/d").json()["messages"]) == 2
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
@@ -60,11 +61,21 @@ class SessionLocks:
 
 
 class DatabaseState:
-    """What the last health check said. While the database is known to be down, requests check it again
-    (bounded by ``server_health_timeout_seconds``) and fail fast with 503 instead of queueing on the desk."""
+    """What the last health check said. While the database is known to be down, requests fail fast with 503;
+    the database is checked again (bounded by ``server_health_timeout_seconds``) at most once per
+    ``RECHECK_SECONDS``, so an outage costs neither a pool timeout nor a health check per request."""
+
+    RECHECK_SECONDS = 1.0
 
     def __init__(self) -> None:
         self.down = False
+        self.checked_at = 0.0
+
+    def mark(self, *, up: bool) -> None:
+        if up == self.down:
+            log.warning("the database is %s", "back" if up else "down")
+        self.down = not up
+        self.checked_at = time.monotonic()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,18 +105,21 @@ def check_message(message: str, settings: Settings) -> str:
 async def desk_healthy(services: Services) -> bool:
     try:
         ok = bool(await asyncio.wait_for(services.desk.healthy(), services.settings.server_health_timeout_seconds))
-    except Exception:
-        log.warning("health check failed", exc_info=True)
+    except Exception as exc:
+        log.warning("health check failed: %s", type(exc).__name__)
         ok = False
-    if ok == services.database.down:
-        log.warning("the database is %s", "back" if ok else "down")
-    services.database.down = not ok
+    services.database.mark(up=ok)
     return ok
 
 
 async def known_down(services: Services) -> bool:
     """True when the database was seen down and still is (then the caller answers 503 at once)."""
-    return services.database.down and not await desk_healthy(services)
+    state = services.database
+    if not state.down:
+        return False
+    if time.monotonic() - state.checked_at < state.RECHECK_SECONDS:
+        return True
+    return not await desk_healthy(services)
 
 
 def unavailable() -> ApiError:
@@ -130,9 +144,10 @@ async def call_desk(services: Services, doing: str, call: Awaitable[T]) -> T:
 
 
 async def _error_for(services: Services, exc: BaseException) -> TurnError:
-    log.error("support desk failed on a turn: %s", type(exc).__name__, exc_info=exc)
     if not await desk_healthy(services):
+        log.warning("a turn failed while the database is down: %s", type(exc).__name__)
         return TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
+    log.error("support desk failed on a turn: %s", type(exc).__name__, exc_info=exc)
     return TurnError(
         message="the support desk failed on this turn; the details are in the server log", code="internal_error"
     )
@@ -181,9 +196,10 @@ async def run_turn(services: Services, message: str, session_id: str) -> AsyncGe
 
 async def desk_fault(services: Services, exc: Exception, doing: str) -> ApiError:
     """An :class:`ApiError` for a desk call (history, reset) that raised: 503 when the database is down."""
-    log.error("support desk failed while %s: %s", doing, type(exc).__name__, exc_info=exc)
     if not await desk_healthy(services):
+        log.warning("support desk failed while %s, the database is down: %s", doing, type(exc).__name__)
         return unavailable()
+    log.error("support desk failed while %s: %s", doing, type(exc).__name__, exc_info=exc)
     return ApiError(500, "internal_error", f"the support desk failed while {doing}; the details are in the server log")
 
 
@@ -192,7 +208,10 @@ _INPUT_ERRORS = frozenset({"empty_message", "message_too_long", "bad_session_id"
 
 async def _refine(services: Services, error: TurnError) -> TurnError:
     """A desk's generic failure while the database is down is reported as the database being down."""
-    if error.code in _INPUT_ERRORS or error.code == DATABASE_UNAVAILABLE or await desk_healthy(services):
+    if error.code == DATABASE_UNAVAILABLE:
+        services.database.mark(up=False)
+        return error
+    if error.code in _INPUT_ERRORS or await desk_healthy(services):
         return error
     return TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
 
