@@ -209,3 +209,31 @@ def test_any_bytes_get_a_clear_4xx(shared: tuple[ServerThread, FakeSupportDesk],
     if response.status_code != 200:
         assert _error(response)["message"]
         assert desk.histories == before
+
+
+_roles = st.sampled_from(["user", "assistant", "system", "tool", "bogus"])
+_openai_bodies = st.one_of(
+    _json,
+    st.fixed_dictionaries(
+        {
+            "model": st.text(max_size=10) | _json,
+            "messages": st.lists(
+                st.fixed_dictionaries({"role": _roles, "content": st.text(max_size=30) | _json}), max_size=3
+            ),
+        },
+        optional={"stream": st.booleans() | _json, "user": st.text(max_size=10) | _json},
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_openai_bodies)
+def test_any_openai_body_gets_200_or_a_clear_4xx(shared: tuple[ServerThread, FakeSupportDesk], body: Any) -> None:
+    server, _ = shared
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        response = c.post(
+            "/v1/chat/completions", content=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+    assert response.status_code == 200 or 400 <= response.status_code < 500, response.text
+    if response.status_code != 200:
+        assert _error(response)["message"]

@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import uvicorn
 
 from routegate.settings import Settings
 
@@ -96,8 +99,6 @@ def run_ui(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Settings, *, with_ui: bool) -> None:
-    import uvicorn
-
     from routegate.apps.support.factory import open_support_desk
     from routegate.server import create_app
 
@@ -108,7 +109,10 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
     )
     async with open_support_desk(settings) as desk:
         app = create_app(desk=desk, settings=settings)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning"))
+        server = _QuietSignalsServer(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning"))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # stop serving, then let the cleanup below run to its end
+            loop.add_signal_handler(sig, server.request_exit)
         serving = asyncio.create_task(server.serve())
         ui: subprocess.Popen[bytes] | None = None
         try:
@@ -131,6 +135,20 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
                 server.should_exit = True
                 await serving
     print("routegate: stopped.", flush=True)
+
+
+class _QuietSignalsServer(uvicorn.Server):
+    """uvicorn re-raises a captured Ctrl-C once it has stopped, which would cancel our cleanup (stopping the UI,
+    the desk and PostgreSQL) half-way. Here the signals are the event loop's: they only ask the server to stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def request_exit(self) -> None:
+        if self.should_exit:
+            self.force_exit = True  # a second Ctrl-C: stop waiting for open connections
+        self.should_exit = True
 
 
 def _start_ui(settings: Settings) -> subprocess.Popen[bytes]:

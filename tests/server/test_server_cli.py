@@ -1,0 +1,98 @@
+"""``routegate serve`` / ``ui`` / ``up``: the parsers, and ``up`` for real (embedded PostgreSQL + server + UI,
+both URLs printed, Ctrl-C stops everything)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from routegate.cli import build_parser
+from routegate.cli.serve import _settings, run_serve, run_ui, run_up
+
+
+def test_commands_are_registered() -> None:
+    parser = build_parser()
+    serve = parser.parse_args(["serve", "--host", "0.0.0.0", "--port", "9000"])
+    assert serve.handler is run_serve
+    settings = _settings(serve)
+    assert (settings.server_host, settings.server_port) == ("0.0.0.0", 9000)
+    up = parser.parse_args(["up", "--ui-port", "9001"])
+    assert up.handler is run_up
+    assert _settings(up).ui_port == 9001
+    assert parser.parse_args(["ui", "--server-url", "http://127.0.0.1:1"]).handler is run_ui
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    import shutil
+    import tempfile
+
+    # outside /tmp/pytest-of-<user>, which a concurrent pytest run may rotate away under PostgreSQL
+    path = Path(tempfile.mkdtemp(prefix="routegate-up-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.integration
+def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
+    port, ui_port = _free_port(), _free_port()
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cmd, "up", "--port", str(port), "--ui-port", str(ui_port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C would address
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any("Ctrl-C stops everything" in line for line in lines):  # readiness, bounded
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                raise AssertionError("routegate up exited early:\n" + "".join(lines))
+            lines.append(line)
+            assert time.monotonic() < deadline, "routegate up did not get ready in 120 s:\n" + "".join(lines)
+        text = "".join(lines)
+        assert re.search(rf"routegate server: http://127\.0\.0\.1:{port}\b", text)
+        assert re.search(rf"routegate UI: +http://127\.0\.0\.1:{ui_port}\b", text)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()["status"] == "ok"
+        assert httpx.get(f"http://127.0.0.1:{ui_port}/_stcore/health", timeout=10).status_code == 200
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/chat",
+            json={"message": "What is the status of ticket 1?"},
+            headers={"Accept": "application/json"},
+            timeout=30,
+        ).json()
+        assert answer["route"] == "POSTGRES"
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, text + rest
+        assert "routegate: stopped." in rest
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{ui_port}/_stcore/health", timeout=2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
