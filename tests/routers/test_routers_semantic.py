@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -289,3 +290,87 @@ def test_recalibrate_changes_only_the_rule(router: SemanticRouter) -> None:
         router.recalibrate([LabelledExample("x", "NOPE")])
     with pytest.raises(ConfigurationError, match="in-scope"):
         router.recalibrate([LabelledExample("x", "oos")])
+
+
+def _with_detector(router: SemanticRouter) -> SemanticRouter:
+    n = 10
+    cal = replace(
+        router.calibration,
+        threshold=0.0,
+        detector_weights=tuple([-1.0] + [0.0] * (n - 1)),
+        detector_bias=0.5,
+        detector_mean=(0.0,) * n,
+        detector_scale=(1.0,) * n,
+    )
+    return SemanticRouter(router.head, cal, encoder=router.encoder, default_route="LLM")
+
+
+def test_detector_rule_round_trips(router: SemanticRouter, tmp_path: Path) -> None:
+    detecting = _with_detector(router)
+    assert detecting.calibration.method == "oos-detector"
+    decision = detecting.route("show ticket 12")
+    # confidence = -(w.z + b) = p_top - 0.5 with these weights
+    assert decision.confidence == pytest.approx(decision.score - 0.5, abs=1e-5)
+    loaded = SemanticRouter.load(detecting.save(tmp_path / "r"), encoder=HashingEncoder(dim=512))
+    assert loaded.calibration.method == "oos-detector"
+    assert loaded.route("show ticket 12").confidence == pytest.approx(decision.confidence, abs=1e-6)
+
+
+def test_detector_arrays_must_match() -> None:
+    data = Calibration(threshold=0.1).to_dict()
+    data["detector_weights"] = [1.0, 2.0]
+    with pytest.raises(ConfigurationError, match="detector"):
+        Calibration.from_dict(data)
+
+
+def test_fit_tries_the_detector_with_enough_oos() -> None:
+    train = [LabelledExample(t, r) for r, ts in ROUTES.items() for t in ts]
+    words = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+        "mike",
+        "november",
+        "oscar",
+    ]
+    oos = [LabelledExample(f"{a} {b}", "oos") for a in words[:6] for b in words[6:10]]
+    val = [LabelledExample(f"{t} please", r) for r, ts in ROUTES.items() for t in ts] + oos
+    router = SemanticRouter.fit(train, val=val, encoder=HashingEncoder(dim=512), default_route="LLM")
+    assert any(row["beta"] == -1.0 for row in router.calibration.grid)  # the detector was measured
+    assert router.calibration.method in {"oos-detector", "p_top+beta*knn"}
+    said_default = [router.route(e.text).outcome == "default" for e in oos]
+    assert sum(said_default) / len(oos) >= 0.8  # calibrated for recall 0.85 (the final detector is refitted)
+    no_detector = SemanticRouter.fit(
+        train, val=val, encoder=HashingEncoder(dim=512), default_route="LLM", config=FitConfig(oos_detector=False)
+    )
+    assert no_detector.calibration.method == "p_top+beta*knn"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.text(max_size=200),
+    st.one_of(st.none(), st.text(max_size=30), st.lists(st.one_of(st.text(max_size=30), st.integers()), max_size=3)),
+    st.one_of(st.none(), st.sampled_from(["POSTGRES", "VECTOR", "nope"]), st.integers()),
+)
+async def test_decide_never_fails_on_untrusted_context(
+    router: SemanticRouter, goal: str, conversation: object, previous: object
+) -> None:
+    policy = RoutePolicy([spec.name for spec in CATALOG])
+    stop_reason = ""
+    try:
+        decision = await router.decide(_request(goal, conversation=conversation, previous_route=previous))
+    except RunStopError as stop:  # the only allowed way out: a stop reason
+        stop_reason = stop.stop_reason
+    if stop_reason:
+        assert stop_reason.startswith(("clarify:", "no_route:"))
+        return
+    assert isinstance(policy.validate(decision.raw), RouteIntent) or not goal.strip()

@@ -50,14 +50,6 @@ class Head:
         return Head(self.routes, self.coef, self.intercept, self.bank, self.offsets, char, alpha, beta, self.knn_k)
 
 
-@dataclass(frozen=True, slots=True)
-class Scores:
-    """Per-query scores: fused route probabilities and the neighbour similarity to the top route."""
-
-    probs: F32  # (n, routes)
-    knn: F32  # (n,)
-
-
 def softmax(logits: F32) -> F32:
     shifted = logits - logits.max(axis=1, keepdims=True)
     exp = np.exp(shifted)
@@ -84,24 +76,55 @@ def fuse(head: Head, p_embed: F32, p_char: F32 | None, alpha: float) -> F32:
     return fused
 
 
-def knn_to(head: Head, vectors: F32, route_index: I64) -> F32:
-    """Mean cosine similarity of each vector to its ``k`` nearest examples of route ``route_index[i]``."""
-    out = np.zeros(len(vectors), dtype=np.float32)
+def knn_stats(head: Head, vectors: F32, route_index: I64) -> tuple[F32, F32]:
+    """Per vector: the mean cosine similarity to its ``k`` nearest examples of route ``route_index[i]``, and the
+    similarity to the nearest one."""
+    mean = np.zeros(len(vectors), dtype=np.float32)
+    best = np.zeros(len(vectors), dtype=np.float32)
     for i, r in enumerate(route_index):
         lo, hi = int(head.offsets[r]), int(head.offsets[r + 1])
         if hi <= lo:
             continue
         sims = head.bank[lo:hi] @ vectors[i]
         k = min(head.knn_k, len(sims))
-        out[i] = float(np.partition(sims, len(sims) - k)[-k:].mean())
+        nearest = np.partition(sims, len(sims) - k)[-k:]
+        mean[i] = float(nearest.mean())
+        best[i] = float(nearest.max())
+    return mean, best
+
+
+def knn_to(head: Head, vectors: F32, route_index: I64) -> F32:
+    """Mean cosine similarity of each vector to its ``k`` nearest examples of route ``route_index[i]``."""
+    return knn_stats(head, vectors, route_index)[0]
+
+
+DETECTOR_FEATURES = (
+    "p_top",
+    "margin",
+    "knn_mean",
+    "knn_max",
+    "entropy",
+    "p_embed_max",
+    "p_char_max",
+    "models_agree",
+    "p_embed_top",
+    "p_char_top",
+)
+
+
+def detector_features(
+    probs: F32, p_embed: F32, p_char: F32 | None, top: I64, p2: F32, knn_mean: F32, knn_max: F32
+) -> F32:
+    """The out-of-scope detector's inputs (see ``DETECTOR_FEATURES``); ``p_char`` ``None`` = embedding model only."""
+    idx = np.arange(len(probs))
+    pc = p_embed if p_char is None else p_char
+    p1 = probs[idx, top]
+    entropy = -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=1)
+    agree = (p_embed.argmax(axis=1) == pc.argmax(axis=1)).astype(np.float32)
+    columns = [p1, p1 - p2, knn_mean, knn_max, entropy, p_embed.max(axis=1), pc.max(axis=1), agree]
+    columns += [p_embed[idx, top], pc[idx, top]]
+    out: F32 = np.column_stack(columns).astype(np.float32)
     return out
-
-
-def score(head: Head, vectors: F32, texts: Sequence[str]) -> Scores:
-    probs = fuse(head, embed_probs(head, vectors), char_probs(head, texts), head.alpha)
-    top = probs.argmax(axis=1).astype(np.int64)
-    knn = knn_to(head, vectors, top) if head.beta > 0 else np.zeros(len(vectors), dtype=np.float32)
-    return Scores(probs, knn)
 
 
 def train_head(

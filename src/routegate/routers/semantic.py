@@ -11,7 +11,9 @@ margin ``p(top) - p(runner-up)``. Outcomes:
 
 Calibration happens on held-out data (``val``) when given, otherwise on out-of-fold predictions over the training
 examples. The head's mix (``alpha``: embedding vs. char n-gram model, ``beta``: weight of the neighbour
-similarity) is chosen on the same data by the same objective — by measurement.
+similarity) is chosen on the same data by the same objective — by measurement. With enough out-of-scope
+calibration examples, a small logistic-regression OOS detector over the head's scores is measured too (out of
+fold) and replaces ``p(top) + beta * knn`` as the confidence when it does better.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class FitConfig:
     clarify_cost: float | None = None
     max_clarify_rate: float = 0.1
     cv_folds: int = 5
+    oos_detector: bool = True
+    detector_c: float = 1.0
+    detector_min_examples: int = 20
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -97,10 +102,21 @@ class Calibration:
     clarify_rate: float = 0.0
     feasible: bool = True
     grid: tuple[Mapping[str, float], ...] = ()
+    # the out-of-scope detector (empty = confidence is p(top) + beta * knn): a logistic regression over
+    # standardised ``_head.DETECTOR_FEATURES``; confidence = its in-scope logit
+    detector_weights: tuple[float, ...] = ()
+    detector_bias: float = 0.0
+    detector_mean: tuple[float, ...] = ()
+    detector_scale: tuple[float, ...] = ()
+
+    @property
+    def method(self) -> str:
+        return "oos-detector" if self.detector_weights else "p_top+beta*knn"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["grid"] = [dict(g) for g in self.grid]
+        out["method"] = self.method
         return out
 
     @classmethod
@@ -108,6 +124,12 @@ class Calibration:
         known = set(cls.__dataclass_fields__)
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["grid"] = tuple(dict(g) for g in kwargs.get("grid", ()))
+        for name in ("detector_weights", "detector_mean", "detector_scale"):
+            kwargs[name] = tuple(float(v) for v in kwargs.get(name, ()))
+        if len({len(kwargs[n]) for n in ("detector_weights", "detector_mean", "detector_scale")}) != 1 or (
+            kwargs["detector_weights"] and len(kwargs["detector_weights"]) != len(_head.DETECTOR_FEATURES)
+        ):
+            raise ConfigurationError("calibration: the OOS detector's weights, mean and scale do not match")
         return cls(**kwargs)
 
 
@@ -352,31 +374,19 @@ class SemanticRouter:
 
     def _decide(self, vectors: F32, texts: Sequence[str], allowed: Collection[str] | None) -> list[SemanticDecision]:
         head = self.head
-        probs = _head.fuse(head, _head.embed_probs(head, vectors), _head.char_probs(head, texts), head.alpha)
         mask = self._mask(allowed)
-        ranked = probs.copy()
-        if mask is not None:
-            ranked[:, ~mask] = -1.0
-        top = ranked.argmax(axis=1).astype(np.int64)
-        knn = _head.knn_to(head, vectors, top) if head.beta > 0 else np.zeros(len(texts), dtype=np.float32)
+        p_char = _head.char_probs(head, texts) if head.alpha < 1.0 else None
+        rule = _apply_rule(head, self.calibration, _head.embed_probs(head, vectors), p_char, vectors, mask)
         cal = self.calibration
         out: list[SemanticDecision] = []
         n_routes = len(head.routes)
+        allowed_any = mask is None or bool(mask.any())
         for i in range(len(texts)):
-            row = ranked[i]
-            t = int(top[i])
-            p1 = float(probs[i, t]) if row[t] >= 0 else 0.0
-            if n_routes > 1:
-                second = row.copy()
-                second[t] = -np.inf
-                r = int(second.argmax())
-                p2 = float(probs[i, r]) if second[r] >= 0 else 0.0
-                runner: str | None = head.routes[r] if second[r] >= 0 else None
-            else:
-                p2, runner = 0.0, None
-            confidence = p1 + head.beta * float(knn[i])
-            margin = p1 - p2
-            allowed_any = mask is None or bool(mask.any())
+            row = rule.ranked[i]
+            t = int(rule.top[i])
+            runner = head.routes[int(rule.runner[i])] if rule.runner[i] >= 0 else None
+            confidence = float(rule.confidence[i])
+            margin = float(rule.p1[i] - rule.p2[i])
             if not allowed_any or confidence < cal.threshold:
                 outcome: Outcome = "default"
                 route = self.default_route
@@ -384,19 +394,18 @@ class SemanticRouter:
                 outcome, route = "clarify", head.routes[t]
             else:
                 outcome, route = "route", head.routes[t]
-            k = min(5, n_routes)
-            best = np.argsort(-row)[:k]
-            scores = {head.routes[int(j)]: round(float(probs[i, j]), 6) for j in best if row[j] >= 0}
+            best = np.argsort(-row)[: min(5, n_routes)]
+            scores = {head.routes[int(j)]: round(float(rule.probs[i, j]), 6) for j in best if row[j] >= 0}
             out.append(
                 SemanticDecision(
                     route=route,
                     outcome=outcome,
                     top=head.routes[t],
-                    score=p1,
+                    score=float(rule.p1[i]),
                     confidence=confidence,
                     margin=margin,
                     runner_up=runner,
-                    runner_up_score=p2,
+                    runner_up_score=float(rule.p2[i]),
                     threshold=cal.threshold,
                     clarify_margin=cal.clarify_margin,
                     scores=scores,
@@ -607,15 +616,134 @@ def _calibrate(
                 best = (key, cal)
     assert best is not None  # alphas and betas are non-empty (FitConfig checks)
     cal = replace(best[1], grid=tuple(grid))
+    n_oos, n_in = int(is_oos.sum()), int((~is_oos).sum())
+    if config.oos_detector and min(n_oos, n_in) >= config.detector_min_examples and len(head.routes) > 1:
+        cal = _try_detector(head, cal, p_embed, p_char, vectors, y, is_oos, config, grid)
     if config.clarify_cost is not None and len(head.routes) > 1:
-        probs = _head.fuse(head, p_embed, p_char, cal.alpha)
-        order = np.sort(probs, axis=1)
-        top = probs.argmax(axis=1)
-        knn = _head.knn_to(head, vectors, top.astype(np.int64))
-        accepted = (order[:, -1] + cal.beta * knn >= cal.threshold) & ~is_oos
-        margin = (order[:, -1] - order[:, -2])[accepted]
+        rule = _apply_rule(head.with_mix(cal.alpha, cal.beta), cal, p_embed, p_char, vectors, None)
+        accepted = (rule.confidence >= cal.threshold) & ~is_oos
+        margin = (rule.p1 - rule.p2)[accepted]
         clarify = fit_clarify_margin(
-            margin, (top == y)[accepted], cost=config.clarify_cost, max_rate=config.max_clarify_rate
+            margin, (rule.top == y)[accepted], cost=config.clarify_cost, max_rate=config.max_clarify_rate
         )
         cal = replace(cal, clarify_margin=clarify.margin, clarify_rate=clarify.clarify_rate)
     return cal
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """The decision rule's numbers for a batch: fused probabilities, top / runner-up and the confidence."""
+
+    probs: F32
+    ranked: F32  # probs with routes outside the allowlist at -1
+    top: np.ndarray[Any, np.dtype[np.int64]]
+    runner: np.ndarray[Any, np.dtype[np.int64]]  # -1 = none
+    p1: F32
+    p2: F32
+    confidence: F32
+
+
+def _apply_rule(
+    head: Head,
+    cal: Calibration,
+    p_embed: F32,
+    p_char: F32 | None,
+    vectors: F32,
+    mask: np.ndarray[Any, np.dtype[np.bool_]] | None,
+) -> _Rule:
+    """``head`` is mixed for ``cal`` (``p_char`` is ignored when ``cal.alpha`` is 1)."""
+    p_char = p_char if cal.alpha < 1.0 else None
+    probs = _head.fuse(head, p_embed, p_char, cal.alpha)
+    n = len(probs)
+    idx = np.arange(n)
+    ranked = probs.copy()
+    if mask is not None:
+        ranked[:, ~mask] = -1.0
+    top = ranked.argmax(axis=1).astype(np.int64)
+    p1 = np.where(ranked[idx, top] >= 0, probs[idx, top], 0.0).astype(np.float32)
+    if probs.shape[1] > 1:
+        second = ranked.copy()
+        second[idx, top] = -np.inf
+        runner = second.argmax(axis=1).astype(np.int64)
+        has = second[idx, runner] >= 0
+        p2 = np.where(has, probs[idx, runner], 0.0).astype(np.float32)
+        runner = np.where(has, runner, -1).astype(np.int64)
+    else:
+        p2 = np.zeros(n, dtype=np.float32)
+        runner = np.full(n, -1, dtype=np.int64)
+    if cal.detector_weights:
+        knn_mean, knn_max = _head.knn_stats(head, vectors, top)
+        feats = _head.detector_features(probs, p_embed, p_char, top, p2, knn_mean, knn_max)
+        z = (feats - np.asarray(cal.detector_mean, dtype=np.float32)) / np.asarray(cal.detector_scale, np.float32)
+        weights = np.asarray(cal.detector_weights, dtype=np.float32)
+        confidence: F32 = (-(z @ weights) - np.float32(cal.detector_bias)).astype(np.float32)
+    elif cal.beta > 0:
+        confidence = p1 + np.float32(cal.beta) * _head.knn_to(head, vectors, top)
+    else:
+        confidence = p1
+    return _Rule(probs, ranked, top, runner, p1, p2, confidence.astype(np.float32))
+
+
+def _try_detector(
+    head: Head,
+    cal: Calibration,
+    p_embed: F32,
+    p_char: F32 | None,
+    vectors: F32,
+    y: np.ndarray[Any, np.dtype[np.int64]],
+    is_oos: np.ndarray[Any, np.dtype[np.bool_]],
+    config: FitConfig,
+    grid: list[dict[str, float]],
+) -> Calibration:
+    """Fit the out-of-scope detector on the calibration data and keep it if its out-of-fold threshold does
+    better on the objective than the best ``p(top) + beta * knn`` rule."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    rule = _apply_rule(head, replace(cal, beta=0.0), p_embed, p_char, vectors, None)
+    knn_mean, knn_max = _head.knn_stats(head, vectors, rule.top)
+    feats = _head.detector_features(
+        rule.probs, p_embed, p_char if cal.alpha < 1.0 else None, rule.top, rule.p2, knn_mean, knn_max
+    )
+    mean = feats.mean(axis=0)
+    scale = feats.std(axis=0) + 1e-6
+    z = (feats - mean) / scale
+    model = LogisticRegression(C=config.detector_c, max_iter=1000)
+    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=config.seed)
+    out_of_fold = cross_val_predict(model, z, is_oos, cv=folds, method="decision_function")
+    correct = (rule.top == y) & ~is_oos
+    fit = fit_threshold(
+        -np.asarray(out_of_fold, dtype=np.float64),
+        correct,
+        is_oos,
+        oos_recall_floor=config.oos_recall_floor,
+        inscope_coverage=config.inscope_coverage,
+    )
+    grid.append(
+        {
+            "alpha": cal.alpha,
+            "beta": -1.0,  # the detector row
+            "threshold": fit.threshold,
+            "in_scope_accuracy": fit.in_scope_accuracy,
+            "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
+        }
+    )
+    base = (cal.feasible, round(cal.in_scope_accuracy or 0.0, 9), round(cal.oos_recall or 0.0, 9))
+    mine = (fit.feasible, round(fit.in_scope_accuracy, 9), round(fit.oos_recall or 0.0, 9))
+    if mine <= base or not np.isfinite(fit.threshold):
+        return replace(cal, grid=tuple(grid))
+    model.fit(z, is_oos)
+    return replace(
+        cal,
+        threshold=fit.threshold,
+        beta=0.0,
+        in_scope_accuracy=fit.in_scope_accuracy,
+        oos_recall=fit.oos_recall,
+        coverage=fit.coverage,
+        feasible=fit.feasible,
+        grid=tuple(grid),
+        detector_weights=tuple(float(w) for w in np.asarray(model.coef_)[0]),
+        detector_bias=float(np.asarray(model.intercept_)[0]),
+        detector_mean=tuple(float(v) for v in mean),
+        detector_scale=tuple(float(v) for v in scale),
+    )
