@@ -431,18 +431,18 @@ class SemanticRouter:
         """Route one query. ``context``: the conversation so far (user texts, or role/content messages, oldest
         first). A query that is unsure on its own ("and ticket 2?") is tried again together with the previous user
         turn; failing that, a clarify between ``previous_route`` and another route stays on ``previous_route``."""
-        texts = [str(text)]
-        history = _texts_of(context)
-        if history and history[-1] == texts[0]:
-            history = history[:-1]
-        if history:
-            texts.append(f"{history[-1]} {texts[0]}")
-        decisions = self._decide(self.encoder.encode(texts), texts, allowed)
-        decision = decisions[0]
+        query = str(text)
+        decision = self._decide(self.encoder.encode([query]), [query], allowed)[0]
         if decision.outcome == "route":
             return decision
-        if len(decisions) > 1 and decisions[1].outcome == "route":
-            return replace(decisions[1], used_context=True)
+        history = _texts_of(context)
+        if history and history[-1] == query:
+            history = history[:-1]
+        if history:  # only an unsure query pays for the second encoding
+            joined = f"{history[-1]} {query}"
+            with_context = self._decide(self.encoder.encode([joined]), [joined], allowed)[0]
+            if with_context.outcome == "route":
+                return replace(with_context, used_context=True)
         if (
             decision.outcome == "clarify"
             and previous_route is not None
