@@ -2,6 +2,7 @@
 concurrency levels. Bounded: each level runs for ``--seconds`` (default 3).
 
     .venv/bin/python bench/server_load.py                   # spawns `routegate serve` (embedded PostgreSQL)
+    .venv/bin/python bench/server_load.py --workers 2       # two server processes over one PostgreSQL
     .venv/bin/python bench/server_load.py --desk fake       # the same server around the in-memory fake desk
     .venv/bin/python bench/server_load.py --url http://127.0.0.1:8000   # an already running server
 
@@ -128,7 +129,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def spawned_server(desk: str) -> Iterator[str]:
+def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="routegate-bench-") as data_dir:
         env = dict(os.environ, ROUTEGATE_DATA_DIR=data_dir)
@@ -190,6 +191,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="benchmark this running server instead of spawning one")
     parser.add_argument("--desk", choices=["real", "fake"], default="real", help="desk of the spawned server")
+    parser.add_argument("--workers", type=int, default=1, help="server processes of the spawned real-desk server")
     parser.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default 1,8,32)")
     parser.add_argument("--modes", default="json,stream", help="json, stream or both (default)")
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each level (default 3)")
@@ -203,12 +205,13 @@ def main() -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     modes = [m.strip() for m in args.modes.split(",")]
     with contextlib.ExitStack() as stack:
-        url = args.url or stack.enter_context(spawned_server(args.desk))
+        url = args.url or stack.enter_context(spawned_server(args.desk, args.workers))
         results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"POST /chat on {'the given server' if args.url else args.desk + ' desk'}, {args.seconds:g} s per level")
+    where = "the given server" if args.url else f"{args.desk} desk, {args.workers} worker(s)"
+    print(f"POST /chat on {where}, {args.seconds:g} s per level")
     print(f"{'mode':<7}{'conc':>5}{'requests':>10}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
     for r in results:
         print(

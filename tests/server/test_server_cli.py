@@ -96,3 +96,45 @@ def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.mark.e2e
+@pytest.mark.integration
+def test_serve_with_two_workers(data_dir: Path) -> None:
+    port = _free_port()
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # readiness probe, bounded
+            assert proc.poll() is None, proc.communicate()[0]
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the workers did not get ready in 120 s"
+            time.sleep(0.2)
+        with httpx.Client(base_url=url, timeout=30) as c:
+            json_mode = {"Accept": "application/json"}
+            for i in range(4):  # a session's turns may land on either worker: the memory is in PostgreSQL
+                body = {"message": f"What is the status of ticket {i % 3 + 1}?", "session_id": "w"}
+                assert c.post("/chat", json=body, headers=json_mode).json()["route"] == "POSTGRES"
+            assert len(c.get("/sessions/w").json()["messages"]) == 8
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "routegate: stopped." in out
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

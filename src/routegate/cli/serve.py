@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from routegate.settings import Settings
 
@@ -32,6 +35,12 @@ def register(subparsers: Any) -> None:
     )
     serve.add_argument("--host", default=None, help="interface to bind (default: ROUTEGATE_SERVER_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default: ROUTEGATE_SERVER_PORT or 8000)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes, each with its own desk on the same PostgreSQL (default 1)",
+    )
     serve.set_defaults(handler=run_serve)
 
     ui = subparsers.add_parser(
@@ -70,8 +79,49 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    workers = getattr(args, "workers", 1)
+    if workers < 1:
+        raise SystemExit(f"--workers must be at least 1 (got {workers})")
+    if workers > 1:
+        return _serve_workers(settings, workers)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(settings, with_ui=False))
+    return 0
+
+
+def _serve_workers(settings: Settings, workers: int) -> int:
+    """Several uvicorn worker processes over one PostgreSQL: the parent starts the embedded server (unless
+    DATABASE_URL), primes the schema and the router's fitted layer once, then hands the URL to the workers."""
+    from routegate.apps.support.factory import database_url, open_support_desk
+
+    url, embedded = database_url(settings)
+    try:
+        primed = settings.model_copy(update={"database_url": url})
+
+        async def prime() -> None:
+            async with open_support_desk(primed):
+                pass
+
+        asyncio.run(prime())
+        os.environ["DATABASE_URL"] = url  # the workers' Settings() read it
+        host, port = settings.server_host, settings.server_port
+        print(
+            f"routegate server: http://{host}:{port}  ({workers} workers; API docs http://{host}:{port}/docs)",
+            flush=True,
+        )
+        config = uvicorn.Config(
+            "routegate.server.workers:app_from_environment",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+        )
+        Multiprocess(config, sockets=[_listening_socket(host, port)]).run()
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    print("routegate: stopped.", flush=True)
     return 0
 
 
@@ -135,6 +185,18 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
                 server.should_exit = True
                 await serving
     print("routegate: stopped.", flush=True)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """What ``uvicorn.run(workers=N)`` binds, but created as a TCP socket (``proto=IPPROTO_TCP``): asyncio sets
+    TCP_NODELAY only on connections of such sockets, and without it small responses wait for delayed ACKs
+    (~40 ms per request at concurrency 1)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
 
 
 class _QuietSignalsServer(uvicorn.Server):

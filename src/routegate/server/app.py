@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -32,9 +34,15 @@ When the server has an API key, send it as `Authorization: Bearer <key>` on ever
 """
 
 
-def create_app(*, desk: SupportDesk, settings: Settings, metrics: ServerMetrics | None = None) -> FastAPI:
-    """Build the HTTP app around an already-built desk. The caller owns the desk's lifecycle."""
-    app = FastAPI(title="routegate support desk", version=__version__, description=DESCRIPTION)
+def create_app(
+    *,
+    desk: SupportDesk,
+    settings: Settings,
+    metrics: ServerMetrics | None = None,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
+    """Build the HTTP app around a desk. The caller owns the desk's lifecycle (``lifespan`` may open it)."""
+    app = FastAPI(title="routegate support desk", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     services = Services(desk=desk, settings=settings, metrics=metrics or ServerMetrics(), locks=SessionLocks())
     app.state.services = services
     install_error_handlers(app)

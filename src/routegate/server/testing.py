@@ -157,7 +157,7 @@ class ServerThread:
         self.startup_timeout = startup_timeout
         self.loop: asyncio.AbstractEventLoop | None = None
         self.server: uvicorn.Server | None = None
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY on
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
         self.port: int = self._sock.getsockname()[1]

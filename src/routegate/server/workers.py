@@ -1,0 +1,69 @@
+"""The app of one worker process of ``routegate serve --workers N``: uvicorn imports
+:func:`app_from_environment` in each worker; the worker opens its own desk (its own connection pool, encoder and
+event loop) in the app's lifespan, on the ``DATABASE_URL`` the parent process set up (and primed) for all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from routegate.apps.support.contracts import Message, SupportDesk, SupportEvent, TurnResult
+from routegate.errors import RuntimeFaultError
+from routegate.server.app import create_app
+from routegate.settings import Settings
+
+
+class DeferredDesk:
+    """A :class:`SupportDesk` that forwards to a desk bound later (when the worker's event loop runs)."""
+
+    def __init__(self) -> None:
+        self._desk: SupportDesk | None = None
+
+    def bind(self, desk: SupportDesk | None) -> None:
+        self._desk = desk
+
+    @property
+    def desk(self) -> SupportDesk:
+        if self._desk is None:
+            raise RuntimeFaultError("the support desk of this worker is not started")
+        return self._desk
+
+    def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+        return self.desk.astream(message, session_id=session_id)
+
+    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+        return await self.desk.ask(message, session_id=session_id)
+
+    async def history(self, session_id: str) -> list[Message]:
+        return await self.desk.history(session_id)
+
+    async def reset(self, session_id: str) -> None:
+        await self.desk.reset(session_id)
+
+    async def healthy(self) -> bool:
+        return self._desk is not None and await self._desk.healthy()
+
+
+def app_from_environment() -> FastAPI:
+    """uvicorn's ``factory=True`` entry point (settings from the environment, the desk opened in the lifespan)."""
+    from routegate.apps.support.factory import open_support_desk
+    from routegate.embed import MiniLMEncoder
+
+    settings = Settings()
+    if not settings.database_url:
+        raise RuntimeFaultError("a worker needs DATABASE_URL: run it through `routegate serve --workers N`")
+    deferred = DeferredDesk()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # one onnxruntime thread per worker: the workers already use the cores, more threads only contend
+        async with open_support_desk(settings, encoder=MiniLMEncoder(intra_op_num_threads=1)) as desk:
+            deferred.bind(desk)
+            try:
+                yield
+            finally:
+                deferred.bind(None)
+
+    return create_app(desk=deferred, settings=settings, lifespan=lifespan)
