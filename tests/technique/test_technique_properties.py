@@ -53,7 +53,8 @@ CALLISH = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(CALLISH)
-@example({"target_agent": "billing", "task": "refund", "type": ["a2a_request"]})  # unhashable 'type' once raised TypeError
+# an unhashable 'type' once raised TypeError
+@example({"target_agent": "billing", "task": "refund", "type": ["a2a_request"]})
 def test_shape_parsers_only_ever_raise_shape_error(value: object) -> None:
     for parse in (tool_calls_from, a2a_requests_from):
         try:
