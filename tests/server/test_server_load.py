@@ -5,6 +5,7 @@ recovers; clients leaving mid-stream leave no task or pooled connection behind."
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 
@@ -126,6 +127,51 @@ def test_database_down_mid_run_gives_503_then_recovers(
             "ticket 3 status",
             "ticket 2 status",
         ]
+
+
+def test_database_down_under_concurrent_load(
+    start_real_server: Callable[..., ServerThread], own_pg: EmbeddedPostgres
+) -> None:
+    """Clients keep talking while PostgreSQL stops and comes back: every answer is a 200 or a clear 503, none
+    hangs or is a 500, and the turns succeed again once the database is back."""
+    url = own_pg.start()
+    server = start_real_server(database_url=url)
+    stop = threading.Event()
+    lock = threading.Lock()
+    seen: list[tuple[int, str]] = []
+
+    def client(k: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            i = 0
+            while not stop.is_set():
+                body = {"message": _message(k, i), "session_id": f"burst-{k}"}
+                headers = {"Accept": "application/json"} if i % 2 else {}
+                response = c.post("/chat", json=body, headers=headers)
+                code = response.json()["error"]["code"] if response.status_code != 200 else ""
+                with lock:
+                    seen.append((response.status_code, code))
+                i += 1
+
+    def count(status: int) -> int:
+        with lock:
+            return sum(1 for s, _ in seen if s == status)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: count(200) >= 8, timeout=30, what="8 answers before the outage")
+        own_pg.stop()
+        wait_until(lambda: count(503) >= 8, timeout=30, what="8 clear 503s during the outage")
+        assert own_pg.start() == url
+        before = count(200)
+        wait_until(lambda: count(200) >= before + 8, timeout=30, what="8 answers after the restart")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert {status for status, _ in seen} <= {200, 503}, seen
+    assert {code for status, code in seen if status == 503} == {"database_unavailable"}
 
 
 def test_clients_leaving_mid_stream_leak_nothing(real_server: ServerThread) -> None:
