@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from routegate.apps.support.db import EmbeddedPostgres
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from routegate.server import create_app
 from routegate.server.testing import FakeSupportDesk, ServerThread, support_desk_app
@@ -96,13 +96,14 @@ def encoder() -> MiniLMEncoder:
 
 
 @pytest.fixture(scope="session")
-def semantic(encoder: MiniLMEncoder) -> ExampleEmbeddingLayer:
-    return ExampleEmbeddingLayer(encoder)
+def semantic(encoder: MiniLMEncoder) -> FittedSemanticLayer:
+    """The router's production embedding layer, fitted once for the session (a few seconds)."""
+    return FittedSemanticLayer.load_or_fit(encoder, None)
 
 
 @pytest.fixture
 def start_real_server(
-    pg_url: str, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
+    pg_url: str, encoder: MiniLMEncoder, semantic: FittedSemanticLayer
 ) -> Iterator[Callable[..., ServerThread]]:
     """``start_real_server(database_url=None, **settings)``: the server around the real desk, own schema."""
     started: list[ServerThread] = []

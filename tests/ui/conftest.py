@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.support.db import EmbeddedPostgres
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from routegate.server import create_app
 from routegate.server.testing import FakeSupportDesk, ServerThread, support_desk_app
@@ -41,10 +41,15 @@ def ui_pg_url() -> Iterator[str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture
-def real_server(ui_pg_url: str) -> Iterator[ServerThread]:
+@pytest.fixture(scope="session")
+def ui_desk_parts() -> tuple[MiniLMEncoder, FittedSemanticLayer]:
     encoder = MiniLMEncoder()
-    semantic = ExampleEmbeddingLayer(encoder)
+    return encoder, FittedSemanticLayer.load_or_fit(encoder, None)
+
+
+@pytest.fixture
+def real_server(ui_pg_url: str, ui_desk_parts: tuple[MiniLMEncoder, FittedSemanticLayer]) -> Iterator[ServerThread]:
+    encoder, semantic = ui_desk_parts
     factory = ServerThread(
         app_factory=lambda: support_desk_app(ui_pg_url, settings=Settings(), encoder=encoder, semantic=semantic)
     )

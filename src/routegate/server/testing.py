@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -29,6 +29,9 @@ from routegate.apps.support.contracts import (
     TurnResult,
 )
 from routegate.embed import Encoder
+
+if TYPE_CHECKING:
+    from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.settings import Settings
 
 _KEYWORDS: tuple[tuple[SupportRoute, tuple[str, ...]], ...] = (
@@ -262,12 +265,12 @@ async def support_desk_app(
     settings: Settings,
     schema: str | None = None,
     encoder: Encoder | None = None,
-    semantic: Any = None,
+    semantic: EmbeddingLayer | None = None,
     pool_size: int = 8,
 ) -> AsyncIterator[FastAPI]:
     """The app around the *real* support desk on ``database_url``, in a schema of its own (dropped on exit).
     Enter it in the loop that will serve the app (see ``ServerThread(app_factory=...)``). ``encoder`` and
-    ``semantic`` (an ``ExampleEmbeddingLayer``) can be shared between tests: both are costly to build."""
+    ``semantic`` (the router's embedding layer) can be shared between tests: both are costly to build."""
     from routegate.apps.support.db import SupportDatabase
     from routegate.apps.support.desk import SupportAgent
     from routegate.embed import default_encoder
