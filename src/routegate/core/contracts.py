@@ -123,7 +123,7 @@ class HistoryEntry:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TraceEntry:
     """One line of the trace. The core runtime writes one per route attempt, the Plan engine one per step.
 
@@ -153,7 +153,7 @@ class TraceEntry:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunResult:
     """How a run ended. Every run returns one of these; bad input, budgets and timeouts included."""
 
