@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Set up and drive routegate from a fresh clone with nothing but Python 3.11+ and pip.
 
-    python3 dev.py run      # create .venv, install, run the main job on the embedded default
+    python3 dev.py run      # create .venv, install, start the product on the embedded default (routegate up)
+    python3 dev.py run triage "..."   # or any other routegate command
     python3 dev.py test     # create .venv, install, run lint, type check and the whole test suite
     python3 dev.py check    # lint + type check only
     python3 dev.py install  # only create/update .venv
@@ -24,10 +25,6 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".routegate-install-stamp"
-DEMO_GOAL = (
-    "User Anna (user_id=42) asks: Can I get a refund for my pro_monthly subscription "
-    "charged 10 days ago? Route to the correct specialist and provide a short final answer."
-)
 
 
 def _say(message: str) -> None:
@@ -82,7 +79,7 @@ def ensure_browser() -> None:
 
 def run(extra: list[str]) -> int:
     install()
-    args = extra or ["triage", DEMO_GOAL]
+    args = extra or ["up"]
     return _run(BIN / "routegate", *args)
 
 
