@@ -86,3 +86,15 @@ def test_malformed_jsonl_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
     bad.write_text('{"text": "hi", "label": "a"}\n{"text": 3}\n')
     assert main(["fit", "--train", str(bad), "-o", str(tmp_path / "r")]) == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_fit_adds_labelled_misroutes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from routegate.routers import Misroute, MisrouteLog
+
+    log = MisrouteLog(tmp_path / "misroutes.jsonl")
+    log.record([Misroute("how cold is it outside", "timer", "weather"), Misroute("hmm", "timer", None)])
+    out = tmp_path / "r"
+    assert main(["fit", "--train", str(TRAIN), "--misroutes", str(log.path), "-o", str(out), "--no-char-ngrams"]) == 0
+    assert "adding 1 labelled misroute(s)" in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["arrays"]["bank"]["shape"][0] == 8 * 25 + 1  # the subset's examples + the labelled misroute

@@ -21,6 +21,9 @@ def register(subparsers: Any) -> None:
     )
     fit.add_argument("--train", required=True, help="training data (JSONL)")
     fit.add_argument("--val", help="validation data for calibration (JSONL); never pass the test split")
+    fit.add_argument(
+        "--misroutes", help="a misroute log (MisrouteLog JSONL): its labelled misroutes are added to the training data"
+    )
     fit.add_argument("-o", "--output", required=True, help="directory to write the router to")
     fit.add_argument("--default-route", default="oos", help="route for out-of-scope queries (default: oos)")
     fit.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
@@ -56,7 +59,7 @@ def register(subparsers: Any) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     from routegate.embed import MiniLMEncoder
-    from routegate.routers import FitConfig, SemanticRouter, load_examples
+    from routegate.routers import FitConfig, MisrouteLog, SemanticRouter, load_examples
 
     try:
         config = FitConfig(
@@ -66,6 +69,10 @@ def run_fit(args: argparse.Namespace) -> int:
             char_ngrams=False if args.no_char_ngrams else "auto",
         )
         train = load_examples(args.train)
+        if args.misroutes:
+            extra = MisrouteLog(args.misroutes).examples()
+            print(f"adding {len(extra)} labelled misroute(s) from {args.misroutes}", file=sys.stderr)
+            train += extra
         val = load_examples(args.val) if args.val else None
         started = time.perf_counter()
         print(f"fitting on {len(train)} examples ...", file=sys.stderr)
