@@ -18,7 +18,8 @@ from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError
 from routegate.routers._charngrams import CharNgrams
 from routegate.routers._head import CharHead, Head
-from routegate.routers.semantic import Calibration, SemanticRouter
+from routegate.routers._rule import Calibration
+from routegate.routers.semantic import SemanticRouter
 
 FORMAT = "routegate.semantic_router"
 VERSION = 1

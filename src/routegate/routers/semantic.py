@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,8 +32,9 @@ from routegate.core.stop_reasons import safe_detail
 from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import _head
+from routegate.routers._fit import FitConfig, calibrate, out_of_fold
 from routegate.routers._head import F32, Head
-from routegate.routers.calibration import fit_clarify_margin, fit_threshold
+from routegate.routers._rule import Calibration, apply_rule
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.rules import ArgsBuilder, ticket_args
 
@@ -42,95 +43,6 @@ logger = logging.getLogger(__name__)
 Outcome = Literal["route", "clarify", "default"]
 CLARIFY = "clarify"
 NO_ROUTE_OUT_OF_SCOPE = "no_route:out_of_scope"
-
-
-@dataclass(frozen=True, slots=True)
-class FitConfig:
-    """How :meth:`SemanticRouter.fit` trains and calibrates.
-
-    ``oos_recall_floor``: with out-of-scope calibration examples, the threshold maximises in-scope accuracy
-    subject to this OOS recall. ``inscope_coverage``: without them, the share of in-scope queries that must keep a
-    route. ``clarify_cost``: cost of asking relative to a wrong guess (``None`` = never clarify).
-    ``char_ngrams``: ``"auto"`` trains the char n-gram model and lets calibration decide whether it is used.
-    """
-
-    c_embed: float = 10.0
-    c_char: float = 20.0
-    char_ngrams: bool | Literal["auto"] = "auto"
-    max_char_features: int = 30000
-    alphas: tuple[float, ...] = (1.0, 0.7, 0.5)
-    betas: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 3.0)
-    knn_k: int = 5
-    oos_recall_floor: float = 0.85
-    inscope_coverage: float = 0.97
-    clarify_cost: float | None = None
-    max_clarify_rate: float = 0.1
-    cv_folds: int = 5
-    oos_detector: bool = True
-    detector_c: float = 1.0
-    detector_min_examples: int = 20
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.c_embed <= 0 or self.c_char <= 0:
-            raise ConfigurationError(f"regularisation C must be > 0, got c_embed={self.c_embed}, c_char={self.c_char}")
-        if not self.alphas or any(not 0.0 <= a <= 1.0 for a in self.alphas):
-            raise ConfigurationError(f"alphas must be a non-empty tuple of values in [0, 1], got {self.alphas}")
-        if not self.betas or any(b < 0 for b in self.betas):
-            raise ConfigurationError(f"betas must be a non-empty tuple of values >= 0, got {self.betas}")
-        if self.knn_k < 1:
-            raise ConfigurationError(f"knn_k must be >= 1, got {self.knn_k}")
-        if self.cv_folds < 2:
-            raise ConfigurationError(f"cv_folds must be >= 2, got {self.cv_folds}")
-
-
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    """The fitted decision rule and what it achieved on the calibration data."""
-
-    threshold: float
-    clarify_margin: float = 0.0
-    alpha: float = 1.0
-    beta: float = 0.0
-    objective: str = "inscope_coverage"
-    target: float = 0.97
-    source: str = "none"
-    examples: int = 0
-    in_scope_accuracy: float | None = None
-    oos_recall: float | None = None
-    coverage: float | None = None
-    clarify_rate: float = 0.0
-    feasible: bool = True
-    grid: tuple[Mapping[str, float], ...] = ()
-    # the out-of-scope detector (empty = confidence is p(top) + beta * knn): a logistic regression over
-    # standardised ``_head.DETECTOR_FEATURES``; confidence = its in-scope logit
-    detector_weights: tuple[float, ...] = ()
-    detector_bias: float = 0.0
-    detector_mean: tuple[float, ...] = ()
-    detector_scale: tuple[float, ...] = ()
-
-    @property
-    def method(self) -> str:
-        return "oos-detector" if self.detector_weights else "p_top+beta*knn"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["grid"] = [dict(g) for g in self.grid]
-        out["method"] = self.method
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        known = set(cls.__dataclass_fields__)
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["grid"] = tuple(dict(g) for g in kwargs.get("grid", ()))
-        for name in ("detector_weights", "detector_mean", "detector_scale"):
-            kwargs[name] = tuple(float(v) for v in kwargs.get(name, ()))
-        if len({len(kwargs[n]) for n in ("detector_weights", "detector_mean", "detector_scale")}) != 1 or (
-            kwargs["detector_weights"] and len(kwargs["detector_weights"]) != len(_head.DETECTOR_FEATURES)
-        ):
-            raise ConfigurationError("calibration: the OOS detector's weights, mean and scale do not match")
-        return cls(**kwargs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +213,7 @@ class SemanticRouter:
             p_char = _head.char_probs(head, cal_texts)
             source = "val"
         else:
-            p_embed, p_char, cal_vectors, cal_labels, fold_heads = _out_of_fold(
+            p_embed, p_char, cal_vectors, cal_labels, fold_heads = out_of_fold(
                 vectors, texts, [e.label for e in in_scope], config, train_kwargs
             )
             if oos_train:
@@ -315,7 +227,7 @@ class SemanticRouter:
                 cal_labels = cal_labels + [oos_label] * len(oos_train)
             source = f"{config.cv_folds}-fold cross-validation on train"
             del fold_heads
-        calibration = _calibrate(head, p_embed, p_char, cal_vectors, cal_labels, oos_label, config, source)
+        calibration = calibrate(head, p_embed, p_char, cal_vectors, cal_labels, oos_label, config, source)
         router = cls(head, calibration, encoder=encoder, default_route=default_route, **kwargs)
         logger.info(
             "semantic router fitted: %d routes, %d examples, alpha=%.2f beta=%.2f threshold=%.3f in %.1fs",
@@ -345,7 +257,7 @@ class SemanticRouter:
         texts = [e.text for e in val]
         vectors = self.encoder.encode(texts)
         head = self._trained
-        calibration = _calibrate(
+        calibration = calibrate(
             head,
             _head.embed_probs(head, vectors),
             _head.char_probs(head, texts),
@@ -376,7 +288,7 @@ class SemanticRouter:
         head = self.head
         mask = self._mask(allowed)
         p_char = _head.char_probs(head, texts) if head.alpha < 1.0 else None
-        rule = _apply_rule(head, self.calibration, _head.embed_probs(head, vectors), p_char, vectors, mask)
+        rule = apply_rule(head, self.calibration, _head.embed_probs(head, vectors), p_char, vectors, mask)
         cal = self.calibration
         out: list[SemanticDecision] = []
         n_routes = len(head.routes)
@@ -504,246 +416,3 @@ class SemanticRouter:
         from routegate.routers.persist import load_router
 
         return load_router(Path(path), encoder=encoder, **kwargs)
-
-
-def _folds(labels: Sequence[str], k: int, seed: int) -> list[np.ndarray[Any, np.dtype[np.int64]]]:
-    """Stratified folds: each route's examples dealt round-robin after a seeded shuffle."""
-    rng = np.random.default_rng(seed)
-    folds: list[list[int]] = [[] for _ in range(k)]
-    by_label: dict[str, list[int]] = {}
-    for i, label in enumerate(labels):
-        by_label.setdefault(label, []).append(i)
-    start = 0
-    for label in sorted(by_label):
-        idx = np.array(by_label[label])
-        rng.shuffle(idx)
-        for j, i in enumerate(idx):
-            folds[(start + j) % k].append(int(i))
-        start += len(idx)
-    return [np.array(sorted(f), dtype=np.int64) for f in folds if f]
-
-
-def _out_of_fold(
-    vectors: F32, texts: Sequence[str], labels: Sequence[str], config: FitConfig, train_kwargs: Mapping[str, Any]
-) -> tuple[F32, F32 | None, F32, list[str], int]:
-    """Out-of-fold probabilities over the training examples (the calibration data when there is no ``val``)."""
-    routes = sorted(set(labels))
-    counts = {r: labels.count(r) for r in routes}
-    if len(routes) > 1 and min(counts.values()) < 2:
-        lonely = [r for r, c in counts.items() if c < 2]
-        raise ConfigurationError(
-            f"calibration without validation data needs >= 2 examples per route; too few for {lonely[:5]} "
-            "(add examples or pass val=...)"
-        )
-    k = min(config.cv_folds, max(2, min(counts.values())))
-    folds = _folds(labels, k, config.seed)
-    n = len(texts)
-    p_embed = np.zeros((n, len(routes)), dtype=np.float32)
-    p_char: F32 | None = None
-    index = {r: i for i, r in enumerate(routes)}
-    for fold in folds:
-        rest = np.setdiff1d(np.arange(n), fold)
-        fold_head = _head.train_head(vectors[rest], [texts[i] for i in rest], [labels[i] for i in rest], **train_kwargs)
-        cols = np.array([index[r] for r in fold_head.routes], dtype=np.int64)
-        fold_texts = [texts[i] for i in fold]
-        pe = _head.embed_probs(fold_head, vectors[fold])
-        p_embed[np.ix_(fold, cols)] = pe
-        pc = _head.char_probs(fold_head, fold_texts)
-        if pc is not None:
-            if p_char is None:
-                p_char = np.zeros((n, len(routes)), dtype=np.float32)
-            p_char[np.ix_(fold, cols)] = pc
-    return p_embed, p_char, vectors, list(labels), len(folds)
-
-
-def _calibrate(
-    head: Head,
-    p_embed: F32,
-    p_char: F32 | None,
-    vectors: F32,
-    labels: Sequence[str],
-    oos_label: str,
-    config: FitConfig,
-    source: str,
-) -> Calibration:
-    index = {r: i for i, r in enumerate(head.routes)}
-    is_oos = np.array([label == oos_label for label in labels], dtype=bool)
-    y = np.array([index.get(label, -1) for label in labels], dtype=np.int64)
-    alphas = config.alphas if p_char is not None else (1.0,)
-    # ties (common on small data) go to the larger beta: distance to the examples is the signal that generalises
-    # to out-of-scope queries unlike any seen in calibration
-    best: tuple[tuple[bool, float, float, float], Calibration] | None = None
-    grid: list[dict[str, float]] = []
-    for alpha in alphas:
-        probs = _head.fuse(head, p_embed, p_char, alpha)
-        top = probs.argmax(axis=1).astype(np.int64)
-        p1 = probs[np.arange(len(probs)), top]
-        knn = _head.knn_to(head, vectors, top)
-        correct = (top == y) & ~is_oos
-        for beta in config.betas:
-            confidence = p1 + beta * knn
-            fit = fit_threshold(
-                confidence,
-                correct,
-                is_oos,
-                oos_recall_floor=config.oos_recall_floor,
-                inscope_coverage=config.inscope_coverage,
-            )
-            grid.append(
-                {
-                    "alpha": alpha,
-                    "beta": beta,
-                    "threshold": fit.threshold,
-                    "in_scope_accuracy": fit.in_scope_accuracy,
-                    "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
-                }
-            )
-            key = (fit.feasible, round(fit.in_scope_accuracy, 9), round(fit.oos_recall or 0.0, 9), beta)
-            if best is None or key > best[0]:
-                cal = Calibration(
-                    threshold=fit.threshold if np.isfinite(fit.threshold) else (-1e9 if fit.threshold < 0 else 1e9),
-                    alpha=alpha,
-                    beta=beta,
-                    objective=fit.objective,
-                    target=fit.target,
-                    source=source,
-                    examples=len(labels),
-                    in_scope_accuracy=fit.in_scope_accuracy,
-                    oos_recall=fit.oos_recall,
-                    coverage=fit.coverage,
-                    feasible=fit.feasible,
-                )
-                best = (key, cal)
-    assert best is not None  # alphas and betas are non-empty (FitConfig checks)
-    cal = replace(best[1], grid=tuple(grid))
-    n_oos, n_in = int(is_oos.sum()), int((~is_oos).sum())
-    if config.oos_detector and min(n_oos, n_in) >= config.detector_min_examples and len(head.routes) > 1:
-        cal = _try_detector(head, cal, p_embed, p_char, vectors, y, is_oos, config, grid)
-    if config.clarify_cost is not None and len(head.routes) > 1:
-        rule = _apply_rule(head.with_mix(cal.alpha, cal.beta), cal, p_embed, p_char, vectors, None)
-        accepted = (rule.confidence >= cal.threshold) & ~is_oos
-        margin = (rule.p1 - rule.p2)[accepted]
-        clarify = fit_clarify_margin(
-            margin, (rule.top == y)[accepted], cost=config.clarify_cost, max_rate=config.max_clarify_rate
-        )
-        cal = replace(cal, clarify_margin=clarify.margin, clarify_rate=clarify.clarify_rate)
-    return cal
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    """The decision rule's numbers for a batch: fused probabilities, top / runner-up and the confidence."""
-
-    probs: F32
-    ranked: F32  # probs with routes outside the allowlist at -1
-    top: np.ndarray[Any, np.dtype[np.int64]]
-    runner: np.ndarray[Any, np.dtype[np.int64]]  # -1 = none
-    p1: F32
-    p2: F32
-    confidence: F32
-
-
-def _apply_rule(
-    head: Head,
-    cal: Calibration,
-    p_embed: F32,
-    p_char: F32 | None,
-    vectors: F32,
-    mask: np.ndarray[Any, np.dtype[np.bool_]] | None,
-) -> _Rule:
-    """``head`` is mixed for ``cal`` (``p_char`` is ignored when ``cal.alpha`` is 1)."""
-    p_char = p_char if cal.alpha < 1.0 else None
-    probs = _head.fuse(head, p_embed, p_char, cal.alpha)
-    n = len(probs)
-    idx = np.arange(n)
-    ranked = probs.copy()
-    if mask is not None:
-        ranked[:, ~mask] = -1.0
-    top = ranked.argmax(axis=1).astype(np.int64)
-    p1 = np.where(ranked[idx, top] >= 0, probs[idx, top], 0.0).astype(np.float32)
-    if probs.shape[1] > 1:
-        second = ranked.copy()
-        second[idx, top] = -np.inf
-        runner = second.argmax(axis=1).astype(np.int64)
-        has = second[idx, runner] >= 0
-        p2 = np.where(has, probs[idx, runner], 0.0).astype(np.float32)
-        runner = np.where(has, runner, -1).astype(np.int64)
-    else:
-        p2 = np.zeros(n, dtype=np.float32)
-        runner = np.full(n, -1, dtype=np.int64)
-    if cal.detector_weights:
-        knn_mean, knn_max = _head.knn_stats(head, vectors, top)
-        feats = _head.detector_features(probs, p_embed, p_char, top, p2, knn_mean, knn_max)
-        z = (feats - np.asarray(cal.detector_mean, dtype=np.float32)) / np.asarray(cal.detector_scale, np.float32)
-        weights = np.asarray(cal.detector_weights, dtype=np.float32)
-        confidence: F32 = (-(z @ weights) - np.float32(cal.detector_bias)).astype(np.float32)
-    elif cal.beta > 0:
-        confidence = p1 + np.float32(cal.beta) * _head.knn_to(head, vectors, top)
-    else:
-        confidence = p1
-    return _Rule(probs, ranked, top, runner, p1, p2, confidence.astype(np.float32))
-
-
-def _try_detector(
-    head: Head,
-    cal: Calibration,
-    p_embed: F32,
-    p_char: F32 | None,
-    vectors: F32,
-    y: np.ndarray[Any, np.dtype[np.int64]],
-    is_oos: np.ndarray[Any, np.dtype[np.bool_]],
-    config: FitConfig,
-    grid: list[dict[str, float]],
-) -> Calibration:
-    """Fit the out-of-scope detector on the calibration data and keep it if its out-of-fold threshold does
-    better on the objective than the best ``p(top) + beta * knn`` rule."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
-
-    rule = _apply_rule(head, replace(cal, beta=0.0), p_embed, p_char, vectors, None)
-    knn_mean, knn_max = _head.knn_stats(head, vectors, rule.top)
-    feats = _head.detector_features(
-        rule.probs, p_embed, p_char if cal.alpha < 1.0 else None, rule.top, rule.p2, knn_mean, knn_max
-    )
-    mean = feats.mean(axis=0)
-    scale = feats.std(axis=0) + 1e-6
-    z = (feats - mean) / scale
-    model = LogisticRegression(C=config.detector_c, max_iter=1000)
-    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=config.seed)
-    out_of_fold = cross_val_predict(model, z, is_oos, cv=folds, method="decision_function")
-    correct = (rule.top == y) & ~is_oos
-    fit = fit_threshold(
-        -np.asarray(out_of_fold, dtype=np.float64),
-        correct,
-        is_oos,
-        oos_recall_floor=config.oos_recall_floor,
-        inscope_coverage=config.inscope_coverage,
-    )
-    grid.append(
-        {
-            "alpha": cal.alpha,
-            "beta": -1.0,  # the detector row
-            "threshold": fit.threshold,
-            "in_scope_accuracy": fit.in_scope_accuracy,
-            "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
-        }
-    )
-    base = (cal.feasible, round(cal.in_scope_accuracy or 0.0, 9), round(cal.oos_recall or 0.0, 9))
-    mine = (fit.feasible, round(fit.in_scope_accuracy, 9), round(fit.oos_recall or 0.0, 9))
-    if mine <= base or not np.isfinite(fit.threshold):
-        return replace(cal, grid=tuple(grid))
-    model.fit(z, is_oos)
-    return replace(
-        cal,
-        threshold=fit.threshold,
-        beta=0.0,
-        in_scope_accuracy=fit.in_scope_accuracy,
-        oos_recall=fit.oos_recall,
-        coverage=fit.coverage,
-        feasible=fit.feasible,
-        grid=tuple(grid),
-        detector_weights=tuple(float(w) for w in np.asarray(model.coef_)[0]),
-        detector_bias=float(np.asarray(model.intercept_)[0]),
-        detector_mean=tuple(float(v) for v in mean),
-        detector_scale=tuple(float(v) for v in scale),
-    )
