@@ -98,3 +98,5 @@ def test_fit_adds_labelled_misroutes(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "adding 1 labelled misroute(s)" in capsys.readouterr().err
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["arrays"]["bank"]["shape"][0] == 8 * 25 + 1  # the subset's examples + the labelled misroute
+    assert "char_coef" not in manifest["arrays"]
+    assert SemanticRouter.load(out).route("how cold is it outside").top == "weather"
