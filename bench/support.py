@@ -8,7 +8,8 @@ composer). Peers, side by side in the same process:
   with the spec's words and priority, LLM when nothing matches) and the embedding layer alone (nearest route by
   example utterances, never abstaining) against the full cascade (rules → semantic → default);
 * orchestration: the same turn (same router, same tool nodes, same composer) wired as a LangGraph ``StateGraph``
-  instead of routegate's governed core runtime (policy boundary, two allowlists, budgets, trace).
+  instead of the desk's governed ``routegate.plan.Plan`` (policy boundary, two allowlists, per-turn delegation
+  ledger, deadline, trace).
 
 Run: python bench/support.py [--data tests/data/support_routes.jsonl] [--asks 40] [--route-passes 3]
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import shutil
 import tempfile
@@ -32,7 +34,6 @@ from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.respond import compose
 from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
-from routegate.apps.support.turn import CURRENT_TURN, Turn
 from routegate.core import RouteRequest
 from routegate.embed import MiniLMEncoder
 from routegate.routers.rules import KeywordRouter
@@ -119,9 +120,9 @@ def langgraph_peer(desk: SupportAgent) -> Any:
     """The same Router → tool node → Respond graph, wired with LangGraph (no policy boundary, no budgets)."""
     from langgraph.graph import END, START, StateGraph
 
-    assert desk.router is not None
+    assert desk.router is not None and desk.gateway is not None
     router = desk.router
-    nodes = {w.name: w for w in desk.agent.gateway.workers.values()}
+    nodes = dict(desk.gateway.workers)
 
     async def route_node(state: GraphState) -> GraphState:
         return {"route": (await router.choose(state["message"])).route}
@@ -137,20 +138,20 @@ def langgraph_peer(desk: SupportAgent) -> Any:
 
     graph = StateGraph(GraphState)
     graph.add_node("router", route_node)
-    for name in ROUTES:
+    for name in nodes:
         graph.add_node(name, tool_node(name))
         graph.add_edge(name, "respond")
     graph.add_node("respond", respond_node)
     graph.add_edge(START, "router")
-    graph.add_conditional_edges("router", lambda s: s["route"], {r: r for r in ROUTES})
+    graph.add_conditional_edges("router", lambda s: s["route"], {r: r if r in nodes else "respond" for r in ROUTES})
     graph.add_edge("respond", END)
     return graph.compile()
 
 
 async def ask_latency(desk: SupportAgent, asks: int) -> None:
     print(f"\nend-to-end latency per route (offline, warm, {asks} turns per route, the three runs interleaved)")
-    print("  ask = SupportAgent.ask (memory read + write included); core = the same turn through routegate's")
-    print("  RoutingAgent without memory; langgraph = the same nodes wired as a LangGraph StateGraph, no memory")
+    print("  ask = SupportAgent.ask (memory read + write included); plan = the same turn through the desk's Plan")
+    print("  (SupportAgent.run_turn) without memory; langgraph = the same nodes as a LangGraph StateGraph, no memory")
     peer = langgraph_peer(desk)
     totals: dict[str, list[float]] = defaultdict(list)
     for route, queries in ASK_QUERIES.items():
@@ -161,36 +162,33 @@ async def ask_latency(desk: SupportAgent, asks: int) -> None:
             result = await desk.ask(query, session_id=f"bench-{route}")
             timings["ask"].append((time.perf_counter() - started) * 1000)
             assert result.route == route, (query, result.route)
-            turn = Turn(session_id="core", message=query, history=())
-            token = CURRENT_TURN.set(turn)
-            try:
-                started = time.perf_counter()
-                run = await desk.agent.arun(query, context={"turn": turn, "history": ()})
-                timings["core"].append((time.perf_counter() - started) * 1000)
-                assert run.selected_route == route
-                started = time.perf_counter()
-                state = await peer.ainvoke({"message": query})
-                timings["langgraph"].append((time.perf_counter() - started) * 1000)
-                assert state["route"] == route
-            finally:
-                CURRENT_TURN.reset(token)
+            turn = desk.new_turn(query, session_id="plan")
+            started = time.perf_counter()
+            run = await desk.run_turn(turn)
+            timings["plan"].append((time.perf_counter() - started) * 1000)
+            assert (run.route, run.stop_reason) == (route, "success"), (query, run.route, run.stop_reason)
+            started = time.perf_counter()
+            state = await peer.ainvoke({"message": query})
+            timings["langgraph"].append((time.perf_counter() - started) * 1000)
+            assert state["route"] == route
         for name, values in timings.items():
             totals[name] += values
-        ratio = pct(timings["core"], 0.5) / pct(timings["langgraph"], 0.5)
+        ratio = pct(timings["plan"], 0.5) / pct(timings["langgraph"], 0.5)
         print(
-            f"  {route:9s} ask {ms(timings['ask'])} | core {ms(timings['core'])} | "
-            f"langgraph {ms(timings['langgraph'])} | core/langgraph p50 {ratio:.2f}x"
+            f"  {route:9s} ask {ms(timings['ask'])} | plan {ms(timings['plan'])} | "
+            f"langgraph {ms(timings['langgraph'])} | plan/langgraph p50 {ratio:.2f}x"
         )
-    ratio = pct(totals["core"], 0.5) / pct(totals["langgraph"], 0.5)
+    ratio = pct(totals["plan"], 0.5) / pct(totals["langgraph"], 0.5)
     print(
-        f"  all       ask {ms(totals['ask'])} | core {ms(totals['core'])} | "
-        f"langgraph {ms(totals['langgraph'])} | core/langgraph p50 {ratio:.2f}x"
+        f"  all       ask {ms(totals['ask'])} | plan {ms(totals['plan'])} | "
+        f"langgraph {ms(totals['langgraph'])} | plan/langgraph p50 {ratio:.2f}x"
     )
 
 
 async def main_async(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}")
+    print(f"{os.cpu_count()} cores, load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     workdir = Path(tempfile.mkdtemp(prefix="routegate-bench-"))
     try:
         server = EmbeddedPostgres(workdir / "pg")
@@ -229,6 +227,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await accuracy(rows, desk.router, SupportRouter(semantic=thin_layer), thin_layer)
         await routing_latency(rows, desk.router, args.route_passes)
         await ask_latency(desk, args.asks)
+        print(f"\nload average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         await db.close()
         server.stop()
     finally:

@@ -94,8 +94,8 @@ async def test_trace_says_which_layer_decided_with_scores(desk: SupportAgent) ->
     router = ruled.trace[0]
     assert router["node"] == "router" and router["layer"] == "rules"
     assert router["scores"]["rules:VECTOR"] >= 1
-    core = next(e for e in ruled.trace if e.get("node") == "core")
-    assert core["decided_by"] == "rules" and core["target"] == "VECTOR"
+    gateway = next(e for e in ruled.trace if e.get("node") == "gateway")
+    assert gateway["decided_by"] == "rules" and gateway["target"] == "VECTOR" and gateway["phase"] == "delegate"
     semantic = await desk.ask("I want my money back, is that possible?", session_id="tr2")
     assert semantic.trace[0]["layer"] in ("rules", "semantic")
 

@@ -13,11 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from routegate.apps.support.contracts import ROUTES, Message
-from routegate.apps.support.router import CATALOG, SupportRouter
+from routegate.apps.support.graph import RouterStep
+from routegate.apps.support.router import QueryArgs, SupportRouter
 from routegate.apps.support.rules import SupportRules, correct_typos
 from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer, FittedSemanticLayer, SemanticVerdict
-from routegate.core import RouteRequest
+from routegate.apps.support.turn import Turn
+from routegate.core import DelegationLedger, RouteIntent, RoutePolicy
 from routegate.llm import LLMTimeoutError
+from routegate.plan import StepContext
 from routegate.testing import ScriptedChatModel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
@@ -196,10 +199,10 @@ class _RecordingLayer:
 
 async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     layer = _RecordingLayer()
-    router = SupportRouter(semantic=layer)
+    step = RouterStep(SupportRouter(semantic=layer), RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)))
     history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))
-    request = RouteRequest(goal="and in Oslo?", catalog=CATALOG, context={"history": history})
-    decision = await router.decide(request)
+    turn = Turn(session_id="s", message="and in Oslo?", history=history, ledger=DelegationLedger(1))
+    choice = await step.run_step(turn, StepContext("router", None, turn, None))
     assert layer.contexts == [["how warm is it in Rome?"]]
-    assert decision.raw == {"kind": "route", "target": "EXTERNAL", "args": {"query": "and in Oslo?"}}
-    assert decision.decided_by == "semantic"
+    assert (choice.route, choice.layer) == ("EXTERNAL", "semantic")
+    assert turn.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})

@@ -1,7 +1,8 @@
 """The support-desk agent: Router → Postgres / Vector / External / LLM → Respond.
 
-* :class:`SupportAgent` — the :class:`SupportDesk` implementation on the core runtime; :func:`open_support_desk`
-  builds a started one from :class:`~routegate.settings.Settings` (embedded PostgreSQL by default).
+* :class:`SupportAgent` — the :class:`SupportDesk` implementation; its graph is a ``routegate.plan.Plan``
+  (:mod:`.graph`). :func:`open_support_desk` builds a started one from :class:`~routegate.settings.Settings`
+  (embedded PostgreSQL by default).
 * The tools, callable alone: :class:`PostgresTool` (guarded read-only SQL, :func:`check_sql`),
   :class:`VectorTool` (pgvector search over the help articles), :class:`ExternalTool` (mock weather / crypto).
 * :class:`SupportRouter` — rules → embeddings (:class:`FittedSemanticLayer`) → LLM (when configured) → default.

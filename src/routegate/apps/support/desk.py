@@ -1,10 +1,11 @@
-"""The support desk: the graph Router → (Postgres | Vector | External | LLM) → Respond, on the core runtime.
+"""The support desk: the graph Router → (Postgres | Vector | External | LLM) → Respond, on the Plan engine.
 
-Wiring only. The graph is a core :class:`~routegate.core.RoutingAgent`: the router node is its router (every
-decision passes the core policy boundary, then the gateway's execution allowlist), the four route nodes are its
-workers, the Respond node is its finalizer. The budget allows one route attempt and one delegation: no retry
-and no second tool, as the spec requires. Memory (the last 10 messages, in PostgreSQL) is read before the run,
-passed to every node, and written after it.
+Wiring only. The graph is a :class:`routegate.plan.Plan` (:mod:`.graph`): the ``router`` step routes by the
+router's choice after the core policy boundary accepted it; the tool steps delegate through the core gateway with
+a per-turn delegation ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM``
+step is the Respond node, the direct LLM route and every fallback. Each turn runs under the budget's deadline
+(``max_seconds``). Memory (the last 10 messages, in PostgreSQL) is read before the run, passed to every node in
+the turn, and written after it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 from routegate.apps.support.contracts import (
@@ -21,28 +22,31 @@ from routegate.apps.support.contracts import (
     AnswerToken,
     Message,
     SupportEvent,
-    SupportRoute,
     TurnError,
     TurnResult,
 )
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.external_tool import ExternalTool
+from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.memory import MAX_MESSAGE_CHARS, MEMORY_LIMIT, MessageStore, check_session_id
-from routegate.apps.support.nodes import TextToSql, build_nodes
+from routegate.apps.support.nodes import TextToSql, build_tool_workers
 from routegate.apps.support.postgres_tool import PostgresTool
-from routegate.apps.support.respond import RespondNode, announce, tokens_of
-from routegate.apps.support.router import RouteChoice, SupportRouter
+from routegate.apps.support.respond import RespondNode, tokens_of
+from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
-from routegate.apps.support.turn import CURRENT_TURN, Turn
+from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, RoutingAgent, RunResult
+from routegate.core import Budget, DelegationLedger, RouteGateway, RoutePolicy, stop_reasons
 from routegate.embed import Encoder
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
+from routegate.plan import Plan, PlanResult
 
 logger = logging.getLogger(__name__)
 
 SUPPORT_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1, max_seconds=60.0)
+"""One route decision (the plan routes once), one delegation, 60 s per turn."""
+_NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is used"
 
 
 class SupportAgent:
@@ -71,7 +75,8 @@ class SupportAgent:
         self.external = ExternalTool()
         self.semantic = semantic
         self.router: SupportRouter | None = None
-        self._agent: RoutingAgent | None = None
+        self.gateway: RouteGateway | None = None
+        self._plan: Plan | None = None
 
     async def start(self) -> None:
         """Create the schema and seed data if needed, embed the articles and the route examples (once)."""
@@ -81,30 +86,32 @@ class SupportAgent:
             self.semantic = await asyncio.to_thread(ExampleEmbeddingLayer, self.encoder)
         semantic: EmbeddingLayer = self.semantic
         self.router = SupportRouter(semantic=semantic, chat_model=self.chat_model)
-        nodes = build_nodes(
+        workers = build_tool_workers(
             postgres=self.postgres,
             vector=self.vector,
             external=self.external,
             text_to_sql=TextToSql(self.chat_model) if self.chat_model is not None else None,
         )
-        self._agent = RoutingAgent(
-            workers=nodes,
-            router=self.router,
-            finalizer=RespondNode(chat_model=self.chat_model),
-            budget=self.budget,
-            name="support-desk",
+        # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
+        policy = RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))
+        self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
+        self._plan = support_plan(
+            router=RouterStep(self.router, policy),
+            tool=ToolStep(self.gateway),
+            respond=RespondNode(chat_model=self.chat_model),
         )
 
     @property
-    def agent(self) -> RoutingAgent:
-        if self._agent is None:
-            raise ConfigurationError("SupportAgent.start() must be awaited before the desk is used")
-        return self._agent
+    def plan(self) -> Plan:
+        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`); run it on a :class:`Turn`."""
+        if self._plan is None:
+            raise ConfigurationError(_NOT_STARTED)
+        return self._plan
 
     async def route(self, message: str) -> RouteChoice:
         """The router's decision alone (no tool runs): the dry run behind ``routegate route``."""
         if self.router is None:
-            raise ConfigurationError("SupportAgent.start() must be awaited before the desk is used")
+            raise ConfigurationError(_NOT_STARTED)
         return await self.router.choose(message)
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
@@ -114,7 +121,8 @@ class SupportAgent:
         if problem is not None:
             yield problem
             return
-        agent = self.agent
+        if self._plan is None:
+            raise ConfigurationError(_NOT_STARTED)
         try:
             history = tuple(await self.memory.recent(session_id))
         except Exception as exc:
@@ -122,12 +130,8 @@ class SupportAgent:
             yield TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
             return
         queue: asyncio.Queue[SupportEvent | None] = asyncio.Queue()
-        turn = Turn(session_id=session_id, message=message, history=history, emit=queue.put_nowait)
-        reset = CURRENT_TURN.set(turn)
-        try:
-            task = asyncio.create_task(self._run(agent, turn, queue))
-        finally:
-            CURRENT_TURN.reset(reset)
+        turn = self.new_turn(message, session_id=session_id, history=history, emit=queue.put_nowait)
+        task = asyncio.create_task(self._run(turn, queue))
         try:
             while (event := await queue.get()) is not None:
                 yield event
@@ -156,14 +160,37 @@ class SupportAgent:
         await self.memory.clear(check_session_id(session_id))
 
     async def healthy(self) -> bool:
-        return self._agent is not None and await self.db.ping()
+        return self._plan is not None and await self.db.ping()
 
     # -- one turn -------------------------------------------------------------------------------------------
-    async def _run(self, agent: RoutingAgent, turn: Turn, queue: asyncio.Queue[SupportEvent | None]) -> None:
+    def new_turn(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        history: tuple[Message, ...] = (),
+        emit: Callable[[SupportEvent], None] | None = None,
+    ) -> Turn:
+        """A turn with its own delegation ledger (the budget's ``max_delegations``)."""
+        ledger = DelegationLedger(self.budget.max_delegations)
+        return Turn(session_id=session_id, message=message, history=history, ledger=ledger, emit=emit)
+
+    async def run_turn(self, turn: Turn) -> TurnResult:
+        """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`astream`)."""
         started = time.perf_counter()
+        deadline = asyncio.timeout(self.budget.max_seconds)
+        result: PlanResult | None = None
         try:
-            result = await agent.arun(turn.message, context={"turn": turn, "history": turn.history})
-            final = self._final(turn, result, started)
+            async with deadline:
+                result = await self.plan.arun(turn)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        return self._final(turn, result, started)
+
+    async def _run(self, turn: Turn, queue: asyncio.Queue[SupportEvent | None]) -> None:
+        try:
+            final = await self.run_turn(turn)
             if final.answer:
                 await self.memory.extend(turn.session_id, [("user", turn.message), ("assistant", final.answer)])
             queue.put_nowait(final)
@@ -173,43 +200,41 @@ class SupportAgent:
         finally:
             queue.put_nowait(None)
 
-    def _final(self, turn: Turn, result: RunResult, started: float) -> TurnResult:
+    def _final(self, turn: Turn, result: PlanResult | None, started: float) -> TurnResult:
+        """The turn's result; ``result`` is ``None`` when the deadline cut the plan off."""
         choice = turn.choice
-        route: SupportRoute = _route_of(result.selected_route) or (choice.route if choice else "LLM")
         trace: list[Mapping[str, Any]] = []
         if choice is not None:
             trace.append({"node": "router", **choice.to_dict()})
-        trace += [{"node": "core", **entry.to_dict()} for entry in result.trace]
-        if turn.tool is not None:
-            trace.append({"node": turn.tool, "call": dict(turn.call or {}), "fallback": turn.fallback})
+        if result is not None:
+            trace += [{"node": "plan", **entry.to_dict()} for entry in result.trace]
         trace += turn.notes
-        if result.ok and result.answer is not None:
-            answer = result.answer
+        if result is not None and result.ok:
+            stop_reason, answer = result.stop_reason, str(result.payload)
         else:
             # the run stopped before the Respond node finished (deadline, refused decision): answer safely
-            announce(turn, route)
-            answer = f"Sorry, I couldn't finish answering that ({result.stop_reason}). Please try again."
+            if result is None:
+                stop_reason = stop_reasons.MAX_SECONDS
+                why = f"max_seconds={self.budget.max_seconds} reached after {time.perf_counter() - started:.3f}s"
+            else:
+                stop_reason = result.stop_reason
+                why = result.error.message if result.error is not None else ""
+            turn.announce()
+            answer = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
             if turn.fallback is None:
-                turn.fallback = f"stopped:{result.stop_reason}"
+                turn.fallback = f"stopped:{stop_reason}"
             for token in tokens_of(answer):
                 turn.send(AnswerToken(token))
-            trace.append({"node": "respond", "mode": "composer", "stopped": result.stop_reason, "why": result.message})
+            trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
         return TurnResult(
             session_id=turn.session_id,
-            route=route,
+            route=turn.route,
             answer=answer,
-            stop_reason=result.stop_reason,
+            stop_reason=stop_reason,
             fallback=turn.fallback,
             trace=tuple(trace),
             latency_ms=(time.perf_counter() - started) * 1000.0,
         )
-
-
-def _route_of(value: str | None) -> SupportRoute | None:
-    for route in ROUTES:
-        if route == value:
-            return route
-    return None
 
 
 def _check_input(message: object, session_id: object) -> TurnError | None:

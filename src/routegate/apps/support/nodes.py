@@ -1,9 +1,11 @@
-"""The graph's tool nodes as core workers: Postgres Query, Vector Search, External Tool, and the direct LLM edge.
+"""The graph's tool nodes as core workers: Postgres Query, Vector Search and External Tool.
 
-Each node calls its tool once and returns an observation ``{"status": "done", "domain": <route>, "tool", "call",
-"result", "fallback"}``. A tool error, a refused query or an empty result is *not* an exception: the node
-reports ``fallback`` (``empty``, ``unknown_query``, ``sql_refused:<code>``, ``tool_error:<code>``) and the graph
-goes on to the Respond node, as the spec's fallback rule says (no retry, no second tool).
+They sit behind the core :class:`~routegate.core.RouteGateway` (the tool steps of the desk's plan delegate to
+them, :mod:`.graph`). Each node calls its tool once with the validated ``query`` and returns an observation
+``{"status": "done", "domain": <route>, "tool", "call", "result", "fallback"}``. A tool error, a refused query or
+an empty result is *not* an exception: the node reports ``fallback`` (``empty``, ``unknown_query``,
+``sql_refused:<code>``, ``tool_error:<code>``) and the plan goes on to the Respond node, as the spec's fallback
+rule says (no retry, no second tool). The direct LLM route has no tool node: the router routes straight to Respond.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any, Final
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.external_tool import ExternalTool, detect_type
 from routegate.apps.support.postgres_tool import PostgresTool
+from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.sql_templates import SqlCall, select_query
 from routegate.apps.support.sqlguard import SqlRefusedError
 from routegate.apps.support.turn import current_turn
 from routegate.apps.support.vector_tool import VectorTool
-from routegate.core import NormalizedText, Worker, WorkerArgs
+from routegate.core import Worker
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
 
@@ -36,18 +39,9 @@ lower, upper, coalesce, length, trim, concat.
 Answer with one JSON object: {"query": "<SQL>", "params": {"name": value}}"""
 
 
-class QueryArgs(WorkerArgs):
-    """Every node takes the user's message as ``query``."""
-
-    query: NormalizedText
-
-
 def _observation(
-    route: str, tool: str | None, call: Mapping[str, Any] | None, result: Any, fallback: str | None
+    route: str, tool: str, call: Mapping[str, Any] | None, result: Any, fallback: str | None
 ) -> dict[str, Any]:
-    turn = current_turn()
-    if turn is not None:
-        turn.tool, turn.call, turn.fallback = tool, call, fallback
     return {"status": "done", "domain": route, "tool": tool, "call": call, "result": result, "fallback": fallback}
 
 
@@ -74,7 +68,7 @@ class TextToSql:
         return SqlCall("llm", query if isinstance(query, str) else "", params if isinstance(params, dict) else {})
 
 
-def build_nodes(
+def build_tool_workers(
     *,
     postgres: PostgresTool,
     vector: VectorTool,
@@ -82,7 +76,7 @@ def build_nodes(
     text_to_sql: TextToSql | None = None,
     top_k: int = 3,
 ) -> tuple[Worker, ...]:
-    """The four route nodes, named after the routes they serve."""
+    """The three tool nodes, named after the routes they serve."""
 
     async def postgres_node(query: str) -> dict[str, Any]:
         turn = current_turn()
@@ -126,12 +120,8 @@ def build_nodes(
             return _observation("EXTERNAL", "external", call, None, "empty")
         return _observation("EXTERNAL", "external", call, answer.to_dict(), None)
 
-    async def llm_node(query: str) -> dict[str, Any]:
-        return _observation("LLM", None, None, None, None)
-
     return (
         Worker("POSTGRES", postgres_node, "Customer and ticket data from PostgreSQL", QueryArgs),
         Worker("VECTOR", vector_node, "Help articles by semantic search", QueryArgs),
         Worker("EXTERNAL", external_node, "Mock external API (weather, crypto)", QueryArgs),
-        Worker("LLM", llm_node, "Direct answer by the Respond node", QueryArgs),
     )

@@ -1,13 +1,13 @@
 """The LLM Response node: the one place every route ends, tool results and fallbacks alike.
 
-* Offline (:class:`GroundedSupportComposer`): turns rows, documents or the mock result into a readable answer
+* Offline (:func:`compose`): turns rows, documents or the mock result into a readable answer
   and invents nothing — every fact is a field of the evidence; the LLM route is answered from a description of
   what the desk can do; a fallback says what was looked for and why nothing came back.
 * With a chat model: the model answers from the same evidence and the last 10 messages (streamed), told to use
   nothing else. If it fails before its first token, the composer answers and the trace says why.
 
-Either way the answer is streamed as ``token`` events, after the ``route`` and ``tool`` events, and the node
-returns the whole text to the core runtime.
+Either way the answer is streamed as ``token`` events (after the router's ``route`` and the tool step's ``tool``
+event) and the node returns the whole text as the plan's payload: the turn's answer.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
-from routegate.apps.support.contracts import ROUTES, AnswerToken, RouteChosen, ToolUsed
-from routegate.apps.support.turn import Turn
-from routegate.core import FinalizeRequest
+from routegate.apps.support.contracts import AnswerToken
+from routegate.apps.support.turn import Turn, turn_of
+from routegate.core import stop_reasons
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
+from routegate.plan import StepContext
 
 logger = logging.getLogger(__name__)
 
@@ -156,22 +157,6 @@ def compose(message: str, route: str, observation: Mapping[str, Any]) -> str:
     return _compose_llm_route(message)
 
 
-def _summary(route: str, observation: Mapping[str, Any]) -> str:
-    fallback = observation.get("fallback")
-    result = observation.get("result")
-    if fallback:
-        return f"no data ({fallback})"
-    if route == "POSTGRES" and isinstance(result, Mapping):
-        n = result.get("row_count", 0)
-        return f"{n} row{'s' if n != 1 else ''}"
-    if route == "VECTOR" and isinstance(result, Mapping):
-        docs = result.get("documents") or []
-        return f"{len(docs)} document{'s' if len(docs) != 1 else ''} (top score {docs[0]['score']:.2f})"
-    if route == "EXTERNAL":
-        return "mock result"
-    return ""
-
-
 def llm_messages(turn: Turn, route: str, observation: Mapping[str, Any]) -> list[ChatMessage]:
     evidence = {
         "route": route,
@@ -192,35 +177,34 @@ def llm_messages(turn: Turn, route: str, observation: Mapping[str, Any]) -> list
 
 
 class RespondNode:
-    """The core finalizer of the support graph: emits ``route``, ``tool`` and ``token`` events, returns the answer."""
+    """The Respond (LLM Response) node, the plan's ``LLM`` step: streams ``token`` events, returns the answer.
+
+    Its input is the tool step's observation, or the router's choice on the direct LLM route (no evidence).
+    A stop signal (:class:`~routegate.errors.RunStopError`) ends the turn with its stop reason; any other
+    exception with ``finalize_error:<Exception>``; a blank answer with ``llm_empty``.
+    """
 
     def __init__(self, *, chat_model: ChatModel | None = None) -> None:
         self.chat_model = chat_model
 
-    async def finalize(self, request: FinalizeRequest) -> str:
-        turn = request.context.get("turn")
-        if not isinstance(turn, Turn):
-            turn = Turn(session_id="", message=request.goal, history=())
-        route = request.selected_route
-        observation = request.observation
-        announce(turn, route)
-        tool = observation.get("tool")
-        if isinstance(tool, str):
-            call = observation.get("call")
-            turn.send(
-                ToolUsed(
-                    tool=tool,
-                    call=dict(call) if isinstance(call, Mapping) else {},
-                    summary=_summary(route, observation),
-                    ok=not observation.get("fallback"),
-                    evidence=observation.get("result"),
-                )
-            )
+    async def run_step(self, payload: object, ctx: StepContext) -> str:
+        turn = turn_of(ctx)
+        observation: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
         parts: list[str] = []
-        async for token in self._tokens(turn, route, observation):
-            parts.append(token)
-            turn.send(AnswerToken(token))
-        return "".join(parts)
+        try:
+            async for token in self._tokens(turn, turn.route, observation):
+                parts.append(token)
+                turn.send(AnswerToken(token))
+        except RunStopError:
+            raise
+        except Exception as exc:
+            logger.warning("the Respond node raised %s", type(exc).__name__, exc_info=True)
+            message = f"the Respond node raised {type(exc).__name__}: {exc}"
+            raise RunStopError(stop_reasons.finalize_error(exc), message, phase="finalize") from exc
+        answer = "".join(parts).strip()
+        if not answer:
+            raise RunStopError(stop_reasons.LLM_EMPTY, "the Respond node returned an empty answer", phase="finalize")
+        return answer
 
     async def _tokens(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> AsyncIterator[str]:
         if self.chat_model is not None:
@@ -243,17 +227,3 @@ class RespondNode:
             turn.notes.append({"node": "respond", "mode": "composer"})
         for token in tokens_of(compose(turn.message, route, observation)):
             yield token
-
-
-def announce(turn: Turn, route: str) -> None:
-    """Send the ``route`` event once per turn."""
-    if turn.emitted_route:
-        return
-    turn.emitted_route = True
-    choice = turn.choice
-    if choice is not None and choice.route == route:
-        turn.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=choice.why))
-    else:
-        for known in ROUTES:
-            if known == route:
-                turn.send(RouteChosen(route=known, layer=choice.layer if choice else "unknown"))

@@ -9,8 +9,8 @@ Layers, cheapest first; the first that settles the route wins:
    answer must pass the policy boundary here, or the next layer decides;
 4. ``default`` — the LLM route: "Query does not clearly match any route".
 
-The router only decides; the core policy boundary validates its decision again before any node runs
-(``RoutingAgent``), and the trace records ``decided_by``, the scores and why.
+The router only decides; the desk's plan passes its decision through the core policy boundary before any node
+runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records the layer, the scores and why.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Final
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
-from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, RouteSpec
+from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
 from routegate.core.policy import RouteRejection
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
@@ -54,6 +54,12 @@ QUERY_SCHEMA: Final[Mapping[str, Any]] = {
     "additionalProperties": False,
 }
 CATALOG: Final = tuple(RouteSpec(r, ROUTE_DESCRIPTIONS[r], QUERY_SCHEMA) for r in ROUTES)
+
+
+class QueryArgs(WorkerArgs):
+    """The arguments of every route: the user's message as ``query`` (whitespace collapsed, non-blank)."""
+
+    query: NormalizedText
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +141,3 @@ class SupportRouter:
             if route == verdict.target:
                 return route
         return RouteRejection("invalid_route:route_not_allowed", f"{verdict.target!r} is not a support route")
-
-    async def decide(self, request: RouteRequest) -> RouteDecision:
-        """The core :class:`~routegate.core.Router` protocol; the choice also lands in ``context["turn"]``."""
-        history = request.context.get("history", ())
-        earlier = [m.content for m in history if getattr(m, "role", None) == "user"] if history else []
-        choice = await self.choose(request.goal, earlier)
-        turn = request.context.get("turn")
-        if turn is not None and hasattr(turn, "choice"):
-            turn.choice = choice
-        raw = {"kind": "route", "target": choice.route, "args": {"query": request.goal}}
-        return RouteDecision(raw=raw, decided_by=choice.layer, scores=choice.scores, why=choice.why)

@@ -1,20 +1,24 @@
-"""One user turn's state, shared by the graph's nodes: the message, the memory, the router's choice, the tool
-call, the fallback reason, and the sink its events go to.
+"""One user turn's state, shared by the graph's nodes: the message, the memory, the router's choice and the
+validated route, the delegation ledger, the fallback reason, the nodes' trace notes, and the event sink.
 
-The router and the Respond node receive it in the run's ``context``; the tool nodes are core workers that only
-receive their validated arguments, so they read it from :data:`CURRENT_TURN` (a ``ContextVar`` set by the desk
-around the run — each asyncio task and worker thread sees its own turn).
+The turn is the input of the desk's :class:`~routegate.plan.Plan`: every step reads it as ``ctx.plan_input``
+(:func:`turn_of`). The tool workers behind the core gateway only receive their validated arguments, so the tool
+step sets :data:`CURRENT_TURN` (a ``ContextVar``) around the delegation, for the one worker that needs the
+conversation (the Postgres node resolves "which tickets does *she* have?" from earlier messages).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from routegate.apps.support.contracts import Message, SupportEvent
+from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.router import RouteChoice
+from routegate.core import DelegationLedger, RouteIntent
+from routegate.errors import ConfigurationError
+from routegate.plan import StepContext
 
 
 @dataclass(slots=True)
@@ -22,20 +26,44 @@ class Turn:
     session_id: str
     message: str
     history: tuple[Message, ...]
+    ledger: DelegationLedger
     emit: Callable[[SupportEvent], None] | None = None
     choice: RouteChoice | None = None
-    tool: str | None = None
-    call: Mapping[str, Any] | None = None
+    intent: RouteIntent | None = None  # the router's decision once the policy boundary accepted it
     fallback: str | None = None
-    notes: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[dict[str, Any]] = field(default_factory=list)  # the nodes' trace entries, in order
     emitted_route: bool = False
+
+    @property
+    def route(self) -> SupportRoute:
+        """The route of this turn: the router's choice (the LLM route before the router has chosen)."""
+        return self.choice.route if self.choice is not None else "LLM"
 
     def send(self, event: SupportEvent) -> None:
         if self.emit is not None:
             self.emit(event)
 
+    def announce(self) -> None:
+        """Send the ``route`` event, once per turn."""
+        if self.emitted_route:
+            return
+        self.emitted_route = True
+        choice = self.choice
+        if choice is None:
+            self.send(RouteChosen(route="LLM", layer="unknown"))
+        else:
+            self.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=choice.why))
+
     def user_messages(self) -> list[str]:
         return [m.content for m in self.history if m.role == "user"]
+
+
+def turn_of(ctx: StepContext) -> Turn:
+    """The turn a step of the desk's plan belongs to (the plan's input)."""
+    turn = ctx.plan_input
+    if not isinstance(turn, Turn):
+        raise ConfigurationError(f"the support plan runs on a Turn, got {type(turn).__name__} (step {ctx.step!r})")
+    return turn
 
 
 CURRENT_TURN: ContextVar[Turn | None] = ContextVar("routegate_support_turn", default=None)

@@ -1,0 +1,174 @@
+"""The support desk's graph, declared as a :class:`routegate.plan.Plan` (:func:`support_plan`)::
+
+    router ──routes_by="route"──┬─► POSTGRES ─┐
+                                ├─► VECTOR   ─┤
+                                ├─► EXTERNAL ─┼─► LLM   (Respond: the direct LLM route and every fallback)
+                                └─────────────┘
+
+The plan's input is the turn (:class:`~.turn.Turn`); every step reads it as ``ctx.plan_input``. Governance is
+the core's, composed here, not re-implemented:
+
+* ``router`` (:class:`RouterStep`) — the router's choice becomes a route decision that the core
+  :class:`~routegate.core.RoutePolicy` validates (allowlist, argument schema); a refusal ends the turn with the
+  core's ``invalid_route:*`` stop reason. The step's output, a :class:`~.router.RouteChoice`, routes the plan by
+  its ``Literal`` field ``route``; ``after_branches="LLM"`` makes the branches exclusive, rejoining at Respond.
+* ``POSTGRES`` / ``VECTOR`` / ``EXTERNAL`` (:class:`ToolStep`) — delegate the validated route through the core
+  :class:`~routegate.core.RouteGateway` with the turn's :class:`~routegate.core.DelegationLedger` (execution
+  allowlist, ``max_delegations``, loop guard, argument check). A refusal, a worker that raises or an observation
+  out of contract ends the turn with the gateway's stop reason; a tool error or an empty result is an ordinary
+  observation with a ``fallback``, and the plan goes on to Respond (no retry, no second tool).
+* ``LLM`` — the Respond node (:class:`~.respond.RespondNode`).
+
+A step ends the turn by raising :class:`~routegate.errors.RunStopError`: the plan reports its stop reason and the
+desk answers safely (:mod:`.desk`). Each node adds its own trace note to the turn (the gateway's core
+:class:`~routegate.core.TraceEntry`, the tool call); the plan adds one entry per executed step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from routegate.apps.support.contracts import ToolUsed
+from routegate.apps.support.respond import RespondNode
+from routegate.apps.support.router import RouteChoice, SupportRouter
+from routegate.apps.support.turn import CURRENT_TURN, Turn, turn_of
+from routegate.core import (
+    DelegationStop,
+    RouteGateway,
+    RouteIntent,
+    RoutePolicy,
+    RouteRejection,
+    TraceEntry,
+    args_hash,
+    stop_reasons,
+)
+from routegate.errors import RunStopError, RuntimeFaultError
+from routegate.plan import Plan, Step, StepContext
+
+logger = logging.getLogger(__name__)
+
+
+def support_plan(*, router: RouterStep, tool: ToolStep, respond: RespondNode) -> Plan:
+    """Router → one of POSTGRES / VECTOR / EXTERNAL → LLM; the LLM route goes straight to LLM (run once)."""
+    return Plan(
+        Step(router, name="router", output=RouteChoice, routes_by="route", after_branches="LLM"),
+        Step(tool, name="POSTGRES"),
+        Step(tool, name="VECTOR"),
+        Step(tool, name="EXTERNAL"),
+        Step(respond, name="LLM"),
+        max_iterations=3,  # router, one tool, Respond
+        name="support-desk",
+    )
+
+
+class RouterStep:
+    """The Router node: the router's choice, validated by the core policy boundary; emits the ``route`` event."""
+
+    def __init__(self, router: SupportRouter, policy: RoutePolicy) -> None:
+        self.router = router
+        self.policy = policy
+
+    async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
+        turn = turn_of(ctx)
+        try:
+            choice = await self.router.choose(turn.message, turn.user_messages())
+        except RunStopError:
+            raise
+        except Exception as exc:
+            logger.warning("the support router raised %s", type(exc).__name__, exc_info=True)
+            message = f"the router raised {type(exc).__name__}: {exc}"
+            raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
+        turn.choice = choice
+        verdict = self.policy.validate({"kind": "route", "target": choice.route, "args": {"query": turn.message}})
+        if isinstance(verdict, RouteRejection):
+            raise RunStopError(verdict.stop_reason, verdict.message, phase="route")
+        turn.intent = verdict
+        turn.announce()
+        return choice
+
+
+class ToolStep:
+    """A tool node's step: delegates the turn's validated route once through the core gateway; emits ``tool``."""
+
+    def __init__(self, gateway: RouteGateway) -> None:
+        self.gateway = gateway
+
+    async def run_step(self, payload: object, ctx: StepContext) -> Mapping[str, Any]:
+        turn = turn_of(ctx)
+        intent = turn.intent
+        if intent is None:  # pragma: no cover - the router step sets it before the plan routes here
+            raise RuntimeFaultError(f"step {ctx.step!r} ran without a validated route")
+        started = time.perf_counter()
+        digest = args_hash(intent.args)
+        reset = CURRENT_TURN.set(turn)
+        try:
+            outcome = await self.gateway.delegate(intent, turn.ledger, digest=digest)
+        finally:
+            CURRENT_TURN.reset(reset)
+        if isinstance(outcome, DelegationStop):
+            turn.notes.append(_delegation(turn, intent, started, digest, None, outcome.stop_reason))
+            raise RunStopError(outcome.stop_reason, outcome.message, phase="delegate")
+        observation = outcome.value if isinstance(outcome.value, Mapping) else None
+        status = observation.get("status") if observation is not None else None
+        if observation is None or status != "done":
+            stop = stop_reasons.ROUTE_BAD_OBSERVATION
+            turn.notes.append(_delegation(turn, intent, started, digest, observation, stop))
+            raise RunStopError(
+                stop, f"worker {intent.target!r} returned status {status!r}; expected 'done'", phase="delegate"
+            )
+        turn.notes.append(_delegation(turn, intent, started, digest, observation, None))
+        tool, call, fallback = observation.get("tool"), observation.get("call"), observation.get("fallback")
+        turn.fallback = fallback if isinstance(fallback, str) else None
+        if isinstance(tool, str):
+            call_args = dict(call) if isinstance(call, Mapping) else {}
+            turn.notes.append({"node": tool, "call": call_args, "fallback": turn.fallback})
+            summary = summarize(intent.target, observation)
+            evidence = observation.get("result")
+            turn.send(ToolUsed(tool=tool, call=call_args, summary=summary, ok=not fallback, evidence=evidence))
+        return observation
+
+
+def _delegation(
+    turn: Turn,
+    intent: RouteIntent,
+    started: float,
+    digest: str,
+    observation: Mapping[str, Any] | None,
+    stop: str | None,
+) -> dict[str, Any]:
+    """The gateway's trace note: a core :class:`~routegate.core.TraceEntry` with ``phase="delegate"``."""
+    status = observation.get("status") if observation is not None else None
+    domain = observation.get("domain") if observation is not None else None
+    entry = TraceEntry(
+        attempt=turn.ledger.delegations,
+        target=intent.target,
+        ok=stop is None,
+        phase="delegate",
+        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 3),
+        args_hash=digest,
+        stop_reason=stop,
+        observation_status=status if isinstance(status, str) else None,
+        domain=domain if isinstance(domain, str) else None,
+        decided_by=turn.choice.layer if turn.choice is not None else None,
+    )
+    return {"node": "gateway", **entry.to_dict()}
+
+
+def summarize(route: str, observation: Mapping[str, Any]) -> str:
+    """The ``tool`` event's short evidence summary, e.g. ``2 rows`` or ``1 document (top score 0.71)``."""
+    fallback = observation.get("fallback")
+    result = observation.get("result")
+    if fallback:
+        return f"no data ({fallback})"
+    if route == "POSTGRES" and isinstance(result, Mapping):
+        n = result.get("row_count", 0)
+        return f"{n} row{'s' if n != 1 else ''}"
+    if route == "VECTOR" and isinstance(result, Mapping):
+        docs = result.get("documents") or []
+        return f"{len(docs)} document{'s' if len(docs) != 1 else ''} (top score {docs[0]['score']:.2f})"
+    if route == "EXTERNAL":
+        return "mock result"
+    return ""

@@ -1,0 +1,134 @@
+"""The desk's graph on the Plan engine: its declared shape, the path each route executes, and the core governance
+(policy boundary, gateway, per-turn ledger, deadline) composed into its steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from routegate.apps.support.contracts import ROUTES, AnswerToken, RouteChosen, TurnResult
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
+from routegate.apps.support.respond import RespondNode
+from routegate.apps.support.router import QueryArgs
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.core import Budget, RouteGateway, RoutePolicy
+from routegate.embed import MiniLMEncoder
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def desk(db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer) -> SupportAgent:
+    agent = SupportAgent(db=db, encoder=encoder, semantic=semantic)
+    await agent.start()
+    return agent
+
+
+def _path(result: TurnResult) -> list[str]:
+    return [entry["target"] for entry in result.trace if entry.get("node") == "plan"]
+
+
+async def test_the_plan_has_the_declared_shape(desk: SupportAgent) -> None:
+    plan = desk.plan
+    assert plan.name == "support-desk"
+    assert plan.step_names == ("router", "POSTGRES", "VECTOR", "EXTERNAL", "LLM")
+    shape = [(s.name, s.routes_by, s.after_branches, s.route_targets) for s in plan.steps]
+    assert shape == [
+        ("router", "route", "LLM", ROUTES),
+        ("POSTGRES", None, None, ()),
+        ("VECTOR", None, None, ()),
+        ("EXTERNAL", None, None, ()),
+        ("LLM", None, None, ()),
+    ]
+    assert plan.max_iterations == 3
+    assert desk.gateway is not None and desk.gateway.allow == {"POSTGRES", "VECTOR", "EXTERNAL"}
+
+
+@pytest.mark.parametrize(
+    ("query", "route", "path", "fallback"),
+    [
+        ("What is the status of ticket 1?", "POSTGRES", ["router", "POSTGRES", "LLM"], None),
+        ("What is the status of ticket 12?", "POSTGRES", ["router", "POSTGRES", "LLM"], "empty"),
+        ("How do I reset my password?", "VECTOR", ["router", "VECTOR", "LLM"], None),
+        ("How do I change my email address?", "VECTOR", ["router", "VECTOR", "LLM"], "empty"),
+        ("What is the price of Bitcoin?", "EXTERNAL", ["router", "EXTERNAL", "LLM"], None),
+        ("What is the price of Ethereum?", "EXTERNAL", ["router", "EXTERNAL", "LLM"], "empty"),
+        ("What can you do?", "LLM", ["router", "LLM"], None),
+    ],
+)
+async def test_each_route_executes_its_path(
+    desk: SupportAgent, query: str, route: str, path: list[str], fallback: str | None
+) -> None:
+    result = await desk.ask(query, session_id="path")
+    assert (result.route, result.stop_reason, result.fallback) == (route, "success", fallback)
+    assert _path(result) == path
+    steps = [entry for entry in result.trace if entry.get("node") == "plan"]
+    assert steps[0]["next"] == route
+    assert steps[0]["why"] == f"routes_by route={route!r}"
+    assert all(entry["phase"] == "step" and entry["ok"] and entry["elapsed_ms"] >= 0 for entry in steps)
+    delegations = [entry for entry in result.trace if entry.get("node") == "gateway"]
+    if route == "LLM":
+        assert delegations == []  # the direct route runs no tool
+    else:
+        assert [(d["target"], d["phase"], d["attempt"]) for d in delegations] == [(route, "delegate", 1)]
+        tool = next(e for e in result.trace if e.get("node") in ("postgres", "vector", "external"))
+        assert tool["fallback"] == fallback
+
+
+async def test_the_router_entry_says_which_layer_decided_with_scores(desk: SupportAgent) -> None:
+    result = await desk.ask("Explain ticket escalation", session_id="layer")
+    assert result.trace[0]["node"] == "router"
+    assert result.trace[0]["layer"] == "rules" and result.trace[0]["scores"]["rules:VECTOR"] >= 1
+
+
+def _plan_with(desk: SupportAgent, *, policy: RoutePolicy | None = None, gateway: RouteGateway | None = None) -> Any:
+    assert desk.router is not None and desk.gateway is not None
+    return support_plan(
+        router=RouterStep(desk.router, policy or RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))),
+        tool=ToolStep(gateway or desk.gateway),
+        respond=RespondNode(),
+    )
+
+
+async def test_a_refused_decision_stops_at_the_policy_boundary(desk: SupportAgent) -> None:
+    plan = _plan_with(desk, policy=RoutePolicy(["POSTGRES", "VECTOR", "EXTERNAL"]))
+    turn = desk.new_turn("What can you do?", session_id="policy")
+    result = await plan.arun(turn)
+    assert result.stop_reason == "invalid_route:route_not_allowed:LLM"
+    assert result.path == ("router",)
+    assert turn.intent is None and turn.ledger.delegations == 0
+
+
+async def test_the_gateway_applies_the_execution_allowlist(desk: SupportAgent) -> None:
+    assert desk.gateway is not None
+    narrow = RouteGateway(allow=["POSTGRES"], registry=desk.gateway.workers)
+    turn = desk.new_turn("How do I reset my password?", session_id="denied")
+    result = await _plan_with(desk, gateway=narrow).arun(turn)
+    assert result.stop_reason == "route_denied:VECTOR"
+    assert result.path == ("router", "VECTOR")
+    assert turn.notes[0]["node"] == "gateway" and turn.notes[0]["stop_reason"] == "route_denied:VECTOR"
+
+
+async def test_one_delegation_per_turn(desk: SupportAgent) -> None:
+    turn = desk.new_turn("What is the status of ticket 1?", session_id="ledger")
+    assert (await desk.plan.arun(turn)).ok
+    again = await desk.plan.arun(turn)  # the same turn's ledger: a second tool call is refused
+    assert again.stop_reason == "max_delegations"
+    assert again.path == ("router", "POSTGRES")
+
+
+async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
+    db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
+) -> None:
+    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=0.0005))
+    await desk.start()
+    events = [e async for e in desk.astream("How do I reset my password?", session_id="deadline")]
+    final = events[-1]
+    assert isinstance(final, TurnResult)
+    assert (final.route, final.stop_reason, final.fallback) == ("VECTOR", "max_seconds", "stopped:max_seconds")
+    assert isinstance(events[0], RouteChosen) and events[0].route == "VECTOR"
+    assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
+    assert "max_seconds" in final.answer
