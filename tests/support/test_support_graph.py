@@ -123,7 +123,8 @@ async def test_one_delegation_per_turn(desk: SupportAgent) -> None:
 async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
     db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
 ) -> None:
-    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=0.0005))
+    # the rules decide without suspending; the deadline fires at the tool step's first wait (encode + pgvector)
+    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1e-6))
     await desk.start()
     events = [e async for e in desk.astream("How do I reset my password?", session_id="deadline")]
     final = events[-1]
