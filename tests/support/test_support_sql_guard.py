@@ -313,3 +313,18 @@ async def test_without_the_guard_statement_timeout_still_holds(db: SupportDataba
     with pytest.raises(ToolError) as failed:
         await PostgresTool(db, statement_timeout_ms=50).run("SELECT pg_sleep(5)")
     assert failed.value.code == "statement_timeout"
+
+
+def test_checked_queries_are_cached_and_refusals_are_not() -> None:
+    from routegate.apps.support.sqlguard import _analyse
+
+    query = "SELECT name FROM customers WHERE city = :city AND name LIKE '%o%'"
+    first = check_sql(query, {"city": "London"})
+    hits = _analyse.cache_info().hits
+    again = check_sql(query, {"city": "Toronto"})
+    assert _analyse.cache_info().hits == hits + 1
+    assert again.sql == first.sql and "%%o%%" in again.sql  # escaped for psycopg when params are passed
+    assert "'%o%'" in check_sql(query.replace(":city", "'Paris'")).sql  # not escaped without params
+    for _ in range(2):
+        with pytest.raises(SqlRefusedError):
+            check_sql("DELETE FROM customers")

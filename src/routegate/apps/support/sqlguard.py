@@ -13,6 +13,7 @@ allows one (:mod:`routegate.apps.support.postgres_tool`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -120,7 +121,7 @@ def _refuse(code: str, message: str) -> SqlRefusedError:
     return SqlRefusedError(code, f"query refused ({code}): {message}")
 
 
-def _check_params(params: object, placeholders: set[str]) -> dict[str, Any] | None:
+def _check_params(params: object, placeholders: frozenset[str]) -> dict[str, Any] | None:
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
@@ -159,6 +160,24 @@ def check_sql(query: object, params: object = None) -> CheckedQuery:
         raise _refuse("too_long", f"the query has {len(query)} characters, over the {MAX_SQL_CHARS} limit")
     if "\x00" in query:
         raise _refuse("nul_byte", "the query contains a NUL byte")
+    analysed = _analyse(query)
+    checked_params = _check_params(params, analysed.placeholders)
+    rendered = analysed.sql_for_params if checked_params is not None else analysed.sql
+    return CheckedQuery(sql=rendered, params=checked_params, tables=analysed.tables)
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysed:
+    sql: str  # the checked tree rendered back (what runs without params)
+    sql_for_params: str  # the same with "%" escaped in string literals (what runs with params)
+    placeholders: frozenset[str]
+    tables: frozenset[str]
+
+
+@functools.lru_cache(maxsize=512)
+def _analyse(query: str) -> _Analysed:
+    """Parse and check the query text (cached: the templates and repeated model queries are checked once;
+    refusals raise and are never cached)."""
     try:
         statements = [s for s in sqlglot.parse(query, read="postgres") if s is not None]
     except SqlglotError as exc:
@@ -207,11 +226,9 @@ def check_sql(query: object, params: object = None) -> CheckedQuery:
             if name not in ALLOWED_TABLES:
                 raise _refuse("table_not_allowed", f"table {name!r} is not allowed (allowed: customers, tickets)")
             tables.add(name)
-    checked_params = _check_params(params, placeholders)
-    if checked_params is not None:
-        # psycopg reads "%" as the start of a placeholder when params are passed: escape it in string literals
-        for literal in list(tree.find_all(exp.Literal)):
-            if literal.is_string and "%" in literal.this:
-                literal.replace(exp.Literal.string(literal.this.replace("%", "%%")))
-    rendered = tree.sql(dialect="postgres")
-    return CheckedQuery(sql=rendered, params=checked_params, tables=frozenset(tables))
+    plain = tree.sql(dialect="postgres")
+    # psycopg reads "%" as the start of a placeholder when params are passed: escape it in string literals
+    for literal in list(tree.find_all(exp.Literal)):
+        if literal.is_string and "%" in literal.this:
+            literal.replace(exp.Literal.string(literal.this.replace("%", "%%")))
+    return _Analysed(plain, tree.sql(dialect="postgres"), frozenset(placeholders), frozenset(tables))
