@@ -12,6 +12,7 @@ sizes, because its time grows with the square of the size.
 
 Figures: MB/s of UTF-8 input. The realistic mix is every corpus output wrapped in one to eight paragraphs of
 ordinary answer prose (agent answers are longer than the terse corpus items); the bare corpus is reported too.
+Every adversarial shape here is also in the test suite's one-second check (tests/technique).
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from routegate.technique import TechniqueRouter
+from routegate.technique._scan import marker_line_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = ROOT / "tests" / "technique" / "data" / "corpus.jsonl"
@@ -108,6 +111,12 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "long indentation": lambda n: " " * n + "```python",
     "newlines only": lambda n: "\n" * n,
     "inline triple backticks": lambda n: fill("```a``` ", n),
+    # dense fence lines: each costs a regex search and some Python, so these stop at the marker-line bound
+    "untagged fences with content": lambda n: fill("```\nx\n```\n", n),
+    "data fences": lambda n: fill("```yaml\nx\n```\n", n),
+    "bare tilde fences": lambda n: fill("~~~\n", n),
+    "inline fences, one per line": lambda n: fill("```a```\n", n),
+    "short closers under a long opener": lambda n: "````python\n" + fill("```\n", n),
 }
 
 
@@ -116,7 +125,7 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
 
 def best_seconds(fn: Callable[[], object], budget: float, rounds: int = 5) -> float:
     """Best-of time for one call of ``fn``, spending about ``budget`` seconds in all."""
-    times = []
+    times: list[float] = []
     deadline = time.perf_counter() + budget
     while len(times) < rounds or (time.perf_counter() < deadline and len(times) < 50):
         started = time.perf_counter()
@@ -162,12 +171,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {ours:.1f} | {per_second:,.0f} | {naive:.1f} | {ours / naive:.2f}x |")
 
     print("\nadversarial input, 1 MB each (technique router):\n")
-    print("| input | ms per MB | MB/s |")
-    print("|---|---:|---:|")
+    print("| input | ms per MB | MB/s | kind, first problem |")
+    print("|---|---:|---:|---|")
     for name, build in ADVERSARIAL.items():
         text = build(MB)
-        seconds = best_seconds(lambda text=text: router.classify(text), args.seconds, rounds=3)
-        print(f"| {name} | {seconds * 1000:.1f} | {len(text) / seconds / MB:.1f} |")
+        seconds = best_seconds(partial(router.classify, text), args.seconds, rounds=3)
+        result = router.classify(text)
+        why = f"{result.kind.value}, {result.problems[0] if result.problems else '—'}"
+        print(f"| {name} | {seconds * 1000:.1f} | {len(text) / seconds / MB:.1f} | {why} |")
+
+    print("\nthe worst case by size: bare fences, 4 characters per fence line (over the line bound from ~1.4 KB)\n")
+    print("| size | fence lines | lines examined | ms | MB/s | µs per line examined |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for size in (1_000, 4_000, 16_000, 64_000, 256_000, 1_000_000):
+        text = ADVERSARIAL["bare fences"](size)[:size]
+        seconds = best_seconds(partial(router.classify, text), args.seconds, rounds=5)
+        lines = text.count("\n")
+        examined = min(lines, marker_line_limit(size) + 1)
+        print(
+            f"| {size / 1000:,.0f} KB | {lines:,} | {examined:,} | {seconds * 1000:.2f} | {size / seconds / MB:.1f} "
+            f"| {seconds / examined * 1e6:.2f} |"
+        )
 
     print("\nlinearity: time per size, and time(size) / time(size / 2)\n")
     print("| input | size | technique router ms | ratio | naive regex ms | ratio |")
@@ -180,15 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         "realistic prose + data fences": lambda n: fill(document + "\n\n", n)[:n],
         "tool-call openers, no closer": ADVERSARIAL["tool-call openers, no closer"],
         "unterminated fence openers": ADVERSARIAL["unterminated fence openers"],
+        "bare fences (stop at the line bound)": ADVERSARIAL["bare fences"],
     }
     for name, build in linear_inputs.items():
         previous_ours = previous_naive = None
         for size in (125_000, 250_000, 500_000, 1_000_000, 2_000_000):
             text = build(size)
-            ours = best_seconds(lambda text=text: router.classify(text), args.seconds, rounds=3)
+            ours = best_seconds(partial(router.classify, text), args.seconds, rounds=3)
             naive_cell = ratio_naive = "—"
             if size <= 250_000 or name.startswith("realistic"):
-                naive = best_seconds(lambda text=text: naive_classify(text), args.seconds, rounds=1)
+                naive = best_seconds(partial(naive_classify, text), args.seconds, rounds=1)
                 naive_cell = f"{naive * 1000:.1f}"
                 ratio_naive = f"{naive / previous_naive:.2f}" if previous_naive else ""
                 previous_naive = naive

@@ -211,6 +211,11 @@ ADVERSARIAL = {
     "inline-fences": _fill("```a``` "),
     "huge-code-block": "```python\n" + _fill("x = 1\n") + "```\n",
     "a2a-openers": _fill("<a2a_request>\n"),
+    "untagged-fences-with-content": _fill("```\nx\n```\n"),
+    "data-fences": _fill("```yaml\nx\n```\n"),
+    "bare-tilde-fences": _fill("~~~\n"),
+    "inline-fences-one-per-line": _fill("```a```\n"),
+    "short-closers-under-a-long-opener": "````python\n" + _fill("```\n"),
 }
 
 
@@ -233,3 +238,49 @@ def test_hundreds_of_blocks_are_not_routed() -> None:
     assert result.kind is OutputKind.PROSE
     assert result.problems == ("more than 256 fenced or tag blocks; not routed",)
     assert ROUTER.classify("```python\nprint(1)\n```\n" * 256).kind is OutputKind.CODE_BLOCK
+
+
+PROSE = "Then check the logs for the worker again. " * 4_000  # 168,000 characters: the 8,192-line cap applies
+
+
+def test_thousands_of_fence_lines_are_not_routed() -> None:
+    # the bound on marker lines examined: each empty fence is two, the code block two more
+    code = "```python\nprint(1)\n```\n"
+    text = "```\n```\n" * 4096 + code + PROSE
+    result = ROUTER.classify(text)
+    assert result.kind is OutputKind.PROSE
+    assert result.code_blocks == ()
+    assert result.problems == (f"more than 8192 fence or tag lines in {len(text)} characters; not routed",)
+    assert ROUTER.classify("```\n```\n" * 4095 + code + PROSE).code_blocks == (CodeBlock("python", "print(1)"),)
+
+
+def test_fence_lines_denser_than_one_per_16_characters_are_not_routed() -> None:
+    # past the first 256 lines, one per 16 characters: 400 lines in 1,600 characters is over 256 + 100
+    text = "```\n```\n" * 200
+    assert ROUTER.classify(text).problems == ("more than 356 fence or tag lines in 1600 characters; not routed",)
+    # a dense but real answer stays inside: a one-line block after every short sentence, up to MAX_BLOCKS
+    answer = "Run this:\n```bash\nls -la\n```\n" * 256
+    result = ROUTER.classify(answer)
+    assert result.kind is OutputKind.CODE_BLOCK
+    assert len(result.code_blocks) == 256
+    assert result.problems == ()
+
+
+def test_closing_fence_candidates_count_towards_the_bound() -> None:
+    # a ```` fence is closed only by 4+ backticks; each shorter ``` line inside it is examined and counted
+    def text(short: int) -> str:
+        return "````python\nprint(1)\n" + "```\n" * short + "````\n" + PROSE
+
+    assert ROUTER.classify(text(8190)).code_blocks == (CodeBlock("python", "print(1)\n" + "```\n" * 8189 + "```"),)
+    result = ROUTER.classify(text(8191))
+    assert result.kind is OutputKind.PROSE
+    assert result.problems == (f"more than 8192 fence or tag lines in {len(text(8191))} characters; not routed",)
+
+
+def test_tag_lines_count_towards_the_bound() -> None:
+    call = '<tool_call>{"name": "kb.search", "arguments": {}}</tool_call>\n'
+    assert ROUTER.classify("```\n```\n" * 4095 + call + PROSE).kind is OutputKind.TOOL_CALL
+    text = "```\n```\n" * 4096 + call + PROSE
+    result = ROUTER.classify(text)
+    assert result.kind is OutputKind.PROSE
+    assert result.problems == (f"more than 8192 fence or tag lines in {len(text)} characters; not routed",)

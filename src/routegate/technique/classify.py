@@ -13,6 +13,9 @@ Recognised forms (the full table is in ``docs/technique.md``):
 * **Code block** — a closed fenced block whose language tag is an executable language (an allowlist).
 * **Prose** — everything else, including inline code, untagged or data fences (``json``, ``yaml``, ``diff``...),
   unterminated fences, malformed JSON and fences inside block quotes. When in doubt, prose.
+* **Bounds** — an output with more than 256 blocks worth keeping, or more fence and tag lines than 256 plus one
+  per 16 characters (8,192 at most), is prose (``problems`` says which): no answer has that many, and the
+  bounds cap the work per output.
 
 Priority: A2A > tool call > code block > prose. Tag blocks and fences inside another fence are content.
 """
@@ -23,7 +26,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from routegate.technique import _shapes
-from routegate.technique._scan import MAX_BLOCKS, MAX_PROBLEMS, LineCounter, Scan, scan
+from routegate.technique._scan import MAX_PROBLEMS, LineCounter, Scan, scan
 from routegate.technique.types import A2ARoutingRequest, ClassifiedOutput, CodeBlock, OutputKind, ToolCallRequest
 
 EXECUTABLE_LANGUAGES: Mapping[str, str] = MappingProxyType(
@@ -89,12 +92,8 @@ class TechniqueRouter:
             found = scan(output, self._labels)
         else:
             found = Scan()
-        if found.overflow:
-            return ClassifiedOutput(
-                OutputKind.PROSE,
-                output,
-                problems=(f"more than {MAX_BLOCKS} fenced or tag blocks; not routed",),
-            )
+        if found.overflow:  # a bound on the work per output was reached (MAX_BLOCKS, marker_line_limit)
+            return ClassifiedOutput(OutputKind.PROSE, output, problems=(found.overflow,))
         code: list[CodeBlock] = []
         calls: list[ToolCallRequest] = []
         requests: list[A2ARoutingRequest] = []
