@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     server_max_message_chars: int = Field(default=4000, ge=1)
     server_health_timeout_seconds: float = Field(default=2.0, gt=0)
     server_desk_timeout_seconds: float = Field(default=10.0, gt=0)  # bound on history / reset calls
+    # onnxruntime threads of the server's MiniLM encoder (one call at a time on the event loop is not the only
+    # work: the loop, PostgreSQL and the other requests want the cores too); measured in docs/benchmarks/server.md
+    server_encoder_threads: int = Field(default=1, ge=1, le=64)
 
     # Streamlit UI (routegate ui / up)
     ui_host: str = "127.0.0.1"

@@ -157,7 +157,10 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
         f"routegate: starting the support desk ({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
     )
-    async with open_support_desk(settings) as desk:
+    from routegate.embed import MiniLMEncoder
+
+    encoder = MiniLMEncoder(intra_op_num_threads=settings.server_encoder_threads)
+    async with open_support_desk(settings, encoder=encoder) as desk:
         app = create_app(desk=desk, settings=settings)
         server = _QuietSignalsServer(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning"))
         loop = asyncio.get_running_loop()
