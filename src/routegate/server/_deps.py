@@ -14,14 +14,16 @@ from routegate.server._turns import Services
 _bearer = HTTPBearer(auto_error=False, description="the server's API key (`ROUTEGATE_SERVER_API_KEY`), when set")
 
 
-def get_services(request: Request) -> Services:
+# Both dependencies are ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, two
+# thread hand-offs per request for what is an attribute read and a string comparison.
+async def get_services(request: Request) -> Services:
     return cast(Services, request.app.state.services)
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def require_api_key(
+async def require_api_key(
     services: ServicesDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
     settings = services.settings
