@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from routegate.core import (
     Budget,
+    FinalAnswer,
     Finalizer,
     FinalizeRequest,
     RouteDecision,
@@ -30,6 +31,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "Budget",
     "ConfigurationError",
+    "FinalAnswer",
     "FinalizeRequest",
     "Finalizer",
     "RouteDecision",

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from core._scripted import ListRouter, route
 from routegate.core import (
     ABSENT,
+    FinalAnswer,
     FinalizeRequest,
     RouteGateway,
     RoutePolicy,
@@ -274,3 +275,23 @@ def test_sync_loops_are_closed_at_exit() -> None:
     _sync._close_loops()
     assert loops and all(loop.is_closed() for loop in loops)
     assert _sync._loops == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "stop"), [(FinalAnswer("done.", {"k": 1}), "success"), (FinalAnswer(" "), "llm_empty")]
+)
+def test_a_final_answer_carries_extra_data_onto_the_result(answer: FinalAnswer, stop: str) -> None:
+    class Finalizer:
+        async def finalize(self, request: FinalizeRequest) -> FinalAnswer:
+            return answer
+
+    @worker(args=TicketArgs, inline=True)
+    def ok(ticket: str) -> dict[str, Any]:
+        return {"status": "done", "result": {"x": 1}}
+
+    result = agent_for(ok, outputs=[route("ok")], finalizer=Finalizer()).run("t")
+    assert result.stop_reason == stop
+    if result.ok:
+        assert result.answer == "done."
+        assert result.extra == {"k": 1}
+        assert result.to_dict()["k"] == 1

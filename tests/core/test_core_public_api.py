@@ -13,6 +13,7 @@ def test_top_level_exports_are_pinned() -> None:
         [
             "Budget",
             "ConfigurationError",
+            "FinalAnswer",
             "FinalizeRequest",
             "Finalizer",
             "RouteDecision",

@@ -55,6 +55,8 @@ async def test_code_in_the_final_answer_runs_in_the_sandbox() -> None:
     assert (result.status, result.stop_reason) == ("ok", "success")
     assert result.answer == "Let me check:\n```python\nprint(sum(range(10)))\n```\n\n[code:python] exit code 0\n45"
     assert [r.stop_reason for r in seen] == ["success"]
+    assert result.extra["technique"] == seen[0].to_dict()  # the dispatch record travels on the result
+    assert result.to_dict()["technique"]["stop_reason"] == "success"
 
 
 async def test_prose_answers_pass_through() -> None:
@@ -62,6 +64,7 @@ async def test_prose_answers_pass_through() -> None:
     result = await _agent("There were 45 orders last week.", seen).arun("orders?")
     assert result.answer == "There were 45 orders last week."
     assert seen == []
+    assert "technique" not in result.extra
 
 
 async def test_a_refused_action_ends_the_run_with_the_core_stop_reason() -> None:

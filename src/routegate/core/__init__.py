@@ -18,7 +18,7 @@ from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, Ob
 from routegate.core.gateway import DelegationLedger, DelegationStop, RouteGateway
 from routegate.core.hashing import args_hash
 from routegate.core.policy import RoutePolicy, RouteRejection
-from routegate.core.protocols import Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArgs, worker
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "DelegationEvent",
     "DelegationLedger",
     "DelegationStop",
+    "FinalAnswer",
     "FinalEvent",
     "FinalizeRequest",
     "Finalizer",

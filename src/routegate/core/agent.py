@@ -35,7 +35,7 @@ from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, Ob
 from routegate.core.gateway import DelegationLedger, DelegationStop, RouteGateway
 from routegate.core.hashing import args_hash
 from routegate.core.policy import RoutePolicy, RouteRejection
-from routegate.core.protocols import Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
@@ -321,6 +321,10 @@ class RoutingAgent:
         except Exception as exc:
             logger.warning("finalizer raised %s", type(exc).__name__, exc_info=True)
             return run.stop(sr.finalize_error(exc), f"the finalizer raised {type(exc).__name__}: {exc}", route=route)
+        extra: Mapping[str, Any] = {}
+        if isinstance(answer, FinalAnswer):
+            extra = answer.extra
+            answer = answer.text
         if not isinstance(answer, str) or not answer.strip():
             return run.stop(sr.LLM_EMPTY, "the finalizer returned an empty answer", route=route)
         return RunResult(
@@ -335,6 +339,7 @@ class RoutingAgent:
             history=tuple(run.history),
             route=route,
             elapsed_ms=run.elapsed_ms(),
+            extra=extra,
         )
 
 

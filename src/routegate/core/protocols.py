@@ -71,8 +71,17 @@ class FinalizeRequest:
         return self.history[-1].observation if self.history else {}
 
 
+@dataclass(frozen=True, slots=True)
+class FinalAnswer:
+    """A final answer with structured data for the caller: ``extra`` lands on ``RunResult.extra`` (and in its
+    JSON view), e.g. what a technique dispatch did with the answer. A finalizer may return this or plain text."""
+
+    text: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
 @runtime_checkable
 class Finalizer(Protocol):
     """Composes the final answer from the evidence; calls no worker. May raise ``RunStopError``."""
 
-    async def finalize(self, request: FinalizeRequest) -> str: ...
+    async def finalize(self, request: FinalizeRequest) -> str | FinalAnswer: ...

@@ -19,7 +19,7 @@ from typing import Any
 
 from routegate.core import stop_reasons as sr
 from routegate.core.contracts import RunResult
-from routegate.core.protocols import Finalizer, FinalizeRequest
+from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.technique.a2a import A2AOutcome
@@ -77,19 +77,23 @@ class TechniqueFinalizer:
         self.on_dispatch = on_dispatch
         self.render = render
 
-    async def finalize(self, request: FinalizeRequest) -> str:
+    async def finalize(self, request: FinalizeRequest) -> str | FinalAnswer:
         answer: object = await self.inner.finalize(request)
+        extra: Mapping[str, Any] = {}
+        if isinstance(answer, FinalAnswer):
+            extra = answer.extra
+            answer = answer.text
         if not isinstance(answer, str):
             return answer  # type: ignore[return-value]  # not text: the agent reports it (llm_empty)
         classified = self.router.classify(answer)
         if classified.is_prose:
-            return answer
+            return FinalAnswer(answer, extra) if extra else answer
         result = await self.dispatcher.adispatch(classified)
         if self.on_dispatch is not None:
             self.on_dispatch(result)
         if not result.ok:
             raise RunStopError(result.stop_reason, result.message or result.stop_reason, phase="finalize")
-        return self.render(answer, result)
+        return FinalAnswer(self.render(answer, result), {**extra, "technique": result.to_dict()})
 
 
 def technique_worker(
