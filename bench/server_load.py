@@ -144,6 +144,8 @@ def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
                 "serve",
                 "--port",
                 str(port),
+                "--workers",
+                str(workers),
             ]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
