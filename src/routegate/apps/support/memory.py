@@ -48,17 +48,14 @@ class MessageStore:
                 raise ConfigurationError(f"role must be 'user' or 'assistant', got {role!r}")
             if len(content) > MAX_MESSAGE_CHARS:
                 raise ConfigurationError(f"a message has {len(content)} characters, over {MAX_MESSAGE_CHARS}")
-        rows = ", ".join(["(%s, %s, %s)"] * len(messages))
-        # One round trip: BEGIN, the settings, the insert (one statement for all the messages, in order), the trim
-        # and COMMIT go out together in a pipeline.
-        async with self._db.connection() as conn, conn.pipeline(), conn.transaction():
+        async with self._db.connection() as conn, conn.transaction():
             # A chat turn need not wait for the WAL flush: a crash may lose the last turn, never corrupt the
             # table (PostgreSQL's asynchronous commit). It halves the memory write on a busy disk.
             await conn.execute("SET LOCAL synchronous_commit TO OFF")
-            if messages:
-                await conn.execute(
-                    f"INSERT INTO support_messages (session_id, role, content) VALUES {rows}",
-                    [value for role, content in messages for value in (session_id, role, content)],
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO support_messages (session_id, role, content) VALUES (%s, %s, %s)",
+                    [(session_id, role, content) for role, content in messages],
                 )
             await conn.execute(
                 "DELETE FROM support_messages WHERE session_id = %(s)s AND id < ("

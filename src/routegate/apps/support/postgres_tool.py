@@ -61,9 +61,7 @@ class PostgresTool:
         """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
         checked = check_sql(query, params)
         try:
-            # one round trip: the set-up statements and the query go out together in a pipeline (the
-            # transaction's BEGIN included), and the rollback is sent when the pipeline ends
-            async with self._db.connection() as conn, conn.pipeline(), conn.transaction(force_rollback=True):
+            async with self._db.connection() as conn, conn.transaction(force_rollback=True):
                 await conn.execute("SET TRANSACTION READ ONLY")
                 await conn.execute(
                     "SELECT set_config('statement_timeout', %s, true)", (str(self.statement_timeout_ms),)
