@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
+import psycopg
+
 from routegate.apps.support.contracts import (
     ROUTES,
     AnswerToken,
@@ -194,6 +196,13 @@ class SupportAgent:
             if final.answer:
                 await self.memory.extend(turn.session_id, [("user", turn.message), ("assistant", final.answer)])
             queue.put_nowait(final)
+        except psycopg.OperationalError as exc:
+            # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if
+            # a health check that runs a moment later still finds an open connection
+            logger.warning("the database failed during the turn: %s", type(exc).__name__, exc_info=True)
+            queue.put_nowait(
+                TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
+            )
         except Exception as exc:
             logger.warning("support turn failed: %s", type(exc).__name__, exc_info=True)
             queue.put_nowait(TurnError(message=f"the turn failed: {type(exc).__name__}: {exc}", code="internal_error"))
