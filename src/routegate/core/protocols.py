@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from routegate.core.contracts import Budget, HistoryEntry, RouteSpec, jsonable
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RouteRequest:
     """What a router sees when it decides: the goal, the catalogue of allowed routes and the run so far."""
 
@@ -57,7 +57,7 @@ class Router(Protocol):
     async def decide(self, request: RouteRequest) -> RouteDecision: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FinalizeRequest:
     """What a finalizer sees: the goal, the route that completed and the evidence gathered."""
 
