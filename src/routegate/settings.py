@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     # storage
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL"))
     data_dir: Path = Field(default_factory=default_data_dir)
+    # connections of the support desk's pool (each turn holds one for a few short statements at a time)
+    db_pool_size: int = Field(default=4, ge=1, le=100)
 
     # logging
     log_user_text: bool = False

@@ -13,7 +13,14 @@ from routegate.errors import ConfigurationError
 
 
 def test_exported_names_are_pinned() -> None:
-    assert sorted(embed.__all__) == ["Encoder", "HashingEncoder", "MiniLMEncoder", "Vectors", "default_encoder"]
+    assert sorted(embed.__all__) == [
+        "BatchingEncoder",
+        "Encoder",
+        "HashingEncoder",
+        "MiniLMEncoder",
+        "Vectors",
+        "default_encoder",
+    ]
 
 
 def test_construction_loads_nothing() -> None:

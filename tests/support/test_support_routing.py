@@ -206,3 +206,24 @@ async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     assert layer.contexts == [["how warm is it in Rome?"]]
     assert (choice.route, choice.layer) == ("EXTERNAL", "semantic")
     assert turn.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
+
+
+@pytest.mark.parametrize(
+    "text", ["Can you help me?", "can u help me", "Help!", "Could you please help me?", "please help", "help me out"]
+)
+def test_a_bare_request_for_help_is_settled_by_the_rules(text: str) -> None:
+    verdict = SupportRules().match(text)
+    assert verdict.route == "LLM"
+    assert verdict.hits["LLM"] == ("bare request for help",)
+
+
+@pytest.mark.parametrize(
+    ("text", "route"),
+    [
+        ("Can you help me reset my password?", "VECTOR"),
+        ("help me with ticket 3", "POSTGRES"),
+        ("Can you help me with the weather in Paris?", "EXTERNAL"),
+    ],
+)
+def test_a_request_for_help_with_a_topic_goes_to_the_topic(text: str, route: str) -> None:
+    assert SupportRules().match(text).route == route

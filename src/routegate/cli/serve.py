@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import httpx
@@ -85,8 +85,23 @@ def run_serve(args: argparse.Namespace) -> int:
     if workers > 1:
         return _serve_workers(settings, workers)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(settings, with_ui=False))
+        _run(_serve(settings, with_ui=False))
     return 0
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop when it is installed (it is a dependency on POSIX; about a third less CPU per request
+    than the stock asyncio loop under load), else on asyncio's own loop."""
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(main)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - Windows, or installed without it
+        return None
+    return uvloop.new_event_loop
 
 
 def _serve_workers(settings: Settings, workers: int) -> int:
@@ -128,7 +143,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
 def run_up(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(settings, with_ui=True))
+        _run(_serve(settings, with_ui=True))
     return 0
 
 
@@ -157,11 +172,12 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
         f"routegate: starting the support desk ({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
     )
-    from routegate.embed import MiniLMEncoder
+    from routegate.server.encoder import serving_encoder
+    from routegate.server.heap import freeze_startup_heap
 
-    encoder = MiniLMEncoder(intra_op_num_threads=settings.server_encoder_threads)
-    async with open_support_desk(settings, encoder=encoder) as desk:
+    async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
         app = create_app(desk=desk, settings=settings)
+        freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
         server = _QuietSignalsServer(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning"))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # stop serving, then let the cleanup below run to its end

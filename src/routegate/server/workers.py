@@ -49,7 +49,8 @@ class DeferredDesk:
 def app_from_environment() -> FastAPI:
     """uvicorn's ``factory=True`` entry point (settings from the environment, the desk opened in the lifespan)."""
     from routegate.apps.support.factory import open_support_desk
-    from routegate.embed import MiniLMEncoder
+    from routegate.server.encoder import serving_encoder
+    from routegate.server.heap import freeze_startup_heap
 
     settings = Settings()
     if not settings.database_url:
@@ -58,9 +59,9 @@ def app_from_environment() -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # one onnxruntime thread per worker: the workers already use the cores, more threads only contend
-        async with open_support_desk(settings, encoder=MiniLMEncoder(intra_op_num_threads=1)) as desk:
+        async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
             deferred.bind(desk)
+            freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
             try:
                 yield
             finally:

@@ -43,7 +43,7 @@ async def open_support_desk(
     if model is None and settings.llm_enabled:
         model = owned = OpenAIChatModel.from_settings(settings)
     try:
-        db = SupportDatabase(url, schema=schema)
+        db = SupportDatabase(url, schema=schema, max_size=settings.db_pool_size)
         await db.open()
         try:
             enc = encoder or default_encoder()

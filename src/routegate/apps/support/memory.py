@@ -2,7 +2,9 @@
 
 The spec's rule is "Last 10 messages only, passed unchanged through all nodes": :meth:`MessageStore.append`
 writes a message and deletes everything older than the session's last ``limit`` messages in the same
-transaction, so the table itself never holds more than ``limit`` messages per session.
+statement, so the table itself never holds more than ``limit`` messages per session. The desk's connections
+commit asynchronously (:class:`~routegate.apps.support.db.SupportDatabase`): a crash may lose the last turn,
+never corrupt the table.
 """
 
 from __future__ import annotations
@@ -41,27 +43,28 @@ class MessageStore:
         await self.extend(session_id, [(role, content)])
 
     async def extend(self, session_id: str, messages: list[tuple[Role, str]]) -> None:
-        """Append messages in order and keep only the last ``limit`` of the session (one transaction)."""
+        """Append messages in order and keep only the last ``limit`` of the session (one statement)."""
         check_session_id(session_id)
         for role, content in messages:
             if role not in ("user", "assistant"):
                 raise ConfigurationError(f"role must be 'user' or 'assistant', got {role!r}")
             if len(content) > MAX_MESSAGE_CHARS:
                 raise ConfigurationError(f"a message has {len(content)} characters, over {MAX_MESSAGE_CHARS}")
-        async with self._db.connection() as conn, conn.transaction():
-            # A chat turn need not wait for the WAL flush: a crash may lose the last turn, never corrupt the
-            # table (PostgreSQL's asynchronous commit). It halves the memory write on a busy disk.
-            await conn.execute("SET LOCAL synchronous_commit TO OFF")
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    "INSERT INTO support_messages (session_id, role, content) VALUES (%s, %s, %s)",
-                    [(session_id, role, content) for role, content in messages],
-                )
+        if not messages:
+            return
+        # only the last ``limit`` can survive the trim; one statement, one round trip (autocommit): the DELETE
+        # cannot see the rows the INSERT adds (one snapshot), so the ids to keep are taken from both
+        kept = messages[-self.limit :]
+        rows = ", ".join(["(%s, %s, %s)"] * len(kept))
+        params: list[object] = [v for role, content in kept for v in (session_id, role, content)]
+        async with self._db.connection() as conn:
             await conn.execute(
-                "DELETE FROM support_messages WHERE session_id = %(s)s AND id < ("
-                " SELECT min(id) FROM (SELECT id FROM support_messages WHERE session_id = %(s)s"
-                " ORDER BY id DESC LIMIT %(n)s) AS keep)",
-                {"s": session_id, "n": self.limit},
+                f"WITH added AS (INSERT INTO support_messages (session_id, role, content) VALUES {rows} RETURNING id)"
+                " DELETE FROM support_messages WHERE session_id = %s AND id < ("
+                " SELECT min(id) FROM (SELECT id FROM ("
+                " SELECT id FROM support_messages WHERE session_id = %s UNION ALL SELECT id FROM added) AS every_id"
+                " ORDER BY id DESC LIMIT %s) AS keep)",
+                [*params, session_id, session_id, self.limit],
             )
 
     async def recent(self, session_id: str) -> list[Message]:

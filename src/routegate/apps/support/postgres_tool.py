@@ -16,11 +16,14 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.sqlguard import check_sql
 from routegate.errors import ConfigurationError
+
+_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +60,31 @@ class PostgresTool:
         self.row_cap = row_cap
         self.statement_timeout_ms = statement_timeout_ms
 
+    def _begin(self) -> sql.Composed:
+        """``BEGIN READ ONLY`` with the statement timeout and the reader role, local to the transaction."""
+        statements = [
+            sql.SQL("BEGIN READ ONLY"),
+            sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(self.statement_timeout_ms)),
+        ]
+        if self._db.reader_role is not None:
+            statements.append(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._db.reader_role)))
+        return sql.SQL("; ").join(statements)
+
     async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
         """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
         checked = check_sql(query, params)
         try:
-            async with self._db.connection() as conn, conn.transaction(force_rollback=True):
-                await conn.execute("SET TRANSACTION READ ONLY")
-                await conn.execute(
-                    "SELECT set_config('statement_timeout', %s, true)", (str(self.statement_timeout_ms),)
-                )
-                if self._db.reader_role is not None:
-                    await conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._db.reader_role)))
-                cursor = await conn.execute(checked.sql, checked.params)
-                fetched = await cursor.fetchmany(self.row_cap + 1)
+            async with self._db.connection() as conn:
+                # three round trips: the transaction set-up as one simple-protocol batch, the query, the rollback
+                await conn.execute(self._begin())
+                try:
+                    cursor = await conn.execute(checked.sql, checked.params)
+                    fetched = await cursor.fetchmany(self.row_cap + 1)
+                finally:
+                    # a failed statement leaves the transaction open; nothing to do if the query is still running
+                    # (cancelled turn) or the connection is gone: the pool discards such connections
+                    if conn.info.transaction_status in _OPEN:
+                        await conn.execute("ROLLBACK")
         except psycopg.errors.QueryCanceled as exc:
             raise ToolError(
                 "statement_timeout", f"the query ran longer than statement_timeout={self.statement_timeout_ms} ms"

@@ -15,6 +15,7 @@ runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,7 +109,8 @@ class SupportRouter:
         margin: float | None = None
         clarify = False
         if self.semantic is not None:
-            semantic = self.semantic.decide(text, history)
+            # off the event loop: the encoder releases the GIL, so other turns keep running meanwhile
+            semantic = await asyncio.to_thread(self.semantic.decide, text, history)
             scores.update({f"semantic:{r}": s for r, s in semantic.scores.items()})
             runner_up, margin = semantic.runner_up, semantic.margin
             if semantic.route is not None:

@@ -9,7 +9,7 @@ layer only fires on *phrases* that settle a route on their own:
   ``which customer``, ``customers in London``, a person's tickets (``Jane's tickets``).
 * VECTOR — a help topic or a how-to: password reset, refund, escalation, policy, FAQ, ``how do I``.
 * EXTERNAL — weather words and coin names, market prices, world facts.
-* LLM — talk about the assistant itself, greetings and thanks.
+* LLM — talk about the assistant itself, greetings and thanks, a bare "can you help me?" with no topic.
 
 When phrases of several routes match, the spec's priority decides (POSTGRES, VECTOR, EXTERNAL, LLM), except that
 a question about the assistant itself ("how does this system work") is LLM unless it names a record. When no
@@ -142,6 +142,13 @@ _PATTERNS: Final[Mapping[SupportRoute, Sequence[tuple[str, str]]]] = {
         ("capabilities", r"\b(?:what can you do|your capabilities|what (?:kind of )?questions can i ask)\b"),
         ("how the assistant works", r"\bhow (?:do|does) you\b|\bhow you work\b|\bwhich tools\b"),
         ("greeting", r"^(?:hi|hello|hey|good (?:morning|afternoon|evening)|helo)\b"),
+        # the whole message is a request for help with no topic ("Can you help me?"): the answer is a question
+        # back, so no embedding (or LLM router call) is needed to decide it
+        (
+            "bare request for help",
+            r"^(?:(?:can|could|would|will) (?:you|u) (?:please )?|please )?(?:help|assist)(?: me| us)?"
+            r"(?: (?:please|out))?\s*[?.!]*$",
+        ),
         ("thanks or goodbye", r"\b(?:thanks?|thank you|thnks|bye|goodbye)\b"),
         ("conversation", r"\b(?:tell me a joke|write me|summarize our conversation|start over|never mind)\b"),
     ),

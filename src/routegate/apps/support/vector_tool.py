@@ -8,6 +8,7 @@ an empty list — the graph's signal to fall back. Search only: nothing is uploa
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -77,7 +78,8 @@ class VectorTool:
             return []
         if not 1 <= top_k <= MAX_TOP_K:
             raise ConfigurationError(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        vector = vector_literal(self._encoder.encode([query])[0])
+        # off the event loop: the encoder releases the GIL, so other turns keep running meanwhile
+        vector = vector_literal((await asyncio.to_thread(self._encoder.encode, [query]))[0])
         try:
             async with self._db.connection() as conn:
                 cur = await conn.execute(
