@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.embed import BatchingEncoder, HashingEncoder, MiniLMEncoder
+from routegate.embed import BatchingEncoder, HashingEncoder, MiniLMEncoder, encode_async
 from routegate.embed.protocol import Vectors
 from routegate.errors import ConfigurationError
 
@@ -167,3 +168,69 @@ def test_minilm_rows_do_not_depend_on_their_batch_mates() -> None:
     mates = ["hi", query, "Which city is customer 3 from? And what is the status of ticket 2, please?"]
     together = encoder.encode(mates)[1]
     np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+async def test_coroutines_share_passes_without_holding_threads() -> None:
+    gated = GatedEncoder()
+    encoder = BatchingEncoder(gated)
+    first = asyncio.create_task(encoder.aencode(["first"]))
+    assert await asyncio.to_thread(gated.first_pass_entered.wait, 10)
+    later = [asyncio.create_task(encoder.aencode([f"t{i}", f"u{i}"])) for i in range(5)]
+    await asyncio.sleep(0)  # let every task queue its call (they do so before their first await)
+    assert encoder.queued_calls == 5
+    gated.gate.set()
+    results = await asyncio.gather(first, *later)
+    assert len(gated.passes) == 2 and len(gated.passes[1]) == 10  # everything that waited went in one pass
+    reference = HashingEncoder(dim=32)
+    for i, got in enumerate(results[1:]):
+        np.testing.assert_array_equal(got, reference.encode([f"t{i}", f"u{i}"]))
+    assert (await encoder.aencode([])).shape == (0, 32)
+
+
+async def test_a_cancelled_coroutine_does_not_disturb_the_others() -> None:
+    gated = GatedEncoder()
+    encoder = BatchingEncoder(gated)
+    first = asyncio.create_task(encoder.aencode(["first"]))
+    assert await asyncio.to_thread(gated.first_pass_entered.wait, 10)
+    gone = asyncio.create_task(encoder.aencode(["gone"]))
+    stays = asyncio.create_task(encoder.aencode(["stays"]))
+    await asyncio.sleep(0)
+    gone.cancel()
+    gated.gate.set()
+    assert (await first).shape == (1, 32) and (await stays).shape == (1, 32)
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert (await encoder.aencode(["again"])).shape == (1, 32)
+
+
+async def test_a_failed_pass_raises_in_each_awaiting_caller() -> None:
+    encoder = BatchingEncoder(GatedEncoder(fail_on=lambda texts: True))
+    encoder.inner.gate.set()  # type: ignore[attr-defined]  # no pile-up needed here
+    with pytest.raises(RuntimeError, match="cannot encode"):
+        await encoder.aencode(["x"])
+    assert encoder.queued_calls == 0
+
+
+async def test_thread_and_coroutine_callers_mix() -> None:
+    encoder = BatchingEncoder(HashingEncoder(dim=32))
+    reference = HashingEncoder(dim=32)
+    texts = [[f"text {i}"] for i in range(20)]
+    coroutine_results = asyncio.gather(*(encoder.aencode(t) for t in texts[:10]))
+    thread_results = [asyncio.to_thread(encoder.encode, t) for t in texts[10:]]
+    got = [*(await coroutine_results), *(await asyncio.gather(*thread_results))]
+    for t, vectors in zip(texts, got, strict=True):
+        np.testing.assert_array_equal(vectors, reference.encode(t))
+
+
+async def test_encode_async_runs_a_plain_encoder_off_the_loop() -> None:
+    main = threading.get_ident()
+    seen: list[int] = []
+
+    class Recording(HashingEncoder):
+        def encode(self, texts: Sequence[str]) -> Vectors:
+            seen.append(threading.get_ident())
+            return super().encode(texts)
+
+    assert (await encode_async(Recording(dim=8), ["a", "b"])).shape == (2, 8)
+    assert seen and seen[0] != main
+    assert (await encode_async(BatchingEncoder(HashingEncoder(dim=8)), ["a"])).shape == (1, 8)

@@ -20,6 +20,7 @@ def test_exported_names_are_pinned() -> None:
         "MiniLMEncoder",
         "Vectors",
         "default_encoder",
+        "encode_async",
     ]
 
 

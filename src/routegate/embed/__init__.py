@@ -2,13 +2,22 @@
 
 * :class:`MiniLMEncoder` — all-MiniLM-L6-v2 as int8 ONNX (onnxruntime + tokenizers), offline, no torch.
 * :func:`default_encoder` — the process-wide :class:`MiniLMEncoder` (loads lazily on first use).
-* :class:`BatchingEncoder` — wraps an encoder so that concurrent calls share forward passes (servers).
+* :class:`BatchingEncoder` — wraps an encoder so that concurrent calls share forward passes (servers);
+  :func:`encode_async` embeds from a coroutine without blocking the event loop.
 * :class:`HashingEncoder` — deterministic hashing encoder for tests and model-free wiring.
 """
 
-from routegate.embed.batching import BatchingEncoder
+from routegate.embed.batching import BatchingEncoder, encode_async
 from routegate.embed.hashing import HashingEncoder
 from routegate.embed.minilm import MiniLMEncoder, default_encoder
 from routegate.embed.protocol import Encoder, Vectors
 
-__all__ = ["BatchingEncoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "Vectors", "default_encoder"]
+__all__ = [
+    "BatchingEncoder",
+    "Encoder",
+    "HashingEncoder",
+    "MiniLMEncoder",
+    "Vectors",
+    "default_encoder",
+    "encode_async",
+]

@@ -8,7 +8,6 @@ an empty list — the graph's signal to fall back. Search only: nothing is uploa
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -18,7 +17,7 @@ import psycopg
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
-from routegate.embed import Encoder
+from routegate.embed import Encoder, encode_async
 from routegate.errors import ConfigurationError
 
 # Cosine similarity (all-MiniLM-L6-v2) under which an article is not an answer. Calibrated on the labelled
@@ -78,8 +77,8 @@ class VectorTool:
             return []
         if not 1 <= top_k <= MAX_TOP_K:
             raise ConfigurationError(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        # off the event loop: the encoder releases the GIL, so other turns keep running meanwhile
-        vector = vector_literal((await asyncio.to_thread(self._encoder.encode, [query]))[0])
+        # off the event loop (other turns keep running), in a shared pass when the encoder batches
+        vector = vector_literal((await encode_async(self._encoder, [query]))[0])
         try:
             async with self._db.connection() as conn:
                 cur = await conn.execute(
