@@ -14,13 +14,16 @@ from routegate.errors import ConfigurationError
 
 def test_exported_names_are_pinned() -> None:
     assert sorted(embed.__all__) == [
+        "AsyncEncoder",
         "BatchingEncoder",
         "Encoder",
         "HashingEncoder",
+        "MemoEncoder",
         "MiniLMEncoder",
         "Vectors",
         "default_encoder",
         "encode_async",
+        "request_scope",
     ]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from routegate.core import RouteIntent, RoutePolicy, RouteRequest, RouteSpec
-from routegate.embed import HashingEncoder
+from routegate.embed import BatchingEncoder, HashingEncoder, Vectors
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import Calibration, FitConfig, LabelledExample, SemanticRouter
 
@@ -374,3 +376,39 @@ async def test_decide_never_fails_on_untrusted_context(
         assert stop_reason.startswith(("clarify:", "no_route:"))
         return
     assert isinstance(policy.validate(decision.raw), RouteIntent) or not goal.strip()
+
+
+@pytest.mark.parametrize(
+    ("text", "context", "previous"),
+    [
+        ("show ticket 12", (), None),
+        ("and number 2?", ("show ticket 12", "and number 2?"), None),
+        ("ticket escalation", (), "VECTOR"),
+        ("zzzz qqqq", ("weather in Paris",), None),
+    ],
+)
+async def test_aroute_decides_exactly_as_route(
+    router: SemanticRouter, text: str, context: tuple[str, ...], previous: str | None
+) -> None:
+    for variant in (
+        router,
+        _forced(router, threshold=router.calibration.threshold),
+        _forced(router, clarify_margin=2.0),
+    ):
+        expected = variant.route(text, context=context, previous_route=previous)
+        assert await variant.aroute(text, context=context, previous_route=previous) == expected
+
+
+async def test_aroute_runs_the_encoder_off_the_event_loop(router: SemanticRouter) -> None:
+    threads: list[int] = []
+
+    class Recording(HashingEncoder):
+        def encode(self, texts: Sequence[str]) -> Vectors:
+            threads.append(threading.get_ident())
+            return super().encode(texts)
+
+    for encoder in (Recording(dim=512), BatchingEncoder(Recording(dim=512))):
+        threads.clear()
+        off_loop = SemanticRouter(router.head, router.calibration, encoder=encoder, default_route="LLM")
+        await off_loop.aroute("show ticket 12")
+        assert threads and threading.get_ident() not in threads

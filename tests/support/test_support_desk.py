@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from routegate.apps.support.contracts import (
@@ -15,8 +17,8 @@ from routegate.apps.support.contracts import (
 from routegate.apps.support.data import ARTICLES, CRYPTO_ANSWER, WEATHER_ANSWER
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.embed import MiniLMEncoder
+from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
+from routegate.embed import MemoEncoder, MiniLMEncoder, Vectors
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +149,33 @@ async def test_bad_input_gets_an_error_event(desk: SupportAgent, message: str, s
 
 async def test_healthy(desk: SupportAgent) -> None:
     assert await desk.healthy()
+
+
+async def test_a_semantic_vector_turn_embeds_the_message_once(db: SupportDatabase, encoder: MiniLMEncoder) -> None:
+    class Counting:
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        @property
+        def dim(self) -> int:
+            return encoder.dim
+
+        @property
+        def model_id(self) -> str:
+            return encoder.model_id
+
+        def encode(self, texts: Sequence[str]) -> Vectors:
+            self.texts.extend(texts)
+            return encoder.encode(texts)
+
+    counting = Counting()
+    memo = MemoEncoder(counting)
+    agent = SupportAgent(db=db, encoder=memo, semantic=FittedSemanticLayer.fit(memo))
+    await agent.start()
+    message = "I cannot log in to my account"
+    result = await agent.ask(message, session_id="memo-1")
+    router, *_ = (entry for entry in result.trace if entry.get("node") == "router")
+    vector, *_ = (entry for entry in result.trace if entry.get("node") == "vector")
+    assert (result.route, router["layer"]) == ("VECTOR", "semantic")  # the router embedded it ...
+    assert vector["call"]["query"] == message  # ... and the vector tool searched with it
+    assert counting.texts.count(message) == 1

@@ -196,6 +196,9 @@ class _RecordingLayer:
         self.contexts.append(list(context))
         return SemanticVerdict("EXTERNAL", {"EXTERNAL": 0.9}, "EXTERNAL", "LLM", 0.5, "stub")
 
+    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+        return self.decide(text, context)
+
 
 async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     layer = _RecordingLayer()

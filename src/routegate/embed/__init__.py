@@ -4,20 +4,25 @@
 * :func:`default_encoder` — the process-wide :class:`MiniLMEncoder` (loads lazily on first use).
 * :class:`BatchingEncoder` — wraps an encoder so that concurrent calls share forward passes (servers);
   :func:`encode_async` embeds from a coroutine without blocking the event loop.
+* :class:`MemoEncoder` + :func:`request_scope` — a text embedded twice in one request is embedded once.
 * :class:`HashingEncoder` — deterministic hashing encoder for tests and model-free wiring.
 """
 
 from routegate.embed.batching import BatchingEncoder, encode_async
 from routegate.embed.hashing import HashingEncoder
+from routegate.embed.memo import MemoEncoder, request_scope
 from routegate.embed.minilm import MiniLMEncoder, default_encoder
-from routegate.embed.protocol import Encoder, Vectors
+from routegate.embed.protocol import AsyncEncoder, Encoder, Vectors
 
 __all__ = [
+    "AsyncEncoder",
     "BatchingEncoder",
     "Encoder",
     "HashingEncoder",
+    "MemoEncoder",
     "MiniLMEncoder",
     "Vectors",
     "default_encoder",
     "encode_async",
+    "request_scope",
 ]

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from routegate.embed.protocol import Encoder, Vectors
+from routegate.embed.protocol import AsyncEncoder, Encoder, Vectors
 from routegate.errors import ConfigurationError
 
 
@@ -183,8 +183,9 @@ def _outcome(call: _Call) -> Vectors:
 
 
 async def encode_async(encoder: Encoder, texts: Sequence[str]) -> Vectors:
-    """Embed ``texts`` from a coroutine without blocking its event loop: :meth:`BatchingEncoder.aencode` when the
-    encoder batches, else the encoder's ``encode`` on a worker thread."""
-    if isinstance(encoder, BatchingEncoder):
+    """Embed ``texts`` from a coroutine without blocking its event loop: the encoder's own ``aencode`` when it has
+    one (:class:`~routegate.embed.protocol.AsyncEncoder`, e.g. :meth:`BatchingEncoder.aencode`), else its
+    ``encode`` on a worker thread."""
+    if isinstance(encoder, AsyncEncoder):
         return await encoder.aencode(texts)
     return await asyncio.to_thread(encoder.encode, texts)

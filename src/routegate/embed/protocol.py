@@ -22,3 +22,10 @@ class Encoder(Protocol):
     def model_id(self) -> str: ...
 
     def encode(self, texts: Sequence[str]) -> Vectors: ...
+
+
+@runtime_checkable
+class AsyncEncoder(Encoder, Protocol):
+    """An encoder that can also be awaited from a coroutine without blocking its event loop."""
+
+    async def aencode(self, texts: Sequence[str]) -> Vectors: ...

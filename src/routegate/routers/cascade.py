@@ -87,15 +87,28 @@ class CascadeRouter:
         if winner is not None:
             return CascadeDecision(winner, "rules", "route", None, rule_scores, rule_why)
         decision = self.semantic.route(text, context=context, previous_route=previous_route, allowed=allowed)
-        return CascadeDecision(
-            decision.route, "semantic", decision.outcome, decision, rule_scores, f"{rule_why}; {decision.why}"
-        )
+        return _semantic_stage(decision, rule_scores, rule_why)
+
+    async def aroute(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> CascadeDecision:
+        """:meth:`route` for coroutines (the semantic stage's encoder runs off the event loop)."""
+        winner, rule_scores, rule_why = self._rule_winner(text, allowed)
+        if winner is not None:
+            return CascadeDecision(winner, "rules", "route", None, rule_scores, rule_why)
+        decision = await self.semantic.aroute(text, context=context, previous_route=previous_route, allowed=allowed)
+        return _semantic_stage(decision, rule_scores, rule_why)
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
         allowed = {spec.name for spec in request.catalog} - request.forbidden_targets
         conversation = request.context.get("conversation", ())
         previous = request.context.get("previous_route")
-        offline = self.route(
+        offline = await self.aroute(
             request.goal,
             context=conversation if isinstance(conversation, Sequence) and not isinstance(conversation, str) else (),
             previous_route=previous if isinstance(previous, str) else None,
@@ -129,3 +142,9 @@ class CascadeRouter:
             scores.update({f"llm:{k}": v for k, v in answer.scores.items()})
         why = f"{unsure}; llm: {answer.why}" if answer.why else unsure
         return RouteDecision(raw=answer.raw, decided_by=f"{self.name}:llm", scores=scores, why=why)
+
+
+def _semantic_stage(decision: SemanticDecision, rule_scores: Mapping[str, float], rule_why: str) -> CascadeDecision:
+    return CascadeDecision(
+        decision.route, "semantic", decision.outcome, decision, rule_scores, f"{rule_why}; {decision.why}"
+    )

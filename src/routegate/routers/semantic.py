@@ -29,6 +29,7 @@ import numpy as np
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.core.stop_reasons import safe_detail
+from routegate.embed.batching import encode_async
 from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import _head
@@ -94,6 +95,32 @@ def _texts_of(context: Sequence[object]) -> list[str]:
             if role == "user" and isinstance(content, str):
                 out.append(content)
     return out
+
+
+def _with_previous_turn(query: str, context: Sequence[object]) -> str | None:
+    """The query prefixed with the previous user turn (``None`` when there is none)."""
+    history = _texts_of(context)
+    if history and history[-1] == query:
+        history = history[:-1]
+    return f"{history[-1]} {query}" if history else None
+
+
+def _settle(
+    decision: SemanticDecision, with_context: SemanticDecision | None, previous_route: str | None
+) -> SemanticDecision:
+    """The multi-turn rule: the query alone if it routes; else with the previous turn if that routes; else a
+    clarify that involves the previous route stays on it; else the query's own (unsure) decision."""
+    if decision.outcome == "route":
+        return decision
+    if with_context is not None and with_context.outcome == "route":
+        return replace(with_context, used_context=True)
+    if (
+        decision.outcome == "clarify"
+        and previous_route is not None
+        and previous_route in (decision.top, decision.runner_up)
+    ):
+        return replace(decision, route=previous_route, outcome="route", used_context=True)
+    return decision
 
 
 class SemanticRouter:
@@ -345,23 +372,29 @@ class SemanticRouter:
         turn; failing that, a clarify between ``previous_route`` and another route stays on ``previous_route``."""
         query = str(text)
         decision = self._decide(self.encoder.encode([query]), [query], allowed)[0]
-        if decision.outcome == "route":
-            return decision
-        history = _texts_of(context)
-        if history and history[-1] == query:
-            history = history[:-1]
-        if history:  # only an unsure query pays for the second encoding
-            joined = f"{history[-1]} {query}"
+        joined = _with_previous_turn(query, context) if decision.outcome != "route" else None
+        with_context = None
+        if joined is not None:  # only an unsure query pays for the second encoding
             with_context = self._decide(self.encoder.encode([joined]), [joined], allowed)[0]
-            if with_context.outcome == "route":
-                return replace(with_context, used_context=True)
-        if (
-            decision.outcome == "clarify"
-            and previous_route is not None
-            and previous_route in (decision.top, decision.runner_up)
-        ):
-            return replace(decision, route=previous_route, outcome="route", used_context=True)
-        return decision
+        return _settle(decision, with_context, previous_route)
+
+    async def aroute(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> SemanticDecision:
+        """:meth:`route` for coroutines: the encoder runs off the event loop (in a shared pass when it batches,
+        :func:`~routegate.embed.batching.encode_async`); the head's arithmetic stays on the caller's thread."""
+        query = str(text)
+        decision = self._decide(await encode_async(self.encoder, [query]), [query], allowed)[0]
+        joined = _with_previous_turn(query, context) if decision.outcome != "route" else None
+        with_context = None
+        if joined is not None:
+            with_context = self._decide(await encode_async(self.encoder, [joined]), [joined], allowed)[0]
+        return _settle(decision, with_context, previous_route)
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
         """The :class:`~routegate.core.protocols.Router` protocol: route ``request.goal`` among the allowed routes.
@@ -372,7 +405,7 @@ class SemanticRouter:
         ctx = request.context
         conversation = ctx.get("conversation", ())
         previous = ctx.get("previous_route")
-        decision = self.route(
+        decision = await self.aroute(
             request.goal,
             context=conversation if isinstance(conversation, Sequence) and not isinstance(conversation, str) else (),
             previous_route=previous if isinstance(previous, str) else None,

@@ -39,7 +39,7 @@ from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLaye
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, DelegationLedger, RouteGateway, RoutePolicy, stop_reasons
-from routegate.embed import Encoder
+from routegate.embed import Encoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
 from routegate.plan import Plan, PlanResult
@@ -183,8 +183,10 @@ class SupportAgent:
         deadline = asyncio.timeout(self.budget.max_seconds)
         result: PlanResult | None = None
         try:
-            async with deadline:
-                result = await self.plan.arun(turn)
+            # one request scope: the router's embedding of the message is reused by the vector tool
+            with request_scope():
+                async with deadline:
+                    result = await self.plan.arun(turn)
         except TimeoutError:
             if not deadline.expired():
                 raise

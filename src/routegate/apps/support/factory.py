@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import FittedSemanticLayer
-from routegate.embed import Encoder, default_encoder
+from routegate.embed import Encoder, MemoEncoder, default_encoder
 from routegate.llm import OpenAIChatModel
 from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
@@ -46,7 +46,8 @@ async def open_support_desk(
         db = SupportDatabase(url, schema=schema, max_size=settings.db_pool_size)
         await db.open()
         try:
-            enc = encoder or default_encoder()
+            # a text embedded twice in a turn (router, then vector tool) is embedded once
+            enc = MemoEncoder(encoder or default_encoder())
             semantic = await asyncio.to_thread(FittedSemanticLayer.load_or_fit, enc, settings.data_dir)
             desk = SupportAgent(db=db, encoder=enc, chat_model=model, semantic=semantic)
             await desk.start()

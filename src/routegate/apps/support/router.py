@@ -15,7 +15,6 @@ runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,8 +108,7 @@ class SupportRouter:
         margin: float | None = None
         clarify = False
         if self.semantic is not None:
-            # off the event loop: the encoder releases the GIL, so other turns keep running meanwhile
-            semantic = await asyncio.to_thread(self.semantic.decide, text, history)
+            semantic = await self.semantic.adecide(text, history)  # the encoder runs off the event loop
             scores.update({f"semantic:{r}": s for r, s in semantic.scores.items()})
             runner_up, margin = semantic.runner_up, semantic.margin
             if semantic.route is not None:

@@ -30,9 +30,9 @@ import numpy as np
 
 from routegate import __version__
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.embed import Encoder, Vectors
+from routegate.embed import Encoder, Vectors, encode_async
 from routegate.errors import ConfigurationError
-from routegate.routers.semantic import SemanticRouter
+from routegate.routers.semantic import SemanticDecision, SemanticRouter
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +152,10 @@ class EmbeddingLayer(Protocol):
 
     def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict: ...
 
+    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+        """``decide`` for the desk's event loop: the encoder must not run on it."""
+        ...
+
 
 class ExampleEmbeddingLayer:
     """Mean of the ``k`` nearest example similarities per route, with a score floor and a margin."""
@@ -182,7 +186,9 @@ class ExampleEmbeddingLayer:
         self._matrix: Vectors = encoder.encode(texts)
 
     def scores(self, text: str) -> dict[str, float]:
-        vector = self._encoder.encode([text])[0]
+        return self._scores_of(self._encoder.encode([text])[0])
+
+    def _scores_of(self, vector: Vectors) -> dict[str, float]:
         sims = self._matrix @ vector
         out: dict[str, float] = {}
         for index, route in enumerate(self._routes):
@@ -190,8 +196,13 @@ class ExampleEmbeddingLayer:
             out[route] = round(float(own.mean()), 4)
         return out
 
+    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+        return self._verdict(self._scores_of((await encode_async(self._encoder, [text]))[0]))
+
     def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        scores = self.scores(text)
+        return self._verdict(self.scores(text))
+
+    def _verdict(self, scores: dict[str, float]) -> SemanticVerdict:
         ranked = sorted(self._routes, key=lambda r: scores[r], reverse=True)
         best, runner_up = ranked[0], ranked[1]
         margin = round(scores[best] - scores[runner_up], 4)
@@ -271,7 +282,13 @@ class FittedSemanticLayer:
         return layer
 
     def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        decision = self.router.route(text, context=list(context))
+        return self._verdict(self.router.route(text, context=list(context)))
+
+    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+        return self._verdict(await self.router.aroute(text, context=list(context)))
+
+    @staticmethod
+    def _verdict(decision: SemanticDecision) -> SemanticVerdict:
         scores = {route: round(float(score), 4) for route, score in decision.scores.items()}
         route = _as_route(decision.route) if decision.outcome == "route" else None
         return SemanticVerdict(
