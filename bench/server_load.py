@@ -4,6 +4,7 @@ concurrency levels. Bounded: each level runs for ``--seconds`` (default 3).
     .venv/bin/python bench/server_load.py                   # spawns `routegate serve` (embedded PostgreSQL)
     .venv/bin/python bench/server_load.py --workers 2       # two server processes over one PostgreSQL
     .venv/bin/python bench/server_load.py --desk fake       # the same server around the in-memory fake desk
+    .venv/bin/python bench/server_load.py --mix unsure      # 2 of 5 messages decided by the embedding layer
     .venv/bin/python bench/server_load.py --url http://127.0.0.1:8000   # an already running server
 
 The server runs in its own process (so the load generator does not share its GIL); the client is a minimal
@@ -29,13 +30,25 @@ from urllib.parse import urlsplit
 
 import httpx
 
-QUESTIONS = (
-    "What is the status of ticket 2?",
-    "How do I reset my password?",
-    "What's the weather today?",
-    "Which city is customer 3 from?",
-    "Can you help me?",
-)
+MIXES = {
+    # the spec's five question kinds: four settled by the rules, the password how-to embedded for the KB search
+    "spec": (
+        "What is the status of ticket 2?",
+        "How do I reset my password?",
+        "What's the weather today?",
+        "Which city is customer 3 from?",
+        "Can you help me?",
+    ),
+    # two of five messages the rules cannot settle: the embedding layer decides them (then the KB search)
+    "unsure": (
+        "What is the status of ticket 2?",
+        "I cannot log in to my account",
+        "What's the weather today?",
+        "I was charged twice",
+        "Can you help me?",
+    ),
+}
+QUESTIONS = MIXES["spec"]
 
 
 class Connection:
@@ -81,7 +94,9 @@ class Connection:
                 await self.writer.wait_closed()
 
 
-async def run_level(url: str, *, concurrency: int, mode: str, seconds: float) -> dict[str, float]:
+async def run_level(
+    url: str, *, concurrency: int, mode: str, seconds: float, questions: tuple[str, ...] = QUESTIONS
+) -> dict[str, float]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     accept = "application/json" if mode == "json" else "text/event-stream"
@@ -96,7 +111,7 @@ async def run_level(url: str, *, concurrency: int, mode: str, seconds: float) ->
         i = 0
         try:
             while time.perf_counter() < deadline:
-                body = json.dumps({"message": QUESTIONS[(w + i) % len(QUESTIONS)], "session_id": f"{run}-{w}"}).encode()
+                body = json.dumps({"message": questions[(w + i) % len(questions)], "session_id": f"{run}-{w}"}).encode()
                 started = time.perf_counter()
                 status, payload = await conn.post("/chat", body, accept)
                 latencies.append(time.perf_counter() - started)
@@ -180,12 +195,14 @@ def serve_fake(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-async def bench(url: str, levels: list[int], modes: list[str], seconds: float, warmup: float) -> list[dict[str, float]]:
-    await run_level(url, concurrency=4, mode="json", seconds=warmup)
+async def bench(
+    url: str, levels: list[int], modes: list[str], seconds: float, warmup: float, questions: tuple[str, ...]
+) -> list[dict[str, float]]:
+    await run_level(url, concurrency=4, mode="json", seconds=warmup, questions=questions)
     results = []
     for mode in modes:
         for c in levels:
-            results.append(await run_level(url, concurrency=c, mode=mode, seconds=seconds))
+            results.append(await run_level(url, concurrency=c, mode=mode, seconds=seconds, questions=questions))
     return results
 
 
@@ -198,6 +215,9 @@ def main() -> int:
     parser.add_argument("--modes", default="json,stream", help="json, stream or both (default)")
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each level (default 3)")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds before measuring (default 1)")
+    parser.add_argument(
+        "--mix", choices=sorted(MIXES), default="spec", help="the messages each session cycles through (default spec)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -208,12 +228,12 @@ def main() -> int:
     modes = [m.strip() for m in args.modes.split(",")]
     with contextlib.ExitStack() as stack:
         url = args.url or stack.enter_context(spawned_server(args.desk, args.workers))
-        results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup))
+        results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix]))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     where = "the given server" if args.url else f"{args.desk} desk, {args.workers} worker(s)"
-    print(f"POST /chat on {where}, {args.seconds:g} s per level")
+    print(f"POST /chat on {where}, {args.mix!r} messages, {args.seconds:g} s per level")
     print(f"{'mode':<7}{'conc':>5}{'requests':>10}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
     for r in results:
         print(
