@@ -69,3 +69,71 @@ def test_edges_and_protocol() -> None:
         with pytest.raises(TypeError, match="not a single string"):
             encoder.encode("text")  # type: ignore[arg-type]  # the mistake under test
     assert (encoder.dim, encoder.model_id) == (8, HashingEncoder(dim=8).model_id)
+
+
+class Gate(HashingEncoder):
+    """Counts calls; each call waits for the test to open the gate (so a prefetch is still running)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__(dim=16)
+        self.texts: list[str] = []
+        self.gate = asyncio.Event()
+        self.fail = fail
+
+    async def aencode(self, texts: Sequence[str]) -> Vectors:
+        self.texts.extend(texts)
+        await self.gate.wait()
+        if self.fail:
+            raise RuntimeError("encoder down")
+        return super().encode(texts)
+
+
+async def test_a_prefetch_is_awaited_not_repeated() -> None:
+    inner = Gate()
+    encoder = MemoEncoder(inner)
+    with request_scope():
+        encoder.prefetch("early")
+        encoder.prefetch("early")  # already there: nothing new
+        waiting = asyncio.create_task(encoder.aencode(["early"]))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        inner.gate.set()
+        vector = await waiting
+        with request_scope():  # re-entrant: the same scope
+            again = await encoder.aencode(["early"])
+    assert inner.texts == ["early"]
+    np.testing.assert_array_equal(vector, again)
+    np.testing.assert_array_equal(vector[0], HashingEncoder(dim=16).encode(["early"])[0])
+
+
+async def test_a_failed_prefetch_is_retried_by_the_caller() -> None:
+    inner = Gate(fail=True)
+    encoder = MemoEncoder(inner)
+    inner.gate.set()
+    with request_scope():
+        encoder.prefetch("x")
+        with pytest.raises(RuntimeError, match="encoder down"):
+            await encoder.aencode(["x"])
+    assert inner.texts == ["x", "x"]  # the prefetch, then the caller's own attempt
+
+
+async def test_the_scope_cancels_what_is_still_running_and_prefetch_needs_a_scope() -> None:
+    inner = Gate()
+    encoder = MemoEncoder(inner)
+    encoder.prefetch("no scope")  # does nothing outside a scope
+    with request_scope():
+        encoder.prefetch("late")
+        await asyncio.sleep(0)
+        memo_task = next(t for t in asyncio.all_tasks() if t is not asyncio.current_task())
+    await asyncio.sleep(0)
+    assert memo_task.cancelled()
+    assert inner.texts == ["late"]
+
+
+async def test_a_thread_does_not_wait_for_a_prefetch() -> None:
+    inner = Gate()
+    encoder = MemoEncoder(inner)
+    with request_scope():
+        encoder.prefetch("t")
+        assert encoder.encode(["t"]).shape == (1, 16)  # embedded inline instead
+        inner.gate.set()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
 
 from routegate.apps.support.contracts import (
     AnswerToken,
+    Message,
     RouteChosen,
     SupportDesk,
     ToolUsed,
@@ -152,23 +154,7 @@ async def test_healthy(desk: SupportAgent) -> None:
 
 
 async def test_a_semantic_vector_turn_embeds_the_message_once(db: SupportDatabase, encoder: MiniLMEncoder) -> None:
-    class Counting:
-        def __init__(self) -> None:
-            self.texts: list[str] = []
-
-        @property
-        def dim(self) -> int:
-            return encoder.dim
-
-        @property
-        def model_id(self) -> str:
-            return encoder.model_id
-
-        def encode(self, texts: Sequence[str]) -> Vectors:
-            self.texts.extend(texts)
-            return encoder.encode(texts)
-
-    counting = Counting()
+    counting = _CountingEncoder(encoder)
     memo = MemoEncoder(counting)
     agent = SupportAgent(db=db, encoder=memo, semantic=FittedSemanticLayer.fit(memo))
     await agent.start()
@@ -179,3 +165,59 @@ async def test_a_semantic_vector_turn_embeds_the_message_once(db: SupportDatabas
     assert (result.route, router["layer"]) == ("VECTOR", "semantic")  # the router embedded it ...
     assert vector["call"]["query"] == message  # ... and the vector tool searched with it
     assert counting.texts.count(message) == 1
+
+
+class _CountingEncoder:
+    """The session MiniLM, recording every text it embeds."""
+
+    def __init__(self, inner: MiniLMEncoder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        self.texts.extend(texts)
+        return self.inner.encode(texts)
+
+
+async def test_the_kb_query_is_embedded_while_the_memory_read_runs(
+    db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = _CountingEncoder(encoder)
+    agent = SupportAgent(db=db, encoder=MemoEncoder(counting), semantic=semantic)
+    await agent.start()
+    message = "How do I reset my password?"
+    assert agent.router is not None and agent.router.texts_to_embed(message) == (message,)
+    memory_read_may_finish = asyncio.Event()
+    recent = agent.memory.recent
+
+    async def slow_recent(session_id: str) -> list[Message]:
+        await memory_read_may_finish.wait()
+        return await recent(session_id)
+
+    monkeypatch.setattr(agent.memory, "recent", slow_recent)
+    turn = asyncio.create_task(agent.ask(message, session_id="prefetch-1"))
+    for _ in range(2000):  # bounded: the prefetch reaches the encoder (on a worker thread) well before this ends
+        if message in counting.texts:
+            break
+        await asyncio.sleep(0.005)
+    assert message in counting.texts and not memory_read_may_finish.is_set()
+    memory_read_may_finish.set()
+    result = await turn
+    assert result.route == "VECTOR" and counting.texts.count(message) == 1
+
+
+def test_what_a_turn_will_embed(desk: SupportAgent) -> None:
+    router = desk.router
+    assert router is not None
+    assert router.texts_to_embed("What is the status of ticket 2?") == ()  # rules: POSTGRES, no embedding
+    assert router.texts_to_embed("Can you  help me?") == ()  # rules: LLM
+    assert router.texts_to_embed("How do   I reset my password?") == ("How do I reset my password?",)
+    assert router.texts_to_embed("I was charged twice") == ("I was charged twice",)  # the embedding layer decides

@@ -5,10 +5,14 @@ base the vector tool embeds the same message again: two encoder passes (~5 ms of
 one vector. :class:`MemoEncoder` remembers the vectors of the texts embedded inside :func:`request_scope` (a
 ``ContextVar``: tasks and worker threads started inside the scope share it; other requests never see it) and
 encodes only what is new. Outside a scope it is a plain pass-through, so nothing is kept across requests.
+:meth:`MemoEncoder.prefetch` starts an embedding early (e.g. while the request's other I/O runs); a later call
+for the same text waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,17 +22,27 @@ import numpy as np
 from routegate.embed.batching import encode_async
 from routegate.embed.protocol import Encoder, Vectors
 
-_SCOPE: ContextVar[dict[str, Vectors] | None] = ContextVar("routegate_embed_request_scope", default=None)
+_Memo = dict[str, "Vectors | asyncio.Task[Vectors]"]
+_SCOPE: ContextVar[_Memo | None] = ContextVar("routegate_embed_request_scope", default=None)
+logger = logging.getLogger(__name__)
 
 
 @contextmanager
 def request_scope() -> Iterator[None]:
-    """Within this block, every :class:`MemoEncoder` embeds a given text at most once."""
-    token = _SCOPE.set({})
+    """Within this block, every :class:`MemoEncoder` embeds a given text at most once. Re-entrant: an inner
+    ``request_scope()`` joins the one already open. Prefetches still running at the end are cancelled."""
+    if _SCOPE.get() is not None:
+        yield
+        return
+    memo: _Memo = {}
+    token = _SCOPE.set(memo)
     try:
         yield
     finally:
         _SCOPE.reset(token)
+        for value in memo.values():
+            if isinstance(value, asyncio.Task) and not value.done():
+                value.cancel()
 
 
 class MemoEncoder:
@@ -48,10 +62,26 @@ class MemoEncoder:
     def model_id(self) -> str:
         return self.inner.model_id
 
+    def prefetch(self, text: str) -> None:
+        """Start embedding ``text`` now, in the background, for a later call in the same scope (which then waits
+        for it instead of starting again). Outside a scope, or for a text already there, it does nothing."""
+        memo = _SCOPE.get()
+        if memo is None or text in memo:
+            return
+        task = asyncio.ensure_future(self._one(text))
+        task.add_done_callback(_consume)
+        memo[text] = task
+
+    async def _one(self, text: str) -> Vectors:
+        row: Vectors = (await encode_async(self.inner, [text]))[0]
+        return row
+
     def encode(self, texts: Sequence[str]) -> Vectors:
         memo, missing = self._missing(texts)
         if memo is None:
             return self.inner.encode(texts)
+        # a thread cannot wait for a prefetch running on an event loop: those texts are embedded here too
+        missing += [t for t in dict.fromkeys(texts) if isinstance(memo.get(t), asyncio.Task)]
         if missing:
             memo.update(zip(missing, self.inner.encode(missing), strict=True))
         return self._rows(memo, texts)
@@ -60,11 +90,18 @@ class MemoEncoder:
         memo, missing = self._missing(texts)
         if memo is None:
             return await encode_async(self.inner, texts)
+        for text in dict.fromkeys(texts):
+            pending = memo.get(text)
+            if isinstance(pending, asyncio.Task):
+                try:
+                    memo[text] = await asyncio.shield(pending)
+                except Exception:  # the prefetch failed: embed it with the rest, and let that error surface
+                    missing.append(text)
         if missing:
             memo.update(zip(missing, await encode_async(self.inner, missing), strict=True))
         return self._rows(memo, texts)
 
-    def _missing(self, texts: Sequence[str]) -> tuple[dict[str, Vectors] | None, list[str]]:
+    def _missing(self, texts: Sequence[str]) -> tuple[_Memo | None, list[str]]:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a single string")
         memo = _SCOPE.get()
@@ -72,7 +109,16 @@ class MemoEncoder:
             return None, []
         return memo, list(dict.fromkeys(t for t in texts if t not in memo))
 
-    def _rows(self, memo: dict[str, Vectors], texts: Sequence[str]) -> Vectors:
+    def _rows(self, memo: _Memo, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([memo[t] for t in texts]).astype(np.float32, copy=False)
+        rows = [memo[t] for t in texts]
+        assert not any(isinstance(row, asyncio.Task) for row in rows)
+        return np.stack(rows).astype(np.float32, copy=False)  # type: ignore[arg-type]  # Tasks ruled out above
+
+
+def _consume(task: asyncio.Task[Vectors]) -> None:
+    """A prefetch nobody awaited must not log "exception never retrieved"; the caller that needs the text
+    embeds it again and sees the error itself."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("embedding prefetch failed: %r", task.exception())

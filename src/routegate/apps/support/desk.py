@@ -39,7 +39,7 @@ from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLaye
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, DelegationLedger, RouteGateway, RoutePolicy, stop_reasons
-from routegate.embed import Encoder, request_scope
+from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
 from routegate.plan import Plan, PlanResult
@@ -125,15 +125,8 @@ class SupportAgent:
             return
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
-        try:
-            history = tuple(await self.memory.recent(session_id))
-        except Exception as exc:
-            logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
-            yield TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
-            return
         queue: asyncio.Queue[SupportEvent | None] = asyncio.Queue()
-        turn = self.new_turn(message, session_id=session_id, history=history, emit=queue.put_nowait)
-        task = asyncio.create_task(self._run(turn, queue))
+        task = asyncio.create_task(self._turn(message, session_id, queue))
         try:
             while (event := await queue.get()) is not None:
                 yield event
@@ -191,6 +184,25 @@ class SupportAgent:
             if not deadline.expired():
                 raise
         return self._final(turn, result, started)
+
+    async def _turn(self, message: str, session_id: str, queue: asyncio.Queue[SupportEvent | None]) -> None:
+        """Memory read, the plan, memory write; events go to ``queue``, then ``None``."""
+        with request_scope():
+            # the message's embedding (when the turn will need one) is computed while the memory read runs
+            if isinstance(self.encoder, MemoEncoder) and self.router is not None:
+                for text in self.router.texts_to_embed(message):
+                    self.encoder.prefetch(text)
+            try:
+                history = tuple(await self.memory.recent(session_id))
+            except Exception as exc:
+                logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
+                queue.put_nowait(
+                    TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
+                )
+                queue.put_nowait(None)
+                return
+            turn = self.new_turn(message, session_id=session_id, history=history, emit=queue.put_nowait)
+            await self._run(turn, queue)
 
     async def _run(self, turn: Turn, queue: asyncio.Queue[SupportEvent | None]) -> None:
         try:

@@ -97,6 +97,16 @@ class SupportRouter:
         self.llm_router = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         self.policy = policy or RoutePolicy(ROUTES)
 
+    def texts_to_embed(self, text: str) -> tuple[str, ...]:
+        """What a turn on ``text`` will embed, as far as the rules can tell before it runs: the message itself when
+        the rules leave it to the embedding layer, the knowledge-base query when they route it to VECTOR."""
+        route = self.rules.match(text).route
+        if route is None:
+            return (text,) if self.semantic is not None else ()
+        if route == "VECTOR":
+            return (" ".join(text.split()),)  # the query the vector tool gets (QueryArgs collapses whitespace)
+        return ()
+
     async def choose(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
         """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
         verdict = self.rules.match(text)

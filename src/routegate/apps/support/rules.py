@@ -177,7 +177,7 @@ class SupportRules:
     name = "rules"
 
     def match(self, text: str) -> RuleVerdict:
-        normalized = correct_typos(text)
+        normalized = correct_typos(" ".join(text.split()))  # runs of whitespace do not break a phrase
         hits: dict[SupportRoute, tuple[str, ...]] = {}
         for route, patterns in _COMPILED.items():
             found = tuple(name for name, pattern in patterns if pattern.search(normalized))
