@@ -136,6 +136,16 @@ async def run_level(
     }
 
 
+def cpu_probe_seconds(iterations: int = 5_000_000) -> float:
+    """Seconds for a fixed pure-Python loop: how fast this machine's cores are right now. On a shared virtual
+    machine it moved by almost 2x within an hour, idle (docs/benchmarks/server.md); print it beside the figures."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(iterations):
+        total += i
+    return time.perf_counter() - started
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -226,6 +236,7 @@ def main() -> int:
         return 0
     levels = [int(c) for c in args.concurrency.split(",")]
     modes = [m.strip() for m in args.modes.split(",")]
+    load, probe = os.getloadavg()[0], cpu_probe_seconds()  # before the server starts
     with contextlib.ExitStack() as stack:
         url = args.url or stack.enter_context(spawned_server(args.desk, args.workers))
         results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix]))
@@ -234,6 +245,7 @@ def main() -> int:
         return 0
     where = "the given server" if args.url else f"{args.desk} desk, {args.workers} worker(s)"
     print(f"POST /chat on {where}, {args.mix!r} messages, {args.seconds:g} s per level")
+    print(f"machine before the run: load average {load:.2f}, CPU probe {probe:.2f} s (lower is faster)")
     print(f"{'mode':<7}{'conc':>5}{'requests':>10}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
     for r in results:
         print(

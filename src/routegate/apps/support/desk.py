@@ -189,8 +189,9 @@ class SupportAgent:
         """Memory read, the plan, memory write; events go to ``queue``, then ``None``."""
         with request_scope():
             # the message's embedding (when the turn will need one) is computed while the memory read runs
+            verdict = self.router.rules.match(message) if self.router is not None else None
             if isinstance(self.encoder, MemoEncoder) and self.router is not None:
-                for text in self.router.texts_to_embed(message):
+                for text in self.router.texts_to_embed(message, verdict):
                     self.encoder.prefetch(text)
             try:
                 history = tuple(await self.memory.recent(session_id))
@@ -202,6 +203,7 @@ class SupportAgent:
                 queue.put_nowait(None)
                 return
             turn = self.new_turn(message, session_id=session_id, history=history, emit=queue.put_nowait)
+            turn.rules_verdict = verdict
             await self._run(turn, queue)
 
     async def _run(self, turn: Turn, queue: asyncio.Queue[SupportEvent | None]) -> None:

@@ -74,7 +74,7 @@ class RouterStep:
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
         try:
-            choice = await self.router.choose(turn.message, turn.user_messages())
+            choice = await self.router.choose(turn.message, turn.user_messages(), verdict=turn.rules_verdict)
         except RunStopError:
             raise
         except Exception as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.apps.support.rules import SupportRules
+from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
 from routegate.core.policy import RouteRejection
@@ -97,19 +97,23 @@ class SupportRouter:
         self.llm_router = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         self.policy = policy or RoutePolicy(ROUTES)
 
-    def texts_to_embed(self, text: str) -> tuple[str, ...]:
+    def texts_to_embed(self, text: str, verdict: RuleVerdict | None = None) -> tuple[str, ...]:
         """What a turn on ``text`` will embed, as far as the rules can tell before it runs: the message itself when
-        the rules leave it to the embedding layer, the knowledge-base query when they route it to VECTOR."""
-        route = self.rules.match(text).route
+        the rules leave it to the embedding layer, the knowledge-base query when they route it to VECTOR.
+        ``verdict``: the rules' verdict on ``text`` if the caller has it already."""
+        route = (verdict or self.rules.match(text)).route
         if route is None:
             return (text,) if self.semantic is not None else ()
         if route == "VECTOR":
             return (" ".join(text.split()),)  # the query the vector tool gets (QueryArgs collapses whitespace)
         return ()
 
-    async def choose(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
-        """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
-        verdict = self.rules.match(text)
+    async def choose(
+        self, text: str, history: Sequence[str] = (), *, verdict: RuleVerdict | None = None
+    ) -> RouteChoice:
+        """Decide the route for one message (no tool runs here); ``history``: earlier user messages; ``verdict``:
+        the rules' verdict on ``text`` if the caller has it already (it is a pure function of the text)."""
+        verdict = verdict or self.rules.match(text)
         scores: dict[str, float] = {f"rules:{r}": s for r, s in verdict.scores.items() if s}
         if verdict.route is not None:
             return RouteChoice(verdict.route, "rules", scores, verdict.why)

@@ -16,6 +16,7 @@ from typing import Any
 
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.router import RouteChoice
+from routegate.apps.support.rules import RuleVerdict
 from routegate.core import DelegationLedger, RouteIntent
 from routegate.errors import ConfigurationError
 from routegate.plan import StepContext
@@ -33,6 +34,7 @@ class Turn:
     fallback: str | None = None
     notes: list[dict[str, Any]] = field(default_factory=list)  # the nodes' trace entries, in order
     emitted_route: bool = False
+    rules_verdict: RuleVerdict | None = None  # the rules' verdict on the message, when the desk has it already
 
     @property
     def route(self) -> SupportRoute:
