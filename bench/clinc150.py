@@ -32,6 +32,7 @@ import numpy as np
 
 from routegate.embed import MiniLMEncoder
 from routegate.embed.protocol import Vectors
+from routegate.embed.wrapper import EncoderWrapper
 from routegate.routers import FitConfig, LabelledExample, SemanticRouter, fit_threshold, load_examples
 from routegate.routers.evaluation import score_decisions
 
@@ -39,20 +40,12 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc1
 FLOORS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
 
-class CachedEncoder:
+class CachedEncoder(EncoderWrapper):
     """Memoises vectors by text: the accuracy passes of both routers embed each text once."""
 
     def __init__(self, inner: MiniLMEncoder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache: dict[str, np.ndarray[Any, Any]] = {}
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         missing = list(dict.fromkeys(t for t in texts if t not in self.cache))

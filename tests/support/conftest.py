@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -30,19 +31,34 @@ def encoder() -> MiniLMEncoder:
     return enc
 
 
-@pytest.fixture
-async def db(pg_url: str, encoder: MiniLMEncoder) -> AsyncIterator[SupportDatabase]:
-    """A seeded schema of its own for each test, dropped afterwards."""
+@asynccontextmanager
+async def _seeded_database(
+    pg_url: str, dim: int, *, min_size: int = 1, max_size: int = 2
+) -> AsyncIterator[SupportDatabase]:
+    """A seeded schema of its own, dropped afterwards; the pool's size is the caller's."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    database = SupportDatabase(pg_url, schema=schema, max_size=2)
+    database = SupportDatabase(pg_url, schema=schema, min_size=min_size, max_size=max_size)
     await database.open()
     try:
-        await database.ensure_schema(embedding_dim=encoder.dim)
+        await database.ensure_schema(embedding_dim=dim)
         yield database
     finally:
         async with database.connection() as conn:
             await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await database.close()
+
+
+@pytest.fixture
+async def db(pg_url: str, encoder: MiniLMEncoder) -> AsyncIterator[SupportDatabase]:
+    """A seeded schema of its own for each test, dropped afterwards."""
+    async with _seeded_database(pg_url, encoder.dim) as database:
+        yield database
+
+
+@pytest.fixture(scope="session")
+def seeded_database() -> Callable[..., AbstractAsyncContextManager[SupportDatabase]]:
+    """``async with seeded_database(pg_url, dim, max_size=1) as db:`` — a schema of its own, any pool size."""
+    return _seeded_database
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,8 @@ no timeout), whatever way the SQL tool's query ended; and the one-statement memo
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 from psycopg.pq import TransactionStatus
@@ -21,18 +21,12 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def one_connection_db(pg_url: str, encoder: MiniLMEncoder) -> AsyncIterator[SupportDatabase]:
+async def one_connection_db(
+    pg_url: str, encoder: MiniLMEncoder, seeded_database: Callable[..., AbstractAsyncContextManager[SupportDatabase]]
+) -> AsyncIterator[SupportDatabase]:
     """A pool of exactly one connection, so every statement of a test runs on the same session."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    database = SupportDatabase(pg_url, schema=schema, min_size=1, max_size=1)
-    await database.open()
-    try:
-        await database.ensure_schema(embedding_dim=encoder.dim)
+    async with seeded_database(pg_url, encoder.dim, max_size=1) as database:
         yield database
-    finally:
-        async with database.connection() as conn:
-            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        await database.close()
 
 
 async def _session_state(db: SupportDatabase) -> tuple[TransactionStatus, dict[str, object]]:

@@ -21,6 +21,7 @@ from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.embed import MemoEncoder, MiniLMEncoder, Vectors
+from routegate.embed.wrapper import EncoderWrapper
 
 pytestmark = pytest.mark.integration
 
@@ -167,20 +168,12 @@ async def test_a_semantic_vector_turn_embeds_the_message_once(db: SupportDatabas
     assert counting.texts.count(message) == 1
 
 
-class _CountingEncoder:
+class _CountingEncoder(EncoderWrapper):
     """The session MiniLM, recording every text it embeds."""
 
     def __init__(self, inner: MiniLMEncoder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.texts: list[str] = []
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         self.texts.extend(texts)

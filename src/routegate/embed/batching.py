@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from routegate.embed.protocol import AsyncEncoder, Encoder, Vectors
+from routegate.embed.wrapper import EncoderWrapper
 from routegate.errors import ConfigurationError
 
 
@@ -64,7 +65,7 @@ def _resolve(future: asyncio.Future[Vectors], result: Vectors | None, error: Bas
         future.set_result(result)
 
 
-class BatchingEncoder:
+class BatchingEncoder(EncoderWrapper):
     """An :class:`~routegate.embed.protocol.Encoder` that serves overlapping calls with shared passes.
 
     ``max_batch_texts`` caps the texts of one pass (a caller's own texts are never split, so one call larger
@@ -74,7 +75,7 @@ class BatchingEncoder:
     def __init__(self, inner: Encoder, *, max_batch_texts: int = 64) -> None:
         if max_batch_texts < 1:
             raise ConfigurationError(f"max_batch_texts must be >= 1, got {max_batch_texts}")
-        self.inner = inner
+        super().__init__(inner)
         self.max_batch_texts = max_batch_texts
         self.passes = 0
         self.texts_encoded = 0
@@ -92,14 +93,6 @@ class BatchingEncoder:
         """Calls waiting for a pass right now."""
         with self._queue_lock:
             return len(self._queue)
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` (shape ``(len(texts), dim)``), sharing a pass with concurrent callers when they overlap."""

@@ -20,7 +20,8 @@ from contextvars import ContextVar
 import numpy as np
 
 from routegate.embed.batching import encode_async
-from routegate.embed.protocol import Encoder, Vectors
+from routegate.embed.protocol import Vectors
+from routegate.embed.wrapper import EncoderWrapper
 
 _Memo = dict[str, "Vectors | asyncio.Task[Vectors]"]
 _SCOPE: ContextVar[_Memo | None] = ContextVar("routegate_embed_request_scope", default=None)
@@ -45,22 +46,8 @@ def request_scope() -> Iterator[None]:
                 value.cancel()
 
 
-class MemoEncoder:
+class MemoEncoder(EncoderWrapper):
     """An :class:`~routegate.embed.protocol.Encoder` that reuses vectors within a :func:`request_scope`."""
-
-    def __init__(self, inner: Encoder) -> None:
-        self.inner = inner
-
-    def __repr__(self) -> str:
-        return f"MemoEncoder({self.inner!r})"
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
 
     def prefetch(self, text: str) -> None:
         """Start embedding ``text`` now, in the background, for a later call in the same scope (which then waits
