@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-import httpx
+from routegate.server.testing import free_port, stop_process, wait_until_serving
 
 MIXES = {
     # the spec's five question kinds: four settled by the rules, the password how-to embedded for the KB search
@@ -146,16 +145,9 @@ def cpu_probe_seconds(iterations: int = 5_000_000) -> float:
     return time.perf_counter() - started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="routegate-bench-") as data_dir:
         env = dict(os.environ, ROUTEGATE_DATA_DIR=data_dir)
         env.pop("OPENAI_API_KEY", None)  # the offline default
@@ -175,23 +167,13 @@ def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"the server exited with {proc.returncode}")
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise SystemExit("the server did not become healthy within 120 s")
-                time.sleep(0.2)
+            try:
+                wait_until_serving(f"{url}/healthz", proc, timeout=120)
+            except (RuntimeError, TimeoutError) as exc:
+                raise SystemExit(str(exc)) from exc
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc, timeout=20)
 
 
 def serve_fake(port: int) -> None:

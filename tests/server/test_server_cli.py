@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from routegate.cli import build_parser
 from routegate.cli.serve import _settings, run_serve, run_ui, run_up
+from routegate.server.testing import free_port
 
 
 def test_commands_are_registered() -> None:
@@ -30,13 +30,6 @@ def test_commands_are_registered() -> None:
     assert up.handler is run_up
     assert _settings(up).ui_port == 9001
     assert parser.parse_args(["ui", "--server-url", "http://127.0.0.1:1"]).handler is run_ui
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -53,7 +46,7 @@ def data_dir() -> Iterator[Path]:
 @pytest.mark.e2e
 @pytest.mark.integration
 def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port = free_port(), free_port()
     env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
     proc = subprocess.Popen(
@@ -101,7 +94,7 @@ def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
 @pytest.mark.e2e
 @pytest.mark.integration
 def test_serve_with_two_workers(data_dir: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
     proc = subprocess.Popen(

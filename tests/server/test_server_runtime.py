@@ -45,3 +45,12 @@ def test_the_serving_encoder_batches_over_a_minilm_with_the_configured_threads()
     encoder = serving_encoder(Settings(server_encoder_threads=3))
     assert isinstance(encoder, BatchingEncoder)
     assert isinstance(encoder.inner, MiniLMEncoder) and encoder.inner.intra_op_num_threads == 3
+
+
+@pytest.mark.parametrize("size", ["0", "101", "many"])
+def test_a_bad_pool_size_is_refused_with_the_setting_named(monkeypatch: pytest.MonkeyPatch, size: str) -> None:
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("ROUTEGATE_DB_POOL_SIZE", size)
+    with pytest.raises(ValidationError, match="db_pool_size"):
+        Settings()

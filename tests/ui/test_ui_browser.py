@@ -3,16 +3,13 @@ Streamlit UI, which talks to the running server (real desk, embedded PostgreSQL)
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from routegate.server.testing import ServerThread
+from routegate.server.testing import ServerThread, free_port, stop_process, wait_until_serving
 from routegate.ui import streamlit_command, streamlit_env
 
 pytestmark = pytest.mark.e2e
@@ -30,16 +27,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def ui(real_server: ServerThread, tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "streamlit.log").open("wb")
     proc = subprocess.Popen(
         streamlit_command(host="127.0.0.1", port=port),
@@ -49,26 +39,13 @@ def ui(real_server: ServerThread, tmp_path: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:  # readiness probe, bounded
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {tmp_path / 'streamlit.log'}")
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("streamlit did not become healthy within 60 s")
-            time.sleep(0.1)
+        try:
+            wait_until_serving(f"{url}/_stcore/health", proc, timeout=60, what="streamlit")
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; see {tmp_path / 'streamlit.log'}") from exc
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         log.close()
 
 

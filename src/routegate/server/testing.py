@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -15,6 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
@@ -288,3 +290,41 @@ async def support_desk_app(
             async with db.connection() as conn:
                 await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await db.close()
+
+
+# -- processes: for tests and benchmarks that start `routegate serve`, `routegate ui` and the like --------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_until_serving(
+    url: str, proc: subprocess.Popen[Any] | None = None, *, timeout: float = 120.0, what: str = "the server"
+) -> None:
+    """Poll ``GET url`` until it answers 200 (bounded by ``timeout``); fail at once if ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before answering {url}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not answer {url} within {timeout:g} s")
+        time.sleep(0.1)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 15.0) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
