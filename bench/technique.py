@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/technique.py                      # defaults: the test corpus, ~0.3 s per figure
     .venv/bin/python bench/technique.py --corpus my.jsonl --seconds 1
+    .venv/bin/python bench/technique.py --dispatch-only      # only the dispatch figures (last section)
 
 Side by side with a *naive regex classifier* — the usual few lines (non-greedy ``(.*?)`` over the whole text
 for fences and ``<tool_call>`` tags) — since none of the peer libraries (LangGraph, lazybridge,
@@ -13,11 +14,16 @@ sizes, because its time grows with the square of the size.
 Figures: MB/s of UTF-8 input. The realistic mix is every corpus output wrapped in one to eight paragraphs of
 ordinary answer prose (agent answers are longer than the terse corpus items); the bare corpus is reported too.
 Every adversarial shape here is also in the test suite's one-second check (tests/technique).
+
+Dispatch figures: µs per ``adispatch`` through the policy boundary and the gateway to an in-process worker that
+does nothing (so the figure is the governance cost: checks, bounds, hashing, all-or-none), and the time to
+refuse hostile arguments (deep, wide, large) — which must not depend on how hostile they are.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import re
@@ -28,7 +34,16 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from routegate.technique import TechniqueRouter
+from routegate.core import Budget, Worker
+from routegate.technique import (
+    A2ARoutingRequest,
+    ClassifiedOutput,
+    OutputKind,
+    TechniqueDispatcher,
+    TechniqueItem,
+    TechniqueRouter,
+    ToolCallRequest,
+)
 from routegate.technique._scan import marker_line_limit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,11 +162,94 @@ def mb_per_second(texts: list[str], classify: Callable[[str], object], budget: f
     return size / seconds / MB, len(texts) / seconds
 
 
+# -- dispatch -------------------------------------------------------------------------------------------------------
+
+
+class _NullHandler:
+    """Tool calls (``mcp:<server>/<tool>``) and A2A requests (``a2a:<agent>``) to an inline worker that does nothing."""
+
+    def __init__(self, kind: OutputKind, prefix: str) -> None:
+        self.kind, self.prefix = kind, prefix
+
+    def route(self, item: TechniqueItem) -> tuple[str, dict[str, object]]:
+        if isinstance(item, ToolCallRequest):
+            return f"mcp:{item.qualified_name}", dict(item.arguments)
+        assert isinstance(item, A2ARoutingRequest)
+        return f"a2a:{item.target_agent}", {"task": item.task_description, "context": dict(item.context)}
+
+    def schema(self, target: str) -> None:
+        return None
+
+    def worker(self, target: str) -> Worker:
+        def done(**args: object) -> str:
+            return "ok"
+
+        return Worker(name=target, fn=done, inline=True)
+
+
+def _nested(depth: int) -> dict[str, object]:
+    value: object = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return {"k": value}
+
+
+def _tools(*arguments: dict[str, object]) -> ClassifiedOutput:
+    calls = tuple(ToolCallRequest("github", f"tool{i}", args) for i, args in enumerate(arguments))
+    return ClassifiedOutput(OutputKind.TOOL_CALL, "", tool_calls=calls)
+
+
+def _a2a(context: dict[str, object]) -> ClassifiedOutput:
+    request = A2ARoutingRequest("reviewer", "Review the change", context)
+    return ClassifiedOutput(OutputKind.A2A_REQUEST, "", a2a_requests=(request,))
+
+
+def dispatch_figures(seconds: float) -> None:
+    allow = [f"mcp:github/tool{i}" for i in range(4)] + ["a2a:reviewer"]
+    dispatcher = TechniqueDispatcher(
+        handlers=[_NullHandler(OutputKind.TOOL_CALL, "mcp"), _NullHandler(OutputKind.A2A_REQUEST, "a2a")],
+        allow=allow,
+        budget=Budget(max_delegations=4),
+    )
+    small = {"repo": "acme/api", "state": "open", "labels": ["bug", "p1"], "limit": 20}
+    context = {"pr": 7, "files": [f"src/module_{i}.py" for i in range(20)], "notes": "x" * 600}
+    cases: dict[str, ClassifiedOutput] = {
+        "1 tool call, 4 small arguments": _tools(small),
+        "4 tool calls, 4 small arguments each": _tools(small, small, small, small),
+        "A2A request, 1 KB context": _a2a(context),
+        "refused: arguments nested 10,000 deep": _tools({"q": _nested(10_000)}),
+        "refused: 200,000 keys": _tools({f"k{i}": i for i in range(200_000)}),
+        "refused: a 20 MB string": _tools({"q": "x" * 20_000_000}),
+    }
+    loop = asyncio.new_event_loop()
+    print("\ndispatch: µs per adispatch (in-process worker that does nothing; the governance cost)\n")
+    print("| output | µs | stop reason |")
+    print("|---|---:|---|")
+    for name, classified in cases.items():
+        try:
+            result = loop.run_until_complete(dispatcher.adispatch(classified))
+        except Exception as exc:  # the code before the bounds raised here
+            print(f"| {name} | — | raised {type(exc).__name__} |")
+            continue
+        runs = 1 if name.startswith("refused") else 200
+        figure = best_seconds(
+            lambda c=classified, n=runs: [loop.run_until_complete(dispatcher.adispatch(c)) for _ in range(n)],
+            seconds,
+        )
+        print(f"| {name} | {figure / runs * 1e6:,.1f} | {result.stop_reason} |")
+    loop.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="JSONL with 'text' and 'kind'")
     parser.add_argument("--seconds", type=float, default=0.3, help="time budget per figure (default 0.3)")
+    parser.add_argument("--dispatch-only", action="store_true", help="only the dispatch figures")
     args = parser.parse_args(argv)
+    if args.dispatch_only:
+        print(f"python {sys.version.split()[0]}")
+        dispatch_figures(args.seconds)
+        return 0
     router = TechniqueRouter()
     cases = load_corpus(args.corpus)
     mix = realistic_mix(cases)
@@ -220,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{ours / previous_ours:.2f}" if previous_ours else ""
             previous_ours = ours
             print(f"| {name} | {size / MB:.3f} MB | {ours * 1000:.1f} | {ratio} | {naive_cell} | {ratio_naive} |")
+    dispatch_figures(args.seconds)
     return 0
 
 

@@ -21,6 +21,7 @@ from routegate.technique import (
     TechniqueRouter,
 )
 from routegate.technique.sandbox import CodeHandler, SandboxLimits, SandboxRunner
+from technique._sandbox_procs import needs_os_sandbox
 
 ROUTER = TechniqueRouter()
 
@@ -129,16 +130,17 @@ def test_max_delegations_bounds_the_parts_run() -> None:
     handler = EchoHandler()
     text = "".join(f"```python\nprint({i})\n```\n" for i in range(3))
     result = _dispatch(text, handler, allow=["code:python"], budget=Budget(max_delegations=2))
-    assert result.stop_reason == "max_delegations"
-    assert handler.calls == ["print(0)", "print(1)"]
-    assert [o.stop_reason for o in result.outcomes] == ["success", "success", "max_delegations"]
+    assert (result.stop_reason, result.phase) == ("max_delegations", "delegate")
+    assert handler.calls == []  # all or none: the output asks for more than the budget, nothing runs
+    assert [o.stop_reason for o in result.outcomes] == ["max_delegations"]
+    assert result.message == "max_delegations=2, but the output has 3 parts"
 
 
 def test_the_same_part_twice_is_a_loop() -> None:
     handler = EchoHandler()
     result = _dispatch("```python\nprint(1)\n```\n```python\nprint(1)\n```", handler, allow=["code:python"])
     assert result.stop_reason == "loop_detected"
-    assert handler.calls == ["print(1)"]
+    assert handler.calls == []
 
 
 def test_a_failed_part_stops_the_rest() -> None:
@@ -151,7 +153,8 @@ def test_a_failed_part_stops_the_rest() -> None:
 def test_worker_exceptions_and_stop_signals() -> None:
     result = _dispatch("```python\nx\n```", EchoHandler(behaviour="raise"), allow=["code:python"])
     assert result.stop_reason == "route_error:code:python"
-    assert "ValueError: boom" in result.message
+    assert result.message == "handler for 'code:python' raised ValueError; the details are in the log"
+    assert "boom" not in str(result.to_dict())
     result = _dispatch("```python\nx\n```", EchoHandler(behaviour="stop"), allow=["code:python"])
     assert (result.stop_reason, result.message) == ("custom_stop:now", "stopped by the worker")
 
@@ -190,6 +193,7 @@ def test_registry_refuses_misconfiguration() -> None:
     assert registry.for_target("python") is None
 
 
+@needs_os_sandbox
 def test_real_sandbox_through_the_policy() -> None:
     runner = SandboxRunner(limits=SandboxLimits(wall_seconds=5, cpu_seconds=1))
     dispatcher = TechniqueDispatcher(handlers=[CodeHandler(runner)], allow=["code:python"])

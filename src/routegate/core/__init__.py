@@ -6,6 +6,7 @@ from routegate.core.agent import RoutingAgent
 from routegate.core.compose import GroundedComposer, compose_answer
 from routegate.core.contracts import (
     ABSENT,
+    ArgLimits,
     Budget,
     HistoryEntry,
     RouteIntent,
@@ -23,6 +24,7 @@ from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArg
 
 __all__ = [
     "ABSENT",
+    "ArgLimits",
     "Budget",
     "DecisionEvent",
     "DelegationEvent",

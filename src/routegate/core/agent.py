@@ -216,7 +216,7 @@ class RoutingAgent:
                 return run.stop(stop.stop_reason, stop.message, phase=_phase(stop.phase))
             except Exception as exc:
                 logger.warning("router %s raised %s", type(self.router).__name__, type(exc).__name__, exc_info=True)
-                return run.stop(sr.router_error(exc), f"the router raised {type(exc).__name__}: {exc}")
+                return run.stop(sr.router_error(exc), f"the router raised {type(exc).__name__} (details in the log)")
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
             verdict = self.policy.validate(
@@ -320,7 +320,9 @@ class RoutingAgent:
             return run.stop(stop.stop_reason, stop.message, phase=_phase(stop.phase), route=route)
         except Exception as exc:
             logger.warning("finalizer raised %s", type(exc).__name__, exc_info=True)
-            return run.stop(sr.finalize_error(exc), f"the finalizer raised {type(exc).__name__}: {exc}", route=route)
+            return run.stop(
+                sr.finalize_error(exc), f"the finalizer raised {type(exc).__name__} (details in the log)", route=route
+            )
         extra: Mapping[str, Any] = {}
         if isinstance(answer, FinalAnswer):
             extra = answer.extra

@@ -40,22 +40,39 @@ class _Absent:
 ABSENT = _Absent()
 
 
+_JSONABLE_DEPTH = 100
+_MAX_INT_BITS = 13_000  # about 3,900 digits: under the 4,300 Python will convert to text
+
+
 def jsonable(value: object) -> Any:
-    """A JSON-safe copy of ``value`` (untrusted output may hold anything; unknown objects become ``repr``)."""
-    if value is None or isinstance(value, bool | int | str):
+    """A JSON-safe copy of ``value`` (untrusted output may hold anything; unknown objects become ``repr``).
+
+    Never raises for depth: containers nested deeper than 100 levels (or a cycle) are cut with a marker string,
+    and an integer too long to print becomes a marker too.
+    """
+    return _jsonable(value, 0)
+
+
+def _jsonable(value: object, depth: int) -> Any:
+    if value is None or isinstance(value, bool | str):
         return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= _MAX_INT_BITS else f"<integer of {value.bit_length()} bits>"
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
+    if depth >= _JSONABLE_DEPTH:
+        return f"<nested deeper than {_JSONABLE_DEPTH} levels>"
+    depth += 1
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v, depth) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
+        return [_jsonable(v, depth) for v in value]
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
-        return jsonable(to_dict())
+        return _jsonable(to_dict(), depth)
     model_dump = getattr(value, "model_dump", None)
     if callable(model_dump):
-        return jsonable(model_dump(mode="json"))
+        return _jsonable(model_dump(mode="json"), depth)
     return repr(value)
 
 
@@ -77,6 +94,31 @@ class Budget:
             raise ConfigurationError(f"Budget.max_seconds must be a number > 0, got {seconds!r}")
         if not math.isfinite(seconds):
             raise ConfigurationError(f"Budget.max_seconds must be finite, got {seconds!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgLimits:
+    """Bounds on a route's arguments, checked at the policy boundary before anything hashes, copies or sends them.
+
+    ``max_depth`` is the nesting of objects and arrays (``{"a": 1}`` is 1, ``{"a": {"b": [1]}}`` is 3);
+    ``max_items`` counts every key and array element at any depth; ``max_bytes`` is the UTF-8 size of every key
+    and string plus 8 per other value (JSON punctuation not counted). Over a bound the decision is refused with
+    ``invalid_route:too_deep`` or ``invalid_route:too_large``. An integer of more than ``max_int_digits`` decimal
+    digits is too large as well (Python will not even print one over 4,300 digits).
+    """
+
+    max_depth: int = 32
+    max_items: int = 10_000
+    max_bytes: int = 1_000_000
+    max_int_digits: int = 1_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_items", "max_bytes", "max_int_digits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"ArgLimits.{name} must be an integer >= 1, got {value!r}")
+        if self.max_int_digits > 4_000:
+            raise ConfigurationError(f"ArgLimits.max_int_digits must be at most 4000, got {self.max_int_digits}")
 
 
 @dataclass(frozen=True, slots=True)

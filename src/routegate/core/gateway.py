@@ -106,5 +106,7 @@ class RouteGateway:
             raise
         except Exception as exc:
             logger.warning("worker %s raised %s", target, type(exc).__name__, exc_info=True)
-            return DelegationStop(sr.route_error(target), f"worker {target!r} raised {type(exc).__name__}: {exc}")
+            return DelegationStop(
+                sr.route_error(target), f"worker {target!r} raised {type(exc).__name__} (details in the log)"
+            )
         return Delegated(value, digest)

@@ -4,7 +4,9 @@ Checks, in order (the first failure ends the run with ``invalid_route:<detail>``
 text that is not JSON (``non_json``, the raw text is kept), not an object (``not_object``), ``kind`` other
 than ``"route"`` (``bad_kind``), keys other than ``kind``/``target``/``args`` (``extra_keys``), a missing or
 blank target (``missing_target``), a target outside the policy allowlist (``route_not_allowed:<target>``),
-``args`` that is not an object (``bad_args``), args that do not fit the target's declared schema
+``args`` that is not an object (``bad_args``), args over the :class:`~routegate.core.ArgLimits` bounds
+(``too_deep``: nesting; ``too_large``: keys and elements, bytes, a huge integer; ``bad_args`` for what JSON cannot
+carry when the policy is ``json_only``), args that do not fit the target's declared schema
 (``missing_<field>`` for an absent, null or blank required field, ``bad_args`` otherwise), and the target
 chosen again right after it answered ``needs_reroute`` (``repeat_target_after_reroute``).
 """
@@ -19,7 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from routegate.core import stop_reasons as sr
-from routegate.core.contracts import RouteIntent
+from routegate.core._bounds import check_bounds
+from routegate.core.contracts import ArgLimits, RouteIntent
 
 _ROUTE_KEYS = frozenset({"kind", "target", "args"})
 _MAX_RAW_TEXT = 65_536
@@ -57,19 +60,33 @@ def _schema_rejection(exc: ValidationError, args: Mapping[str, Any], target: str
 class RoutePolicy:
     """The policy allowlist plus the argument schema of each target it knows.
 
-    A target may be allowed without a schema (its args are then only checked to be an object); the gateway
-    decides later whether it can actually be executed.
+    A target may be allowed without a schema (its args are then only checked to be an object and within
+    ``limits``); the gateway decides later whether it can actually be executed. ``json_only`` also refuses
+    args that JSON cannot carry (non-string keys, NaN, other objects): set it when the args travel as JSON.
     """
 
-    __slots__ = ("_allowed", "_schemas")
+    __slots__ = ("_allowed", "_json_only", "_limits", "_schemas")
 
-    def __init__(self, allowed: Iterable[str], schemas: Mapping[str, type[BaseModel]] | None = None) -> None:
+    def __init__(
+        self,
+        allowed: Iterable[str],
+        schemas: Mapping[str, type[BaseModel]] | None = None,
+        *,
+        limits: ArgLimits | None = None,
+        json_only: bool = False,
+    ) -> None:
         self._allowed = frozenset(allowed)
         self._schemas = dict(schemas or {})
+        self._limits = limits or ArgLimits()
+        self._json_only = json_only
 
     @property
     def allowed(self) -> frozenset[str]:
         return self._allowed
+
+    @property
+    def limits(self) -> ArgLimits:
+        return self._limits
 
     def validate(
         self,
@@ -119,6 +136,12 @@ class RoutePolicy:
             args = {}
         if not isinstance(args, dict):
             return RouteRejection(sr.invalid_route(sr.BAD_ARGS), f"args must be an object, got {type(args).__name__}")
+        try:
+            breach = check_bounds(args, self._limits, json_only=self._json_only)
+        except Exception as exc:  # a mapping that fails when read (a router's own object): refused, not raised
+            return RouteRejection(sr.invalid_route(sr.BAD_ARGS), f"args could not be read ({type(exc).__name__})")
+        if breach is not None:
+            return RouteRejection(sr.invalid_route(breach.detail), f"route to {target!r}: {breach.message}")
         schema = self._schemas.get(target)
         if schema is not None:
             try:

@@ -29,6 +29,8 @@ MISSING_TARGET: Final = "missing_target"
 ROUTE_NOT_ALLOWED: Final = "route_not_allowed"
 BAD_ARGS: Final = "bad_args"
 REPEAT_TARGET_AFTER_REROUTE: Final = "repeat_target_after_reroute"
+TOO_DEEP: Final = "too_deep"
+TOO_LARGE: Final = "too_large"
 
 # LLM families beyond the seed (seed: llm_timeout, llm_empty)
 LLM_AUTH: Final = "llm_error:auth"

@@ -21,8 +21,9 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from routegate.core.contracts import jsonable
-from routegate.core.stop_reasons import SUCCESS
+from routegate.core._bounds import check_bounds
+from routegate.core.contracts import ArgLimits, jsonable
+from routegate.core.stop_reasons import SUCCESS, invalid_route
 from routegate.core.workers import Worker, WorkerArgs
 from routegate.errors import ConfigurationError
 from routegate.technique import stop_reasons as tsr
@@ -160,10 +161,20 @@ class A2AOutcome:
 AgentFn = Callable[[A2ATask], Awaitable[object]]
 
 
-def serve_agent(bus: EventBus, name: str, fn: AgentFn) -> Callable[[], None]:
-    """Serve ``name`` on the bus: each task goes to ``fn``; its return value (or error) is the reply."""
+def serve_agent(bus: EventBus, name: str, fn: AgentFn, *, limits: ArgLimits | None = None) -> Callable[[], None]:
+    """Serve ``name`` on the bus: each task goes to ``fn``; its return value (or error) is the reply.
+
+    A task over ``limits`` (:class:`~routegate.core.ArgLimits`, default bounds) or of the wrong shape is logged
+    and ignored. When ``fn`` raises, the reply says ``failed`` with the exception's class only; the exception
+    itself goes to the log (logger ``routegate.technique.a2a``), never onto the bus.
+    """
+    bounds = limits or ArgLimits()
 
     async def on_task(message: BusMessage) -> None:
+        breach = check_bounds(message.payload, bounds, json_only=True)
+        if breach is not None:
+            logger.warning("agent %s ignored a task over its limits: %s", name, breach.message)
+            return
         try:
             task = A2ATask.model_validate(message.payload)
         except ValidationError as exc:
@@ -173,7 +184,8 @@ def serve_agent(bus: EventBus, name: str, fn: AgentFn) -> Callable[[], None]:
         try:
             reply |= {"status": "completed", "result": jsonable(await fn(task))}
         except Exception as exc:
-            reply |= {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            logger.warning("agent %s failed on task %s", name, task.id, exc_info=exc)
+            reply |= {"status": "failed", "error": f"agent {name!r} raised {type(exc).__name__}"}
         if task.reply_to:
             await bus.publish(task.reply_to, reply)
 
@@ -184,7 +196,13 @@ class A2ADelegator:
     """Submits :class:`A2ARoutingRequest` values as tasks on a bus and (by default) waits for the reply."""
 
     def __init__(
-        self, bus: EventBus, *, sender: str = "routegate", reply_timeout: float = 30.0, wait_for_reply: bool = True
+        self,
+        bus: EventBus,
+        *,
+        sender: str = "routegate",
+        reply_timeout: float = 30.0,
+        wait_for_reply: bool = True,
+        limits: ArgLimits | None = None,
     ) -> None:
         if not isinstance(bus, EventBus):
             raise ConfigurationError(f"bus must have publish() and subscribe(), got {type(bus).__name__}")
@@ -194,10 +212,16 @@ class A2ADelegator:
         self.sender = sender
         self.reply_timeout = reply_timeout
         self.wait_for_reply = wait_for_reply
+        self.limits = limits or ArgLimits()
 
     async def delegate(self, request: A2ARoutingRequest) -> A2AOutcome:
+        """Publish the task and wait for the reply. A context over :attr:`limits` is not sent:
+        ``invalid_route:too_deep`` / ``invalid_route:too_large`` / ``invalid_route:bad_args``."""
         agent = request.target_agent
         task_id = uuid.uuid4().hex
+        breach = check_bounds({"context": request.context}, self.limits, json_only=True)
+        if breach is not None:
+            return A2AOutcome(task_id, agent, "failed", invalid_route(breach.detail), message=breach.message)
         task = A2ATask(
             id=task_id,
             target_agent=agent,

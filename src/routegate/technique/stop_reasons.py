@@ -22,6 +22,8 @@ SANDBOX_EXEC: Final = "sandbox_processes:exec_blocked"
 SANDBOX_SIGNAL: Final = "sandbox_processes:signal_blocked"
 SANDBOX_NATIVE: Final = "sandbox_native:blocked"
 SANDBOX_INTROSPECTION: Final = "sandbox_introspection:blocked"
+SANDBOX_UNAVAILABLE: Final = "sandbox_error:unavailable"
+SANDBOX_SETUP_FAILED: Final = "sandbox_error:setup_failed"
 
 VIOLATIONS: Final = {
     "network": SANDBOX_NETWORK,
@@ -34,7 +36,8 @@ VIOLATIONS: Final = {
     "memory": SANDBOX_MEMORY,
     "filesize": SANDBOX_FILESIZE,
 }
-"""Violation markers the sandbox child reports, mapped to their stop reasons."""
+"""Kinds of refusal mapped to their stop reasons. Kept importable; nothing maps text the code printed through it
+any more: the sandbox's verdicts come from its own observation (see ``routegate.technique.sandbox``)."""
 
 
 def sandbox_exit(code: int) -> str:
@@ -55,6 +58,11 @@ def sandbox_error(detail: str) -> str:
 def tool_error(target: str) -> str:
     """The MCP server ran the tool and reported an error (``isError``) or refused the call."""
     return f"tool_error:{safe_detail(target)}"
+
+
+def tool_schema_invalid(target: str) -> str:
+    """The tool's declared ``inputSchema`` is not valid JSON Schema (or fails when applied): it is not called."""
+    return f"tool_schema_invalid:{safe_detail(target)}"
 
 
 def tool_timeout(target: str) -> str:

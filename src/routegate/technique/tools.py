@@ -8,7 +8,13 @@ again on the next call; a tool that reports an error ends it with ``tool_error:m
 over its time limit with ``tool_timeout:mcp:<server>/<tool>``.
 
 :class:`MCPToolHandler` names targets ``mcp:<server>/<tool>``; allowlist them in the dispatcher like any other
-target, and give a pydantic schema per target (``schemas=``) to have arguments checked before the call.
+target. Before any part of an output runs, the handler checks each call's arguments against the tool's declared
+``inputSchema`` (read once per connection with ``tools/list``, validated with ``jsonschema`` for the schema's
+own draft): a tool the server does not list ends with ``tool_error:mcp:<server>/<tool>``, a schema that is not
+valid JSON Schema with ``tool_schema_invalid:mcp:<server>/<tool>``, and arguments that do not fit with
+``invalid_route:missing_<name>`` or ``invalid_route:bad_args``. An object schema that says nothing about other
+properties (no ``additionalProperties``, ``patternProperties`` or ``unevaluatedProperties``) is taken as
+closed: an argument it does not name is refused. A pydantic schema per target (``schemas=``) is checked too.
 """
 
 from __future__ import annotations
@@ -17,15 +23,22 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from jsonschema import Draft202012Validator, SchemaError, validators
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict
 
+from routegate.core import stop_reasons as sr
+from routegate.core._bounds import check_bounds
+from routegate.core.contracts import ArgLimits
+from routegate.core.policy import RouteRejection
 from routegate.core.stop_reasons import SUCCESS
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError
@@ -95,7 +108,54 @@ class ToolOutcome:
         return out
 
 
-_Job = tuple[str, dict[str, Any], "asyncio.Future[CallToolResult]"]
+_Job = tuple[Callable[[Client], Awaitable[Any]], "asyncio.Future[Any]"]
+_MAX_TOOL_PAGES = 20
+_MAX_MESSAGE = 300
+_OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
+class _ToolSchema:
+    """One tool's argument check: a validator for its ``inputSchema``, or why the schema cannot be used."""
+
+    __slots__ = ("problem", "validator")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.validator: Validator | None = None
+        self.problem = ""
+        try:
+            cls = validators.validator_for(schema, default=Draft202012Validator)
+            cls.check_schema(dict(schema))
+            closed = dict(schema)
+            if closed.get("type") == "object" and not any(key in closed for key in _OPEN_KEYWORDS):
+                closed["additionalProperties"] = False
+            self.validator = cls(closed)
+        except SchemaError as exc:
+            self.problem = f"its inputSchema is not valid JSON Schema: {exc.message[:_MAX_MESSAGE]}"
+        except Exception as exc:  # a schema the library cannot even read (an unknown $schema, a bad type...)
+            self.problem = f"its inputSchema cannot be used ({type(exc).__name__})"
+
+    def check(self, target: str, args: Mapping[str, Any]) -> RouteRejection | None:
+        if self.validator is None:
+            return RouteRejection(tsr.tool_schema_invalid(target), f"tool {target!r} is refused: {self.problem}")
+        try:
+            error = best_match(self.validator.iter_errors(dict(args)))
+        except Exception as exc:  # a schema that only fails on some instances (a $ref loop, a bad pattern...)
+            logger.warning("inputSchema of %s failed on a call", target, exc_info=exc)
+            message = f"tool {target!r} is refused: its inputSchema failed ({type(exc).__name__})"
+            return RouteRejection(tsr.tool_schema_invalid(target), message)
+        if error is None:
+            return None
+        where = "/".join(str(part) for part in error.absolute_path) or "arguments"
+        if error.validator == "required" and not error.absolute_path:
+            missing = next((name for name in error.validator_value if name not in args), "")
+            if isinstance(missing, str) and missing:
+                return RouteRejection(
+                    sr.missing_arg(missing), f"tool {target!r}: required argument {missing!r} is missing"
+                )
+        return RouteRejection(
+            sr.invalid_route(sr.BAD_ARGS),
+            f"tool {target!r}: {where} does not fit its inputSchema: {error.message[:_MAX_MESSAGE]}",
+        )
 
 
 class _Connection:
@@ -105,28 +165,35 @@ class _Connection:
         self.config = config
         self.queue: asyncio.Queue[_Job | None] = asyncio.Queue()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.tools: dict[str, _ToolSchema] | None = None
+        self.broken = False
         self.task = asyncio.create_task(self._serve(), name=f"mcp-{config.name}")
 
     @property
     def alive(self) -> bool:
-        return not self.task.done()
+        return not self.broken and not self.task.done()
 
     async def _serve(self) -> None:
         try:
             async with self.config.client() as client:
                 self.ready.set_result(None)
                 while (job := await self.queue.get()) is not None:
-                    method, arguments, future = job
+                    run, future = job
                     try:
-                        result = await client.call_tool(method, arguments)
+                        result = await run(client)
                     except MCPError as exc:  # a protocol-level refusal: the session is still usable
                         if not future.done():
                             future.set_exception(exc)
                         continue
+                    except Exception as exc:  # the session broke: the caller hears it now, not at its timeout
+                        self.broken = True  # the next call starts a new connection instead of queueing here
+                        if not future.done():
+                            future.set_exception(exc)
+                        raise
                     if not future.done():
                         future.set_result(result)
         except Exception as exc:
-            logger.warning("MCP server %s failed: %s", self.config.name, exc)
+            logger.warning("MCP server %s failed: %s", self.config.name, type(exc).__name__, exc_info=exc)
             if not self.ready.done():
                 self.ready.set_exception(exc)
             self._fail_pending(exc)
@@ -136,8 +203,8 @@ class _Connection:
     def _fail_pending(self, exc: BaseException) -> None:
         while not self.queue.empty():
             job = self.queue.get_nowait()
-            if job is not None and not job[2].done():
-                job[2].set_exception(exc)
+            if job is not None and not job[1].done():
+                job[1].set_exception(exc)
 
     async def close(self) -> None:
         self.queue.put_nowait(None)
@@ -151,10 +218,28 @@ class _Connection:
             self.ready.exception()  # retrieved, so asyncio does not report it as never retrieved
 
 
-class MCPToolPool:
-    """Shared MCP clients for the configured servers. Use as ``async with MCPToolPool([...]) as pool``."""
+async def _list_tools(client: Client) -> dict[str, _ToolSchema]:
+    tools: dict[str, _ToolSchema] = {}
+    cursor: str | None = None
+    for _ in range(_MAX_TOOL_PAGES):
+        listed = await client.list_tools(cursor=cursor)
+        for tool in listed.tools:
+            tools.setdefault(tool.name, _ToolSchema(tool.input_schema))
+        cursor = listed.next_cursor
+        if not cursor:
+            break
+    return tools
 
-    def __init__(self, servers: Iterable[MCPServerConfig]) -> None:
+
+class MCPToolPool:
+    """Shared MCP clients for the configured servers. Use as ``async with MCPToolPool([...]) as pool``.
+
+    ``limits`` bound the arguments of every call (:class:`~routegate.core.ArgLimits`), checked before anything
+    is sent: over a bound the call ends with ``invalid_route:too_deep`` / ``invalid_route:too_large``.
+    """
+
+    def __init__(self, servers: Iterable[MCPServerConfig], *, limits: ArgLimits | None = None) -> None:
+        self.limits = limits or ArgLimits()
         self._configs: dict[str, MCPServerConfig] = {}
         for config in servers:
             if config.name in self._configs:
@@ -194,29 +279,74 @@ class MCPToolPool:
         await asyncio.wait_for(asyncio.shield(connection.ready), self._configs[server].connect_timeout)
         return connection
 
+    async def _submit(self, connection: _Connection, run: Callable[[Client], Awaitable[Any]], seconds: float) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        connection.queue.put_nowait((run, future))
+        if not connection.alive:  # it died before taking the job: nobody would answer
+            connection._fail_pending(ConnectionError(f"MCP server {connection.config.name!r} is not running"))
+        return await asyncio.wait_for(future, seconds)
+
+    async def check_arguments(self, server: str, method: str, arguments: Mapping[str, Any]) -> RouteRejection | None:
+        """Check ``arguments`` against the tool's ``inputSchema`` (listed once per connection); ``None`` if they fit.
+
+        Never raises: a server that cannot be reached is ``tool_unavailable:<server>``.
+        """
+        target = f"mcp:{server}/{method}"
+        config = self._configs.get(server)
+        if config is None:
+            return RouteRejection(tsr.tool_unavailable(server), f"no MCP server {server!r}")
+        try:
+            connection = await self._connection(server)
+            if connection.tools is None:
+                connection.tools = await self._submit(connection, _list_tools, config.call_timeout)
+        except Exception as exc:
+            logger.warning("MCP server %s could not list its tools", server, exc_info=exc)
+            message = (
+                f"MCP server {server!r} could not list its tools ({type(exc).__name__}); the details are in the log"
+            )
+            return RouteRejection(tsr.tool_unavailable(server), message)
+        assert connection.tools is not None  # listed just above
+        tool = connection.tools.get(method)
+        if tool is None:
+            return RouteRejection(tsr.tool_error(target), f"MCP server {server!r} lists no tool named {method!r}")
+        return tool.check(target, arguments)
+
     async def call(self, server: str, method: str, arguments: Mapping[str, Any]) -> ToolOutcome:
-        """Call ``method`` on ``server``. Never raises for what the server does; the outcome says how it ended."""
+        """Call ``method`` on ``server``. Never raises for what the server does; the outcome says how it ended.
+
+        The arguments are bounded by :attr:`limits` and must be JSON; they are not checked against the tool's
+        ``inputSchema`` here (:meth:`check_arguments` does that; the dispatcher calls it for every part first).
+        """
         target = f"mcp:{server}/{method}"
         config = self._configs.get(server)
         if config is None:
             return ToolOutcome(server, method, tsr.tool_unavailable(server), message=f"no MCP server {server!r}")
+        breach = check_bounds(arguments, self.limits, json_only=True)
+        if breach is not None:
+            return ToolOutcome(server, method, sr.invalid_route(breach.detail), message=breach.message)
         try:
             connection = await self._connection(server)
         except Exception as exc:
-            message = f"MCP server {server!r} could not be started: {type(exc).__name__}: {exc}"
+            logger.warning("MCP server %s could not be started", server, exc_info=exc)
+            message = f"MCP server {server!r} could not be started ({type(exc).__name__}); the details are in the log"
             return ToolOutcome(server, method, tsr.tool_unavailable(server), message=message)
-        future: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
-        connection.queue.put_nowait((method, dict(arguments), future))
+        payload = dict(arguments)
+
+        async def run(client: Client) -> CallToolResult:
+            return await client.call_tool(method, payload)
+
         try:
-            result = await asyncio.wait_for(future, config.call_timeout)
+            result: CallToolResult = await self._submit(connection, run, config.call_timeout)
         except TimeoutError:
             return ToolOutcome(
                 server, method, tsr.tool_timeout(target), message=f"call_timeout={config.call_timeout}s reached"
             )
         except MCPError as exc:
-            return ToolOutcome(server, method, tsr.tool_error(target), message=f"the server refused the call: {exc}")
+            message = f"the server refused the call: {str(exc)[:_MAX_MESSAGE]}"
+            return ToolOutcome(server, method, tsr.tool_error(target), message=message)
         except Exception as exc:
-            message = f"MCP server {server!r} failed during the call: {type(exc).__name__}: {exc}"
+            logger.warning("MCP server %s failed during a call to %s", server, method, exc_info=exc)
+            message = f"MCP server {server!r} failed during the call ({type(exc).__name__}); the details are in the log"
             return ToolOutcome(server, method, tsr.tool_unavailable(server), message=message)
         text = "\n".join(block.text for block in result.content if isinstance(block, TextContent))
         if result.is_error:
@@ -254,6 +384,13 @@ class MCPToolHandler:
 
     def schema(self, target: str) -> type[BaseModel] | None:
         return None
+
+    async def check_args(self, target: str, args: Mapping[str, Any]) -> RouteRejection | None:
+        """The tool's ``inputSchema`` check, run by the dispatcher for every part before any part runs."""
+        server, sep, method = target.partition(":")[2].partition("/")
+        if not sep or not method:
+            return RouteRejection(sr.route_missing(target), f"{target!r} names no MCP server and tool")
+        return await self.pool.check_arguments(server, method, args)
 
     def worker(self, target: str) -> Worker | None:
         server, sep, method = target.partition(":")[2].partition("/")

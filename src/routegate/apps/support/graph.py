@@ -79,7 +79,7 @@ class RouterStep:
             raise
         except Exception as exc:
             logger.warning("the support router raised %s", type(exc).__name__, exc_info=True)
-            message = f"the router raised {type(exc).__name__}: {exc}"
+            message = f"the router raised {type(exc).__name__} (details in the log)"
             raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
         turn.choice = choice
         verdict = self.policy.validate({"kind": "route", "target": choice.route, "args": {"query": turn.message}})

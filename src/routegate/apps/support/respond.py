@@ -101,6 +101,12 @@ def _compose_rows(message: str, call: Mapping[str, Any] | None, rows: Sequence[M
 
 
 def _compose_fallback(route: str, reason: str, call: Mapping[str, Any] | None) -> str:
+    if reason.startswith("llm_failed:"):
+        # the language model failed before any tool ran: say so, never blame the database or the articles
+        return (
+            f"I couldn't answer that: the language model service failed ({reason.removeprefix('llm_failed:')}), "
+            "so nothing was looked up. Please try again later."
+        )
     if route == "POSTGRES":
         if reason == "empty":
             return (
@@ -199,7 +205,7 @@ class RespondNode:
             raise
         except Exception as exc:
             logger.warning("the Respond node raised %s", type(exc).__name__, exc_info=True)
-            message = f"the Respond node raised {type(exc).__name__}: {exc}"
+            message = f"the Respond node raised {type(exc).__name__} (details in the log)"
             raise RunStopError(stop_reasons.finalize_error(exc), message, phase="finalize") from exc
         answer = "".join(parts).strip()
         if not answer:
