@@ -77,8 +77,26 @@ def ensure_browser() -> None:
         _say("could not install chromium: the browser test will be skipped")
 
 
+def ensure_bubblewrap() -> None:
+    """The code sandbox runs model-written code under bubblewrap; install Debian's when we can (root + apt-get)."""
+    if shutil.which("bwrap") or sys.platform != "linux":
+        return
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        _say("no 'bwrap' on PATH and no root apt-get: code runs will stop with sandbox_error:unavailable and the")
+        _say("sandbox tests will be skipped (install bubblewrap to run them)")
+        return
+    _say("installing Debian's bubblewrap for the code sandbox (apt-get)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if (
+        _run("apt-get", "update", "-qq", env=env) != 0
+        or _run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap", env=env) != 0
+    ):
+        _say("could not install bubblewrap: the sandbox tests will be skipped")
+
+
 def run(extra: list[str]) -> int:
     install()
+    ensure_bubblewrap()
     args = extra or ["up"]
     return _run(BIN / "routegate", *args)
 
@@ -98,6 +116,7 @@ def check() -> int:
 def test(extra: list[str]) -> int:
     status = check()
     ensure_browser()
+    ensure_bubblewrap()
     _say("pytest")
     status |= _run(PY, "-m", "pytest", *extra)
     return status

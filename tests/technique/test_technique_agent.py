@@ -18,6 +18,7 @@ from routegate.technique import (
 from routegate.technique.a2a import A2ADelegator, A2AHandler, A2ATask, InProcessEventBus, serve_agent
 from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, technique_worker
 from routegate.testing import ScriptedRouter
+from technique._sandbox_procs import needs_os_sandbox
 
 ROUTE = {"kind": "route", "target": "analyst", "args": {"ticket": "How many orders last week?"}}
 SANDBOX = SandboxRunner(limits=SandboxLimits(wall_seconds=5, cpu_seconds=1))
@@ -49,6 +50,7 @@ def _agent(
     return RoutingAgent(workers=[analyst], router=ScriptedRouter([ROUTE]), finalizer=finalizer)
 
 
+@needs_os_sandbox
 async def test_code_in_the_final_answer_runs_in_the_sandbox() -> None:
     seen: list[DispatchResult] = []
     result = await _agent("Let me check:\n```python\nprint(sum(range(10)))\n```", seen).arun("orders?")
@@ -77,9 +79,11 @@ async def test_a_refused_action_ends_the_run_with_the_core_stop_reason() -> None
     assert result.answer is None
 
 
+@needs_os_sandbox
 async def test_a_failed_action_ends_the_run_with_the_sandbox_stop_reason() -> None:
+    # no network in the sandbox: name resolution fails inside and the code exits 1
     result = await _agent("```python\nimport socket\nsocket.getaddrinfo('example.com', 443)\n```").arun("x")
-    assert (result.status, result.stop_reason, result.phase) == ("stopped", "sandbox_network:blocked", "finalize")
+    assert (result.status, result.stop_reason, result.phase) == ("stopped", "sandbox_exit:1", "finalize")
 
 
 async def test_a_worker_output_is_dispatched_before_the_finalizer() -> None:
@@ -115,6 +119,7 @@ async def test_a_worker_output_is_dispatched_before_the_finalizer() -> None:
     await bus.aclose()
 
 
+@needs_os_sandbox
 async def test_dispatch_answer_of_a_finished_run() -> None:
     plain = RoutingAgent(
         workers=[analyst],

@@ -1,34 +1,30 @@
 """The sandbox child's bootstrap. Its *source* is passed to ``python -I -B -c``: stdlib only, no routegate import.
 
-In the child, before any sandboxed code runs: (1) as root, move into a new network namespace (no interface but
-a down loopback); (2) set the resource limits (CPU, address space, file size, processes, no core dumps);
-(3) as root, drop to the per-run uid/gid chosen by the parent; (4) install an audit hook — the interpreter-level
-tripwire that refuses sockets, DNS, writes outside the working directory, running programs, native code
-(``ctypes``), signals and ``gc`` introspection, and reports each refusal to the parent as a marker line on
-stderr; (5) run ``main.py`` as ``__main__``.
+Inside the OS sandbox (``mode="os"``), before any sandboxed code runs: (1) set the resource limits (CPU,
+address space, file size, processes, no core dumps), soft = hard so the code cannot raise them; (2) install
+the seccomp filter the supervisor built (``PR_SET_NO_NEW_PRIVS`` + ``PR_SET_SECCOMP``); (3) write one byte to
+the *ready* pipe and close it, so the supervisor knows set-up finished before the code ran (the code never
+holds that descriptor); (4) run ``main.py`` as ``__main__``. Anything that goes wrong before (4) exits with
+status 70 and no ready byte: the supervisor reports ``sandbox_error:setup_failed``.
 
-The OS layers (namespace, uid, limits) are the boundary; the hook makes refusals clear and covers what the OS
-layers cannot when they are unavailable (not root, no namespaces). A refusal is reported even if the sandboxed
-code catches the ``PermissionError``.
+``mode="guard"`` is the explicit, weaker opt-in for hosts without the OS mechanism: no namespaces of its own
+beyond an optional network namespace and per-run uid (as root), the limits, and an audit hook that refuses
+sockets, writes outside the working directory, running programs and ``ctypes`` with a clear
+``PermissionError``. Code can switch the hook off: it is NOT a security boundary.
+
+Nothing here reports a verdict: the supervisor decides from what it observes itself.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 import resource
 import sys
-import traceback
 from typing import Any, NoReturn
 
-MARK = "routegate-sandbox:"
-
-
-def _mark(kind: str, detail: str) -> None:
-    with contextlib.suppress(OSError):
-        os.write(2, f"\n{MARK}{kind}:{detail}\n".encode())
+SETUP_FAILED = 70
 
 
 def _isolate_network() -> bool:
@@ -43,6 +39,23 @@ def _isolate_network() -> bool:
 
 def _limit(name: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(name, (soft, soft if hard is None else hard))
+
+
+def _install_seccomp(program: bytes) -> None:
+    """Load the classic-BPF filter on this process (and so on every later thread and child)."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    ulong = ctypes.c_ulong
+    if libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.prctl(22, ulong(2), ctypes.byref(fprog), ulong(0), ulong(0)) != 0:  # PR_SET_SECCOMP, FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
 def _install_guard(root: str, allow_fork: bool, allow_exec: bool) -> dict[str, bool]:
@@ -92,7 +105,6 @@ def _install_guard(root: str, allow_fork: bool, allow_exec: bool) -> dict[str, b
         return full == root or full.startswith(root + os.sep) or full in devices
 
     def refuse(kind: str, detail: str) -> NoReturn:
-        _mark("violation", kind)
         raise PermissionError(errno.EPERM, f"sandbox: {detail} is not allowed")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
@@ -133,45 +145,53 @@ def _install_guard(root: str, allow_fork: bool, allow_exec: bool) -> dict[str, b
     return state
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    workdir = config["workdir"]
-    layers = []
-    if config["isolate_network"] and _isolate_network():
-        layers.append("netns")
+def _set_limits(config: dict[str, Any]) -> None:
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_CPU, config["cpu_seconds"], config["cpu_seconds"] + 1)
-    _limit(resource.RLIMIT_AS, config["memory_bytes"])
+    _limit(resource.RLIMIT_AS, config["address_space_bytes"])
     _limit(resource.RLIMIT_FSIZE, config["max_file_bytes"])
     if config["nproc"] is not None:
         _limit(resource.RLIMIT_NPROC, config["nproc"])
-        layers.append("nproc")
-    if config["uid"] is not None:
-        os.setgroups([])
-        os.setgid(config["gid"])
-        os.setuid(config["uid"])
-        layers.append("uid")
-    os.chdir(workdir)
-    with open("main.py", encoding="utf-8") as handle:
-        source = handle.read()
-    state = {"forked": False}
-    if config["guard"]:
-        state = _install_guard(os.path.realpath(workdir), config["nproc"] is not None, config["allow_exec"])
-        layers.append("guard")
-    _mark("isolation", ",".join(layers))
+
+
+def _setup(config: dict[str, Any]) -> bytes:
+    """Everything before the code runs, ending with reading it; raises on any failure (exit SETUP_FAILED)."""
+    if config["mode"] == "os":
+        _set_limits(config)
+        _install_seccomp(bytes.fromhex(config["seccomp"]))
+    else:
+        if config["isolate_network"]:
+            _isolate_network()
+        _set_limits(config)
+        if config["uid"] is not None:
+            os.setgroups([])
+            os.setgid(config["gid"])
+            os.setuid(config["uid"])
+        root = os.path.realpath(config["workdir"])
+        os.chdir(root)
+        _install_guard(root, config["nproc"] is not None, allow_exec=False)
+    with open("main.py", "rb") as handle:
+        source = handle.read()  # bytes: invalid UTF-8 is the code's SyntaxError, not a set-up failure
+    os.write(config["ready_fd"], b"1")
+    os.close(config["ready_fd"])
+    return source
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    try:
+        source = _setup(config)
+    except BaseException as exc:
+        sys.stderr.write(f"sandbox set-up failed: {type(exc).__name__}: {exc}\n")
+        os._exit(SETUP_FAILED)
     try:
         code = compile(source, "main.py", "exec")
         exec(code, {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__})
     except SystemExit:
         raise
-    except MemoryError:
-        _mark("violation", "memory")
-        os._exit(1)
     except BaseException as exc:
-        if isinstance(exc, OSError) and exc.errno == errno.EAGAIN and state.get("forked"):
-            _mark("violation", "processes")
-        elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-            _mark("violation", "filesize")  # Python ignores SIGXFSZ: RLIMIT_FSIZE shows up as EFBIG
+        import traceback  # only now: start-up time is paid by every run
+
         frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename != "<string>"]
         lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
         sys.stderr.write("".join(lines + traceback.format_exception_only(type(exc), exc)))

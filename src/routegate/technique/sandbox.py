@@ -1,19 +1,25 @@
 """The sandboxed code runner and the code-block handler (``code:<language>`` targets).
 
-Each run gets a fresh temporary working directory and a subprocess: ``python -I -B -c <bootstrap>`` with a
-scrubbed environment, stdin closed, stdout/stderr written to files outside the working directory. The child
-(:mod:`._sandbox_boot`) applies the limits to itself before the code runs: ``RLIMIT_CPU``, ``RLIMIT_AS``,
-``RLIMIT_FSIZE``, ``RLIMIT_NPROC``, no core dumps; as root it also enters a new network namespace and drops to
-a per-run uid (so ``RLIMIT_NPROC`` applies and the OS refuses writes to other users' files); an audit hook
-refuses network, writes outside the working directory, running programs and ``ctypes``. The parent enforces
-the wall-clock limit, kills the process group and every process left under the per-run uid, and removes the
-directory. Every ending is a stop reason (:mod:`routegate.technique.stop_reasons`); a run never raises for
-what the code does.
+The operating system is the boundary (``mode="os"``, the default). Each run is started through bubblewrap
+(:mod:`._sandbox_bwrap`) as a fresh per-run uid (when the server is root) in new user, mount, PID, network,
+IPC, UTS and cgroup namespaces: a read-only file system holding only the interpreter, its standard library
+and shared libraries; private size-limited tmpfs mounts for the working directory and ``/tmp``; ``/proc`` of
+its own PID namespace; ``/dev/null``, ``/dev/zero`` and ``/dev/urandom``. Before the code runs, the bootstrap
+(:mod:`._sandbox_boot`) sets the resource limits and installs a seccomp filter (:mod:`._sandbox_seccomp`)
+that refuses ``execve``, ``ptrace`` and the namespace, mount and kernel-extension calls. When the server is
+root, a per-run control group (:mod:`._sandbox_cgroup`) holds every process of the run, bounds its memory
+and task count, and gives the supervisor counters the code cannot write.
 
-Layers used are reported in :attr:`CodeRun.isolation` (``netns``, ``uid``, ``nproc``, ``guard``). Not root, or
-no interpreter readable by another uid: fewer OS layers, the hook still refuses (and forks are refused outright
-when no process limit can apply). This is a guard for model-written snippets, not a boundary for hostile code:
-for that, run the whole worker in a VM or gVisor.
+The verdict is the supervisor's own observation: its wall clock, the exit status, the control group's OOM,
+task-limit and CPU counters, and the size of the output files. Nothing the code prints decides a stop
+reason. When ``run()`` returns, every process of the run is gone (the PID namespace dies with its first
+process; the control group is emptied and removed) and so are its files (the tmpfs mounts die with the mount
+namespace).
+
+Where the mechanism is missing (not Linux, no ``bwrap``, no user namespaces) a run stops with
+``sandbox_error:unavailable`` and a message naming what is missing; :meth:`SandboxRunner.check` raises
+:class:`~routegate.errors.ConfigurationError` for entry points that want to fail at start-up. ``mode="guard"``
+is the explicit opt-in to the old in-process audit hook plus limits: it is not a security boundary.
 """
 
 from __future__ import annotations
@@ -26,14 +32,14 @@ import os
 import secrets
 import shutil
 import signal
-import stat
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -41,20 +47,42 @@ from routegate.core.stop_reasons import SUCCESS
 from routegate.core.workers import Worker, WorkerArgs
 from routegate.errors import ConfigurationError
 from routegate.technique import stop_reasons as tsr
+from routegate.technique._sandbox_bwrap import command, find_bwrap, missing_mechanism
+from routegate.technique._sandbox_cgroup import RunGroup
+from routegate.technique._sandbox_host import (
+    Observed,
+    Pipes,
+    drain_ready,
+    kill_uid,
+    processes_of,
+    read_bounded,
+    read_info,
+    shared_python,
+    wait_gone,
+    world_executable,
+    write_main,
+)
+from routegate.technique._sandbox_seccomp import build_filter
 from routegate.technique.types import CodeBlock, OutputKind, TechniqueItem
 
 logger = logging.getLogger(__name__)
 
 _BOOT = Path(__file__).with_name("_sandbox_boot.py")
-_MARK = "routegate-sandbox:"
-_NOBODY = 65534
 _RUN_UIDS = (1_000_000, 1_999_999)
+_SANDBOX_OVERHEAD_TASKS = 2  # bwrap's init (pid 1 of the namespace) and the interpreter's main thread
 MAX_CODE_CHARS = 200_000
+
+Mode = Literal["os", "guard"]
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxLimits:
-    """Per-run limits. Seconds are wall clock (parent) and CPU (kernel); bytes are address space and file size."""
+    """Per-run limits. Seconds are wall clock (parent) and CPU (kernel); bytes are memory, file and tmpfs size.
+
+    ``memory_bytes`` is the control group's memory limit (resident memory plus the tmpfs contents) when a
+    group can be made, else the address-space limit. ``tmpfs_bytes`` bounds each of the two tmpfs mounts
+    (the working directory and ``/tmp``).
+    """
 
     wall_seconds: float = 10.0
     cpu_seconds: int = 5
@@ -62,9 +90,11 @@ class SandboxLimits:
     max_processes: int = 16
     max_file_bytes: int = 16 * 1024 * 1024
     max_output_chars: int = 64_000
+    tmpfs_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("cpu_seconds", "memory_bytes", "max_processes", "max_file_bytes", "max_output_chars"):
+        names = ("cpu_seconds", "memory_bytes", "max_processes", "max_file_bytes", "max_output_chars", "tmpfs_bytes")
+        for name in names:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"SandboxLimits.{name} must be an integer >= 1, got {value!r}")
@@ -112,263 +142,327 @@ def _bootstrap_source() -> str:
     return _BOOT.read_text(encoding="utf-8")
 
 
-def _world_executable(path: str) -> bool:
-    """Can another uid run this file: the file and every directory above it are readable/searchable by others."""
-    real = Path(os.path.realpath(path))
-    try:
-        if not real.stat().st_mode & stat.S_IXOTH:
-            return False
-        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
-    except OSError:
-        return False
-
-
 @cache
-def _shared_python() -> str | None:
-    """An interpreter another uid can run: this one if its install is world-readable, else a system one."""
-    for candidate in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
-        if candidate and os.path.exists(candidate) and _world_executable(candidate):
-            return candidate
-    return None
-
-
-def _processes_of(uid: int) -> list[tuple[int, int]]:
-    """Live (non-zombie) processes whose real or effective uid is ``uid``, with their thread counts."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = Path(entry.path, "status").read_text()
-        except OSError:
-            continue
-        uids = state = threads = ""
-        for line in status.splitlines():
-            if line.startswith("Uid:"):
-                uids = line
-            elif line.startswith("State:"):
-                state = line
-            elif line.startswith("Threads:"):
-                threads = line
-        fields = uids.split()
-        if len(fields) >= 3 and str(uid) in fields[1:3] and " Z " not in state + " ":
-            count = threads.split()[1] if len(threads.split()) > 1 else "1"
-            found.append((int(entry.name), int(count) if count.isdigit() else 1))
-    return found
-
-
-def _kill_uid(uid: int) -> None:
-    """Kill every process of a per-run uid (the sandboxed code may have escaped its process group)."""
-    for _ in range(100):
-        pids = [pid for pid, _ in _processes_of(uid)]
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _write_main(workdir: str, code: str, identity: tuple[int, int] | None) -> None:
-    main = Path(workdir, "main.py")
-    main.write_text(code, encoding="utf-8")
-    os.chmod(workdir, 0o700)
-    if identity is not None:
-        os.chown(main, *identity)
-
-
-def _read_bounded(path: Path, limit: int) -> tuple[str, bool]:
-    with path.open("rb") as handle:
-        data = handle.read(limit * 4 + 1)
-    text = data.decode("utf-8", errors="replace")
-    truncated = len(data) > limit * 4 or len(text) > limit
-    return text[:limit], truncated
-
-
-def _split_markers(stderr: str) -> tuple[str, list[str], tuple[str, ...]]:
-    """Separate the bootstrap's marker lines from the program's stderr."""
-    violations: list[str] = []
-    isolation: tuple[str, ...] = ()
-    kept: list[str] = []
-    for line in stderr.split("\n"):
-        if line.startswith(_MARK):
-            kind, _, detail = line[len(_MARK) :].partition(":")
-            if kind == "violation":
-                violations.append(detail.strip())
-            elif kind == "isolation" and not isolation:  # the bootstrap's own line comes first
-                isolation = tuple(part for part in detail.strip().split(",") if part)
-            if kept and kept[-1] == "":
-                kept.pop()  # the bootstrap writes a newline before each marker
-            continue
-        kept.append(line)
-    return "\n".join(kept), violations, isolation
+def _seccomp_hex() -> str:
+    return build_filter().hex()
 
 
 class SandboxRunner:
-    """Runs code in a sandboxed subprocess. Only Python is built in (``languages``).
+    """Runs code in a sandbox. Only Python is built in (``languages``).
 
-    ``python`` is the interpreter to use (default: one that another uid can run — this one when its install is
-    world-readable, else the system ``python3``). ``allow_exec`` lets the code start other programs (they are
-    outside the interpreter guard: only the OS layers apply to them). ``guard=False`` turns the audit-hook
-    tripwire off — only to test that the OS layers hold on their own.
+    ``mode="os"`` (default): the operating-system boundary described in the module docs. ``mode="guard"``:
+    the explicit opt-in to an in-process audit hook plus limits (and, as root, a network namespace and a
+    per-run uid) for hosts without bubblewrap; code can switch the hook off, so it is NOT a security boundary
+    and each run logs a warning. ``python`` is the interpreter to run (default: one that another uid can run
+    — this one when its install is world-readable, else the system ``python3``).
     """
 
     languages = frozenset({"python"})
 
-    def __init__(
-        self,
-        *,
-        limits: SandboxLimits | None = None,
-        python: str | None = None,
-        allow_exec: bool = False,
-        isolate_network: bool = True,
-        drop_privileges: bool = True,
-        guard: bool = True,
-    ) -> None:
+    def __init__(self, *, limits: SandboxLimits | None = None, python: str | None = None, mode: Mode = "os") -> None:
+        if mode not in ("os", "guard"):
+            raise ConfigurationError(f"SandboxRunner mode must be 'os' or 'guard', got {mode!r}")
         self.limits = limits or SandboxLimits()
         self.python = python
-        self.allow_exec = allow_exec
-        self.isolate_network = isolate_network
-        self.drop_privileges = drop_privileges
-        self.guard = guard
+        self.mode = mode
+        if mode == "guard":
+            logger.warning("SandboxRunner(mode='guard'): an in-process audit hook, NOT a security boundary")
 
-    def _identity(self, workdir: str) -> tuple[int, int] | None:
-        """A per-run uid/gid owning ``workdir`` (root only), or nobody when the uid range is not mapped."""
-        if os.geteuid() != 0 or not self.drop_privileges:
+    def missing(self) -> str | None:
+        """What this host lacks to run code in this mode (None: nothing)."""
+        if self.mode == "guard":
             return None
-        for uid in (secrets.randbelow(_RUN_UIDS[1] - _RUN_UIDS[0]) + _RUN_UIDS[0], _NOBODY):
+        lacking = missing_mechanism()
+        if lacking is None:
             try:
-                os.chown(workdir, uid, uid)
-            except OSError:
-                continue
-            return uid, uid
-        return None
+                build_filter()
+            except ValueError as exc:
+                lacking = f"seccomp: {exc}"
+        return lacking
 
-    def _nproc(self, identity: tuple[int, int] | None) -> int | None:
+    def check(self) -> None:
+        """Raise :class:`ConfigurationError` when runs would stop with ``sandbox_error:unavailable``."""
+        lacking = self.missing()
+        if lacking:
+            raise ConfigurationError(
+                f"the code sandbox cannot run here: {lacking}. Install it, or pass SandboxRunner(mode='guard') "
+                "to opt into the in-process guard, which is not a security boundary"
+            )
+
+    def _identity(self) -> tuple[int, int] | None:
+        """A per-run uid/gid (root only)."""
+        if os.geteuid() != 0:
+            return None
+        uid = secrets.randbelow(_RUN_UIDS[1] - _RUN_UIDS[0]) + _RUN_UIDS[0]
+        return uid, uid
+
+    def _nproc(self, identity: tuple[int, int] | None, overhead: int) -> int | None:
         """RLIMIT_NPROC for the child: counted per uid, so only meaningful when it is not root."""
         if identity is not None:
-            return self.limits.max_processes + 1
+            return self.limits.max_processes + overhead
         if os.geteuid() == 0:
-            return None  # root ignores RLIMIT_NPROC: the guard refuses forks instead
+            return None  # root ignores RLIMIT_NPROC
         # the kernel counts every task (thread) of the uid, this process's and its siblings' included
-        return sum(threads for _, threads in _processes_of(os.getuid())) + self.limits.max_processes
+        return sum(threads for _, threads in processes_of(os.getuid())) + self.limits.max_processes
 
     async def run(self, code: str, language: str = "python") -> CodeRun:
         """Run ``code``; every ending (limits, refusals, errors) is a stop reason on the result."""
         started = time.perf_counter()
         if language not in self.languages:
             return CodeRun(language, tsr.sandbox_error("unsupported_language"), None, "", "", 0.0)
-        python = self.python or _shared_python() or sys.executable
-        workdir = tempfile.mkdtemp(prefix="routegate-sandbox-")
-        outdir = tempfile.mkdtemp(prefix="routegate-sandbox-out-")
-        identity = self._identity(workdir) if _world_executable(python) else None
+        lacking = self.missing()
+        if lacking:
+            message = f"the code sandbox cannot run here: {lacking}"
+            logger.error("sandbox unavailable: %s", lacking)
+            return CodeRun(language, tsr.SANDBOX_UNAVAILABLE, None, "", "", 0.0, message=message)
+        python = self.python or shared_python() or sys.executable
+        outdir = Path(tempfile.mkdtemp(prefix="routegate-sandbox-out-"))
         try:
-            _write_main(workdir, code, identity)
-            config = {
-                "workdir": workdir,
-                "cpu_seconds": self.limits.cpu_seconds,
-                "memory_bytes": self.limits.memory_bytes,
-                "max_file_bytes": self.limits.max_file_bytes,
-                "nproc": self._nproc(identity),
-                "uid": identity[0] if identity else None,
-                "gid": identity[1] if identity else None,
-                "isolate_network": self.isolate_network and os.geteuid() == 0,
-                "allow_exec": self.allow_exec,
-                "guard": self.guard,
-            }
-            return await self._execute(python, language, config, workdir, Path(outdir), identity, started)
+            if self.mode == "os":
+                return await self._run_os(python, language, code, outdir, started)
+            return await self._run_guard(python, language, code, outdir, started)
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
             shutil.rmtree(outdir, ignore_errors=True)
 
-    async def _execute(
+    def _config(self, identity: tuple[int, int] | None, ready_fd: int, address_space: int, overhead: int) -> str:
+        return json.dumps(
+            {
+                "mode": self.mode,
+                "cpu_seconds": self.limits.cpu_seconds,
+                "address_space_bytes": address_space,
+                "max_file_bytes": self.limits.max_file_bytes,
+                "nproc": self._nproc(identity, overhead),
+                "ready_fd": ready_fd,
+                "seccomp": _seccomp_hex() if self.mode == "os" else "",
+            }
+        )
+
+    async def _run_os(self, python: str, language: str, code: str, outdir: Path, started: float) -> CodeRun:
+        limits = self.limits
+        identity = self._identity()
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        owned = {info_r, info_w, block_r, block_w, ready_r, ready_w}
+        name = f"routegate-sandbox-{secrets.token_hex(6)}"
+        group = RunGroup.create(name, limits.memory_bytes, limits.max_processes + _SANDBOX_OVERHEAD_TASKS)
+        # with a control group the memory limit is exact and observed; RLIMIT_AS only stops absurd reservations
+        address_space = limits.memory_bytes * 4 if group else limits.memory_bytes
+        layers = ["namespaces", "readonly-root", "tmpfs", "seccomp", "rlimits"]
+        layers += ["uid"] if identity else []
+        layers += ["cgroup"] if group else []
+        try:
+            with tempfile.TemporaryFile() as code_file:
+                code_file.write(code.encode("utf-8", errors="surrogatepass"))  # a lone surrogate: SyntaxError
+                code_file.flush()
+                code_file.seek(0)
+                try:
+                    argv = command(
+                        find_bwrap() or "bwrap",
+                        python,
+                        _bootstrap_source(),
+                        self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1),
+                        info_fd=info_w,
+                        block_fd=block_r,
+                        code_fd=code_file.fileno(),
+                        tmpfs_bytes=limits.tmpfs_bytes,
+                    )
+                except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                    return self._failed(language, f"could not prepare {python!r} for the sandbox: {exc}")
+                pipes = Pipes(info_r, info_w, block_r, block_w, ready_r, ready_w, owned)
+                observed = await self._supervise(argv, pipes, code_file.fileno(), identity, group, outdir)
+        finally:
+            for fd in owned:
+                os.close(fd)
+            if group is not None:
+                group.kill_all()
+                group.remove()
+        return self._result(language, observed, outdir, tuple(layers), started)
+
+    def _failed(self, language: str, message: str) -> CodeRun:
+        return CodeRun(language, tsr.sandbox_error("start_failed"), None, "", "", 0.0, message=message)
+
+    async def _supervise(
         self,
-        python: str,
-        language: str,
-        config: dict[str, Any],
-        workdir: str,
-        outdir: Path,
+        argv: list[str],
+        pipes: Pipes,
+        code_fd: int,
         identity: tuple[int, int] | None,
-        started: float,
-    ) -> CodeRun:
-        boot = _bootstrap_source()
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": workdir,
-            "TMPDIR": workdir,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-        }
-        stdout_path, stderr_path = outdir / "stdout", outdir / "stderr"
+        group: RunGroup | None,
+        outdir: Path,
+    ) -> Observed | str:
+        credentials: dict[str, Any] = {}
+        if identity is not None:
+            credentials = {"user": identity[0], "group": identity[1], "extra_groups": []}
         timed_out = False
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        child: int | None = None
+        child_fd: int | None = None  # a pidfd: signalling it can never reach a recycled pid
+        with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
             try:
                 process = await asyncio.create_subprocess_exec(
-                    python,
-                    "-I",
-                    "-B",
-                    "-c",
-                    boot,
-                    json.dumps(config),
+                    *argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    cwd=workdir,
+                    pass_fds=(pipes.info_w, pipes.block_r, pipes.ready_w, code_fd),
+                    env={},
+                    start_new_session=True,
+                    **credentials,
+                )
+            except OSError as exc:
+                return f"could not start {argv[0]!r}: {exc}"
+            pipes.close_child_ends()
+            try:
+                async with asyncio.timeout(self.limits.wall_seconds):
+                    child = await asyncio.to_thread(read_info, pipes.info_r)
+                    if child is not None:
+                        with contextlib.suppress(OSError):  # already gone: nothing to stop later
+                            child_fd = os.pidfd_open(child)
+                    if child is not None and group is not None and not _attach(group, child):
+                        return "could not move the run into its control group: nothing ran"
+                    with contextlib.suppress(BrokenPipeError):  # bwrap already gone: seen below
+                        os.write(pipes.block_w, b"go")
+                    await process.wait()
+            except TimeoutError:
+                timed_out = True
+            finally:
+                if child_fd is not None:
+                    if process.returncode is None:
+                        # stop the namespace's first process, not bwrap: bwrap reaps it and exits by itself. Killing
+                        # bwrap first would leave it to PID 1, which on some hosts never reaps it (a zombie per run)
+                        with contextlib.suppress(ProcessLookupError):
+                            signal.pidfd_send_signal(child_fd, signal.SIGKILL)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(process.wait(), 5.0)
+                    os.close(child_fd)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+                if child is not None:
+                    wait_gone(child)
+                if group is None and identity is not None:
+                    kill_uid(identity[0])
+        return Observed(
+            ready=drain_ready(pipes.ready_r),
+            timed_out=timed_out,
+            returncode=process.returncode,
+            memory_exceeded=bool(group and group.memory_exceeded()),
+            processes_exceeded=bool(group and group.processes_exceeded()),
+            cpu_seconds=group.cpu_seconds() if group else None,
+            output_bytes=max((outdir / "stdout").stat().st_size, (outdir / "stderr").stat().st_size),
+        )
+
+    async def _run_guard(self, python: str, language: str, code: str, outdir: Path, started: float) -> CodeRun:
+        """The opt-in in-process mode: NOT a security boundary (see the class docs)."""
+        workdir = tempfile.mkdtemp(prefix="routegate-sandbox-")
+        identity = self._identity() if world_executable(python) else None
+        ready_r, ready_w = os.pipe()
+        layers = ["guard", "rlimits", "not-a-boundary"]
+        try:
+            write_main(workdir, code, identity)
+            if identity is not None:
+                layers += ["uid", "netns"]
+            config = json.loads(self._config(identity, ready_w, self.limits.memory_bytes, 1))
+            config |= {"workdir": workdir, "isolate_network": os.geteuid() == 0, **_ids(identity)}
+            argv = [python, "-I", "-B", "-c", _bootstrap_source(), json.dumps(config)]
+            observed = await self._supervise_plain(argv, ready_w, ready_r, identity, workdir, outdir)
+        finally:
+            for fd in (ready_r, ready_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            shutil.rmtree(workdir, ignore_errors=True)
+        return self._result(language, observed, outdir, tuple(layers), started)
+
+    async def _supervise_plain(
+        self, argv: list[str], ready_w: int, ready_r: int, identity: tuple[int, int] | None, cwd: str, outdir: Path
+    ) -> Observed | str:
+        timed_out = False
+        env = {"PATH": "/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    cwd=cwd,
                     env=env,
+                    pass_fds=(ready_w,),
                     start_new_session=True,
                 )
             except OSError as exc:
-                message = f"could not start {python!r}: {exc}"
-                return CodeRun(language, tsr.sandbox_error("start_failed"), None, "", "", 0.0, message=message)
+                return f"could not start {argv[0]!r}: {exc}"
             try:
                 await asyncio.wait_for(process.wait(), self.limits.wall_seconds)
             except TimeoutError:
                 timed_out = True
             finally:
-                self._reap(process.pid, identity)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                if identity is not None:
+                    kill_uid(identity[0])
                 await process.wait()
-        stdout, out_cut = _read_bounded(stdout_path, self.limits.max_output_chars)
-        raw_err, err_cut = _read_bounded(stderr_path, self.limits.max_output_chars + 4096)
-        stderr, violations, isolation = _split_markers(raw_err)
-        if len(stderr) > self.limits.max_output_chars:
-            stderr, err_cut = stderr[: self.limits.max_output_chars], True
-        code = process.returncode
-        reason, message = self._verdict(violations, timed_out, code)
-        elapsed = (time.perf_counter() - started) * 1000.0
-        logger.info("sandbox run language=%s stop_reason=%s exit=%s ms=%.1f", language, reason, code, elapsed)
-        return CodeRun(language, reason, code, stdout, stderr, elapsed, out_cut or err_cut, isolation, message)
+        size = max((outdir / "stdout").stat().st_size, (outdir / "stderr").stat().st_size)
+        return Observed(drain_ready(ready_r), timed_out, process.returncode, output_bytes=size)
 
-    def _verdict(self, violations: list[str], timed_out: bool, code: int | None) -> tuple[str, str]:
+    def _result(
+        self, language: str, observed: Observed | str, outdir: Path, layers: tuple[str, ...], started: float
+    ) -> CodeRun:
+        if isinstance(observed, str):
+            return self._failed(language, observed)
+        limit = self.limits.max_output_chars
+        stdout, out_cut = read_bounded(outdir / "stdout", limit)
+        stderr, err_cut = read_bounded(outdir / "stderr", limit)
+        reason, message = self._verdict(observed, stderr)
+        elapsed = (time.perf_counter() - started) * 1000.0
+        code = observed.returncode
+        logger.info("sandbox run language=%s stop_reason=%s exit=%s ms=%.1f", language, reason, code, elapsed)
+        return CodeRun(language, reason, code, stdout, stderr, elapsed, out_cut or err_cut, layers, message)
+
+    def _verdict(self, seen: Observed, stderr: str) -> tuple[str, str]:
+        """The stop reason from the supervisor's own observations (never from what the code printed)."""
         limits = self.limits
-        if violations:
-            first = violations[0]
-            reason = tsr.VIOLATIONS.get(first, tsr.sandbox_error(f"violation_{first}"))
-            if first == "memory":
-                return reason, f"the code went over the {limits.memory_bytes} byte memory limit"
-            if first == "filesize":
-                return reason, f"a file or the output went over {limits.max_file_bytes} bytes"
-            return reason, f"the sandbox refused the code's {first} access"
-        if timed_out:
+        code = seen.returncode
+        if seen.timed_out:
             return tsr.SANDBOX_TIMEOUT_WALL, f"wall_seconds={limits.wall_seconds} reached; the process was killed"
-        if code is not None and code < 0:
-            number = -code
-            if number == signal.SIGXCPU:
-                return tsr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up"
-            if number == signal.SIGXFSZ:
-                return tsr.SANDBOX_FILESIZE, f"a file or the output went over {limits.max_file_bytes} bytes"
-            name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
-            if number == signal.SIGKILL:
-                return tsr.sandbox_signal(name), "killed (CPU hard limit or out of memory)"
-            return tsr.sandbox_signal(name), f"the process was killed by {name}"
+        if not seen.ready:
+            first = stderr.strip().splitlines()[-1:] or ["no output"]
+            return tsr.SANDBOX_SETUP_FAILED, f"the sandbox could not be set up (exit {code}): {first[0][:300]}"
+        if seen.memory_exceeded:
+            return tsr.SANDBOX_MEMORY, f"the code went over the {limits.memory_bytes} byte memory limit"
+        if seen.processes_exceeded:
+            return tsr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes}"
+        signal_number = code - 128 if code is not None and code > 128 else (-code if code and code < 0 else 0)
+        cpu = seen.cpu_seconds
+        if (cpu is None and signal_number == signal.SIGXCPU) or (
+            cpu is not None and cpu >= 0.5 * limits.cpu_seconds and signal_number in (signal.SIGXCPU, signal.SIGKILL)
+        ):
+            return tsr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up"
+        if seen.output_bytes >= limits.max_file_bytes:
+            return tsr.SANDBOX_FILESIZE, f"the output went over max_file_bytes={limits.max_file_bytes}"
+        if signal_number and signal_number in signal.valid_signals():
+            name = signal.Signals(signal_number).name
+            how = "killed by" if code is not None and code < 0 else "ended with status 128+"
+            return tsr.sandbox_signal(name), f"the process {how}{name}"
         if code:
             return tsr.sandbox_exit(code), f"the code exited with status {code}"
         return SUCCESS, ""
 
-    @staticmethod
-    def _reap(pid: int, identity: tuple[int, int] | None) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        if identity is not None and identity[0] != _NOBODY:
-            _kill_uid(identity[0])
+
+def _attach(group: RunGroup, pid: int) -> bool:
+    """Put the blocked sandbox into its group; False (the caller kills it unstarted) when the kernel refuses."""
+    try:
+        group.attach(pid)
+    except ProcessLookupError:
+        return True  # bwrap already failed: the missing ready byte reports it
+    except OSError as exc:
+        logger.error("sandbox: could not attach pid %s to %s: %s", pid, group.pids, exc)
+        return False
+    return True
+
+
+def _ids(identity: tuple[int, int] | None) -> dict[str, int | None]:
+    return {"uid": identity[0] if identity else None, "gid": identity[1] if identity else None}
 
 
 class CodeArgs(WorkerArgs):

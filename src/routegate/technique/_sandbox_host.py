@@ -1,0 +1,162 @@
+"""Host-side helpers of the sandbox supervisor: interpreter choice, process table, pipes, bounded reads.
+
+Everything here runs in the supervisor, outside the sandbox; nothing reads what the sandboxed code printed
+to decide anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import stat
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Pipes:
+    """The supervisor's pipes to bwrap: info (child pid), block (start signal), ready (set-up done)."""
+
+    info_r: int
+    info_w: int
+    block_r: int
+    block_w: int
+    ready_r: int
+    ready_w: int
+    owned: set[int]
+
+    def close_child_ends(self) -> None:
+        """Close our copies of the ends bwrap holds, so a failed bwrap shows as end-of-file."""
+        for fd in (self.info_w, self.block_r, self.ready_w):
+            self.owned.discard(fd)
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the supervisor saw of one run, from outside the sandbox."""
+
+    ready: bool
+    timed_out: bool
+    returncode: int | None
+    memory_exceeded: bool = False
+    processes_exceeded: bool = False
+    cpu_seconds: float | None = None
+    output_bytes: int = 0
+
+
+def world_executable(path: str) -> bool:
+    """Can another uid run this file: the file and every directory above it are readable/searchable by others."""
+    real = Path(os.path.realpath(path))
+    try:
+        if not real.stat().st_mode & stat.S_IXOTH:
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
+
+
+@cache
+def shared_python() -> str | None:
+    """An interpreter another uid can run: this one if its install is world-readable, else a system one."""
+    this = getattr(sys, "_base_executable", "") or sys.executable
+    if this and world_executable(this) and world_executable(sysconfig.get_paths()["stdlib"]):
+        return this
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(candidate) and world_executable(candidate):
+            return candidate
+    return None
+
+
+def processes_of(uid: int) -> list[tuple[int, int]]:
+    """Live (non-zombie) processes whose real or effective uid is ``uid``, with their thread counts."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        uids = state = threads = ""
+        for line in status.splitlines():
+            if line.startswith("Uid:"):
+                uids = line
+            elif line.startswith("State:"):
+                state = line
+            elif line.startswith("Threads:"):
+                threads = line
+        fields = uids.split()
+        if len(fields) >= 3 and str(uid) in fields[1:3] and " Z " not in state + " ":
+            count = threads.split()[1] if len(threads.split()) > 1 else "1"
+            found.append((int(entry.name), int(count) if count.isdigit() else 1))
+    return found
+
+
+def kill_uid(uid: int) -> None:
+    """Kill every process of a per-run uid (a backstop: the PID namespace and control group come first)."""
+    for _ in range(100):
+        pids = [pid for pid, _ in processes_of(uid)]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def wait_gone(pid: int, seconds: float = 5.0) -> None:
+    """Wait (bounded) until ``pid`` is dead: for a PID namespace's first process, its whole namespace is."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        if "\nState:\tZ" in status or "\nState:\tX" in status:
+            return
+        time.sleep(0.001)
+
+
+def write_main(workdir: str, code: str, identity: tuple[int, int] | None) -> None:
+    main = Path(workdir, "main.py")
+    main.write_bytes(code.encode("utf-8", errors="surrogatepass"))
+    os.chmod(workdir, 0o700)
+    if identity is not None:
+        for path in (workdir, main):
+            os.chown(path, *identity)
+
+
+def read_bounded(path: Path, limit: int) -> tuple[str, bool]:
+    with path.open("rb") as handle:
+        data = handle.read(limit * 4 + 1)
+    text = data.decode("utf-8", errors="replace")
+    truncated = len(data) > limit * 4 or len(text) > limit
+    return text[:limit], truncated
+
+
+def read_info(fd: int) -> int | None:
+    """bwrap's ``--info-fd`` JSON: the host pid of the sandbox's first process (None when bwrap failed)."""
+    data = b""
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        with contextlib.suppress(ValueError):
+            pid = json.loads(data).get("child-pid")
+            return pid if isinstance(pid, int) else None
+    return None
+
+
+def drain_ready(fd: int) -> bool:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 1) == b"1"
+    except BlockingIOError:
+        return False

@@ -1,0 +1,58 @@
+"""Nothing of a run stays in the host's process table, zombies included, even where PID 1 does not reap orphans.
+
+The check runs the sandbox in a fresh interpreter that is *not* a child subreaper (as a server is not), then reads
+the host's /proc: an orphan the sandbox left would be re-parented to PID 1 and, on a host whose PID 1 does not
+reap (a container's or a VM's minimal init), stay there as a zombie of a sandbox uid.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from technique._sandbox_procs import needs_os_sandbox
+
+RUNS = """
+import asyncio
+from routegate.technique.sandbox import SandboxLimits, SandboxRunner
+
+async def main():
+    runner = SandboxRunner(limits=SandboxLimits(wall_seconds=1.5, cpu_seconds=5))
+    for code in (
+        "print(1)",  # a clean run
+        "import os\\nif os.fork() == 0:\\n    os.setsid()\\n    import time; time.sleep(30)",  # a daemon
+        "import threading, time\\nfor _ in range(8): threading.Thread(target=time.sleep, args=(30,)).start()",
+        "while True: pass",  # killed by the supervisor's wall clock
+    ):
+        run = await runner.run(code)
+        print(run.stop_reason)
+
+asyncio.run(main())
+"""
+
+
+def _sandbox_uid_entries() -> set[tuple[int, str]]:
+    """(pid, state) of every process of a sandbox uid (1,000,000-1,999,999) in the host's process table."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path("/proc", entry, "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if 1_000_000 <= int(fields["Uid"].split()[0]) < 2_000_000:
+            found.add((int(entry), fields["State"].strip()))
+    return found
+
+
+@needs_os_sandbox
+def test_runs_leave_no_process_and_no_zombie_in_the_host_table() -> None:
+    before = _sandbox_uid_entries()
+    done = subprocess.run([sys.executable, "-c", RUNS], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["success", "success", "sandbox_timeout:wall", "sandbox_timeout:wall"]
+    left = _sandbox_uid_entries() - before
+    assert left == set(), f"processes of the runs left in the host's table: {left}"
