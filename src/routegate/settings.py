@@ -8,10 +8,11 @@ for everything else.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def default_data_dir() -> Path:
@@ -33,6 +34,12 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     # connections of the support desk's pool (each turn holds one for a few short statements at a time)
     db_pool_size: int = Field(default=4, ge=1, le=100)
+    # opt-in asynchronous commit for the desk's writes (chat memory): a write does not wait for the WAL flush, but
+    # a database crash may lose the last turns (docs/benchmarks/server.md); off = durable commits
+    db_asynchronous_commit: bool = False
+
+    # the one bound on a user message's length in characters, for the CLI, the Python API (the desk) and HTTP
+    max_message_chars: int = Field(default=4000, ge=1)
 
     # logging
     log_user_text: bool = False
@@ -41,9 +48,18 @@ class Settings(BaseSettings):
     server_host: str = "127.0.0.1"
     server_port: int = Field(default=8000, ge=0, le=65535)
     server_api_key: SecretStr | None = None  # bearer key required on everything but /healthz when set
+    # several keys, comma-separated (ROUTEGATE_SERVER_API_KEYS=k1,k2): each key is a tenant owning its sessions
+    server_api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     server_cors_origins: list[str] = Field(default_factory=list)  # e.g. ["http://localhost:8501"]; [] = no CORS
     server_max_request_bytes: int = Field(default=64 * 1024, ge=1024)
-    server_max_message_chars: int = Field(default=4000, ge=1)
+    # slow clients: a request's header must be complete within this bound of the connection's opening (or of the
+    # first byte after an idle keep-alive), its body within the next; an idle keep-alive connection is closed
+    server_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    server_body_timeout_seconds: float = Field(default=30.0, gt=0)
+    server_keepalive_timeout_seconds: float = Field(default=5.0, gt=0)
+    # the former name of max_message_chars (ROUTEGATE_SERVER_MAX_MESSAGE_CHARS), still accepted: it applies when
+    # ROUTEGATE_MAX_MESSAGE_CHARS is not set
+    server_max_message_chars: int | None = Field(default=None, ge=1)
     server_health_timeout_seconds: float = Field(default=2.0, gt=0)
     server_desk_timeout_seconds: float = Field(default=10.0, gt=0)  # bound on history / reset calls
     # onnxruntime threads of the server's MiniLM encoder (one call at a time on the event loop is not the only
@@ -55,10 +71,27 @@ class Settings(BaseSettings):
     ui_port: int = Field(default=8501, ge=0, le=65535)
     ui_server_url: str = "http://127.0.0.1:8000"  # where the UI finds the server
 
+    @model_validator(mode="after")
+    def _former_message_limit(self) -> Settings:
+        if self.server_max_message_chars is not None and "max_message_chars" not in self.model_fields_set:
+            self.max_message_chars = self.server_max_message_chars
+        return self
+
     @property
     def llm_enabled(self) -> bool:
         return self.openai_api_key is not None and bool(self.openai_api_key.get_secret_value().strip())
 
+    @field_validator("server_api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        return value.split(",") if isinstance(value, str) else value
+
+    @property
+    def server_keys(self) -> tuple[str, ...]:
+        """Every API key the server accepts (``server_api_key`` and ``server_api_keys``), blanks dropped."""
+        keys = [*([self.server_api_key] if self.server_api_key is not None else []), *self.server_api_keys]
+        return tuple(dict.fromkeys(k for k in (key.get_secret_value().strip() for key in keys) if k))
+
     @property
     def server_auth_enabled(self) -> bool:
-        return self.server_api_key is not None and bool(self.server_api_key.get_secret_value().strip())
+        return bool(self.server_keys)

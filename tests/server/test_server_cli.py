@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,17 @@ def test_commands_are_registered() -> None:
     assert parser.parse_args(["ui", "--server-url", "http://127.0.0.1:1"]).handler is run_ui
 
 
+SLOW_CLIENT_BOUND = {"ROUTEGATE_SERVER_HEADER_TIMEOUT_SECONDS": "1"}
+
+
+def assert_cuts_a_silent_client(port: int) -> None:
+    """The server started this way bounds the header wait (1 s here): a connection that sends nothing is closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        started = time.monotonic()
+        assert sock.recv(1) == b""  # closed by the server (the socket timeout of 10 s would raise instead)
+        assert time.monotonic() - started < 5
+
+
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
     import shutil
@@ -47,7 +59,7 @@ def data_dir() -> Iterator[Path]:
 @pytest.mark.integration
 def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
     port, ui_port = free_port(), free_port()
-    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", **SLOW_CLIENT_BOUND)
     cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
     proc = subprocess.Popen(
         [*cmd, "up", "--port", str(port), "--ui-port", str(ui_port)],
@@ -79,6 +91,7 @@ def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
             timeout=30,
         ).json()
         assert answer["route"] == "POSTGRES"
+        assert_cuts_a_silent_client(port)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, text + rest
@@ -95,7 +108,7 @@ def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
 @pytest.mark.integration
 def test_serve_with_two_workers(data_dir: Path) -> None:
     port = free_port()
-    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", **SLOW_CLIENT_BOUND)
     cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
     proc = subprocess.Popen(
         [*cmd, "serve", "--port", str(port), "--workers", "2"],
@@ -123,6 +136,7 @@ def test_serve_with_two_workers(data_dir: Path) -> None:
                 body = {"message": f"What is the status of ticket {i % 3 + 1}?", "session_id": "w"}
                 assert c.post("/chat", json=body, headers=json_mode).json()["route"] == "POSTGRES"
             assert len(c.get("/sessions/w").json()["messages"]) == 8
+        assert_cuts_a_silent_client(port)
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out

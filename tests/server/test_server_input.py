@@ -89,7 +89,7 @@ def test_auth_off_needs_no_key(client: httpx.Client) -> None:
         ({"message": "hi", "session_id": "x" * 200}, "invalid_request", "session_id: String should match pattern"),
         ({"message": "hi", "extra": 1}, "invalid_request", "extra: Extra inputs are not permitted"),
         ({"message": "a\x00b"}, "invalid_request", "NUL character"),
-        ({"message": "x" * 4001}, "message_too_long", "message is 4001 characters; the limit is 4000"),
+        ({"message": "x" * 4001}, "message_too_long", "the message has 4001 characters, over the 4000 limit"),
         ([1, 2], "invalid_request", "Input should be a valid dictionary"),
     ],
 )
@@ -147,12 +147,13 @@ def test_huge_chunked_body_is_413(client: httpx.Client, desk: FakeSupportDesk) -
     _nothing_stored(desk)
 
 
-def test_limits_come_from_settings(start_server: StartServer, desk: FakeSupportDesk) -> None:
-    server = start_server(server_max_message_chars=10, server_max_request_bytes=2048)
+@pytest.mark.parametrize("setting", ["max_message_chars", "server_max_message_chars"])
+def test_limits_come_from_settings(start_server: StartServer, desk: FakeSupportDesk, setting: str) -> None:
+    # the one message limit (ROUTEGATE_MAX_MESSAGE_CHARS), or its former server-only name
+    server = start_server(**{setting: 10}, server_max_request_bytes=2048)
     with httpx.Client(base_url=server.url) as c:
-        assert (
-            _error(c.post("/chat", json={"message": "x" * 11}))["message"]
-            == "message is 11 characters; the limit is 10"
+        assert _error(c.post("/chat", json={"message": "x" * 11}))["message"].startswith(
+            "the message has 11 characters, over the 10 limit"
         )
         assert c.post("/chat", json={"message": "x" * 3000}).status_code == 413
     _nothing_stored(desk)

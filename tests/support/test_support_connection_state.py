@@ -41,7 +41,7 @@ async def _session_state(db: SupportDatabase) -> tuple[TransactionStatus, dict[s
     return status, dict(row)
 
 
-CLEAN = {"own_role": True, "ro": "off", "timeout": "0", "sync": "off"}
+CLEAN = {"own_role": True, "ro": "off", "timeout": "0", "sync": "on"}  # durable commits by default
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,9 @@ async def test_the_sql_tool_leaves_the_connection_as_it_found_it(
 ) -> None:
     # the guard would refuse most of these before the database sees them: take it away to test the layer below
     monkeypatch.setattr(
-        postgres_tool_module, "check_sql", lambda q, p=None: CheckedQuery(sql=str(q), params=None, tables=frozenset())
+        postgres_tool_module,
+        "check_sql",
+        lambda q, p=None, **_: CheckedQuery(sql=str(q), params=None, tables=frozenset()),
     )
     tool = PostgresTool(one_connection_db, statement_timeout_ms=100)
     if code is None:

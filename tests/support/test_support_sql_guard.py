@@ -214,7 +214,9 @@ def test_plain_reads_pass(query: str) -> None:
 
 def test_what_runs_is_the_guards_rendering_with_named_placeholders() -> None:
     checked = check_sql("SELECT name FROM customers WHERE name ILIKE :p AND city LIKE '%o%'", {"p": "%j%"})
-    assert checked.sql == "SELECT name FROM customers WHERE name ILIKE %(p)s AND city LIKE '%%o%%'"
+    # every identifier quoted: no keyword (user, current_role) or case folding can change what a name means
+    assert checked.sql == 'SELECT "name" FROM "customers" WHERE "name" ILIKE %(p)s AND "city" LIKE \'%%o%%\''
+
     assert checked.params == {"p": "%j%"}
     assert checked.tables == frozenset({"customers"})
 
@@ -279,7 +281,7 @@ async def test_row_cap_truncates(db: SupportDatabase) -> None:
 # -- defence in depth: with the guard switched off, the transaction and the role still hold --------------------
 @pytest.fixture
 def no_guard(monkeypatch: pytest.MonkeyPatch) -> None:
-    def passthrough(query: object, params: object = None) -> CheckedQuery:
+    def passthrough(query: object, params: object = None, **_: object) -> CheckedQuery:
         return CheckedQuery(sql=str(query), params=None, tables=frozenset())
 
     monkeypatch.setattr(postgres_tool_module, "check_sql", passthrough)

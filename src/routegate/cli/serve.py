@@ -108,6 +108,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
     """Several uvicorn worker processes over one PostgreSQL: the parent starts the embedded server (unless
     DATABASE_URL), primes the schema and the router's fitted layer once, then hands the URL to the workers."""
     from routegate.apps.support.factory import database_url, open_support_desk
+    from routegate.server.serving import server_config
 
     url, embedded = database_url(settings)
     try:
@@ -124,8 +125,9 @@ def _serve_workers(settings: Settings, workers: int) -> int:
             f"routegate server: http://{host}:{port}  ({workers} workers; API docs http://{host}:{port}/docs)",
             flush=True,
         )
-        config = uvicorn.Config(
+        config = server_config(
             "routegate.server.workers:app_from_environment",
+            settings,
             factory=True,
             host=host,
             port=port,
@@ -174,11 +176,14 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
     )
     from routegate.server.encoder import serving_encoder
     from routegate.server.heap import freeze_startup_heap
+    from routegate.server.serving import server_config
 
     async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
         app = create_app(desk=desk, settings=settings)
         freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
-        server = _QuietSignalsServer(uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning"))
+        server = _QuietSignalsServer(
+            server_config(app, settings, host=host, port=port, lifespan="off", log_level="warning")
+        )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # stop serving, then let the cleanup below run to its end
             loop.add_signal_handler(sig, server.request_exit)

@@ -10,17 +10,18 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError, TurnResult
-from routegate.server._deps import ServicesDep, require_api_key
+from routegate.server._deps import CallerDep, ServicesDep, require_api_key
 from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
 from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
+from routegate.server._sessions import not_found, session_for_turn, session_to_delete
 from routegate.server._sse import EventStreamResponse, encode_event
+from routegate.server._text import Text
 from routegate.server._turns import (
     call_desk,
     check_message,
     desk_healthy,
     event_payload,
-    new_session_id,
     raise_for,
     route_payload,
     run_turn,
@@ -28,7 +29,7 @@ from routegate.server._turns import (
     tool_payload,
 )
 
-SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="the conversation id")]
+SessionPath = Annotated[Text, Path(pattern=SESSION_PATTERN, description="the conversation id")]
 
 public = APIRouter()
 protected = APIRouter(dependencies=[Depends(require_api_key)])
@@ -40,7 +41,8 @@ _CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
         "`Accept: application/json`, one JSON body (`ChatResponse`).",
         "content": {"text/event-stream": {}},
     },
-    401: {"description": "API key missing or wrong (when the server has one)"},
+    401: {"description": "API key missing or wrong (when the server has keys)"},
+    404: {"description": "`session_id` is a session of another API key"},
     413: {"description": "request body over the size limit"},
     422: {"description": "bad input: empty or over-long message, wrong types, bad session id"},
     503: {"description": "the database is unavailable"},
@@ -53,12 +55,13 @@ def wants_json(request: Request) -> bool:
 
 
 @protected.post("/chat", responses=_CHAT_RESPONSES, response_model=None, summary="Ask the support desk")
-async def chat(body: ChatRequest, request: Request, services: ServicesDep) -> Response:
+async def chat(body: ChatRequest, request: Request, services: ServicesDep, caller: CallerDep) -> Response:
     message = check_message(body.message, services.settings)
-    session_id = body.session_id or new_session_id()
+    session = await session_for_turn(services, caller, body.session_id)
+    session_id = session.public
     mode = "json" if wants_json(request) else "stream"
     services.metrics.turns.labels("chat", mode).inc()
-    events = run_turn(services, message, session_id)
+    events = run_turn(services, message, session)
     headers = {"X-Session-Id": session_id}
     if mode == "json":
         return JSONResponse(await _collect(events, session_id), headers=headers)
@@ -98,16 +101,23 @@ async def _sse(
             yield encode_event(event.type, event_payload(event, session_id))
 
 
-@protected.get("/sessions/{session_id}", summary="A session's history (empty when unknown)")
-async def get_session(session_id: SessionPath, services: ServicesDep) -> SessionOut:
-    messages = await call_desk(services, "reading the history", services.desk.history(session_id))
+@protected.get(
+    "/sessions/{session_id}",
+    summary="A session's history (with API keys: 404 unless the key's turns created it; without: empty if unknown)",
+)
+async def get_session(session_id: SessionPath, services: ServicesDep, caller: CallerDep) -> SessionOut:
+    internal = caller.session(session_id).internal
+    messages = await call_desk(services, "reading the history", services.desk.history(internal))
+    if not messages and caller.owner is not None:
+        raise not_found(session_id)
     return SessionOut.model_validate({"session_id": session_id, "messages": [m.to_dict() for m in messages]})
 
 
-@protected.delete("/sessions/{session_id}", status_code=204, summary="Forget a session")
-async def delete_session(session_id: SessionPath, services: ServicesDep) -> Response:
-    async with services.locks.hold(session_id):
-        await call_desk(services, "resetting the session", services.desk.reset(session_id))
+@protected.delete("/sessions/{session_id}", status_code=204, summary="Forget a session (404 if another key's)")
+async def delete_session(session_id: SessionPath, services: ServicesDep, caller: CallerDep) -> Response:
+    internal = (await session_to_delete(services, caller, session_id)).internal
+    async with services.locks.hold(internal):
+        await call_desk(services, "resetting the session", services.desk.reset(internal))
     return Response(status_code=204)
 
 

@@ -1,17 +1,17 @@
-"""Dependencies shared by the routers: the services built by the app factory, and the optional API key."""
+"""Dependencies shared by the routers: the services built by the app factory, and the caller (its API key)."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from routegate.server._auth import ANONYMOUS, Caller
 from routegate.server._errors import ApiError
 from routegate.server._turns import Services
 
-_bearer = HTTPBearer(auto_error=False, description="the server's API key (`ROUTEGATE_SERVER_API_KEY`), when set")
+_bearer = HTTPBearer(auto_error=False, description="the server's API key (`ROUTEGATE_SERVER_API_KEY(S)`), when set")
 
 
 # Both dependencies are ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, two
@@ -25,10 +25,11 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 async def require_api_key(
     services: ServicesDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> None:
-    settings = services.settings
-    if not settings.server_auth_enabled or settings.server_api_key is None:
-        return
+) -> Caller:
+    """The caller (its key's tenant), or 401. On a server without keys every caller is the same anonymous one."""
+    keys = services.keys
+    if not keys:
+        return ANONYMOUS
     challenge = {"WWW-Authenticate": "Bearer"}
     if credentials is None:
         raise ApiError(
@@ -37,6 +38,10 @@ async def require_api_key(
             "this server needs an API key: send `Authorization: Bearer <key>`",
             headers=challenge,
         )
-    expected = settings.server_api_key.get_secret_value().encode()
-    if not hmac.compare_digest(credentials.credentials.encode(), expected):
+    caller = keys.identify(credentials.credentials)
+    if caller is None:
         raise ApiError(401, "invalid_api_key", "the API key is not valid", headers=challenge)
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(require_api_key)]

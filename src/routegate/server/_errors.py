@@ -14,6 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from routegate.server._text import INVALID_TEXT
+
 _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -62,6 +64,10 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
             continue
         if err.get("type") == "missing" and tuple(err.get("loc", ())) == ("body",):
             out.append("the request body is missing; send a JSON object")
+            continue
+        if err.get("type") == INVALID_TEXT:  # the same words on every endpoint, wherever the text was
+            ctx = err.get("ctx") or {}
+            out.append(f"{ctx.get('where') or _loc(err.get('loc', ()))}: {ctx.get('problem', 'invalid text')}")
             continue
         out.append(f"{_loc(err.get('loc', ()))}: {err.get('msg', 'invalid')}")
     if len(errors) > 5:

@@ -16,11 +16,13 @@ from fastapi import APIRouter, Depends, Header, Response
 from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import AnswerToken, SupportEvent, TurnError, TurnResult
-from routegate.server._deps import ServicesDep, require_api_key
+from routegate.server._deps import CallerDep, ServicesDep, require_api_key
 from routegate.server._errors import ApiError, error_body, error_response
 from routegate.server._schemas import SESSION_PATTERN, ChatCompletionRequest
+from routegate.server._sessions import session_for_turn
 from routegate.server._sse import EventStreamResponse, dumps, encode_data
-from routegate.server._turns import check_message, new_session_id, raise_for, run_turn, status_for
+from routegate.server._text import Text
+from routegate.server._turns import check_message, raise_for, run_turn, status_for
 
 MODEL_ID = "routegate-support"
 
@@ -61,14 +63,16 @@ async def models() -> dict[str, Any]:
 async def chat_completions(
     body: ChatCompletionRequest,
     services: ServicesDep,
-    x_session_id: Annotated[str | None, Header(pattern=SESSION_PATTERN)] = None,
+    caller: CallerDep,
+    x_session_id: Annotated[Text | None, Header(pattern=SESSION_PATTERN)] = None,
 ) -> Response:
     message = check_message(_last_user_text(body), services.settings)
-    session_id = body.user or x_session_id or new_session_id()
+    session = await session_for_turn(services, caller, body.user or x_session_id)
+    session_id = session.public
     services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    events = run_turn(services, message, session_id)
+    events = run_turn(services, message, session)
     headers = {"X-Session-Id": session_id}
     if not body.stream:
         result = await _final(events)

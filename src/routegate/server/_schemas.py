@@ -4,34 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from routegate.server._text import CheckedBody
 
 SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_PATTERN)]
 
 
-def check_text(value: str) -> str:
-    """Text that can be stored and echoed: encodable as UTF-8 and free of NUL characters."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"contains a lone surrogate at character {exc.start}; send valid Unicode text") from exc
-    if "\x00" in value:
-        raise ValueError(f"contains a NUL character at position {value.index(chr(0))}")
-    return value
-
-
-class ChatRequest(BaseModel):
+class ChatRequest(CheckedBody):
     """``POST /chat``: one user message, in a session (a new one is created when ``session_id`` is omitted)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    message: str = Field(description="the user's message; not empty, at most `server_max_message_chars` characters")
+    message: str = Field(description="the user's message; not empty, at most `max_message_chars` characters (ROUTEGATE_MAX_MESSAGE_CHARS)")
     session_id: SessionId | None = Field(
         default=None, description="conversation id (letters, digits, `._:@-`, up to 128 chars); omitted = new"
     )
-
-    _check_message = field_validator("message")(check_text)
 
 
 class RouteInfo(BaseModel):
@@ -98,7 +87,7 @@ class OpenAIMessage(BaseModel):
         return "".join(parts)
 
 
-class ChatCompletionRequest(BaseModel):
+class ChatCompletionRequest(CheckedBody):
     """The subset of OpenAI's body that matters here; other fields (temperature, ...) are accepted and ignored."""
 
     model_config = ConfigDict(extra="allow")

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from routegate.apps.support.contracts import (
@@ -22,6 +22,8 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
+from routegate.core import messages
+from routegate.server._auth import KeyRing, SessionRef
 from routegate.server._errors import ApiError
 from routegate.server._metrics import ServerMetrics
 from routegate.settings import Settings
@@ -86,6 +88,7 @@ class Services:
     settings: Settings
     metrics: ServerMetrics
     locks: SessionLocks
+    keys: KeyRing = field(default_factory=lambda: KeyRing(()))
     database: DatabaseState = field(default_factory=DatabaseState)
 
 
@@ -94,12 +97,11 @@ def new_session_id() -> str:
 
 
 def check_message(message: str, settings: Settings) -> str:
-    if not message.strip():
-        raise ApiError(422, "empty_message", "message is empty; send the user's text in `message`")
-    limit = settings.server_max_message_chars
-    if len(message) > limit:
-        raise ApiError(422, "message_too_long", f"message is {len(message)} characters; the limit is {limit}")
-    return message
+    """The one message rule (:func:`routegate.core.messages.check_message`) as a 422 with the rule's code."""
+    try:
+        return messages.check_message(message, max_chars=settings.max_message_chars)
+    except messages.InvalidMessageError as exc:
+        raise ApiError(422, exc.code, str(exc)) from None
 
 
 async def desk_healthy(services: Services) -> bool:
@@ -153,21 +155,23 @@ async def _error_for(services: Services, exc: BaseException) -> TurnError:
     )
 
 
-async def run_turn(services: Services, message: str, session_id: str) -> AsyncGenerator[SupportEvent, None]:
-    """The desk's events for one turn, always ending in exactly one ``TurnResult`` or ``TurnError``."""
+async def run_turn(services: Services, message: str, session: SessionRef) -> AsyncGenerator[SupportEvent, None]:
+    """The desk's events for one turn, always ending in exactly one ``TurnResult`` or ``TurnError``. The desk
+    works on ``session.internal``; the result names ``session.public``, and errors carry the server's words only."""
     metrics = services.metrics
     finished = False
     if await known_down(services):
         metrics.turn_failed(DATABASE_UNAVAILABLE)
         yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
         return
-    async with services.locks.hold(session_id):
-        stream = services.desk.astream(message, session_id=session_id)
+    async with services.locks.hold(session.internal):
+        stream = services.desk.astream(message, session_id=session.internal)
         try:
             async for event in stream:
                 if isinstance(event, RouteChosen):
                     metrics.route_chosen(event)
                 elif isinstance(event, TurnResult):
+                    event = replace(event, session_id=session.public)
                     metrics.turn_finished(event)
                 elif isinstance(event, TurnError):
                     event = await _refine(services, event)
@@ -206,13 +210,35 @@ async def desk_fault(services: Services, exc: Exception, doing: str) -> ApiError
 _INPUT_ERRORS = frozenset({"empty_message", "message_too_long", "bad_session_id"})
 
 
+# What the client reads for an error the desk reported: the server's own words, never the desk's message (which
+# may quote an exception or the database driver). The desk logs its exception; the server logs the code.
+_MESSAGES = {
+    DATABASE_UNAVAILABLE: _UNAVAILABLE_MESSAGE,
+    "empty_message": "message is empty; send the user's text in `message`",
+    "message_too_long": "message is over the support desk's length limit; send a shorter text",
+    "bad_session_id": "the session id is not valid: use 1-128 letters, digits and ._:@- (starting with a letter or digit)",
+}
+_TIMEOUT_MESSAGE = "the support desk took too long on this turn; try again"
+_FAILED_MESSAGE = "the support desk failed on this turn; the details are in the server log"
+
+
+def _own_words(error: TurnError) -> TurnError:
+    if error.code in _MESSAGES:
+        message = _MESSAGES[error.code]
+    else:
+        message = _TIMEOUT_MESSAGE if status_for(error) == 504 else _FAILED_MESSAGE
+        log.warning("the support desk ended a turn with %s", error.code[:64])
+    return TurnError(message=message, code=error.code)
+
+
 async def _refine(services: Services, error: TurnError) -> TurnError:
-    """A desk's generic failure while the database is down is reported as the database being down."""
+    """The error in the server's words; a desk's generic failure while the database is down is reported as the
+    database being down."""
     if error.code == DATABASE_UNAVAILABLE:
         services.database.mark(up=False)
-        return error
+        return _own_words(error)
     if error.code in _INPUT_ERRORS or await desk_healthy(services):
-        return error
+        return _own_words(error)
     return TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
 
 

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from routegate import __version__
 from routegate.apps.support.contracts import SupportDesk
 from routegate.server import _chat, _openai
+from routegate.server._auth import KeyRing
 from routegate.server._errors import error_response, install_error_handlers
 from routegate.server._guard import BodyGuard
 from routegate.server._metrics import MetricsMiddleware, ServerMetrics
@@ -30,7 +31,8 @@ DESCRIPTION = """The routegate support desk over HTTP.
   `X-Session-Id` header.
 * `GET /healthz` (no key needed), `GET /metrics` (Prometheus).
 
-When the server has an API key, send it as `Authorization: Bearer <key>` on everything but `/healthz`.
+When the server has API keys, send one as `Authorization: Bearer <key>` on everything but `/healthz`; each key
+sees only the sessions its own turns created (404 for any other).
 """
 
 
@@ -43,7 +45,13 @@ def create_app(
 ) -> FastAPI:
     """Build the HTTP app around a desk. The caller owns the desk's lifecycle (``lifespan`` may open it)."""
     app = FastAPI(title="routegate support desk", version=__version__, description=DESCRIPTION, lifespan=lifespan)
-    services = Services(desk=desk, settings=settings, metrics=metrics or ServerMetrics(), locks=SessionLocks())
+    services = Services(
+        desk=desk,
+        settings=settings,
+        metrics=metrics or ServerMetrics(),
+        locks=SessionLocks(),
+        keys=KeyRing(settings.server_keys),
+    )
     app.state.services = services
     install_error_handlers(app)
 

@@ -31,6 +31,7 @@ from routegate.apps.support.contracts import (
     TurnResult,
 )
 from routegate.embed import Encoder
+from routegate.server.serving import server_config
 
 if TYPE_CHECKING:
     from routegate.apps.support.semantic import EmbeddingLayer
@@ -52,11 +53,16 @@ class FakeSupportDesk:
     ``database_up=False`` makes turns, history and reset fail as the real desk does when Postgres is down
     (``raise_when_down`` picks raising instead of a ``TurnError`` event for turns). ``stall_after_tokens=n``
     makes a turn wait forever after its n-th token (for disconnect tests); ``active_streams`` counts turns
-    whose stream is open."""
+    whose stream is open. Faults: ``fault`` is raised by turns (after ``fault_after_tokens`` tokens, default
+    before any event), history and reset; ``fault_event`` is a ``TurnError`` a turn ends with instead of its
+    result (as the real desk reports its own failures)."""
 
     database_up: bool = True
     raise_when_down: bool = False
     stall_after_tokens: int | None = None
+    fault: Exception | None = None
+    fault_after_tokens: int = 0
+    fault_event: TurnError | None = None
     memory: int = 10
     active_streams: int = 0
     closed_streams: int = 0
@@ -78,6 +84,8 @@ class FakeSupportDesk:
                     raise ConnectionError("connection refused (fake database is down)")
                 yield TurnError(message="the database is unavailable", code="database_unavailable")
                 return
+            if self.fault is not None and self.fault_after_tokens == 0:
+                raise self.fault
             route = self.route_for(message)
             yield RouteChosen(route=route, layer="rules", scores={route: 1.0}, why="keyword match")
             fallback = None
@@ -97,6 +105,11 @@ class FakeSupportDesk:
             words = answer.split(" ")
             for i, word in enumerate(words):
                 yield AnswerToken(text=word if i == 0 else " " + word)
+                if self.fault is not None and i + 1 >= self.fault_after_tokens:
+                    raise self.fault
+                if self.fault_event is not None and i + 1 >= self.fault_after_tokens:
+                    yield self.fault_event
+                    return
                 if self.stall_after_tokens is not None and i + 1 >= self.stall_after_tokens:
                     await asyncio.Event().wait()
             now = time.time()
@@ -136,6 +149,8 @@ class FakeSupportDesk:
         return self.database_up
 
     def _check_up(self) -> None:
+        if self.fault is not None:
+            raise self.fault
         if not self.database_up:
             raise ConnectionError("connection refused (fake database is down)")
 
@@ -144,7 +159,9 @@ class ServerThread:
     """uvicorn serving an app on ``127.0.0.1:<free port>`` in a daemon thread; a context manager.
 
     Pass ``app``, or ``app_factory``: an async context manager entered *in the server's event loop* that yields
-    the app (for a desk whose connections belong to that loop, e.g. the real desk on PostgreSQL)."""
+    the app (for a desk whose connections belong to that loop, e.g. the real desk on PostgreSQL). uvicorn is
+    configured as ``routegate serve`` configures it (:func:`~routegate.server.serving.server_config`, with the
+    app's settings); ``uvicorn_options`` override single options (e.g. ``http=`` another protocol class)."""
 
     def __init__(
         self,
@@ -153,6 +170,7 @@ class ServerThread:
         app_factory: Callable[[], AbstractAsyncContextManager[FastAPI]] | None = None,
         host: str = "127.0.0.1",
         startup_timeout: float = 60.0,
+        uvicorn_options: dict[str, Any] | None = None,
     ) -> None:
         if (app is None) == (app_factory is None):
             raise ValueError("pass exactly one of app and app_factory")
@@ -160,6 +178,12 @@ class ServerThread:
         self._app_factory = app_factory
         self.host = host
         self.startup_timeout = startup_timeout
+        self._options = {
+            "log_level": "warning",
+            "lifespan": "off",
+            "timeout_graceful_shutdown": 5,
+            **(uvicorn_options or {}),
+        }
         self.loop: asyncio.AbstractEventLoop | None = None
         self.server: uvicorn.Server | None = None
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY on
@@ -195,7 +219,9 @@ class ServerThread:
             await self._serve_app(app)
 
     async def _serve_app(self, app: FastAPI) -> None:
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
+        services = getattr(app.state, "services", None)  # the app's own settings bound slow clients, as in serve
+        settings = services.settings if services is not None else Settings()
+        config = server_config(app, settings, **self._options)
         self.server = uvicorn.Server(config)
         await self.server.serve(sockets=[self._sock])
 

@@ -4,9 +4,12 @@
   (about a second; the server is stopped when the handle is closed). ``DATABASE_URL`` replaces it with any
   PostgreSQL >= 14 that has pgvector.
 * :class:`SupportDatabase` owns an async psycopg pool bound to one schema (``search_path = <schema>, public``):
-  the tests give each test its own schema on one shared server.
+  the tests give each test its own schema on one shared server. Commits are durable (``synchronous_commit`` as
+  the server has it, ``on`` by default); ``asynchronous_commit=True`` lets a write return before its WAL flush,
+  at the price of the last transactions before a database crash (measured in docs/benchmarks/server.md).
 * :meth:`SupportDatabase.ensure_schema` is idempotent: tables, indexes, the spec's rows, and the restricted
-  read-only role used by the SQL tool when the server lets us create it.
+  read-only role used by the SQL tool when the server lets us create it (when it does not, a warning at start-up
+  names the missing layer).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
 from routegate.errors import ConfigurationError, RuntimeFaultError
 
@@ -98,13 +102,26 @@ class SupportDatabase:
         max_size: int = 4,
         connect_timeout: float = 10.0,
         acquire_timeout: float = 3.0,
+        asynchronous_commit: bool = False,
+        readable_tables: frozenset[str] = ALLOWED_TABLES,
     ) -> None:
         if not url:
             raise ConfigurationError("SupportDatabase needs a PostgreSQL URL")
         self.url = url
         self.schema = check_schema_name(schema)
+        for table in readable_tables:
+            if not isinstance(table, str) or not _SCHEMA_NAME.match(table):
+                raise ConfigurationError(f"readable table names must match {_SCHEMA_NAME.pattern}, got {table!r}")
+        self.readable_tables = frozenset(readable_tables)
+        self.asynchronous_commit = asynchronous_commit
         self.reader_role: str | None = None
+        self._warned_no_reader_role = False
         self._connect_timeout = connect_timeout
+        options = f"-c search_path={self.schema},public"
+        if asynchronous_commit:
+            # opt-in: a commit returns before its WAL is flushed; a database crash may lose the last turns of chat
+            # memory (never corrupt a table)
+            options += " -c synchronous_commit=off"
         self._pool = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -116,10 +133,7 @@ class SupportDatabase:
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
-                # asynchronous commit: the desk's writes are chat memory and idempotent set-up; a crash may lose
-                # the last turn, never corrupt a table, and no write waits for the WAL flush (halves it on a busy
-                # disk)
-                "options": f"-c search_path={self.schema},public -c synchronous_commit=off",
+                "options": options,
             },
             name=f"routegate-support-{self.schema}",
         )
@@ -213,7 +227,7 @@ class SupportDatabase:
             )
 
     async def _ensure_reader_role(self, conn: AsyncConn) -> str | None:
-        """A NOLOGIN role that may only SELECT customers and tickets; ``None`` if the server does not allow it."""
+        """A NOLOGIN role that may only SELECT the readable tables; ``None`` if the server does not allow it."""
         schema = sql.Identifier(self.schema)
         role = sql.Identifier(READER_ROLE)
         try:
@@ -223,12 +237,24 @@ class SupportDatabase:
                 if await cur.fetchone() is None:
                     await conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN NOINHERIT").format(role))
                 await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
-                await conn.execute(
-                    sql.SQL("GRANT SELECT ON {}.customers, {}.tickets TO {}").format(schema, schema, role)
+                tables = sql.SQL(", ").join(sql.Identifier(self.schema, name) for name in sorted(self.readable_tables))
+                await conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(tables, role))
+                cur = await conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER') AS member", (READER_ROLE,))
+                found = await cur.fetchone()
+                if not (found and found["member"]):  # an administrator may have granted it already
+                    await conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(role))
+        except psycopg.errors.InsufficientPrivilege as exc:
+            if not self._warned_no_reader_role:
+                self._warned_no_reader_role = True
+                logger.warning(
+                    "the database login may not create the role %s (%s): the SQL tool runs WITHOUT its reader-role "
+                    "layer (database-enforced SELECT on %s only); the SQL guard, the read-only transaction, the "
+                    "statement timeout and the pinned search_path still apply. Create the role as an administrator "
+                    "(see docs/security.md) to restore the layer.",
+                    READER_ROLE,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    ", ".join(sorted(self.readable_tables)),
                 )
-                await conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(role))
-        except psycopg.errors.InsufficientPrivilege:
-            logger.info("no privilege to create role %s: the SQL tool runs without it", READER_ROLE)
             return None
         return READER_ROLE
 

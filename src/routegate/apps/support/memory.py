@@ -17,15 +17,18 @@ from routegate.apps.support.db import SupportDatabase
 from routegate.errors import ConfigurationError
 
 MEMORY_LIMIT: Final = 10
-MAX_MESSAGE_CHARS: Final = 32_000
-_SESSION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
+MAX_STORED_CHARS: Final = 32_000
+"""The default bound on one stored message (user or assistant); the desk raises it with its message limit."""
+# 160, not 128: the HTTP server stores a client's session id (up to 128 characters) behind its API key's owner id
+# (``<16 hex>:<session id>``, see routegate.server._auth)
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,160}\Z")
 
 
 def check_session_id(session_id: object) -> str:
-    """Session ids are 1-128 characters of letters, digits and ``._:@-``."""
+    """Session ids are 1-160 characters of letters, digits and ``._:@-``."""
     if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
         raise ConfigurationError(
-            f"session_id must be 1-128 characters of letters, digits and ._:@- ; got {str(session_id)[:60]!r}"
+            f"session_id must be 1-160 characters of letters, digits and ._:@- ; got {str(session_id)[:60]!r}"
         )
     return session_id
 
@@ -33,11 +36,12 @@ def check_session_id(session_id: object) -> str:
 class MessageStore:
     """Per-session message history in the ``support_messages`` table."""
 
-    def __init__(self, db: SupportDatabase, *, limit: int = MEMORY_LIMIT) -> None:
+    def __init__(self, db: SupportDatabase, *, limit: int = MEMORY_LIMIT, max_chars: int = MAX_STORED_CHARS) -> None:
         if limit < 1:
             raise ConfigurationError(f"memory limit must be >= 1, got {limit}")
         self._db = db
         self.limit = limit
+        self.max_chars = max_chars
 
     async def append(self, session_id: str, role: Role, content: str) -> None:
         await self.extend(session_id, [(role, content)])
@@ -48,8 +52,8 @@ class MessageStore:
         for role, content in messages:
             if role not in ("user", "assistant"):
                 raise ConfigurationError(f"role must be 'user' or 'assistant', got {role!r}")
-            if len(content) > MAX_MESSAGE_CHARS:
-                raise ConfigurationError(f"a message has {len(content)} characters, over {MAX_MESSAGE_CHARS}")
+            if len(content) > self.max_chars:
+                raise ConfigurationError(f"a message has {len(content)} characters, over {self.max_chars}")
         if not messages:
             return
         # only the last ``limit`` can survive the trim; one statement, one round trip (autocommit): the DELETE

@@ -1,9 +1,12 @@
 """The Postgres tool: ``query`` (read-only SQL) + optional ``params`` → ``rows``, ``row_count``.
 
-Layers, outermost first: the SQL guard (:mod:`.sqlguard`) parses and checks the query and renders what runs;
-the statement then runs in a transaction that is ``READ ONLY`` and always rolled back, with a
-``statement_timeout``, as the restricted reader role when the database has one, and at most ``row_cap`` rows
-are fetched. An empty result is a normal result (``row_count == 0``), not an error.
+Layers, outermost first: the SQL guard (:mod:`.sqlguard`) parses the query, resolves every table reference by
+scope, checks it against its allowlists and renders what runs; the statement then runs in a transaction that is
+``READ ONLY`` and always rolled back, with a ``statement_timeout``, with ``search_path`` pinned to
+``pg_catalog, <desk schema>, pg_temp`` (an unqualified name means a built-in or a desk table, never one in
+``public``, and a temporary table cannot shadow a desk table), as the restricted reader role when the database
+has one, and at most ``row_cap`` rows are fetched. An empty result is a normal result (``row_count == 0``), not
+an error.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def _plain(value: object) -> object:
 
 
 class PostgresTool:
-    """Runs guarded read-only SELECTs on ``customers`` and ``tickets``."""
+    """Runs guarded read-only SELECTs on the database's readable tables (``customers`` and ``tickets``)."""
 
     name = "postgres"
 
@@ -61,10 +64,12 @@ class PostgresTool:
         self.statement_timeout_ms = statement_timeout_ms
 
     def _begin(self) -> sql.Composed:
-        """``BEGIN READ ONLY`` with the statement timeout and the reader role, local to the transaction."""
+        """``BEGIN READ ONLY`` with the statement timeout, the pinned search path and the reader role, all local to
+        the transaction."""
         statements = [
             sql.SQL("BEGIN READ ONLY"),
             sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(self.statement_timeout_ms)),
+            sql.SQL("SET LOCAL search_path = pg_catalog, {}, pg_temp").format(sql.Identifier(self._db.schema)),
         ]
         if self._db.reader_role is not None:
             statements.append(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._db.reader_role)))
@@ -72,7 +77,7 @@ class PostgresTool:
 
     async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
         """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
-        checked = check_sql(query, params)
+        checked = check_sql(query, params, tables=self._db.readable_tables, schema=self._db.schema)
         try:
             async with self._db.connection() as conn:
                 # three round trips: the transaction set-up as one simple-protocol batch, the query, the rollback

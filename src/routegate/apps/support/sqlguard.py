@@ -1,102 +1,56 @@
-"""The SQL guard: only one plain, read-only SELECT over ``customers`` and ``tickets`` gets through.
+"""The SQL guard: one read-only SELECT that reads only the allowed tables gets through.
 
-The text is parsed by a real SQL parser (sqlglot, PostgreSQL dialect) and every node of the tree is checked
-against an allowlist: statement kinds, expression kinds, functions, tables. What is executed is the guard's own
-rendering of the checked tree — not the text it was given — so a comment, a quoting trick or anything the parser
-read differently from PostgreSQL cannot smuggle a second meaning past it. Placeholders are ``:name`` (or
+The text is parsed by a real SQL parser (sqlglot, PostgreSQL dialect) and checked against allowlists
+(:mod:`._sqlallow`): statement kinds, expression kinds, clauses, functions, cast types, tables. Every table
+reference is resolved with PostgreSQL's scoping rules, by sqlglot's scope machinery: a name is a CTE only where
+PostgreSQL would see that CTE (the outer query and nested subqueries of its ``WITH``, later siblings, and its own
+body only under ``WITH RECURSIVE``); everywhere else it is a real relation and must be an allowed table, in the
+desk's schema or unqualified. A reference the scope machinery cannot place is refused (fail closed).
+
+What is executed is the guard's own rendering of the checked tree, with every identifier quoted — not the text
+it was given — so a comment, a quoting trick, case folding or a keyword that PostgreSQL reads as a function
+(``user``, ``current_role``) cannot give the text a second meaning. Placeholders are ``:name`` (or
 ``%(name)s``); ``params`` must supply exactly those names, with scalar values.
 
 The guard is the first of several layers: the Postgres tool also runs the statement in a read-only transaction,
-under ``statement_timeout``, with a row cap, and as a role that may only read the two tables when the server
-allows one (:mod:`routegate.apps.support.postgres_tool`).
+under ``statement_timeout``, with ``search_path`` pinned to the desk's schema, with a row cap, and as a role that
+may only read the allowed tables when the server allows one (:mod:`routegate.apps.support.postgres_tool`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.tokenizer_core import Token, TokenType
 
+from routegate.apps.support import _sqlallow as allow
+from routegate.apps.support._sqlallow import ALLOWED_FUNCTIONS, ALLOWED_TABLES
 from routegate.errors import RoutegateError
 
-ALLOWED_TABLES: Final = frozenset({"customers", "tickets"})
-ALLOWED_FUNCTIONS: Final = frozenset(
-    {"count", "sum", "avg", "min", "max", "lower", "upper", "coalesce", "length", "trim", "concat"}
-)
+__all__ = ["ALLOWED_FUNCTIONS", "ALLOWED_TABLES", "CheckedQuery", "SqlRefusedError", "check_sql"]
+
 MAX_SQL_CHARS: Final = 4000
 MAX_PARAM_CHARS: Final = 500
 MAX_PARAMS: Final = 20
-
-# Every expression kind a read-only query over two plain tables needs; anything else is refused.
-_ALLOWED_NODES: Final[tuple[type[exp.Expression], ...]] = (
-    exp.Select,
-    exp.From,
-    exp.Join,
-    exp.Table,
-    exp.TableAlias,
-    exp.Alias,
-    exp.Column,
-    exp.Identifier,
-    exp.Star,
-    exp.Where,
-    exp.Group,
-    exp.Having,
-    exp.Order,
-    exp.Ordered,
-    exp.Limit,
-    exp.Offset,
-    exp.Distinct,
-    exp.Paren,
-    exp.Subquery,
-    exp.With,
-    exp.CTE,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Placeholder,
-    exp.Tuple,
-    exp.And,
-    exp.Or,
-    exp.Not,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.Is,
-    exp.In,
-    exp.Between,
-    exp.Like,
-    exp.ILike,
-    exp.Neg,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.DPipe,
-    exp.Count,
-    exp.Sum,
-    exp.Avg,
-    exp.Min,
-    exp.Max,
-    exp.Lower,
-    exp.Upper,
-    exp.Coalesce,
-    exp.Length,
-    exp.Trim,
-    exp.Concat,
+MAX_IDENTIFIER_BYTES: Final = 63  # PostgreSQL truncates longer names: refuse them instead of guessing
+_ALLOWED_NODES: Final = (*allow.SYNTAX_NODES, *allow.FUNCTION_NODES)
+_POSTGRES: Final = Dialect.get_or_raise("postgres")
+# what a statement may start with; VAR (an unknown word, a typo) goes on to the parser for its error message
+_STATEMENT_STARTS: Final = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.VAR})
+_NODE_ARGS: Final[tuple[tuple[type[exp.Expression], frozenset[str]], ...]] = (
+    (exp.Select, allow.QUERY_ARGS),
+    (exp.SetOperation, allow.SET_OPERATION_ARGS),
+    (exp.Table, allow.TABLE_ARGS),
+    (exp.CTE, allow.CTE_ARGS),
+    (exp.With, allow.WITH_ARGS),
 )
-_FORBIDDEN_SELECT_ARGS: Final = {
-    "locks": "a locking clause (FOR UPDATE / FOR SHARE)",
-    "into": "SELECT ... INTO (it creates a table)",
-    "kind": "a SELECT modifier",
-}
 
 
 class SqlRefusedError(RoutegateError, ValueError):
@@ -110,7 +64,8 @@ class SqlRefusedError(RoutegateError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class CheckedQuery:
-    """A query that passed the guard: the SQL to execute (the guard's rendering) and its parameters."""
+    """A query that passed the guard: the SQL to execute (the guard's rendering), its parameters, and the real
+    tables it reads."""
 
     sql: str
     params: Mapping[str, Any] | None
@@ -142,16 +97,17 @@ def _check_params(params: object, placeholders: frozenset[str]) -> dict[str, Any
     return checked or None
 
 
-def _function_name(node: object) -> str:
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return type(node).__name__.lower()
+def check_sql(
+    query: object,
+    params: object = None,
+    *,
+    tables: Collection[str] = ALLOWED_TABLES,
+    schema: str | None = None,
+) -> CheckedQuery:
+    """Check one query; return what to execute or raise :class:`SqlRefusedError` naming the problem.
 
-
-def check_sql(query: object, params: object = None) -> CheckedQuery:
-    """Check one query; return what to execute or raise :class:`SqlRefusedError` naming the problem."""
+    ``tables`` are the relations it may read; ``schema`` is the desk's schema, the one qualifier allowed
+    (``support.customers``); unqualified names are looked up there by the tool's pinned ``search_path``."""
     if not isinstance(query, str):
         raise _refuse("not_text", f"the query must be a string, got {type(query).__name__}")
     if not query.strip():
@@ -160,7 +116,7 @@ def check_sql(query: object, params: object = None) -> CheckedQuery:
         raise _refuse("too_long", f"the query has {len(query)} characters, over the {MAX_SQL_CHARS} limit")
     if "\x00" in query:
         raise _refuse("nul_byte", "the query contains a NUL byte")
-    analysed = _analyse(query)
+    analysed = _analyse(query, frozenset(tables), schema)
     checked_params = _check_params(params, analysed.placeholders)
     rendered = analysed.sql_for_params if checked_params is not None else analysed.sql
     return CheckedQuery(sql=rendered, params=checked_params, tables=analysed.tables)
@@ -175,30 +131,69 @@ class _Analysed:
 
 
 @functools.lru_cache(maxsize=512)
-def _analyse(query: str) -> _Analysed:
-    """Parse and check the query text (cached: the templates and repeated model queries are checked once;
-    refusals raise and are never cached)."""
+def _analyse(query: str, allowed: frozenset[str], schema: str | None) -> _Analysed:
+    """Parse, resolve and check the query text (cached: the templates and repeated model queries are checked
+    once; refusals raise and are never cached)."""
     try:
-        statements = [s for s in sqlglot.parse(query, read="postgres") if s is not None]
-    except SqlglotError as exc:
-        raise _refuse("parse_error", f"not valid PostgreSQL: {str(exc).splitlines()[0][:200]}") from None
+        return _analyse_uncached(query, allowed, schema)
+    except SqlRefusedError:
+        raise
     except RecursionError:
         raise _refuse("parse_error", "the query is nested too deeply") from None
+    except Exception as exc:  # fail closed: whatever the parser or the scope machinery trips on
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise _refuse("parse_error", f"not a query the guard can read: {first}") from None
+
+
+def _analyse_uncached(query: str, allowed: frozenset[str], schema: str | None) -> _Analysed:
+    tokens = _POSTGRES.tokenize(query)
+    _check_statement_start(tokens)
+    statements = [s for s in _POSTGRES.parser().parse(tokens, query) if s is not None]
     if len(statements) != 1:
         raise _refuse("not_one_statement", f"exactly one statement is allowed, got {len(statements)}")
     tree = statements[0]
-    if not isinstance(tree, exp.Select):
-        kind = tree.key.upper() if isinstance(tree, exp.Expression) else type(tree).__name__
-        raise _refuse("not_select", f"only SELECT is allowed, got {kind}")
+    if not isinstance(tree, exp.Select | exp.SetOperation):
+        raise _refuse("not_select", f"only SELECT is allowed, got {tree.key.upper()}")
+    # fold unquoted names the way PostgreSQL does, so that what is resolved is what is rendered (quoted) and run
+    tree = normalize_identifiers(tree, dialect="postgres")
+    placeholders = _check_nodes(tree)
+    tables = _resolve_tables(tree, allowed, schema)
+    plain = _render(tree)
+    # psycopg reads "%" as the start of a placeholder when params are passed: escape it in string literals, and
+    # write the modulo operator as mod() (identifiers with "%" are refused)
+    for literal in list(tree.find_all(exp.Literal)):
+        if literal.is_string and "%" in literal.this:
+            literal.replace(exp.Literal.string(literal.this.replace("%", "%%")))
+    for modulo in list(tree.find_all(exp.Mod)):
+        modulo.replace(exp.Anonymous(this="mod", expressions=[modulo.this, modulo.expression]))
+    return _Analysed(plain, _render(tree), frozenset(placeholders), tables)
 
-    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+
+def _check_statement_start(tokens: list[Token]) -> None:
+    """Refuse before parsing what is not one SELECT: the parser would log the text of a statement it does not
+    know (``DO``, ``CALL``, ``SET ROLE``) while falling back to a generic command."""
+    started = ended = False
+    for token in tokens:
+        if token.token_type is TokenType.SEMICOLON:
+            ended = started
+        elif ended:
+            raise _refuse("not_one_statement", "exactly one statement is allowed, got more than one")
+        elif not started and token.token_type is not TokenType.L_PAREN:
+            started = True
+            if token.token_type not in _STATEMENT_STARTS:
+                kind = token.text.upper()[:30]
+                raise _refuse("not_select", f"only SELECT is allowed, got {kind}")
+
+
+def _render(tree: exp.Expression) -> str:
+    # every identifier quoted (no keyword or case folding can change a name's meaning), comments dropped
+    return tree.sql(dialect="postgres", identify=True, comments=False)
+
+
+def _check_nodes(tree: exp.Expression) -> set[str]:
+    """Every node is an allowed kind with allowed arguments; return the placeholder names."""
     placeholders: set[str] = set()
-    tables: set[str] = set()
     for node in tree.walk():
-        if isinstance(node, exp.Select):
-            for arg, what in _FORBIDDEN_SELECT_ARGS.items():
-                if node.args.get(arg):
-                    raise _refuse("forbidden_clause", f"{what} is not allowed")
         if not isinstance(node, _ALLOWED_NODES):
             if isinstance(node, exp.Func):
                 raise _refuse(
@@ -206,29 +201,81 @@ def _analyse(query: str) -> _Analysed:
                     f"function {_function_name(node)}() is not allowed (allowed: {sorted(ALLOWED_FUNCTIONS)})",
                 )
             raise _refuse("construct_not_allowed", f"{node.key.upper()} is not allowed in a read-only query")
-        if isinstance(node, exp.Literal) and not node.is_string and not node.is_number:
-            raise _refuse("construct_not_allowed", "unsupported literal")
-        if isinstance(node, exp.Placeholder):
+        _check_args(node)
+        if isinstance(node, exp.Literal):
+            if not node.is_string and not node.is_number:
+                raise _refuse("construct_not_allowed", "unsupported literal")
+            if node.is_string and "\\" in node.this:
+                # its meaning depends on standard_conforming_strings: pass such a value as a parameter instead
+                raise _refuse("construct_not_allowed", "a backslash in a string literal is not allowed: use a :param")
+        elif isinstance(node, exp.Identifier):
+            _check_identifier(node)
+        elif isinstance(node, exp.Column):
+            ident = node.this
+            if isinstance(ident, exp.Identifier) and not ident.quoted and ident.name in allow.SQL_KEYWORD_FUNCTIONS:
+                raise _refuse(
+                    "function_not_allowed",
+                    f"{ident.name} is a function in PostgreSQL (it returns server or session facts) and is not allowed",
+                )
+        elif isinstance(node, exp.Var) and not (isinstance(node.parent, allow.VAR_PARENTS) and node.name.isalpha()):
+            raise _refuse("construct_not_allowed", f"the keyword {node.name!r} is not allowed here")
+        elif isinstance(node, exp.DataType) and node.this not in allow.CAST_TYPES:
+            raise _refuse("construct_not_allowed", f"a cast to {node.sql('postgres')} is not allowed")
+        elif isinstance(node, exp.Placeholder):
             name = str(node.name or "")
             if not name or not name.isidentifier():
                 raise _refuse("bad_params", "placeholders must be named, like :customer_id")
             placeholders.add(name)
-        if isinstance(node, exp.Table):
-            if not isinstance(node.this, exp.Identifier):
-                raise _refuse("table_not_allowed", "only plain table names are allowed in FROM / JOIN")
-            if node.args.get("db") or node.args.get("catalog"):
-                raise _refuse("table_not_allowed", f"schema-qualified names are not allowed: {node.sql('postgres')}")
-            name = node.name.lower()
-            if node.this.quoted and node.name != name:
-                raise _refuse("table_not_allowed", f"table {node.name!r} is not allowed (allowed: customers, tickets)")
-            if name in cte_names and name not in ALLOWED_TABLES:
-                continue
-            if name not in ALLOWED_TABLES:
-                raise _refuse("table_not_allowed", f"table {name!r} is not allowed (allowed: customers, tickets)")
-            tables.add(name)
-    plain = tree.sql(dialect="postgres")
-    # psycopg reads "%" as the start of a placeholder when params are passed: escape it in string literals
-    for literal in list(tree.find_all(exp.Literal)):
-        if literal.is_string and "%" in literal.this:
-            literal.replace(exp.Literal.string(literal.this.replace("%", "%%")))
-    return _Analysed(plain, tree.sql(dialect="postgres"), frozenset(placeholders), frozenset(tables))
+    return placeholders
+
+
+def _check_args(node: exp.Expression) -> None:
+    for kind, permitted in _NODE_ARGS:
+        if isinstance(node, kind):
+            for arg, value in node.args.items():
+                if value and arg not in permitted:
+                    what = allow.CLAUSE_NAMES.get(arg, f"the {arg.rstrip('_').upper()} clause")
+                    raise _refuse("forbidden_clause", f"{what} is not allowed")
+            return
+
+
+def _check_identifier(node: exp.Identifier) -> None:
+    name = node.name
+    if len(name.encode()) > MAX_IDENTIFIER_BYTES:
+        raise _refuse("bad_identifier", f"identifier {name[:20]!r}... is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    if not name.isprintable() or any(c in name for c in '"%\\'):
+        raise _refuse("bad_identifier", f"identifier {name!r} has a quote, '%', '\\' or a control character")
+
+
+def _function_name(node: exp.Func) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    return node.sql_name().lower()
+
+
+def _resolve_tables(tree: exp.Expression, allowed: frozenset[str], schema: str | None) -> frozenset[str]:
+    """Resolve every table reference by scope; each must be a CTE visible there or an allowed table."""
+    placed: dict[int, bool] = {}  # id(table node) -> is a CTE reference
+    for scope in traverse_scope(tree):
+        for table in scope.tables:
+            is_cte = not table.args.get("db") and table.name in scope.cte_sources
+            if placed.setdefault(id(table), is_cte) != is_cte:
+                raise _refuse("unresolved", f"table reference {table.sql('postgres')} is ambiguous")
+    read: set[str] = set()
+    for table in tree.find_all(exp.Table):
+        if id(table) not in placed:
+            raise _refuse("unresolved", f"table reference {table.sql('postgres')} could not be resolved")
+        if placed[id(table)]:
+            continue
+        if not isinstance(table.this, exp.Identifier):
+            raise _refuse("table_not_allowed", "only plain table names are allowed in FROM / JOIN")
+        qualifier = table.args.get("db")
+        if qualifier is not None and (schema is None or qualifier.name != schema):
+            where = f"the desk's schema {schema!r}" if schema else "no schema"
+            raise _refuse("table_not_allowed", f"{table.sql('postgres')} is outside {where}: name tables unqualified")
+        if table.name not in allowed:
+            raise _refuse(
+                "table_not_allowed", f"table {table.name!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
+            )
+        read.add(table.name)
+    return frozenset(read)
