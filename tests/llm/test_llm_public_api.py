@@ -19,6 +19,7 @@ def test_llm_exports() -> None:
         "FINAL_SYSTEM_PROMPT",
         "LLMAuthError",
         "LLMBadRequestError",
+        "LLMConnectError",
         "LLMEmptyError",
         "LLMError",
         "LLMFinalizer",

@@ -195,14 +195,15 @@ async def test_repeating_the_forbidden_target_is_refused_by_the_policy(
     assert server.chat_requests[1].user_json()["forbidden_targets"] == ["technical_specialist"]
 
 
-async def test_unreachable_endpoint_stops_with_llm_timeout() -> None:
+async def test_unreachable_endpoint_stops_with_llm_error_connect() -> None:
     with ScriptedOpenAIServer() as gone:
         base_url = gone.base_url
     chat = OpenAIChatModel(model="m", api_key="k", base_url=base_url, timeout=30.0, max_retries=0)
     async with chat:
         result = await _run(chat)
-    assert (result.stop_reason, result.phase) == ("llm_timeout", "route")
+    assert (result.stop_reason, result.phase) == ("llm_error:connect", "route")  # not a timeout
     assert "could not be reached" in result.message
+    assert "OPENAI_BASE_URL" in result.message
 
 
 async def test_run_deadline_cuts_off_a_hanging_model(server: ScriptedOpenAIServer, model: OpenAIChatModel) -> None:

@@ -100,3 +100,82 @@ def test_fit_adds_labelled_misroutes(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert manifest["arrays"]["bank"]["shape"][0] == 8 * 25 + 1  # the subset's examples + the labelled misroute
     assert "char_coef" not in manifest["arrays"]
     assert SemanticRouter.load(out).route("how cold is it outside").top == "weather"
+
+
+# -- errors found before the long part, and never losing a computed report ----------------------------------------
+def _latin1(path: Path) -> Path:
+    path.write_bytes('{"text": "café", "label": "weather"}\n'.encode("latin-1"))
+    return path
+
+
+def test_fit_and_eval_on_a_file_that_is_not_utf8(
+    router_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _latin1(tmp_path / "latin1.jsonl")
+    for argv in (
+        ["fit", "--train", str(bad), "-o", str(tmp_path / "r")],
+        ["eval", str(bad), "--router", str(router_dir)],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith("error: ")
+        assert "not UTF-8 text (byte 0xE9" in err
+
+
+def test_fit_checks_the_output_before_fitting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert main(["fit", "--train", str(TRAIN), "-o", str(blocker / "router")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write to the output directory" in err
+    assert "fitting on" not in err  # refused before the fit, not after it
+    assert main(["fit", "--train", str(TRAIN), "-o", str(blocker)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_fit_refuses_degenerate_data_saying_the_minimum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one_label = tmp_path / "one.jsonl"
+    one_label.write_text("".join(json.dumps({"text": f"q{i}", "label": "weather"}) + "\n" for i in range(3)))
+    assert main(["fit", "--train", str(one_label), "-o", str(tmp_path / "r")]) == 2
+    assert "at least 2 labels" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "manifest.json").exists()
+
+
+def test_eval_checks_the_plot_directory_before_evaluating(
+    router_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing" / "dir" / "x.png"
+    assert main(["eval", str(TEST), "--router", str(router_dir), "--plot", str(missing), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "is not a directory; create it first" in captured.err
+    assert captured.out == ""
+
+
+def test_eval_prints_the_report_before_a_failed_plot(
+    router_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the target is an existing directory: the check passes, writing the PNG fails after the evaluation
+    target = tmp_path / "x.png"
+    target.mkdir()
+    assert main(["eval", str(TEST), "--router", str(router_dir), "--plot", str(target), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "in-scope accuracy" in captured.out  # the report is not lost
+    assert captured.err.startswith("error: cannot write the plot to")
+
+
+def test_eval_unknown_labels_are_refused_or_scored_as_oos(
+    router_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "mixed.jsonl"
+    rows = [("what is the weather like in boston", "weather"), ("book me a flight", "flights"), ("hmm", "oos")]
+    data.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for t, label in rows))
+    assert main(["eval", str(data), "--router", str(router_dir), "--no-progress"]) == 2
+    assert "'flights' (1 rows)" in capsys.readouterr().err
+    assert main(["eval", str(data), "--router", str(router_dir), "--no-progress", "--json", "--unknown-as-oos"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unknown_as_oos"] == {"flights": 1}
+    assert (report["n_in_scope"], report["n_oos"]) == (1, 2)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert main(["eval", str(empty), "--router", str(router_dir)]) == 2
+    assert "no examples" in capsys.readouterr().err

@@ -237,6 +237,7 @@ def test_single_route_router() -> None:
         {"ONLY": ["reset my password", "password reset", "forgot password", "change password"]},
         encoder=HashingEncoder(dim=128),
         default_route="LLM",
+        out_of_scope=["weather in rome", "bitcoin price", "tell me a joke"],
     )
     assert router.route("reset password").route in {"ONLY", "LLM"}
     assert router.route("password").runner_up is None

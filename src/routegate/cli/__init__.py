@@ -1,13 +1,22 @@
-"""``routegate`` command line: each subcommand lives in its own module with a ``register(subparsers)``."""
+"""``routegate`` command line: each subcommand lives in its own module with a ``register(subparsers)``.
+
+:func:`main` is the one top-level error handler: whatever a command raises becomes one line
+``error: <what>; <what to do>`` on stderr and a non-zero exit (2: bad input or configuration, 1: a failure while
+running, 130: interrupted), never a traceback. ``--debug`` (before or after the command) or ``ROUTEGATE_DEBUG=1``
+prints the traceback too.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from routegate import __version__
+from routegate.cli._errors import configure_logging, debug_from_env, describe, exit_code
 
 # Each module defines register(subparsers) and sets a handler with parser.set_defaults(handler=...).
 COMMAND_MODULES: tuple[str, ...] = (
@@ -18,6 +27,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+_DEBUG_HELP = "on an error, print the traceback too (also ROUTEGATE_DEBUG=1)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="routegate",
@@ -25,10 +37,23 @@ def build_parser() -> argparse.ArgumentParser:
         "set OPENAI_API_KEY (and OPENAI_BASE_URL / OPENAI_MODEL) to use an OpenAI-compatible model.",
     )
     parser.add_argument("--version", action="version", version=f"routegate {__version__}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for command in subparsers.choices.values():
+        # after the command too (``routegate ask "hi" --debug``); SUPPRESS keeps the top-level value otherwise
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     return parser
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured): nothing to flush into a pipe
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,8 +63,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    debug = bool(getattr(args, "debug", False)) or debug_from_env(os.environ)
+    configure_logging(sys.stderr, debug=debug)
     try:
         return int(handler(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``routegate route --file q.jsonl | head``): stop quietly, as Unix tools do
+        _silence_stdout()
+        return 141
+    except Exception as exc:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        return exit_code(exc)

@@ -3,30 +3,55 @@
 Wiring only: :class:`~routegate.settings.Settings` is built once here and handed to
 :func:`~routegate.apps.support.factory.open_support_desk` (embedded PostgreSQL unless ``DATABASE_URL``; the LLM
 when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone: no database, no tool.
+
+Every message is checked first (:mod:`routegate.cli._input`: not blank, no NUL, valid UTF-8, at most
+``ROUTEGATE_MAX_MESSAGE_CHARS``); ``ask`` and ``route`` refuse a bad one with ``error: ...`` and exit 2, ``chat``
+says so and waits for the next line. Without ``--session``, ``ask`` and ``chat`` start a new session.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
+
+from pydantic import ValidationError
 
 from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.factory import open_support_desk
 from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.semantic import FittedSemanticLayer
+from routegate.cli._input import checked
 from routegate.core import RouteRejection
+from routegate.core.messages import InvalidMessageError
 from routegate.embed import default_encoder
-from routegate.errors import RoutegateError
 from routegate.llm import OpenAIChatModel
-from routegate.settings import Settings
+from routegate.settings import Settings, default_data_dir
 
-DEFAULT_SESSION = "cli"
+_SESSION_HELP = "conversation id to continue (default: a new session, printed on stderr)"
+
+
+def _data_dir_note() -> str:
+    try:
+        where = Settings().data_dir
+    except ValidationError:  # --help must work with bad settings; the command itself reports them
+        where = default_data_dir()
+    return (
+        f"Conversations and the embedded PostgreSQL live in the data dir, {where} "
+        "(ROUTEGATE_DATA_DIR to change it; DATABASE_URL to use another PostgreSQL)."
+    )
+
+
+def new_session_id() -> str:
+    """A fresh conversation id: without ``--session`` no run sees another run's messages."""
+    return f"cli-{uuid.uuid4().hex[:12]}"
 
 
 def register(subparsers: Any) -> None:
@@ -34,10 +59,11 @@ def register(subparsers: Any) -> None:
         "ask",
         help="ask the support desk one question and print the answer",
         description="Route one question (Postgres / Vector / External / LLM), run the tool, print the answer. "
-        "Uses the embedded PostgreSQL unless DATABASE_URL is set, and an LLM only when OPENAI_API_KEY is set.",
+        "Uses the embedded PostgreSQL unless DATABASE_URL is set, and an LLM only when OPENAI_API_KEY is set. "
+        + _data_dir_note(),
     )
     ask.add_argument("message", help="the question")
-    ask.add_argument("--session", default=DEFAULT_SESSION, help=f"conversation id (default: {DEFAULT_SESSION})")
+    ask.add_argument("--session", default=None, help=_SESSION_HELP)
     ask.add_argument("--json", action="store_true", help="print the turn result as JSON")
     ask.set_defaults(handler=run_ask)
 
@@ -45,9 +71,10 @@ def register(subparsers: Any) -> None:
         "chat",
         help="talk to the support desk interactively",
         description="An interactive support-desk conversation (the last 10 messages are remembered per session). "
-        "Commands: /history, /reset, /quit.",
+        "Commands: /history, /reset, /quit. Each run starts a new session unless --session names one. "
+        + _data_dir_note(),
     )
-    chat.add_argument("--session", default=DEFAULT_SESSION, help=f"conversation id (default: {DEFAULT_SESSION})")
+    chat.add_argument("--session", default=None, help=_SESSION_HELP)
     chat.add_argument("--trace", action="store_true", help="print the route, the tool call and the fallback")
     chat.set_defaults(handler=run_chat)
 
@@ -66,18 +93,18 @@ def register(subparsers: Any) -> None:
 # -- ask / chat ---------------------------------------------------------------------------------------------
 def run_ask(args: argparse.Namespace) -> int:
     settings = Settings()
-    try:
-        return asyncio.run(_ask(settings, args.message, args.session, as_json=args.json))
-    except RoutegateError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    message = checked(args.message, settings)  # before the database or a model starts
+    session = args.session or new_session_id()
+    return asyncio.run(_ask(settings, message, session, as_json=args.json, announce=args.session is None))
 
 
-async def _ask(settings: Settings, message: str, session: str, *, as_json: bool) -> int:
+async def _ask(settings: Settings, message: str, session: str, *, as_json: bool, announce: bool) -> int:
     async with open_support_desk(settings) as desk:
         final = await _turn(desk, message, session, out=sys.stdout, stream=not as_json, trace=False)
     if final is None:
         return 1
+    if announce:  # a new session: say how to continue it
+        print(f"(session {session}: continue it with --session {session})", file=sys.stderr)
     if as_json:
         print(json.dumps(final.to_dict(), ensure_ascii=False))
     return 0 if final.stop_reason == "success" else 1
@@ -108,14 +135,14 @@ async def _turn(
 
 def run_chat(args: argparse.Namespace) -> int:
     settings = Settings()
-    try:
-        return asyncio.run(_chat(settings, args.session, trace=args.trace))
-    except RoutegateError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return asyncio.run(_chat(settings, args.session or new_session_id(), trace=args.trace))
 
 
 def _lines() -> Iterator[str]:
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        # bytes that are not UTF-8 become lone surrogates, refused with their position by the message check,
+        # instead of a UnicodeDecodeError that would end the conversation
+        sys.stdin.reconfigure(errors="surrogateescape")
     while True:
         try:
             yield input("you> ")
@@ -125,10 +152,19 @@ def _lines() -> Iterator[str]:
 
 async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
     async with open_support_desk(settings) as desk:
-        print(f"routegate support desk — session {session!r}. /history, /reset, /quit.", file=sys.stderr)
+        print(
+            f"routegate support desk — session {session!r} (continue it later with --session {session}). "
+            "/history, /reset, /quit.",
+            file=sys.stderr,
+        )
         for line in _lines():
             text = line.strip()
             if not text:
+                continue
+            try:
+                text = checked(text, settings)
+            except InvalidMessageError as exc:
+                print(f"error: {exc}", file=sys.stderr)
                 continue
             if text in ("/quit", "/exit"):
                 break
@@ -156,7 +192,7 @@ def run_route(args: argparse.Namespace) -> int:
         try:
             lines = args.file.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
+            print(f"error: cannot read {args.file}: {exc}; give a readable UTF-8 JSONL file", file=sys.stderr)
             return 2
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -169,9 +205,14 @@ def run_route(args: argparse.Namespace) -> int:
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
                 print(f'error: line {number} of {args.file} needs a "text" string', file=sys.stderr)
                 return 2
+            try:
+                checked(item["text"], settings, from_bytes=False)
+            except InvalidMessageError as exc:
+                print(f"error: line {number} of {args.file}: {exc}", file=sys.stderr)
+                return 2
             inputs.append(item)
     else:
-        inputs.append({"text": args.message})
+        inputs.append({"text": checked(args.message, settings)})
     return asyncio.run(_route(settings, inputs, as_json=args.json or args.file is not None))
 
 

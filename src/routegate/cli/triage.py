@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from typing import Any
 
 from routegate.apps.triage import DEMO_GOAL, build_triage_agent
+from routegate.cli._input import checked
 from routegate.core import RunResult
-from routegate.errors import ConfigurationError
 from routegate.settings import Settings
 
 
@@ -21,7 +20,7 @@ def register(subparsers: Any) -> None:
         "boundary and gateway, and print the run result as JSON (status, stop_reason, selected_route, answer, "
         "trace, history). Offline by default (keyword router, grounded composer); with OPENAI_API_KEY set it "
         "uses the LLM router and the LLM finalizer of OPENAI_BASE_URL / OPENAI_MODEL. Exit status: 0 on "
-        "success, 1 when the run stopped, 2 on a usage or configuration error.",
+        "success, 1 when the run stopped, 2 on a usage or configuration error (an empty request, a bad OPENAI_BASE_URL).",
     )
     parser.add_argument("request", nargs="?", default=DEMO_GOAL, help="the request text (default: the seed's goal)")
     parser.add_argument("--offline", action="store_true", help="ignore OPENAI_API_KEY: keyword router + composer")
@@ -42,11 +41,9 @@ async def _triage(request: str, settings: Settings, *, offline: bool) -> RunResu
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = Settings()
-        result = asyncio.run(_triage(args.request, settings, offline=args.offline))
-    except (ConfigurationError, ValueError) as exc:
-        print(f"routegate triage: {exc}", file=sys.stderr)
-        return 2
+    # bad settings, a bad OPENAI_BASE_URL or a bad request: one ``error:`` line from routegate.cli.main, exit 2
+    settings = Settings()
+    request = checked(args.request, settings)
+    result = asyncio.run(_triage(request, settings, offline=args.offline))
     print(result.to_json(indent=None if args.compact else 2))
     return 0 if result.ok else 1

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from routegate.llm.errors import (
     LLMAuthError,
     LLMBadRequestError,
+    LLMConnectError,
     LLMEmptyError,
     LLMError,
     LLMRateLimitedError,
@@ -35,6 +36,7 @@ __all__ = [
     "ChatModel",
     "LLMAuthError",
     "LLMBadRequestError",
+    "LLMConnectError",
     "LLMEmptyError",
     "LLMError",
     "LLMFinalizer",

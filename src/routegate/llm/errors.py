@@ -6,10 +6,13 @@ run with its ``stop_reason`` (data on the result), never with a stack trace. The
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from routegate.core import stop_reasons as sr
 from routegate.errors import RunStopError
+
+LLM_CONNECT: Final = "llm_error:connect"
+"""The endpoint could not be reached at all (DNS, refused connection, TLS): not a timeout."""
 
 
 class LLMError(RunStopError):
@@ -23,9 +26,16 @@ class LLMError(RunStopError):
 
 
 class LLMTimeoutError(LLMError):
-    """The endpoint did not answer in time, or could not be reached (``llm_timeout``, the seed's reason)."""
+    """The endpoint did not answer in time, or answered HTTP 408 (``llm_timeout``, the seed's reason)."""
 
     reason = sr.LLM_TIMEOUT
+
+
+class LLMConnectError(LLMError):
+    """The endpoint could not be reached after the retries: name resolution, refused connection, TLS
+    (``llm_error:connect``). Check ``OPENAI_BASE_URL`` and that the server is up."""
+
+    reason = LLM_CONNECT
 
 
 class LLMEmptyError(LLMError):
@@ -59,8 +69,10 @@ class LLMBadRequestError(LLMError):
 
 
 __all__ = [
+    "LLM_CONNECT",
     "LLMAuthError",
     "LLMBadRequestError",
+    "LLMConnectError",
     "LLMEmptyError",
     "LLMError",
     "LLMRateLimitedError",

@@ -6,12 +6,17 @@ Every failure leaves as an :class:`~routegate.llm.errors.LLMError` stop signal, 
 =========================================  ==========================
 what happened                              stop reason
 =========================================  ==========================
-no answer in time, endpoint unreachable    ``llm_timeout``
+no answer in time, HTTP 408               ``llm_timeout``
+endpoint unreachable (DNS, refused, TLS)   ``llm_error:connect``
 HTTP 401 / 403                             ``llm_error:auth``
 HTTP 429 (after the retries)               ``llm_error:rate_limited``
 HTTP 5xx (after the retries), bad answer   ``llm_error:upstream``
 any other HTTP 4xx                         ``llm_error:bad_request``
 =========================================  ==========================
+
+``base_url`` (``OPENAI_BASE_URL``) is checked when the model is built: an ``http://`` or ``https://`` URL with a
+host, else :class:`~routegate.errors.ConfigurationError` naming the variable, so bad configuration fails at
+start-up instead of as a failed turn.
 
 Retries are the SDK's: exponential backoff with jitter (honouring ``Retry-After``) for connection errors, 408,
 409, 429 and 5xx, at most ``max_retries`` times. ``timeout`` bounds each attempt *and* the whole call, retries
@@ -26,6 +31,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -40,6 +46,7 @@ from routegate.errors import ConfigurationError
 from routegate.llm.errors import (
     LLMAuthError,
     LLMBadRequestError,
+    LLMConnectError,
     LLMError,
     LLMRateLimitedError,
     LLMTimeoutError,
@@ -71,6 +78,23 @@ def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessagePar
     if not params:
         raise ConfigurationError("a chat completion needs at least one message, got none")
     return params
+
+
+def check_base_url(url: str, *, name: str = "OPENAI_BASE_URL") -> str:
+    """``url`` without trailing ``/`` if it is an ``http(s)://host[:port][/path]`` URL, else
+    :class:`ConfigurationError` naming ``name`` (the setting it came from) and the value seen."""
+    text = url.strip() if isinstance(url, str) else ""
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ConfigurationError(
+            f"{name} must be an http:// or https:// URL with a host (like https://api.openai.com/v1 or "
+            f"http://localhost:11434/v1), got {str(url)[:200]!r}; fix it or unset it to use OpenAI"
+        )
+    return text.rstrip("/")
 
 
 def _detail(exc: BaseException) -> str:
@@ -130,7 +154,7 @@ class OpenAIChatModel:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"OpenAIChatModel.max_retries must be an integer >= 0, got {max_retries!r}")
         self.model = model.strip()
-        self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
+        self.base_url = check_base_url(base_url) if base_url else OPENAI_BASE_URL
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self._client = openai.AsyncOpenAI(
@@ -224,7 +248,10 @@ class OpenAIChatModel:
                 f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)"
             )
         elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-            stop = LLMTimeoutError(f"{where} could not be reached after {self.max_retries} retries: {_detail(exc)}")
+            stop = LLMConnectError(
+                f"{where} could not be reached after {self.max_retries} retries: {_detail(exc)} "
+                "(check OPENAI_BASE_URL and that the server is up)"
+            )
         elif isinstance(exc, openai.APIStatusError):
             stop = self._status_stop(exc.status_code, f"{where} answered HTTP {exc.status_code}: {_detail(exc)}")
         else:

@@ -28,6 +28,7 @@ class FitConfig:
     subject to this OOS recall. ``inscope_coverage``: without them, the share of in-scope queries that must keep a
     route. ``clarify_cost``: cost of asking relative to a wrong guess (``None`` = never clarify).
     ``char_ngrams``: ``"auto"`` trains the char n-gram model and lets calibration decide whether it is used.
+    ``min_examples_per_route``: fewer training examples for any route is refused (degenerate data).
     """
 
     c_embed: float = 10.0
@@ -45,6 +46,7 @@ class FitConfig:
     oos_detector: bool = True
     detector_c: float = 1.0
     detector_min_examples: int = 20
+    min_examples_per_route: int = 2
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -58,6 +60,29 @@ class FitConfig:
             raise ConfigurationError(f"knn_k must be >= 1, got {self.knn_k}")
         if self.cv_folds < 2:
             raise ConfigurationError(f"cv_folds must be >= 2, got {self.cv_folds}")
+        if self.min_examples_per_route < 1:
+            raise ConfigurationError(f"min_examples_per_route must be >= 1, got {self.min_examples_per_route}")
+
+
+def check_training_data(counts: Mapping[str, int], n_oos: int, oos_label: str, config: FitConfig) -> None:
+    """Refuse data no router can be calibrated on: fewer than 2 labels (counting out-of-scope examples as one),
+    or fewer than ``config.min_examples_per_route`` examples of a route. ``counts``: examples per in-scope route."""
+    if not counts:
+        raise ConfigurationError(f"fit needs in-scope examples (labels other than {oos_label!r}); got none")
+    labels = len(counts) + (1 if n_oos else 0)
+    if labels < 2:
+        only = next(iter(counts))
+        raise ConfigurationError(
+            f"fit needs at least 2 labels (2 routes, or 1 route plus out-of-scope examples labelled {oos_label!r}); "
+            f"got only {only!r}: with one label there is nothing to tell apart and no threshold to calibrate"
+        )
+    minimum = config.min_examples_per_route
+    few = sorted((c, r) for r, c in counts.items() if c < minimum)
+    if few:
+        listed = ", ".join(f"{r!r} ({c})" for c, r in few[:10])
+        raise ConfigurationError(
+            f"fit needs >= {minimum} examples per route; too few for {listed}: add examples or drop the route"
+        )
 
 
 def folds(labels: Sequence[str], k: int, seed: int) -> list[np.ndarray[Any, np.dtype[np.int64]]]:

@@ -50,6 +50,12 @@ def load_examples(path: str | Path) -> list[LabelledExample]:
             return parse_examples(handle, source=str(p))
     except OSError as exc:
         raise ConfigurationError(f"cannot read examples from {p}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start] if exc.start < len(exc.object) else 0
+        raise ConfigurationError(
+            f"cannot read examples from {p}: not UTF-8 text (byte 0x{bad:02X} at byte offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from exc
 
 
 def dump_examples(examples: Sequence[LabelledExample]) -> str:

@@ -6,6 +6,11 @@
 * latency p50 / p99 of single-query :meth:`~routegate.routers.semantic.SemanticRouter.route` calls;
 * the risk–coverage curve (queries sorted by confidence; risk = share of wrong among those routed) and the
   out-of-scope trade-off curve (in-scope accuracy vs. OOS recall over thresholds).
+
+Data the router cannot be scored on is refused, not scored as zeros: no examples at all, or labels that are neither
+one of the router's routes nor the out-of-scope label (listed in the error). ``unknown_labels="oos"`` (``routegate
+eval --unknown-as-oos``) scores such rows as out of scope instead, and the report counts them per label
+(``unknown_as_oos``).
 """
 
 from __future__ import annotations
@@ -14,16 +19,18 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import numpy as np
 
+from routegate.errors import ConfigurationError
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.semantic import SemanticDecision, SemanticRouter
 
 Progress = Callable[[int, int], None]
+UnknownLabels = Literal["refuse", "oos"]
 
 
 def progress_bar(stream: TextIO = sys.stderr, *, width: int = 30, label: str = "eval") -> Progress:
@@ -60,6 +67,7 @@ class EvalReport:
     confusion: dict[str, dict[str, int]] = field(default_factory=dict)
     risk_coverage: list[tuple[float, float]] = field(default_factory=list)
     tradeoff: list[dict[str, float]] = field(default_factory=list)
+    unknown_as_oos: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +85,7 @@ class EvalReport:
             "confusion": self.confusion,
             "risk_coverage": [list(p) for p in self.risk_coverage],
             "tradeoff": self.tradeoff,
+            "unknown_as_oos": self.unknown_as_oos,
         }
 
     def summary(self) -> str:
@@ -89,6 +98,9 @@ class EvalReport:
             f"clarify rate        {self.clarify_rate:.4f}",
             f"latency p50 / p99   {self.latency_ms_p50:.2f} / {self.latency_ms_p99:.2f} ms per query",
         ]
+        if self.unknown_as_oos:
+            counted = ", ".join(f"{label} {n}" for label, n in sorted(self.unknown_as_oos.items()))
+            lines.append(f"unknown labels      scored as out of scope: {counted}")
         worst = sorted(self.per_route.items(), key=lambda kv: kv[1]["recall"])[:5]
         if worst:
             lines.append("lowest recall       " + ", ".join(f"{r} {m['recall']:.2f}" for r, m in worst))
@@ -106,10 +118,16 @@ def evaluate(
     oos_label: str = OOS_LABEL,
     progress: Progress | None = None,
     batch_size: int = 256,
+    unknown_labels: UnknownLabels = "refuse",
 ) -> EvalReport:
-    """Route every example one at a time (that is what latency measures) and score the outcomes."""
+    """Route every example one at a time (that is what latency measures) and score the outcomes.
+
+    Raises :class:`~routegate.errors.ConfigurationError` when ``examples`` is empty, or when a label is neither a
+    route of ``router`` nor ``oos_label`` and ``unknown_labels`` is ``"refuse"``; with ``"oos"`` such rows are
+    scored as out of scope and counted in the report's ``unknown_as_oos``.
+    """
+    labels, unknown = known_labels(examples, router.routes, oos_label=oos_label, unknown_labels=unknown_labels)
     texts = [e.text for e in examples]
-    labels = [e.label for e in examples]
     decisions: list[SemanticDecision] = []
     latencies: list[float] = []
     total = len(texts)
@@ -123,7 +141,35 @@ def evaluate(
             progress(i + 1, total)
     if progress is not None:
         progress(total, total)
-    return score_decisions(decisions, labels, router.default_route, latencies, oos_label=oos_label)
+    report = score_decisions(decisions, labels, router.default_route, latencies, oos_label=oos_label)
+    return replace(report, unknown_as_oos=unknown)
+
+
+def known_labels(
+    examples: Sequence[LabelledExample],
+    routes: Sequence[str],
+    *,
+    oos_label: str = OOS_LABEL,
+    unknown_labels: UnknownLabels = "refuse",
+) -> tuple[list[str], dict[str, int]]:
+    """The labels to score (unknown ones mapped to ``oos_label`` when ``unknown_labels="oos"``) and the count of
+    rows per unknown label; refuses empty data and, by default, unknown labels."""
+    if not examples:
+        raise ConfigurationError("no examples to evaluate: the data is empty; give a JSONL file of labelled rows")
+    if unknown_labels not in ("refuse", "oos"):
+        raise ConfigurationError(f"unknown_labels must be 'refuse' or 'oos', got {unknown_labels!r}")
+    known = {*routes, oos_label}
+    unknown = dict(sorted(Counter(e.label for e in examples if e.label not in known).items()))
+    if unknown and unknown_labels == "refuse":
+        listed = ", ".join(f"{label!r} ({n} rows)" for label, n in list(unknown.items())[:10])
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        raise ConfigurationError(
+            f"{sum(unknown.values())} of {len(examples)} rows have labels the router does not know: {listed}{more}. "
+            f"Its routes are {sorted(routes)[:10]}{' …' if len(routes) > 10 else ''} and {oos_label!r} marks out "
+            "of scope; fix the labels (or --oos-label), or score them as out of scope (unknown_labels='oos', "
+            "routegate eval --unknown-as-oos)"
+        )
+    return [oos_label if e.label in unknown else e.label for e in examples], unknown
 
 
 def score_decisions(
@@ -212,8 +258,6 @@ def plot_report(report: EvalReport, path: str | Path, *, title: str = "routegate
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - matplotlib is in the dev/plot extras
-        from routegate.errors import ConfigurationError
-
         raise ConfigurationError("--plot needs matplotlib: pip install 'routegate[plot]'") from exc
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     if report.risk_coverage:
@@ -234,6 +278,12 @@ def plot_report(report: EvalReport, path: str | Path, *, title: str = "routegate
     fig.suptitle(title)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write the plot to {out}: {exc.strerror or exc}; give a path in an existing, writable directory"
+        ) from exc
+    finally:
+        plt.close(fig)
     return out

@@ -33,7 +33,7 @@ from routegate.embed.batching import encode_async
 from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import _head
-from routegate.routers._fit import FitConfig, calibrate, out_of_fold
+from routegate.routers._fit import FitConfig, calibrate, check_training_data, out_of_fold
 from routegate.routers._head import F32, Head
 from routegate.routers._rule import Calibration, apply_rule
 from routegate.routers.data import OOS_LABEL, LabelledExample
@@ -205,15 +205,18 @@ class SemanticRouter:
         **kwargs: Any,
     ) -> SemanticRouter:
         """Fit the head on ``train`` (rows labelled ``oos_label`` are used for calibration only) and calibrate on
-        ``val`` (or on out-of-fold predictions over ``train`` when ``val`` is ``None``)."""
+        ``val`` (or on out-of-fold predictions over ``train`` when ``val`` is ``None``).
+
+        Degenerate data is refused with :class:`~routegate.errors.ConfigurationError`: fewer than 2 labels (2
+        routes, or 1 route plus out-of-scope examples in ``train`` or ``val``), or a route with fewer than
+        ``config.min_examples_per_route`` (2) examples."""
         config = config or FitConfig()
         started = time.perf_counter()
         in_scope = [e for e in train if e.label != oos_label]
         oos_train = [e for e in train if e.label == oos_label]
         routes = sorted({e.label for e in in_scope})
-        if not routes:
-            raise ConfigurationError(f"fit needs in-scope examples (labels other than {oos_label!r}); got none")
         counts = {r: sum(e.label == r for e in in_scope) for r in routes}
+        check_training_data(counts, len(oos_train) + sum(e.label == oos_label for e in val or ()), oos_label, config)
         texts = [e.text for e in in_scope]
         vectors = encoder.encode(texts)
         use_char = config.char_ngrams is True or (config.char_ngrams == "auto" and len(routes) > 1)

@@ -120,9 +120,11 @@ def _sidebar(client: ChatClient, state: SessionStateProxy) -> None:
             )
             return
         labels = [f"{i + 1}. {t['message'][:40]}" for i, t in enumerate(turns)]
-        chosen = st.selectbox(
-            "Turn", range(len(turns)), index=len(turns) - 1, format_func=lambda i: labels[i], key="turn_pick"
-        )
+        # the widget's value lives in session state only (``_ask`` points it at the newest turn): giving it an
+        # ``index`` as well makes Streamlit warn that the key's value was set two ways
+        if not isinstance(state.get("turn_pick"), int) or not 0 <= state["turn_pick"] < len(turns):
+            state["turn_pick"] = len(turns) - 1
+        chosen = st.selectbox("Turn", range(len(turns)), format_func=lambda i: labels[i], key="turn_pick")
         turn_panel(turns[chosen if chosen is not None else -1])
 
 
@@ -158,9 +160,7 @@ def run_page(settings: Settings) -> None:
     state = st.session_state
     if "session_id" not in state:
         _new_session(state)
-    key = (
-        settings.server_api_key.get_secret_value() if settings.server_auth_enabled and settings.server_api_key else None
-    )
+    key = settings.server_keys[0] if settings.server_keys else None  # ROUTEGATE_SERVER_API_KEY, else the first of _KEYS
     with ChatClient(settings.ui_server_url, api_key=key) as client:
         st.title(TITLE)
         for turn in state["turns"]:

@@ -30,7 +30,7 @@ from routegate.apps.support.contracts import (
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.external_tool import ExternalTool
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.memory import MAX_MESSAGE_CHARS, MEMORY_LIMIT, MessageStore, check_session_id
+from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore, check_session_id
 from routegate.apps.support.nodes import TextToSql, build_tool_workers
 from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.respond import RespondNode, tokens_of
@@ -39,6 +39,7 @@ from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLaye
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, DelegationLedger, RouteGateway, RoutePolicy, stop_reasons
+from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, InvalidMessageError, check_message
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
@@ -52,7 +53,13 @@ _NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is u
 
 
 class SupportAgent:
-    """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation. Call :meth:`start` first."""
+    """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation. Call :meth:`start` first.
+
+    Every entry point that takes a user message checks it with :func:`routegate.core.messages.check_message`
+    (``max_message_chars``: ``ROUTEGATE_MAX_MESSAGE_CHARS``): :meth:`astream` answers a refused message with an
+    ``error`` event whose code is the problem (``empty_message``, ``message_too_long``, ``invalid_text``),
+    :meth:`ask` and :meth:`route` raise :class:`~routegate.core.messages.InvalidMessageError`.
+    """
 
     def __init__(
         self,
@@ -66,12 +73,16 @@ class SupportAgent:
         statement_timeout_ms: int = 2000,
         vector_min_score: float = DEFAULT_MIN_SCORE,
         semantic: EmbeddingLayer | None = None,
+        max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
     ) -> None:
+        if max_message_chars < 1:
+            raise ConfigurationError(f"max_message_chars must be >= 1, got {max_message_chars}")
         self.db = db
+        self.max_message_chars = max_message_chars
         self.encoder = encoder
         self.chat_model = chat_model
         self.budget = budget
-        self.memory = MessageStore(db, limit=memory_limit)
+        self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
         self.postgres = PostgresTool(db, row_cap=row_cap, statement_timeout_ms=statement_timeout_ms)
         self.vector = VectorTool(db, encoder, min_score=vector_min_score)
         self.external = ExternalTool()
@@ -114,12 +125,12 @@ class SupportAgent:
         """The router's decision alone (no tool runs): the dry run behind ``routegate route``."""
         if self.router is None:
             raise ConfigurationError(_NOT_STARTED)
-        return await self.router.choose(message)
+        return await self.router.choose(check_message(message, max_chars=self.max_message_chars))
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
     async def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
         """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``."""
-        problem = _check_input(message, session_id)
+        problem = _check_input(message, session_id, self.max_message_chars)
         if problem is not None:
             yield problem
             return
@@ -137,7 +148,9 @@ class SupportAgent:
                 await task
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
-        """One turn to its end. Raises :class:`RuntimeFaultError` when the turn ends with an ``error`` event."""
+        """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message
+        and :class:`RuntimeFaultError` when the turn ends with an ``error`` event."""
+        check_message(message, max_chars=self.max_message_chars)
         final: TurnResult | None = None
         async for event in self.astream(message, session_id=session_id):
             if isinstance(event, TurnResult):
@@ -221,7 +234,9 @@ class SupportAgent:
             )
         except Exception as exc:
             logger.warning("support turn failed: %s", type(exc).__name__, exc_info=True)
-            queue.put_nowait(TurnError(message=f"the turn failed: {type(exc).__name__}: {exc}", code="internal_error"))
+            queue.put_nowait(
+                TurnError(message=f"the turn failed: {type(exc).__name__} (details in the log)", code="internal_error")
+            )
         finally:
             queue.put_nowait(None)
 
@@ -262,16 +277,14 @@ class SupportAgent:
         )
 
 
-def _check_input(message: object, session_id: object) -> TurnError | None:
+def _check_input(message: object, session_id: object, max_chars: int) -> TurnError | None:
     try:
         check_session_id(session_id)
     except ConfigurationError as exc:
         return TurnError(message=str(exc), code="bad_session_id")
-    if not isinstance(message, str) or not message.strip():
-        return TurnError(message="the message is empty: send a non-blank text", code="empty_message")
-    if len(message) > MAX_MESSAGE_CHARS:
-        return TurnError(
-            message=f"the message has {len(message)} characters, over the {MAX_MESSAGE_CHARS} limit",
-            code="message_too_long",
-        )
+    try:
+        check_message(message, max_chars=max_chars)
+    except InvalidMessageError as exc:
+        code = "empty_message" if exc.code == "not_text" else exc.code
+        return TurnError(message=str(exc), code=code)
     return None

@@ -20,6 +20,11 @@ from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
 
 
+def max_message_chars(settings: Settings) -> int:
+    """``ROUTEGATE_MAX_MESSAGE_CHARS``: the one bound on a user message."""
+    return settings.max_message_chars
+
+
 def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     """The URL to use and, for the embedded default, the server handle to stop afterwards. Blocking."""
     if settings.database_url:
@@ -36,20 +41,33 @@ async def open_support_desk(
     chat_model: ChatModel | None = None,
     schema: str = "support",
 ) -> AsyncIterator[SupportAgent]:
-    """``async with open_support_desk(settings) as desk:`` — started, and closed (server stopped) on exit."""
-    url, server = await asyncio.to_thread(database_url, settings)
+    """``async with open_support_desk(settings) as desk:`` — started, and closed (server stopped) on exit.
+
+    The LLM settings are checked first (a bad ``OPENAI_BASE_URL`` is refused before any database starts), so a
+    configuration error is never reported as a database failure.
+    """
     model: ChatModel | None = chat_model
     owned: OpenAIChatModel | None = None
     if model is None and settings.llm_enabled:
         model = owned = OpenAIChatModel.from_settings(settings)
     try:
-        db = SupportDatabase(url, schema=schema, max_size=settings.db_pool_size)
+        url, server = await asyncio.to_thread(database_url, settings)
+    except BaseException:
+        if owned is not None:
+            await owned.aclose()
+        raise
+    try:
+        db = SupportDatabase(
+            url, schema=schema, max_size=settings.db_pool_size, asynchronous_commit=settings.db_asynchronous_commit
+        )
         await db.open()
         try:
             # a text embedded twice in a turn (router, then vector tool) is embedded once
             enc = MemoEncoder(encoder or default_encoder())
             semantic = await asyncio.to_thread(FittedSemanticLayer.load_or_fit, enc, settings.data_dir)
-            desk = SupportAgent(db=db, encoder=enc, chat_model=model, semantic=semantic)
+            desk = SupportAgent(
+                db=db, encoder=enc, chat_model=model, semantic=semantic, max_message_chars=max_message_chars(settings)
+            )
             await desk.start()
             yield desk
         finally:

@@ -4,7 +4,8 @@ They sit behind the core :class:`~routegate.core.RouteGateway` (the tool steps o
 them, :mod:`.graph`). Each node calls its tool once with the validated ``query`` and returns an observation
 ``{"status": "done", "domain": <route>, "tool", "call", "result", "fallback"}``. A tool error, a refused query or
 an empty result is *not* an exception: the node reports ``fallback`` (``empty``, ``unknown_query``,
-``sql_refused:<code>``, ``tool_error:<code>``) and the plan goes on to the Respond node, as the spec's fallback
+``sql_refused:<code>``, ``tool_error:<code>``, and ``llm_failed:<stop reason>`` when the text-to-SQL model failed:
+the database was never asked, so the answer must not blame it) and the plan goes on to the Respond node, as the spec's fallback
 rule says (no retry, no second tool). The direct LLM route has no tool node: the router routes straight to Respond.
 """
 
@@ -96,8 +97,9 @@ def build_tool_workers(
             return _observation(
                 "POSTGRES", "postgres", call.to_dict() if call else None, None, f"tool_error:{failed.code}"
             )
-        except RunStopError as stop:  # the text-to-SQL model failed
-            return _observation("POSTGRES", "postgres", None, None, f"tool_error:{stop.stop_reason}")
+        except RunStopError as stop:  # the text-to-SQL model failed: the database was never asked
+            logger.warning("text-to-SQL failed: %s", stop.stop_reason)
+            return _observation("POSTGRES", "postgres", None, None, f"llm_failed:{stop.stop_reason}")
         fallback = None if result.row_count else "empty"
         return _observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback)
 
