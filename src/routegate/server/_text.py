@@ -15,26 +15,22 @@ every endpoint (``_errors.describe_validation_errors``).
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, model_validator
 from pydantic_core import PydanticCustomError
 
+from routegate.core import messages
+
 INVALID_TEXT = "invalid_text"
-_BAD = re.compile("[\x00\ud800-\udfff]")
 _MAX_DEPTH = 64
 
 
 def text_problem(value: str) -> str | None:
-    """What is wrong with ``value`` (``None`` when it can be stored and echoed as it is)."""
-    found = _BAD.search(value)
-    if found is None:
-        return None
-    at = found.start()
-    if found.group() == "\x00":
-        return f"contains a NUL character at position {at}; send text without NUL characters"
-    return f"contains a lone surrogate (U+{ord(found.group()):04X}) at position {at}; send valid Unicode text"
+    """What is wrong with ``value`` (``None`` when it can be stored and echoed as it is): the one message rule's
+    character check (:func:`routegate.core.messages.text_problem`), here for every text field, not only messages."""
+    found = messages.text_problem(value)
+    return None if found is None else found[1]
 
 
 def check_text(value: str, where: str) -> str:
