@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Set up and drive routegate from a fresh clone with nothing but Python 3.11+ and pip.
 
-    python3 dev.py run      # create .venv, install, start the product on the embedded default (routegate up)
+    python3 dev.py run      # create .venv, install the product, start it on the embedded default (routegate up)
     python3 dev.py run triage "..."   # or any other routegate command
-    python3 dev.py test     # create .venv, install, run lint, type check and the whole test suite
+    python3 dev.py test     # create .venv, install with the development extras, lint, type check, whole test suite
     python3 dev.py check    # lint + type check only
-    python3 dev.py install  # only create/update .venv
+    python3 dev.py install  # only create/update .venv (with the development extras)
 
-The virtual environment lives in ./.venv and is reinstalled when pyproject.toml changes.
+The virtual environment lives in ./.venv and is reinstalled when pyproject.toml changes. ``run`` installs only
+what the product needs (routegate and its UI); ``test`` adds the development extras (pytest, mypy, the peers of
+the benchmarks...). As root with apt-get, they also install Debian's bubblewrap (the code sandbox) and ``test``
+Debian's chromium (the browser test), each announced in one line first.
 """
 
 from __future__ import annotations
@@ -41,61 +44,72 @@ def _install_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def install() -> None:
+def install(extras: str = "dev") -> None:
+    """Create .venv and install routegate with ``extras``: ``ui`` (the product: what ``run`` needs) or ``dev``
+    (tests, type checks, peers for the benchmarks: what ``test`` needs; it includes ``ui``)."""
     if sys.version_info < (3, 11):  # noqa: UP036  # dev.py may be started by an older python3
         sys.exit(f"routegate needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     if not PY.exists():
         _say(f"creating virtual environment in {VENV}")
         venv.EnvBuilder(with_pip=True).create(VENV)
     fingerprint = _install_fingerprint()
-    if STAMP.exists() and STAMP.read_text() == fingerprint:
+    stamp = STAMP.read_text().split() if STAMP.exists() else []
+    if stamp[:1] == [fingerprint] and (extras in stamp[1:] or "dev" in stamp[1:]):
         return
-    _say("installing routegate with its development extras (first run takes a minute)")
+    what = "its development extras" if extras == "dev" else "the UI (no development tools)"
+    _say(f"installing routegate with {what} (first run takes a minute)")
     steps = (
         (PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip"),
-        (PY, "-m", "pip", "install", "--quiet", "-e", ".[dev]"),
+        (PY, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]"),
     )
     for step in steps:
         if _run(*step) != 0:
             sys.exit("[dev] installation failed: see the pip output above, fix it and run the command again.")
-    STAMP.write_text(fingerprint)
+    STAMP.write_text(f"{fingerprint} {extras}")
+
+
+_APT_UPDATED = False
+
+
+def _apt_install(package: str, purpose: str, *, skipped: str) -> None:
+    """Install a Debian package as root with apt-get, saying so in one line first; ``skipped`` says what the lack
+    of it means, when it cannot be installed."""
+    global _APT_UPDATED
+    _say(f"installing Debian's {package} for {purpose} (apt-get)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if not _APT_UPDATED:
+        _APT_UPDATED = _run("apt-get", "update", "-qq", env=env) == 0
+    if not _APT_UPDATED or _run("apt-get", "install", "-y", "-qq", "--no-install-recommends", package, env=env) != 0:
+        _say(f"could not install {package}: {skipped}")
+
+
+def _can_apt() -> bool:
+    return sys.platform == "linux" and hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("apt-get"))
 
 
 def ensure_browser() -> None:
     """The UI end-to-end test drives Debian's headless Chromium; install it when we can (root + apt-get)."""
     if shutil.which("chromium"):
         return
-    if sys.platform != "linux" or not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+    if not _can_apt():
         _say("no 'chromium' on PATH and no root apt-get: the browser test will be skipped (install chromium to run it)")
         return
-    _say("installing Debian's chromium for the browser test (apt-get)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if (
-        _run("apt-get", "update", "-qq", env=env) != 0
-        or _run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium", env=env) != 0
-    ):
-        _say("could not install chromium: the browser test will be skipped")
+    _apt_install("chromium", "the browser test", skipped="the browser test will be skipped")
 
 
 def ensure_bubblewrap() -> None:
     """The code sandbox runs model-written code under bubblewrap; install Debian's when we can (root + apt-get)."""
     if shutil.which("bwrap") or sys.platform != "linux":
         return
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+    if not _can_apt():
         _say("no 'bwrap' on PATH and no root apt-get: code runs will stop with sandbox_error:unavailable and the")
         _say("sandbox tests will be skipped (install bubblewrap to run them)")
         return
-    _say("installing Debian's bubblewrap for the code sandbox (apt-get)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if (
-        _run("apt-get", "update", "-qq", env=env) != 0
-        or _run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap", env=env) != 0
-    ):
-        _say("could not install bubblewrap: the sandbox tests will be skipped")
+    _apt_install("bubblewrap", "the code sandbox", skipped="the sandbox tests will be skipped")
 
 
 def run(extra: list[str]) -> int:
-    install()
+    install("ui")
     ensure_bubblewrap()
     args = extra or ["up"]
     return _run(BIN / "routegate", *args)

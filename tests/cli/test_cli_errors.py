@@ -141,7 +141,7 @@ def test_an_unreachable_llm_is_llm_error_connect_not_a_timeout(
 
 
 def test_serve_with_an_unreachable_database_is_one_line(env: dict[str, str]) -> None:
-    # port 1 on loopback refuses connections: the pool gives up after its connect timeout (about 10 s)
+    # port 1 on loopback refuses connections: the first, direct connection attempt says so at once
     done = _run(["serve", "--port", "0"], {**env, "DATABASE_URL": "postgresql://127.0.0.1:1/none"})
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -166,3 +166,19 @@ def test_a_closed_pipe_ends_quietly(env: dict[str, str], tmp_path: Path) -> None
         code = proc.wait(timeout=120)
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
     assert code == 141
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://someone:pw@127.0.0.1:1/none", "Connection refused"),  # the cause, not "pool incomplete"
+        ("host=127.0.0.1 password=hunter2 not-a-url", "not a PostgreSQL URL or connection string"),
+    ],
+    ids=["refused", "malformed"],
+)
+def test_a_dead_or_malformed_database_url_names_the_cause(env: dict[str, str], url: str, expected: str) -> None:
+    done = _run(["ask", "what is the status of ticket 1?"], {**env, "DATABASE_URL": url})
+    line = _one_error_line(done.stderr)
+    assert expected in line and "DATABASE_URL" in line
+    assert "pool" not in line.lower()  # not the pool's "initialization incomplete" after retrying for 10 s
+    assert "hunter2" not in line  # a malformed URL is not echoed: it may hold a password

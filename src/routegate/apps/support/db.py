@@ -41,6 +41,10 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 AsyncConn = psycopg.AsyncConnection[dict[str, Any]]
 
 
+PROBE_TIMEOUT_SECONDS: Final = 3
+"""Bound on the first, direct connection attempt at start-up (a host that does not answer)."""
+
+
 class DatabaseUnavailableError(RuntimeFaultError):
     """The database could not be reached or set up."""
 
@@ -139,6 +143,25 @@ class SupportDatabase:
         )
 
     async def open(self) -> None:
+        """Connect once directly, then open the pool. The pool retries quietly until its timeout and then says only
+        "pool initialization incomplete"; the direct attempt fails at once with the cause (refused, unknown host,
+        bad password) and is bounded by :data:`PROBE_TIMEOUT_SECONDS`."""
+        try:
+            psycopg.conninfo.conninfo_to_dict(self.url)
+        except psycopg.ProgrammingError:
+            # the text is not echoed: it may hold a password
+            raise ConfigurationError(
+                "the database URL is not a PostgreSQL URL or connection string; "
+                "use postgresql://user:password@host:5432/dbname"
+            ) from None
+        timeout = max(2, min(PROBE_TIMEOUT_SECONDS, round(self._connect_timeout)))
+        try:
+            async with asyncio.timeout(timeout + 1):
+                probe = await psycopg.AsyncConnection.connect(self.url, connect_timeout=timeout)
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            cause = " ".join(str(exc).split())[:300] or f"no answer within {timeout} s"
+            raise DatabaseUnavailableError(f"could not connect to PostgreSQL: {cause}") from exc
+        await probe.close()
         try:
             await self._pool.open(wait=True, timeout=self._connect_timeout)
         except Exception as exc:
