@@ -17,7 +17,9 @@ class ChatRequest(CheckedBody):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    message: str = Field(description="the user's message; not empty, at most `max_message_chars` characters (ROUTEGATE_MAX_MESSAGE_CHARS)")
+    message: str = Field(
+        description="the user's message; not empty, at most `max_message_chars` characters (ROUTEGATE_MAX_MESSAGE_CHARS)"
+    )
     session_id: SessionId | None = Field(
         default=None, description="conversation id (letters, digits, `._:@-`, up to 128 chars); omitted = new"
     )
