@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -108,11 +109,64 @@ def ensure_bubblewrap() -> None:
     _apt_install("bubblewrap", "the code sandbox", skipped="the sandbox tests will be skipped")
 
 
+# After Ctrl-C, how long the command may take to stop by itself before it gets the signal from us too (a terminal
+# sends SIGINT to the whole foreground group, the command included; ``kill -INT <dev.py>`` reaches only us), then
+# how long it may take to stop what it started (server, UI, PostgreSQL) before it is killed.
+_FORWARD_AFTER = 3.0
+_STOP_WITHIN = 30.0
+
+
 def run(extra: list[str]) -> int:
     install("ui")
     ensure_bubblewrap()
     args = extra or ["up"]
-    return _run(BIN / "routegate", *args)
+    return _supervise([str(BIN / "routegate"), *args])
+
+
+def _supervise(command: list[str]) -> int:
+    """Run ``command`` in the foreground; on SIGINT/SIGTERM let it stop what it started, print one line and
+    return 130/143 (no traceback, no kill while it is cleaning up)."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        child = subprocess.Popen(command, cwd=ROOT)
+        while True:
+            try:
+                status = child.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if received:
+                    _stop_child(child, received[0])
+                    status = child.wait()
+                    break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        name = signal.Signals(received[0]).name
+        _say(f"stopped by {name}")
+        return 128 + received[0]
+    return status
+
+
+def _stop_child(child: subprocess.Popen[bytes], signum: int) -> None:
+    if signum == signal.SIGTERM:
+        child.send_signal(signum)  # nobody else sent it: a terminal never sends SIGTERM
+    else:
+        try:
+            child.wait(timeout=_FORWARD_AFTER)  # it got the terminal's Ctrl-C too: let it stop by itself
+            return
+        except subprocess.TimeoutExpired:
+            child.send_signal(signum)
+    try:
+        child.wait(timeout=_STOP_WITHIN)
+    except subprocess.TimeoutExpired:
+        _say(f"the command did not stop within {_STOP_WITHIN:.0f} s: killing it")
+        child.kill()
 
 
 def check() -> int:
@@ -152,4 +206,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C while installing: one line, no traceback
+        print("\n[dev] interrupted", file=sys.stderr)
+        sys.exit(130)

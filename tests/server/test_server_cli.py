@@ -94,7 +94,7 @@ def test_up_starts_everything_and_ctrl_c_stops_it(data_dir: Path) -> None:
         assert_cuts_a_silent_client(port)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
         rest, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0, text + rest
+        assert proc.returncode == 130, text + rest  # 128 + SIGINT
         assert "routegate: stopped." in rest
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{ui_port}/_stcore/health", timeout=2)

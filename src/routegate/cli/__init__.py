@@ -2,7 +2,8 @@
 
 :func:`main` is the one top-level error handler: whatever a command raises becomes one line
 ``error: <what>; <what to do>`` on stderr and a non-zero exit (2: bad input or configuration, 1: a failure while
-running, 130: interrupted), never a traceback. ``--debug`` (before or after the command) or ``ROUTEGATE_DEBUG=1``
+running, 130: interrupted by Ctrl-C, 143: stopped by SIGTERM), never a traceback. SIGTERM unwinds like Ctrl-C
+(``finally`` blocks run), so a command stops the servers it started before it exits. ``--debug`` (before or after the command) or ``ROUTEGATE_DEBUG=1``
 prints the traceback too.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 from routegate import __version__
 from routegate.cli._errors import configure_logging, debug_from_env, describe, exit_code
+from routegate.cli._signals import Terminated, exit_status, terminate_like_interrupt
 
 # Each module defines register(subparsers) and sets a handler with parser.set_defaults(handler=...).
 COMMAND_MODULES: tuple[str, ...] = (
@@ -66,10 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(getattr(args, "debug", False)) or debug_from_env(os.environ)
     configure_logging(sys.stderr, debug=debug)
     try:
-        return int(handler(args))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        with terminate_like_interrupt():  # SIGTERM unwinds like Ctrl-C: what the command started is stopped
+            return int(handler(args))
+    except KeyboardInterrupt as interrupt:
+        print("terminated" if isinstance(interrupt, Terminated) else "interrupted", file=sys.stderr)
+        return exit_status(interrupt)
     except BrokenPipeError:
         # the reader went away (``routegate route --file q.jsonl | head``): stop quietly, as Unix tools do
         _silence_stdout()

@@ -84,16 +84,14 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"--workers must be at least 1 (got {workers})")
     if workers > 1:
         return _serve_workers(settings, workers)
-    with contextlib.suppress(KeyboardInterrupt):
-        _run(_serve(settings, with_ui=False))
-    return 0
+    return _run(_serve(settings, with_ui=False))
 
 
-def _run(main: Coroutine[Any, Any, None]) -> None:
+def _run(main: Coroutine[Any, Any, int]) -> int:
     """Run ``main`` on uvloop when it is installed (it is a dependency on POSIX; about a third less CPU per request
     than the stock asyncio loop under load), else on asyncio's own loop."""
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(main)
+        return runner.run(main)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -143,10 +141,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    with contextlib.suppress(KeyboardInterrupt):
-        _run(_serve(settings, with_ui=True))
-    return 0
+    return _run(_serve(_settings(args), with_ui=True))
 
 
 def run_ui(args: argparse.Namespace) -> int:
@@ -160,12 +155,14 @@ def run_ui(args: argparse.Namespace) -> int:
     print(f"routegate UI: http://{host}:{port}  (server {server_url}; Ctrl-C to stop)", flush=True)
     try:
         return proc.wait()
-    except KeyboardInterrupt:
+    finally:  # Ctrl-C or SIGTERM (a KeyboardInterrupt, see cli._signals): stop Streamlit before exiting 130/143
         _stop(proc)
-        return 0
 
 
-async def _serve(settings: Settings, *, with_ui: bool) -> None:
+async def _serve(settings: Settings, *, with_ui: bool) -> int:
+    """Serve until SIGINT/SIGTERM, then stop the UI, the server, the desk and PostgreSQL in that order; the exit
+    status is 130 after SIGINT (Ctrl-C), 143 after SIGTERM. A signal during start-up raises KeyboardInterrupt
+    (:mod:`routegate.cli._signals`) and the same clean-up runs as the coroutine unwinds."""
     from routegate.apps.support.factory import open_support_desk
     from routegate.server import create_app
 
@@ -186,7 +183,7 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # stop serving, then let the cleanup below run to its end
-            loop.add_signal_handler(sig, server.request_exit)
+            loop.add_signal_handler(sig, server.request_exit, sig)
         serving = asyncio.create_task(server.serve())
         ui: subprocess.Popen[bytes] | None = None
         try:
@@ -209,6 +206,7 @@ async def _serve(settings: Settings, *, with_ui: bool) -> None:
                 server.should_exit = True
                 await serving
     print("routegate: stopped.", flush=True)
+    return 128 + server.stopped_by if server.stopped_by else 0
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
@@ -231,7 +229,10 @@ class _QuietSignalsServer(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
-    def request_exit(self) -> None:
+    stopped_by = 0  # the signal that asked the server to stop
+
+    def request_exit(self, signum: int = 0) -> None:
+        self.stopped_by = self.stopped_by or signum
         if self.should_exit:
             self.force_exit = True  # a second Ctrl-C: stop waiting for open connections
         self.should_exit = True

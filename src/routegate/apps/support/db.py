@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import re
 import warnings
 from contextlib import AbstractAsyncContextManager
@@ -75,6 +77,7 @@ class EmbeddedPostgres:
         pgserver = _import_pgserver()
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
+            _forget_dead_users(pgserver, self.data_dir)
             self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
         except Exception as exc:
             raise DatabaseUnavailableError(
@@ -86,6 +89,43 @@ class EmbeddedPostgres:
         if self._server is not None:
             server, self._server = self._server, None
             server.cleanup()
+
+
+_HANDLE_FILE: Final = ".handle_pids.json"
+
+
+def _alive(pid: int) -> bool:
+    """A running process (not a zombie) has this PID."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): trust kill(0)
+    return state not in ("Z", "X")
+
+
+def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
+    """pgserver lists the PIDs of the processes using a data directory in ``.handle_pids.json`` and stops the server
+    when the last one leaves; a process killed before it could leave (SIGKILL, a crash) stays listed and the server
+    would never be stopped again. Drop such PIDs, under pgserver's own lock, before attaching."""
+    handles = Path(data_dir).expanduser().resolve() / _HANDLE_FILE
+    with pgserver.PostgresServer._lock:
+        try:
+            pids = json.loads(handles.read_text())
+        except (OSError, ValueError):
+            return  # no file yet (first start), or unreadable: pgserver handles it
+        if not isinstance(pids, list):
+            return
+        alive = [pid for pid in pids if isinstance(pid, int) and (pid == os.getpid() or _alive(pid))]
+        if alive != pids:
+            gone = [pid for pid in pids if pid not in alive]
+            logger.info("embedded PostgreSQL: forgetting users that died without leaving: %s", gone)
+            handles.write_text(json.dumps(alive))
 
 
 def check_schema_name(schema: str) -> str:
