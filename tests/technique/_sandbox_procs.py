@@ -21,12 +21,8 @@ needs_os_sandbox = pytest.mark.skipif(
 """Skip (loudly, with what is missing) a test that runs real code when the OS cannot give the sandbox."""
 
 
-def sandbox_processes() -> list[int]:
-    """Live processes of a sandbox uid (1,000,000-1,999,999) descending from this test process.
-
-    Read from the host's /proc. Under :func:`subreaper` a run's orphans are re-parented to this process rather
-    than to init, so descent is exact, and other suites' concurrent runs on a shared machine are not counted.
-    """
+def process_table() -> dict[int, tuple[int, int, str]]:
+    """Every process of the host's /proc: pid -> (parent pid, real uid, state as /proc shows it)."""
     table: dict[int, tuple[int, int, str]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -37,6 +33,16 @@ def sandbox_processes() -> list[int]:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         table[int(entry)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), fields["State"].strip())
+    return table
+
+
+def sandbox_processes() -> list[int]:
+    """Live processes of a sandbox uid (1,000,000-1,999,999) descending from this test process.
+
+    Read from the host's /proc. Under :func:`subreaper` a run's orphans are re-parented to this process rather
+    than to init, so descent is exact, and other suites' concurrent runs on a shared machine are not counted.
+    """
+    table = process_table()
     me = os.getpid()
 
     def descends(pid: int) -> bool:

@@ -7,12 +7,10 @@ reap (a container's or a VM's minimal init), stay there as a zombie of a sandbox
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-from technique._sandbox_procs import needs_os_sandbox
+from technique._sandbox_procs import needs_os_sandbox, process_table
 
 RUNS = """
 import asyncio
@@ -35,18 +33,7 @@ asyncio.run(main())
 
 def _sandbox_uid_entries() -> set[tuple[int, str]]:
     """(pid, state) of every process of a sandbox uid (1,000,000-1,999,999) in the host's process table."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path("/proc", entry, "status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if 1_000_000 <= int(fields["Uid"].split()[0]) < 2_000_000:
-            found.add((int(entry), fields["State"].strip()))
-    return found
+    return {(pid, state) for pid, (_, uid, state) in process_table().items() if 1_000_000 <= uid < 2_000_000}
 
 
 @needs_os_sandbox
