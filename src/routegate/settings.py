@@ -14,6 +14,8 @@ import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS
+
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("routegate", appauthor=False))
@@ -39,7 +41,7 @@ class Settings(BaseSettings):
     db_asynchronous_commit: bool = False
 
     # the one bound on a user message's length in characters, for the CLI, the Python API (the desk) and HTTP
-    max_message_chars: int = Field(default=4000, ge=1)
+    max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
 
     # logging
     log_user_text: bool = False

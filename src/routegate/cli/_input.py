@@ -8,11 +8,6 @@ from routegate.core.messages import check_message
 from routegate.settings import Settings
 
 
-def message_limit(settings: Settings) -> int:
-    """``ROUTEGATE_MAX_MESSAGE_CHARS``: the one bound on a user message's length."""
-    return settings.max_message_chars
-
-
 def checked(text: object, settings: Settings, *, from_bytes: bool = True) -> str:
     """``text`` if it is a valid message, else :class:`~routegate.core.messages.InvalidMessageError`.
 
@@ -21,4 +16,4 @@ def checked(text: object, settings: Settings, *, from_bytes: bool = True) -> str
     surrogates. ``from_bytes=False`` for text decoded from JSON (a ``--file`` line), where a lone surrogate was
     written as such.
     """
-    return check_message(text, max_chars=message_limit(settings), from_bytes=from_bytes)
+    return check_message(text, max_chars=settings.max_message_chars, from_bytes=from_bytes)

@@ -20,11 +20,6 @@ from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
 
 
-def max_message_chars(settings: Settings) -> int:
-    """``ROUTEGATE_MAX_MESSAGE_CHARS``: the one bound on a user message."""
-    return settings.max_message_chars
-
-
 def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     """The URL to use and, for the embedded default, the server handle to stop afterwards. Blocking."""
     if settings.database_url:
@@ -66,7 +61,7 @@ async def open_support_desk(
             enc = MemoEncoder(encoder or default_encoder())
             semantic = await asyncio.to_thread(FittedSemanticLayer.load_or_fit, enc, settings.data_dir)
             desk = SupportAgent(
-                db=db, encoder=enc, chat_model=model, semantic=semantic, max_message_chars=max_message_chars(settings)
+                db=db, encoder=enc, chat_model=model, semantic=semantic, max_message_chars=settings.max_message_chars
             )
             await desk.start()
             yield desk
