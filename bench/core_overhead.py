@@ -1,4 +1,4 @@
-"""Governed-loop overhead: routegate's RoutingAgent vs a plain-Python floor vs the seed's design done naively.
+"""Governed-loop overhead: routegate's RoutingAgent vs a plain-Python floor vs the same routing loop written naively.
 
 All three do the same work per request: a scripted router returns the billing route as a dict, a deterministic
 worker answers, a trivial finalizer formats the answer. The difference between routegate and the floor is what
@@ -38,7 +38,7 @@ def floor_run(goal: str) -> dict[str, Any]:
     return {"status": "ok", "answer": finalize_text(decision["target"], observation)}
 
 
-# -- the seed's design, reimplemented naively: dict checks, exceptions for stops, no types ---------------------------
+# -- the same routing loop, written naively: dict checks, exceptions for stops, no types ---------------------------
 class _Stop(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -163,7 +163,7 @@ def main() -> None:
     print(f"python {platform.python_version()} on {platform.machine()}, {args.runs} runs x {args.repeats}, best sample")
     rows = [
         ("plain-Python dispatch (floor)", floor),
-        ("seed design, naive (dicts, no types)", naive),
+        ("naive loop (dicts, no types)", naive),
         ("routegate arun, inline worker", governed_async),
         ("routegate run (sync), inline worker", governed_sync),
         ("routegate arun, sync worker on a thread", governed_thread),
