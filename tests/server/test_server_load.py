@@ -45,7 +45,9 @@ async def test_concurrent_sessions_keep_complete_ordered_unmixed_histories(
     start_real_server: Callable[..., ServerThread], pg_url: str
 ) -> None:
     server = start_real_server()
-    limits = httpx.Limits(max_connections=SESSIONS, max_keepalive_connections=SESSIONS)
+    # The client drops an idle connection before the server's keep-alive timeout (5 s) does: with both at 5 s
+    # (httpx's default) a request sent on a connection the server is closing at that instant fails with ReadError.
+    limits = httpx.Limits(max_connections=SESSIONS, max_keepalive_connections=SESSIONS, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as client:
 
         async def session(k: int) -> list[tuple[str, str]]:

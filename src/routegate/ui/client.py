@@ -64,7 +64,10 @@ class ChatClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        # Idle connections are dropped before the server's keep-alive timeout (5 s by default) can close one
+        # under a request being sent.
+        limits = httpx.Limits(keepalive_expiry=2.0)
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, limits=limits)
 
     def stream(self, message: str, *, session_id: str) -> Iterator[ServerEvent]:
         """The turn's events as they arrive; raises :class:`ChatClientError` before the first one on a 4xx/5xx."""
