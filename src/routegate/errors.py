@@ -1,12 +1,15 @@
-"""The exception tree: one root, two branches.
+"""The exception tree: one root, two branches of errors, and one control signal.
 
 * :class:`ConfigurationError` — misuse found while building something (a bad plan graph, an unknown route,
-  a worker without a schema, bad settings). Raised early, before anything runs.
+  a worker without a schema, a misused ``when`` predicate, bad settings). Raised early, before anything runs.
 * :class:`RuntimeFaultError` — a fault while running (a worker, an upstream service, storage).
+* :class:`RunStopError` — not an error: the one signal a component (a router, a worker, a finalizer, a Plan step)
+  may raise to end the run with a specific stop reason. The runtime turns it into data (the result's stop reason
+  and phase) and never re-raises it, so it sits outside the fault branch: ``except RuntimeFaultError`` does not
+  swallow it.
 
 Expected endings of a run (bad model output, budgets, loops, timeouts) are *not* exceptions: they are stop
-reasons on the returned result. :class:`RunStopError` is the one signal a component (a router, a worker, a
-finalizer) may raise to end the run with a specific stop reason; the runtime turns it into data.
+reasons on the returned result.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ class RuntimeFaultError(RoutegateError, RuntimeError):
     """A fault while running: a worker, an upstream service or storage failed."""
 
 
-class RunStopError(RuntimeFaultError):
+class RunStopError(RoutegateError):
     """Ends the current run with ``stop_reason``; the runtime reports it as data, never re-raises it.
 
     ``phase`` may be left ``None``: the runtime fills in the phase it was in.

@@ -244,7 +244,7 @@ async def test_astream_re_raises_what_escapes_the_run() -> None:
 
 async def test_the_gateway_computes_the_hash_when_not_given() -> None:
     from routegate.core import DelegationLedger, RouteIntent, args_hash
-    from routegate.core.gateway import Delegated
+    from routegate.core.gateway import WorkerCalled
 
     @worker(args=TicketArgs, inline=True)
     def echo(ticket: str) -> dict[str, Any]:
@@ -252,7 +252,7 @@ async def test_the_gateway_computes_the_hash_when_not_given() -> None:
 
     gateway = RouteGateway(allow={"echo"}, registry=[echo])
     outcome = await gateway.delegate(RouteIntent("echo", {"ticket": "t"}), DelegationLedger(max_delegations=1))
-    assert isinstance(outcome, Delegated)
+    assert isinstance(outcome, WorkerCalled)
     assert outcome.args_hash == args_hash({"ticket": "t"})
     assert outcome.value == {"status": "done", "result": "t"}
 

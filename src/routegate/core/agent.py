@@ -7,22 +7,19 @@ bad model output, bad input, budgets, loops or timeouts.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
 from typing import Any
-
-from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
+from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
+from routegate.core.context import RunContext, context_parameter
 from routegate.core.contracts import (
+    ABSENT,
     OBSERVATION_STATUSES,
     Budget,
     HistoryEntry,
@@ -31,10 +28,10 @@ from routegate.core.contracts import (
     RunResult,
     TraceEntry,
 )
-from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
-from routegate.core.gateway import DelegationLedger, DelegationStop, RouteGateway
-from routegate.core.hashing import args_hash
-from routegate.core.policy import RoutePolicy, RouteRejection
+from routegate.core.events import FinalEvent, RunEvent
+from routegate.core.gateway import RouteGateway
+from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
+from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
@@ -45,26 +42,14 @@ Emit = Callable[[RunEvent], None]
 MAX_GOAL_CHARS = 32_000
 
 
-def _as_mapping(value: object) -> dict[str, Any] | None:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, BaseModel):
-        return value.model_dump()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return None
-
-
 class _Run:
-    """Mutable state of one run; turns endings into :class:`RunResult` values."""
+    """One run's state beyond its :class:`RunContext`: the goal, phase, history and trace; ends as a result."""
 
-    __slots__ = ("context", "emit", "goal", "history", "phase", "run_id", "started", "trace")
+    __slots__ = ("ctx", "goal", "history", "phase", "started", "trace")
 
-    def __init__(self, goal: str, context: Mapping[str, Any], emit: Emit | None) -> None:
+    def __init__(self, goal: str, ctx: RunContext[Any]) -> None:
         self.goal = goal
-        self.context = context
-        self.emit = emit
-        self.run_id = os.urandom(8).hex()
+        self.ctx = ctx
         self.started = time.perf_counter()
         self.phase: sr.Phase = "route"
         self.history: list[HistoryEntry] = []
@@ -78,7 +63,7 @@ class _Run:
             status="stopped",
             stop_reason=stop_reason,
             phase=phase or self.phase,
-            run_id=self.run_id,
+            run_id=self.ctx.run_id,
             goal=self.goal,
             trace=tuple(self.trace),
             history=tuple(self.history),
@@ -94,6 +79,10 @@ class RoutingAgent:
     ``policy_allow`` is the allowlist the policy boundary applies to router decisions
     (``invalid_route:route_not_allowed:<t>``); ``execution_allow`` is the gateway's, applied again at
     execution (``route_denied:<t>``). Both default to the workers' names; anything else is denied.
+
+    Each route attempt is one :class:`~routegate.core.GovernedStep` (validate → delegate → check → trace). A
+    worker, the router or the finalizer that declares a :class:`~routegate.core.RunContext` parameter gets the
+    run's context (``deps=`` of :meth:`arun` is its ``deps``).
     """
 
     def __init__(
@@ -117,52 +106,44 @@ class RoutingAgent:
         self.gateway = RouteGateway(allow=names if execution_allow is None else execution_allow, registry=workers)
         allowed = frozenset(names if policy_allow is None else policy_allow)
         self.policy = RoutePolicy(allowed, {w.name: w.schema for w in workers})
+        self.step = GovernedStep(self.policy, self.gateway)
         self.catalog = tuple(
             RouteSpec(w.name, w.description, w.schema.model_json_schema()) for w in workers if w.name in allowed
         )
+        self._router_ctx = context_parameter(router.decide)
+        self._finalizer_ctx = context_parameter(self.finalizer.finalize)
 
     # -- public API ------------------------------------------------------------------------------------------
-    async def arun(self, goal: str, *, context: Mapping[str, Any] | None = None) -> RunResult:
+    async def arun(self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None) -> RunResult:
         """Run one request to its end and return how it ended."""
-        return await self._execute(goal, context or {}, None)
+        return await self._execute(goal, context or {}, deps, None)
 
-    def run(self, goal: str, *, context: Mapping[str, Any] | None = None) -> RunResult:
+    def run(self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None) -> RunResult:
         """Synchronous :meth:`arun` (not from inside a running event loop)."""
-        return run_sync(self.arun(goal, context=context), what="run")
+        return run_sync(self._execute(goal, context or {}, deps, None), what="run")
 
-    async def astream(self, goal: str, *, context: Mapping[str, Any] | None = None) -> AsyncIterator[RunEvent]:
-        """Run one request, yielding its events as they happen; the last one is a :class:`FinalEvent`."""
-        queue: asyncio.Queue[RunEvent | BaseException] = asyncio.Queue()
+    def iter(self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None) -> AsyncIterator[RunEvent]:
+        """Run one request, yielding its events as they happen; the last one is a :class:`FinalEvent`.
 
-        async def produce() -> None:
-            try:
-                await self._execute(goal, context or {}, queue.put_nowait)
-            except BaseException as exc:  # surfaced to the consumer below, then re-raised here
-                queue.put_nowait(exc)
-                raise
+        Closing the iterator early cancels the run.
+        """
+        given = context or {}
+        return stream_events(lambda emit: self._execute(goal, given, deps, emit), _is_final)
 
-        task = asyncio.create_task(produce())
-        try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-                if isinstance(item, FinalEvent):
-                    return
-        finally:
-            if not task.done():
-                task.cancel()
-            with suppress(BaseException):
-                await task
+    def astream(
+        self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None
+    ) -> AsyncIterator[RunEvent]:
+        """The same as :meth:`iter` (the name the server and earlier releases use)."""
+        return self.iter(goal, context=context, deps=deps)
 
     # -- the loop --------------------------------------------------------------------------------------------
-    async def _execute(self, goal: str, context: Mapping[str, Any], emit: Emit | None) -> RunResult:
-        run = _Run(goal if isinstance(goal, str) else "", context, emit)
+    async def _execute(self, goal: str, context: Mapping[str, Any], deps: Any, emit: Emit | None) -> RunResult:
+        ctx = RunContext.start(deps, self.budget, emit=emit)
+        run = _Run(goal if isinstance(goal, str) else "", ctx)
         deadline = Deadline(self.budget.max_seconds)
         try:
             async with deadline:
-                result = await self._loop(run, goal)
+                result = await self._loop(run, goal, context)
         except TimeoutError:
             if not deadline.expired:
                 raise
@@ -182,22 +163,18 @@ class RoutingAgent:
             emit(FinalEvent(result))
         return result
 
-    async def _loop(self, run: _Run, goal: object) -> RunResult:
+    async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> RunResult:
         if not isinstance(goal, str) or not goal.strip():
             return run.stop("invalid_goal:empty", "the request is empty: send a non-blank text")
         if len(goal) > MAX_GOAL_CHARS:
             return run.stop("invalid_goal:too_long", f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}")
         budget = self.budget
-        ledger = DelegationLedger(budget.max_delegations)
-        history, trace, emit = run.history, run.trace, run.emit
+        history, trace, ctx = run.history, run.trace, run.ctx
         for attempt in range(1, budget.max_route_attempts + 1):
-            attempt_started = time.perf_counter()
             previous = history[-1] if history else None
-            previous_target = previous.route.target if previous else None
-            previous_status = previous.status if previous else None
             forbidden = (
-                frozenset({previous_target})
-                if previous_status == "needs_reroute" and previous_target is not None
+                frozenset({previous.route.target})
+                if previous is not None and previous.status == "needs_reroute"
                 else frozenset()
             )
             run.phase = "route"
@@ -208,116 +185,66 @@ class RoutingAgent:
                 forbidden_targets=forbidden,
                 attempt=attempt,
                 budget=budget,
-                context=run.context,
+                context=context,
             )
             try:
-                answered: object = await self.router.decide(request)
+                if self._router_ctx is None:
+                    answered: object = await self.router.decide(request)
+                else:
+                    answered = await self.router.decide(request, **{self._router_ctx: ctx})
             except RunStopError as stop:
-                return run.stop(stop.stop_reason, stop.message, phase=_phase(stop.phase))
+                return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase))
             except Exception as exc:
                 logger.warning("router %s raised %s", type(self.router).__name__, type(exc).__name__, exc_info=True)
                 return run.stop(sr.router_error(exc), f"the router raised {type(exc).__name__} (details in the log)")
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
-            verdict = self.policy.validate(
-                decision.raw, previous_target=previous_target, previous_status=previous_status
-            )
-            if isinstance(verdict, RouteRejection):
-                if emit is not None:
-                    emit(DecisionEvent(attempt, decision, None, verdict.stop_reason))
-                trace.append(
-                    _trace(
-                        attempt,
-                        None,
-                        attempt_started,
-                        decision,
-                        ok=False,
-                        phase="route",
-                        stop=verdict.stop_reason,
-                    )
-                )
-                return run.stop(verdict.stop_reason, verdict.message, raw_route=decision.raw)
-            if emit is not None:
-                emit(DecisionEvent(attempt, decision, verdict))
-
+            step = self.step
+            started = time.perf_counter()
+            verdict = step.validate(decision, ctx, attempt=attempt, previous=previous, started=started)
+            if isinstance(verdict, Stopped):
+                trace.append(verdict.trace)
+                outcome = verdict.outcome
+                return run.stop(outcome.stop_reason, outcome.message, raw_route=decision.raw)
             run.phase = "delegate"
-            target = verdict.target
-            digest = args_hash(verdict.args)
-            if emit is not None:
-                emit(DelegationEvent(attempt, target, digest))
-            try:
-                outcome = await self.gateway.delegate(verdict, ledger, digest=digest)
-            except RunStopError as stop:
-                trace.append(
-                    _trace(
-                        attempt,
-                        target,
-                        attempt_started,
-                        decision,
-                        ok=False,
-                        digest=digest,
-                        stop=stop.stop_reason,
-                    )
-                )
-                return run.stop(stop.stop_reason, stop.message, phase=_phase(stop.phase), route=verdict)
-            if isinstance(outcome, DelegationStop):
-                trace.append(
-                    _trace(
-                        attempt,
-                        target,
-                        attempt_started,
-                        decision,
-                        ok=False,
-                        digest=digest,
-                        stop=outcome.stop_reason,
-                    )
-                )
-                return run.stop(outcome.stop_reason, outcome.message, route=verdict)
-            value = outcome.value
-            if emit is not None:
-                emit(ObservationEvent(attempt, target, value))
-            observation = _as_mapping(value)
-            status = observation.get("status") if observation is not None else None
-            if observation is not None:
-                history.append(HistoryEntry(attempt, verdict, observation))
-            domain = observation.get("domain") if observation is not None else None
-            trace.append(
-                _trace(
-                    attempt,
-                    target,
-                    attempt_started,
-                    decision,
-                    ok=True,
-                    digest=digest,
-                    status=status if isinstance(status, str) else None,
-                    domain=domain if isinstance(domain, str) else None,
-                )
-            )
-            if status == "needs_reroute":
-                continue
-            if status != "done":
+            done = await step.delegate(verdict, ctx, attempt=attempt, decision=decision, started=started)
+            trace.append(done.trace)
+            if isinstance(done, Stopped):
+                outcome = done.outcome
+                if done.value is ABSENT:
+                    return run.stop(outcome.stop_reason, outcome.message, phase=outcome.phase, route=verdict)
+                entry = as_mapping(done.value)
+                if entry is not None:
+                    history.append(HistoryEntry(attempt, verdict, entry))
                 return run.stop(
-                    sr.ROUTE_BAD_OBSERVATION,
-                    f"worker {target!r} returned status {status!r}; expected one of {list(OBSERVATION_STATUSES)}",
+                    outcome.stop_reason,
+                    outcome.message,
                     route=verdict,
                     expected_statuses=OBSERVATION_STATUSES,
-                    received_status=status,
-                    bad_observation=value,
+                    received_status=done.status,
+                    bad_observation=done.value,
                 )
-            return await self._finalize(run, goal, verdict)
+            assert done.observation is not None  # the status check accepts mappings only
+            history.append(HistoryEntry(attempt, verdict, done.observation))
+            if done.status == "needs_reroute":
+                continue
+            return await self._finalize(run, goal, verdict, context)
         return run.stop(
             sr.MAX_ROUTE_ATTEMPTS,
             f"max_route_attempts={budget.max_route_attempts} used up without a 'done' observation",
             phase="route",
         )
 
-    async def _finalize(self, run: _Run, goal: str, route: RouteIntent) -> RunResult:
+    async def _finalize(self, run: _Run, goal: str, route: RouteIntent, context: Mapping[str, Any]) -> RunResult:
         run.phase = "finalize"
-        request = FinalizeRequest(goal, route.target, tuple(run.history), run.context)
+        request = FinalizeRequest(goal, route.target, tuple(run.history), context)
         try:
-            answer: object = await self.finalizer.finalize(request)
+            if self._finalizer_ctx is None:
+                answer: object = await self.finalizer.finalize(request)
+            else:
+                answer = await self.finalizer.finalize(request, **{self._finalizer_ctx: run.ctx})
         except RunStopError as stop:
-            return run.stop(stop.stop_reason, stop.message, phase=_phase(stop.phase), route=route)
+            return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)
         except Exception as exc:
             logger.warning("finalizer raised %s", type(exc).__name__, exc_info=True)
             return run.stop(
@@ -333,7 +260,7 @@ class RoutingAgent:
             status="ok",
             stop_reason=sr.SUCCESS,
             phase=None,
-            run_id=run.run_id,
+            run_id=run.ctx.run_id,
             goal=run.goal,
             selected_route=route.target,
             answer=answer.strip(),
@@ -345,39 +272,8 @@ class RoutingAgent:
         )
 
 
-def _phase(value: str | None) -> sr.Phase | None:
-    if value in ("route", "delegate", "finalize"):
-        return value  # type: ignore[return-value]  # narrowed by the membership test
-    return None
-
-
-def _trace(
-    attempt: int,
-    target: str | None,
-    started: float,
-    decision: RouteDecision,
-    *,
-    ok: bool,
-    phase: sr.Phase = "delegate",
-    digest: str | None = None,
-    stop: str | None = None,
-    status: str | None = None,
-    domain: str | None = None,
-) -> TraceEntry:
-    return TraceEntry(
-        attempt=attempt,
-        target=target,
-        ok=ok,
-        phase=phase,
-        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 3),
-        args_hash=digest,
-        stop_reason=stop,
-        observation_status=status,
-        domain=domain,
-        decided_by=decision.decided_by or None,
-        scores=decision.scores,
-        why=decision.why or None,
-    )
+def _is_final(event: RunEvent) -> bool:
+    return isinstance(event, FinalEvent)
 
 
 __all__ = ["RoutingAgent"]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from routegate.core.outcome import Outcome
 from routegate.core.stop_reasons import SUCCESS, Phase
 from routegate.errors import ConfigurationError
 
@@ -78,14 +79,19 @@ def _jsonable(value: object, depth: int) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Run budgets. ``max_seconds`` is a real deadline: a slow router, worker or finalizer is cut off."""
+    """Run budgets. ``max_seconds`` is a real deadline: a slow router, worker, finalizer or step is cut off.
+
+    ``max_route_attempts`` and ``max_delegations`` bound a routing run; ``max_iterations`` bounds the steps one
+    Plan run may execute (a parallel band counts once). Each one used up is the stop reason of the same name.
+    """
 
     max_route_attempts: int = 3
     max_delegations: int = 3
     max_seconds: float = 60.0
+    max_iterations: int = 100
 
     def __post_init__(self) -> None:
-        for name in ("max_route_attempts", "max_delegations"):
+        for name in ("max_route_attempts", "max_delegations", "max_iterations"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"Budget.{name} must be an integer >= 1, got {value!r}")
@@ -119,6 +125,15 @@ class ArgLimits:
                 raise ConfigurationError(f"ArgLimits.{name} must be an integer >= 1, got {value!r}")
         if self.max_int_digits > 4_000:
             raise ConfigurationError(f"ArgLimits.max_int_digits must be at most 4000, got {self.max_int_digits}")
+
+
+@dataclass(slots=True)
+class DelegationLedger:
+    """One run's delegation state: delegations made and the ``target:args_hash`` signatures seen."""
+
+    max_delegations: int
+    delegations: int = 0
+    seen: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +235,11 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended, in the form every runtime's result shares."""
+        return Outcome.stopped(self.stop_reason, self.phase, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

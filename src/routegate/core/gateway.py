@@ -13,24 +13,17 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from routegate.core import stop_reasons as sr
-from routegate.core.contracts import RouteIntent
+from routegate.core.context import RunContext
+from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.core.hashing import args_hash
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class DelegationLedger:
-    """One run's delegation state."""
-
-    max_delegations: int
-    delegations: int = 0
-    seen: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +35,7 @@ class DelegationStop:
 
 
 @dataclass(frozen=True, slots=True)
-class Delegated:
+class WorkerCalled:
     """The worker ran; ``value`` is what it returned (still to be checked against the observation contract)."""
 
     value: object
@@ -74,9 +67,15 @@ class RouteGateway:
         return self._registry
 
     async def delegate(
-        self, intent: RouteIntent, ledger: DelegationLedger, *, digest: str | None = None
-    ) -> Delegated | DelegationStop:
-        """Check the guards and call the worker. ``digest`` is ``args_hash(intent.args)`` if already known."""
+        self,
+        intent: RouteIntent,
+        ledger: DelegationLedger,
+        *,
+        digest: str | None = None,
+        ctx: RunContext[Any] | None = None,
+    ) -> WorkerCalled | DelegationStop:
+        """Check the guards and call the worker. ``digest`` is ``args_hash(intent.args)`` if already known;
+        ``ctx`` goes to a worker that declares a :class:`~routegate.core.RunContext` parameter."""
         target, args = intent.target, intent.args
         ledger.delegations += 1
         if ledger.delegations > ledger.max_delegations:
@@ -99,7 +98,7 @@ class RouteGateway:
         if mismatch is not None:
             return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
         try:
-            value = found.invoke(args)
+            value = found.invoke(args, ctx)
             if inspect.isawaitable(value):
                 value = await value
         except RunStopError:
@@ -109,4 +108,4 @@ class RouteGateway:
             return DelegationStop(
                 sr.route_error(target), f"worker {target!r} raised {type(exc).__name__} (details in the log)"
             )
-        return Delegated(value, digest)
+        return WorkerCalled(value, digest)

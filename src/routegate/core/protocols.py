@@ -11,7 +11,12 @@ from routegate.core.contracts import Budget, HistoryEntry, RouteSpec, jsonable
 
 @dataclass(slots=True)
 class RouteRequest:
-    """What a router sees when it decides: the goal, the catalogue of allowed routes and the run so far."""
+    """What a router sees when it decides: the goal, the catalogue of allowed routes and the run so far.
+
+    ``conversation`` holds the earlier user messages of a conversation (oldest first) and ``previous_route`` the
+    route of the previous turn, for routers that resolve follow-ups ("and the other one?"); a single-shot run
+    leaves them empty. ``context`` is the caller's own data, passed through untouched.
+    """
 
     goal: str
     catalog: tuple[RouteSpec, ...]
@@ -20,6 +25,8 @@ class RouteRequest:
     attempt: int = 1
     budget: Budget = field(default_factory=Budget)
     context: Mapping[str, Any] = field(default_factory=dict)
+    conversation: tuple[str, ...] = ()
+    previous_route: str | None = None
 
     @property
     def remaining_attempts(self) -> int:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-Phase = Literal["route", "delegate", "finalize"]
+Phase = Literal["route", "delegate", "finalize", "step"]
+"""Where a run was when it stopped: routing, delegating, finalizing, or (a Plan) running a step."""
 
 SUCCESS: Final = "success"
 MAX_ROUTE_ATTEMPTS: Final = "max_route_attempts"
 MAX_DELEGATIONS: Final = "max_delegations"
 MAX_SECONDS: Final = "max_seconds"
+MAX_ITERATIONS: Final = "max_iterations"
 LLM_TIMEOUT: Final = "llm_timeout"
 LLM_EMPTY: Final = "llm_empty"
 ROUTE_BAD_OBSERVATION: Final = "route_bad_observation"

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
+from routegate.core.context import RunContext, context_parameter
 from routegate.errors import ConfigurationError
 
 FnT = TypeVar("FnT", bound=Callable[..., Any])
@@ -51,11 +52,13 @@ class _Signature:
     var_keyword: bool
 
     @classmethod
-    def of(cls, fn: Callable[..., Any]) -> _Signature:
+    def of(cls, fn: Callable[..., Any], context: str | None = None) -> _Signature:
         accepted: set[str] = set()
         required: set[str] = set()
         var_keyword = False
         for param in inspect.signature(fn).parameters.values():
+            if param.name == context:
+                continue  # the run context is passed by the runtime, never by a route
             if param.kind is param.VAR_KEYWORD:
                 var_keyword = True
             elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
@@ -77,11 +80,11 @@ class _Signature:
         return None
 
 
-def _schema_from_signature(name: str, fn: Callable[..., Any]) -> type[BaseModel]:
+def _schema_from_signature(name: str, fn: Callable[..., Any], context: str | None) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     hints = inspect.get_annotations(fn, eval_str=True)
     for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name == context:
             continue
         if param.kind is param.POSITIONAL_ONLY:
             raise ConfigurationError(f"worker {name!r}: positional-only parameter {param.name!r} cannot be routed")
@@ -94,7 +97,11 @@ def _schema_from_signature(name: str, fn: Callable[..., Any]) -> type[BaseModel]
 
 @dataclass(frozen=True, slots=True)
 class Worker:
-    """A named executor with a declared argument schema."""
+    """A named executor with a declared argument schema.
+
+    A parameter annotated :class:`~routegate.core.RunContext` receives the run's context; it is not part of the
+    argument schema, so no route can set it.
+    """
 
     name: str
     fn: Callable[..., Any]
@@ -102,6 +109,7 @@ class Worker:
     args_model: type[BaseModel] | None = None
     inline: bool = False
     is_async: bool = field(init=False)
+    context_param: str | None = field(init=False, repr=False)
     _signature: _Signature = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -109,12 +117,14 @@ class Worker:
             raise ConfigurationError(f"worker name must be a non-blank string without outer spaces: {self.name!r}")
         if not callable(self.fn):
             raise ConfigurationError(f"worker {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
-        model = self.args_model or _schema_from_signature(self.name, self.fn)
+        context = context_parameter(self.fn)
+        object.__setattr__(self, "context_param", context)
+        model = self.args_model or _schema_from_signature(self.name, self.fn, context)
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigurationError(f"worker {self.name!r}: args_model must be a pydantic model class")
         object.__setattr__(self, "args_model", model)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
-        object.__setattr__(self, "_signature", _Signature.of(self.fn))
+        object.__setattr__(self, "_signature", _Signature.of(self.fn, context))
         if not self.description:
             doc = inspect.getdoc(self.fn) or ""
             object.__setattr__(self, "description", doc.split("\n\n")[0].replace("\n", " "))
@@ -128,8 +138,13 @@ class Worker:
         """Why these arguments do not fit the callable's signature (``route_bad_args``), else ``None``."""
         return self._signature.mismatch(args)
 
-    def invoke(self, args: Mapping[str, Any]) -> Awaitable[Any] | Any:
-        """Call the worker; returns an awaitable for async and threaded workers, the value for inline ones."""
+    def invoke(self, args: Mapping[str, Any], ctx: RunContext[Any] | None = None) -> Awaitable[Any] | Any:
+        """Call the worker; returns an awaitable for async and threaded workers, the value for inline ones.
+
+        ``ctx`` goes to the worker's :class:`~routegate.core.RunContext` parameter, if it declares one.
+        """
+        if self.context_param is not None:
+            args = {**args, self.context_param: ctx}
         if self.is_async:
             return self.fn(**args)
         if self.inline:

@@ -34,8 +34,8 @@ from pydantic import BaseModel
 
 from routegate.core import run_sync
 from routegate.core import stop_reasons as sr
-from routegate.core.contracts import ArgLimits, Budget, RouteIntent, jsonable
-from routegate.core.gateway import DelegationLedger, DelegationStop, RouteGateway
+from routegate.core.contracts import ArgLimits, Budget, DelegationLedger, RouteIntent, jsonable
+from routegate.core.gateway import DelegationStop, RouteGateway
 from routegate.core.hashing import args_hash
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.workers import Worker

@@ -1,0 +1,98 @@
+"""``RunContext``: what one run hands to the parts that ask for it.
+
+A worker, router, finalizer or Plan step that declares a parameter annotated ``RunContext`` (or
+``RunContext[MyDeps]``) receives the run's context there; the parameter is never part of its argument schema, so a
+router cannot set it and a model never sees it. The context holds:
+
+* ``deps`` — the caller's own dependencies (typed: ``RunContext[MyDeps]``), passed as ``arun(..., deps=...)``;
+* ``run_id`` — the run's id, as in its result and its log lines;
+* ``deadline`` — when the run's ``Budget.max_seconds`` runs out, on the ``time.monotonic()`` clock
+  (:meth:`remaining` is the time left);
+* ``ledger`` — the run's :class:`~routegate.core.DelegationLedger` (delegations made, signatures seen);
+* ``emit`` — where the run's events go (``None`` when nobody listens; :meth:`send` is a no-op then).
+
+This replaces hidden channels (context variables, magic keys in a mapping): what a part needs from the run, it
+declares.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
+
+from routegate.core.contracts import Budget, DelegationLedger
+
+DepsT = TypeVar("DepsT", default=None)
+
+
+def new_run_id() -> str:
+    return os.urandom(8).hex()
+
+
+@dataclass(slots=True, eq=False)
+class RunContext(Generic[DepsT]):
+    """One run's context (see the module docstring)."""
+
+    deps: DepsT
+    run_id: str = field(default_factory=new_run_id)
+    deadline: float = math.inf
+    ledger: DelegationLedger = field(default_factory=lambda: DelegationLedger(3))
+    emit: Callable[[Any], None] | None = None
+
+    @classmethod
+    def start(
+        cls,
+        deps: DepsT,
+        budget: Budget,
+        *,
+        emit: Callable[[Any], None] | None = None,
+        run_id: str | None = None,
+    ) -> RunContext[DepsT]:
+        """The context of a run starting now under ``budget`` (its deadline and delegation ledger)."""
+        return cls(
+            deps,
+            run_id or new_run_id(),
+            time.monotonic() + budget.max_seconds,
+            DelegationLedger(budget.max_delegations),
+            emit,
+        )
+
+    def remaining(self) -> float:
+        """Seconds left before the run's deadline (``inf`` without one; negative once it passed)."""
+        return self.deadline - time.monotonic()
+
+    def send(self, event: object) -> None:
+        """Hand ``event`` to the run's listener, if any."""
+        if self.emit is not None:
+            self.emit(event)
+
+
+def context_parameter(fn: Callable[..., Any]) -> str | None:
+    """The name of ``fn``'s parameter annotated ``RunContext`` (or ``RunContext[...]``), if it has one."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: fall back to the annotation's text
+        hints = {}
+    for param in parameters.values():
+        annotation = hints.get(param.name, param.annotation)
+        if is_context_annotation(annotation):
+            return param.name
+    return None
+
+
+def is_context_annotation(annotation: object) -> bool:
+    if annotation is RunContext or typing.get_origin(annotation) is RunContext:
+        return True
+    return isinstance(annotation, str) and annotation.split("[", 1)[0].strip().rsplit(".", 1)[-1] == "RunContext"

@@ -1,0 +1,261 @@
+"""The governed step: the one place a decision becomes an executed, checked, traced delegation.
+
+Every runtime that lets something untrusted choose what runs goes through :class:`GovernedStep`: the routing
+agent for each route attempt, the support desk for its tool call, the technique dispatcher for each part of an
+output. One step is:
+
+1. **validate** the decision against the :class:`~routegate.core.RoutePolicy` (``invalid_route:*``);
+2. **delegate** the validated intent through the :class:`~routegate.core.RouteGateway`, under the run's
+   :class:`~routegate.core.DelegationLedger` (``max_delegations``, ``route_denied``, ``route_missing``,
+   ``loop_detected``, ``route_bad_args``, ``route_error``), handing the worker the run's
+   :class:`~routegate.core.RunContext` if it asks for one;
+3. **check the observation** against the step's contract (by default: a mapping whose ``status`` is one of the
+   accepted statuses; ``route_bad_observation`` otherwise);
+4. write **one** :class:`~routegate.core.TraceEntry`.
+
+It returns :class:`Delegated` or :class:`Stopped` and never raises for anything the decision, the arguments or the
+worker hold (a worker's :class:`~routegate.errors.RunStopError` is a stop too). The run's deadline is the caller's
+:class:`~routegate.core.Deadline` around the whole run, so one clock bounds every step.
+
+A runtime that validates and delegates at different moments (the desk validates when its router step runs and
+delegates in its tool step; the dispatcher validates every part before it runs the first) calls
+:meth:`GovernedStep.validate` and :meth:`GovernedStep.delegate` separately; :meth:`GovernedStep.run` is both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from routegate.core import stop_reasons as sr
+from routegate.core.context import RunContext
+from routegate.core.contracts import ABSENT, OBSERVATION_STATUSES, HistoryEntry, RouteIntent, TraceEntry
+from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
+from routegate.core.gateway import DelegationStop, RouteGateway
+from routegate.core.hashing import args_hash
+from routegate.core.outcome import Outcome
+from routegate.core.policy import RoutePolicy, RouteRejection
+from routegate.core.protocols import RouteDecision
+from routegate.errors import RunStopError
+
+ObservationCheck = Callable[[object], "tuple[str, str] | None"]
+"""Checks what a worker returned: ``None`` to accept it, ``(stop_reason, message)`` to stop the run."""
+
+_perf = time.perf_counter
+
+
+@dataclass(frozen=True, slots=True)
+class Delegated:
+    """The worker ran and its observation passed the check.
+
+    ``observation`` is the value as a mapping (a dict, a pydantic model or a dataclass), ``None`` when it is none
+    of those; ``status`` is its ``status`` field when that is a string.
+    """
+
+    intent: RouteIntent
+    value: object
+    observation: Mapping[str, Any] | None
+    status: str | None
+    trace: TraceEntry
+
+    @property
+    def history(self) -> HistoryEntry | None:
+        """The run-history entry of this delegation (``None`` when the observation is not a mapping)."""
+        if self.observation is None:
+            return None
+        return HistoryEntry(self.trace.attempt, self.intent, self.observation)
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """The step ended the run: why (``outcome``), its trace entry, and what the result should show.
+
+    ``intent`` is the validated route when the policy accepted it; ``raw`` the refused decision when it did not;
+    ``value`` and ``status`` what the worker returned when its observation failed the check.
+    """
+
+    outcome: Outcome
+    trace: TraceEntry
+    intent: RouteIntent | None = None
+    raw: object = ABSENT
+    value: object = ABSENT
+    status: object = ABSENT
+
+    @property
+    def stop_reason(self) -> str:
+        return self.outcome.stop_reason
+
+
+def as_mapping(value: object) -> dict[str, Any] | None:
+    """``value`` as a plain dict when it is a mapping, a pydantic model or a dataclass instance; else ``None``."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return None
+
+
+def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> ObservationCheck:
+    """The observation contract: a mapping whose ``status`` is one of ``statuses``."""
+    accepted = frozenset(statuses)
+    expected = list(statuses)
+
+    def check(value: object) -> tuple[str, str] | None:
+        status = value.get("status") if isinstance(value, Mapping) else None
+        if status in accepted:
+            return None
+        return sr.ROUTE_BAD_OBSERVATION, f"returned status {status!r}; expected one of {expected}"
+
+    return check
+
+
+class GovernedStep:
+    """Validate → delegate → check → trace, for one policy and one gateway (shareable across runs)."""
+
+    __slots__ = ("check", "gateway", "policy", "statuses")
+
+    def __init__(
+        self,
+        policy: RoutePolicy,
+        gateway: RouteGateway,
+        *,
+        statuses: tuple[str, ...] = OBSERVATION_STATUSES,
+        check: ObservationCheck | None = None,
+    ) -> None:
+        self.policy = policy
+        self.gateway = gateway
+        self.statuses = statuses
+        self.check = check or status_check(statuses)
+
+    def validate(
+        self,
+        decision: RouteDecision,
+        ctx: RunContext[Any],
+        *,
+        attempt: int = 1,
+        previous: HistoryEntry | None = None,
+        started: float | None = None,
+    ) -> RouteIntent | Stopped:
+        """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route``."""
+        t0 = _perf() if started is None else started
+        previous_target = previous.route.target if previous is not None else None
+        previous_status = previous.status if previous is not None else None
+        verdict = self.policy.validate(decision.raw, previous_target=previous_target, previous_status=previous_status)
+        if isinstance(verdict, RouteRejection):
+            ctx.send(DecisionEvent(attempt, decision, None, verdict.stop_reason))
+            entry = _entry(attempt, None, t0, decision, "route", None, verdict.stop_reason)
+            return Stopped(Outcome(False, verdict.stop_reason, "route", verdict.message), entry, raw=decision.raw)
+        ctx.send(DecisionEvent(attempt, decision, verdict))
+        return verdict
+
+    async def delegate(
+        self,
+        intent: RouteIntent,
+        ctx: RunContext[Any],
+        *,
+        attempt: int = 1,
+        decision: RouteDecision | None = None,
+        digest: str | None = None,
+        started: float | None = None,
+    ) -> Delegated | Stopped:
+        """Run a validated ``intent`` through the gateway under ``ctx``'s ledger and check what comes back."""
+        t0 = _perf() if started is None else started
+        decision = decision or _NO_DECISION
+        target = intent.target
+        if digest is None:
+            digest = args_hash(intent.args)
+        ctx.send(DelegationEvent(attempt, target, digest))
+        try:
+            done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+        except RunStopError as stop:
+            entry = _entry(attempt, target, t0, decision, "delegate", digest, stop.stop_reason)
+            phase = phase_of(stop.phase) or "delegate"
+            return Stopped(Outcome(False, stop.stop_reason, phase, stop.message), entry, intent)
+        if isinstance(done, DelegationStop):
+            entry = _entry(attempt, target, t0, decision, "delegate", digest, done.stop_reason)
+            return Stopped(Outcome(False, done.stop_reason, "delegate", done.message), entry, intent)
+        value = done.value
+        ctx.send(ObservationEvent(attempt, target, value))
+        observation = as_mapping(value)
+        status = observation.get("status") if observation is not None else None
+        domain = observation.get("domain") if observation is not None else None
+        refusal = self.check(observation if observation is not None else value)
+        entry = _entry(
+            attempt,
+            target,
+            t0,
+            decision,
+            "delegate",
+            digest,
+            None,
+            status if isinstance(status, str) else None,
+            domain if isinstance(domain, str) else None,
+            ok=refusal is None,
+        )
+        if refusal is not None:
+            stop_reason, message = refusal
+            entry.stop_reason = stop_reason
+            outcome = Outcome(False, stop_reason, "delegate", f"worker {target!r} {message}")
+            return Stopped(outcome, entry, intent, value=value, status=status)
+        return Delegated(intent, value, observation, status if isinstance(status, str) else None, entry)
+
+    async def run(
+        self,
+        decision: RouteDecision,
+        ctx: RunContext[Any],
+        *,
+        attempt: int = 1,
+        previous: HistoryEntry | None = None,
+    ) -> Delegated | Stopped:
+        """:meth:`validate` then :meth:`delegate`: one governed step from a router's decision."""
+        started = _perf()
+        verdict = self.validate(decision, ctx, attempt=attempt, previous=previous, started=started)
+        if isinstance(verdict, Stopped):
+            return verdict
+        return await self.delegate(verdict, ctx, attempt=attempt, decision=decision, started=started)
+
+
+_NO_DECISION = RouteDecision(raw=None)
+
+
+def phase_of(value: str | None) -> sr.Phase | None:
+    """``value`` when it names a phase (a :class:`RunStopError` may carry any text), else ``None``."""
+    if value in ("route", "delegate", "finalize", "step"):
+        return value  # type: ignore[return-value]  # narrowed by the membership test
+    return None
+
+
+def _entry(
+    attempt: int,
+    target: str | None,
+    started: float,
+    decision: RouteDecision,
+    phase: sr.Phase,
+    digest: str | None,
+    stop: str | None,
+    status: str | None = None,
+    domain: str | None = None,
+    *,
+    ok: bool = False,
+) -> TraceEntry:
+    return TraceEntry(
+        attempt=attempt,
+        target=target,
+        ok=ok,
+        phase=phase,
+        elapsed_ms=round((_perf() - started) * 1000.0, 3),
+        args_hash=digest,
+        stop_reason=stop,
+        observation_status=status,
+        domain=domain,
+        decided_by=decision.decided_by or None,
+        scores=decision.scores,
+        why=decision.why or None,
+    )
