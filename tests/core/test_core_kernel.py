@@ -312,3 +312,60 @@ async def test_a_stream_surfaces_the_runs_exception() -> None:
 def test_the_stop_signal_is_outside_the_fault_branch() -> None:
     assert issubclass(RunStopError, RoutegateError)
     assert not issubclass(RunStopError, RuntimeFaultError)
+
+
+# -- the sync bridge ---------------------------------------------------------------------------------------------
+def test_run_sync_runs_what_suspends_and_what_does_not() -> None:
+    from routegate.core._sync import run_sync
+
+    async def instant() -> int:
+        return 1
+
+    async def suspends() -> int:
+        await asyncio.sleep(0)
+        await asyncio.to_thread(lambda: None)
+        return 2
+
+    async def loop_state() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        return loop.is_running(), asyncio.current_task() is not None
+
+    assert run_sync(instant()) == 1
+    assert run_sync(suspends()) == 2
+    assert run_sync(loop_state()) == (True, True)
+
+
+def test_ctrl_c_inside_run_sync_cancels_the_run_before_it_propagates() -> None:
+    from routegate.core._sync import run_sync
+
+    unwound: list[str] = []
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    async def waits_forever() -> None:
+        asyncio.get_running_loop().call_soon(interrupt)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            unwound.append("finally ran")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sync(waits_forever())
+    assert unwound == ["finally ran"]
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()  # the thread is left with no running loop
+
+
+def test_run_sync_refuses_inside_a_running_loop() -> None:
+    from routegate.core._sync import run_sync
+    from routegate.errors import ConfigurationError
+
+    async def outer() -> None:
+        async def inner() -> None:
+            return None
+
+        with pytest.raises(ConfigurationError, match="running event loop"):
+            run_sync(inner(), what="run")
+
+    asyncio.run(outer())

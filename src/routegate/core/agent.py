@@ -8,6 +8,7 @@ bad model output, bad input, budgets, loops or timeouts.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from routegate.core.contracts import (
     ABSENT,
     OBSERVATION_STATUSES,
     Budget,
+    DelegationLedger,
     HistoryEntry,
     RouteIntent,
     RouteSpec,
@@ -138,7 +140,15 @@ class RoutingAgent:
 
     # -- the loop --------------------------------------------------------------------------------------------
     async def _execute(self, goal: str, context: Mapping[str, Any], deps: Any, emit: Emit | None) -> RunResult:
-        ctx = RunContext.start(deps, self.budget, emit=emit)
+        budget = self.budget
+        # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
+        ctx = RunContext(
+            deps,
+            os.urandom(8).hex(),
+            time.monotonic() + budget.max_seconds,
+            DelegationLedger(budget.max_delegations),
+            emit,
+        )
         run = _Run(goal if isinstance(goal, str) else "", ctx)
         deadline = Deadline(self.budget.max_seconds)
         try:
@@ -201,13 +211,13 @@ class RoutingAgent:
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
             step = self.step
             started = time.perf_counter()
-            verdict = step.validate(decision, ctx, attempt=attempt, previous=previous, started=started)
+            verdict = step.validate(decision, ctx, attempt, previous, started)
             if isinstance(verdict, Stopped):
                 trace.append(verdict.trace)
                 outcome = verdict.outcome
                 return run.stop(outcome.stop_reason, outcome.message, raw_route=decision.raw)
             run.phase = "delegate"
-            done = await step.delegate(verdict, ctx, attempt=attempt, decision=decision, started=started)
+            done = await step.delegate(verdict, ctx, attempt, decision, started)
             trace.append(done.trace)
             if isinstance(done, Stopped):
                 outcome = done.outcome

@@ -49,7 +49,7 @@ ObservationCheck = Callable[[object], "tuple[str, str] | None"]
 _perf = time.perf_counter
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delegated:
     """The worker ran and its observation passed the check.
 
@@ -71,7 +71,7 @@ class Delegated:
         return HistoryEntry(self.trace.attempt, self.intent, self.observation)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Stopped:
     """The step ended the run: why (``outcome``), its trace entry, and what the result should show.
 
@@ -93,7 +93,7 @@ class Stopped:
 
 def as_mapping(value: object) -> dict[str, Any] | None:
     """``value`` as a plain dict when it is a mapping, a pydantic model or a dataclass instance; else ``None``."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # the exact-type test skips the ABC check
         return dict(value)
     if isinstance(value, BaseModel):
         return value.model_dump()
@@ -108,7 +108,7 @@ def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> Observatio
     expected = list(statuses)
 
     def check(value: object) -> tuple[str, str] | None:
-        status = value.get("status") if isinstance(value, Mapping) else None
+        status = value.get("status") if type(value) is dict or isinstance(value, Mapping) else None
         if status in accepted:
             return None
         return sr.ROUTE_BAD_OBSERVATION, f"returned status {status!r}; expected one of {expected}"
@@ -119,7 +119,7 @@ def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> Observatio
 class GovernedStep:
     """Validate → delegate → check → trace, for one policy and one gateway (shareable across runs)."""
 
-    __slots__ = ("check", "gateway", "policy", "statuses")
+    __slots__ = ("_accepted", "check", "gateway", "policy", "statuses")
 
     def __init__(
         self,
@@ -133,12 +133,13 @@ class GovernedStep:
         self.gateway = gateway
         self.statuses = statuses
         self.check = check or status_check(statuses)
+        # the default contract, checked inline on the hot path (the same test as ``status_check``)
+        self._accepted = frozenset(statuses) if check is None else None
 
     def validate(
         self,
         decision: RouteDecision,
         ctx: RunContext[Any],
-        *,
         attempt: int = 1,
         previous: HistoryEntry | None = None,
         started: float | None = None,
@@ -148,22 +149,24 @@ class GovernedStep:
         previous_target = previous.route.target if previous is not None else None
         previous_status = previous.status if previous is not None else None
         verdict = self.policy.validate(decision.raw, previous_target=previous_target, previous_status=previous_status)
+        emit = ctx.emit
         if isinstance(verdict, RouteRejection):
-            ctx.send(DecisionEvent(attempt, decision, None, verdict.stop_reason))
+            if emit is not None:
+                emit(DecisionEvent(attempt, decision, None, verdict.stop_reason))
             entry = _entry(attempt, None, t0, decision, "route", None, verdict.stop_reason)
             return Stopped(Outcome(False, verdict.stop_reason, "route", verdict.message), entry, raw=decision.raw)
-        ctx.send(DecisionEvent(attempt, decision, verdict))
+        if emit is not None:
+            emit(DecisionEvent(attempt, decision, verdict))
         return verdict
 
     async def delegate(
         self,
         intent: RouteIntent,
         ctx: RunContext[Any],
-        *,
         attempt: int = 1,
         decision: RouteDecision | None = None,
-        digest: str | None = None,
         started: float | None = None,
+        digest: str | None = None,
     ) -> Delegated | Stopped:
         """Run a validated ``intent`` through the gateway under ``ctx``'s ledger and check what comes back."""
         t0 = _perf() if started is None else started
@@ -171,7 +174,9 @@ class GovernedStep:
         target = intent.target
         if digest is None:
             digest = args_hash(intent.args)
-        ctx.send(DelegationEvent(attempt, target, digest))
+        emit = ctx.emit
+        if emit is not None:
+            emit(DelegationEvent(attempt, target, digest))
         try:
             done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
         except RunStopError as stop:
@@ -182,11 +187,16 @@ class GovernedStep:
             entry = _entry(attempt, target, t0, decision, "delegate", digest, done.stop_reason)
             return Stopped(Outcome(False, done.stop_reason, "delegate", done.message), entry, intent)
         value = done.value
-        ctx.send(ObservationEvent(attempt, target, value))
-        observation = as_mapping(value)
+        if emit is not None:
+            emit(ObservationEvent(attempt, target, value))
+        observation = dict(value) if type(value) is dict else as_mapping(value)
         status = observation.get("status") if observation is not None else None
         domain = observation.get("domain") if observation is not None else None
-        refusal = self.check(observation if observation is not None else value)
+        accepted = self._accepted
+        if accepted is not None and status in accepted:
+            refusal = None
+        else:
+            refusal = self.check(observation if observation is not None else value)
         entry = _entry(
             attempt,
             target,
