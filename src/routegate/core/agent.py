@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from routegate.core import stop_reasons as sr
@@ -35,6 +35,7 @@ from routegate.core.gateway import RouteGateway
 from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+from routegate.core.telemetry import Attr, decision_attributes, end_run, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
@@ -148,20 +149,27 @@ class RoutingAgent:
             time.monotonic() + budget.max_seconds,
             DelegationLedger(budget.max_delegations),
             emit,
+            tracer(),
         )
         run = _Run(goal if isinstance(goal, str) else "", ctx)
-        deadline = Deadline(self.budget.max_seconds)
-        try:
-            async with deadline:
-                result = await self._loop(run, goal, context)
-        except TimeoutError:
-            if not deadline.expired:
-                raise
-            result = run.stop(
-                sr.MAX_SECONDS,
-                f"max_seconds={self.budget.max_seconds} reached after {run.elapsed_ms() / 1000:.3f}s "
-                f"in phase {run.phase!r}",
-            )
+        tr = ctx.tracer
+        if tr is None:
+            result = await self._bounded(run, goal, context)
+        else:
+            with tr.start_as_current_span(
+                "routegate.run", attributes={Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}
+            ) as root:
+                result = await self._bounded(run, goal, context)
+                end_run(
+                    root,
+                    result.stop_reason,
+                    result.phase,
+                    **{
+                        Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
+                        Attr.ATTEMPTS: len(result.trace),
+                        Attr.DELEGATIONS: ctx.ledger.delegations,
+                    },
+                )
         logger.info(
             "run %s route=%s stop_reason=%s latency_ms=%.2f",
             result.run_id,
@@ -173,6 +181,21 @@ class RoutingAgent:
             emit(FinalEvent(result))
         return result
 
+    async def _bounded(self, run: _Run, goal: str, context: Mapping[str, Any]) -> RunResult:
+        """The run under its deadline (``max_seconds``)."""
+        deadline = Deadline(self.budget.max_seconds)
+        try:
+            async with deadline:
+                return await self._loop(run, goal, context)
+        except TimeoutError:
+            if not deadline.expired:
+                raise
+            return run.stop(
+                sr.MAX_SECONDS,
+                f"max_seconds={self.budget.max_seconds} reached after {run.elapsed_ms() / 1000:.3f}s "
+                f"in phase {run.phase!r}",
+            )
+
     async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> RunResult:
         if not isinstance(goal, str) or not goal.strip():
             return run.stop("invalid_goal:empty", "the request is empty: send a non-blank text")
@@ -180,6 +203,7 @@ class RoutingAgent:
             return run.stop("invalid_goal:too_long", f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}")
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
+        tr = ctx.tracer
         for attempt in range(1, budget.max_route_attempts + 1):
             previous = history[-1] if history else None
             forbidden = (
@@ -198,10 +222,15 @@ class RoutingAgent:
                 context=context,
             )
             try:
-                if self._router_ctx is None:
+                if tr is None and self._router_ctx is None:
                     answered: object = await self.router.decide(request)
+                elif tr is None:
+                    answered = await self._decide(request, ctx)
                 else:
-                    answered = await self.router.decide(request, **{self._router_ctx: ctx})
+                    with tr.start_as_current_span("routegate.route", attributes={Attr.ATTEMPT: attempt}) as routed:
+                        answered = await self._decide(request, ctx)
+                        if isinstance(answered, RouteDecision) and routed.is_recording():
+                            routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
             except RunStopError as stop:
                 return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase))
             except Exception as exc:
@@ -245,14 +274,28 @@ class RoutingAgent:
             phase="route",
         )
 
+    def _finish(self, request: FinalizeRequest, ctx: RunContext[Any]) -> Awaitable[str | FinalAnswer]:
+        if self._finalizer_ctx is None:
+            return self.finalizer.finalize(request)
+        return self.finalizer.finalize(request, **{self._finalizer_ctx: ctx})
+
+    def _decide(self, request: RouteRequest, ctx: RunContext[Any]) -> Awaitable[object]:
+        if self._router_ctx is None:
+            return self.router.decide(request)
+        return self.router.decide(request, **{self._router_ctx: ctx})
+
     async def _finalize(self, run: _Run, goal: str, route: RouteIntent, context: Mapping[str, Any]) -> RunResult:
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context)
         try:
-            if self._finalizer_ctx is None:
+            tr = run.ctx.tracer
+            if tr is None and self._finalizer_ctx is None:
                 answer: object = await self.finalizer.finalize(request)
+            elif tr is None:
+                answer = await self._finish(request, run.ctx)
             else:
-                answer = await self.finalizer.finalize(request, **{self._finalizer_ctx: run.ctx})
+                with tr.start_as_current_span("routegate.finalize"):
+                    answer = await self._finish(request, run.ctx)
         except RunStopError as stop:
             return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)
         except Exception as exc:

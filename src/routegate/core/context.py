@@ -9,7 +9,9 @@ router cannot set it and a model never sees it. The context holds:
 * ``deadline`` — when the run's ``Budget.max_seconds`` runs out, on the ``time.monotonic()`` clock
   (:meth:`remaining` is the time left);
 * ``ledger`` — the run's :class:`~routegate.core.DelegationLedger` (delegations made, signatures seen);
-* ``emit`` — where the run's events go (``None`` when nobody listens; :meth:`send` is a no-op then).
+* ``emit`` — where the run's events go (``None`` when nobody listens; :meth:`send` is a no-op then);
+* ``tracer`` — the OpenTelemetry tracer the run's spans go to (``None`` when no tracer provider is installed:
+  then no span is opened; see :mod:`routegate.core.telemetry`).
 
 This replaces hidden channels (context variables, magic keys in a mapping): what a part needs from the run, it
 declares.
@@ -26,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
+from opentelemetry.trace import Tracer
 from typing_extensions import TypeVar
 
 from routegate.core.contracts import Budget, DelegationLedger
+from routegate.core.telemetry import tracer
 
 DepsT = TypeVar("DepsT", default=None)
 
@@ -46,6 +50,7 @@ class RunContext(Generic[DepsT]):
     deadline: float = math.inf
     ledger: DelegationLedger = field(default_factory=lambda: DelegationLedger(3))
     emit: Callable[[Any], None] | None = None
+    tracer: Tracer | None = None
 
     @classmethod
     def start(
@@ -63,6 +68,7 @@ class RunContext(Generic[DepsT]):
             time.monotonic() + budget.max_seconds,
             DelegationLedger(budget.max_delegations),
             emit,
+            tracer(),
         )
 
     def remaining(self) -> float:

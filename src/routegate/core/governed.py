@@ -30,17 +30,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.trace import Span, StatusCode
 from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
 from routegate.core.context import RunContext
 from routegate.core.contracts import ABSENT, OBSERVATION_STATUSES, HistoryEntry, RouteIntent, TraceEntry
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
-from routegate.core.gateway import DelegationStop, RouteGateway
+from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
+from routegate.core.telemetry import Attr
 from routegate.errors import RunStopError
 
 ObservationCheck = Callable[[object], "tuple[str, str] | None"]
@@ -148,7 +150,17 @@ class GovernedStep:
         t0 = _perf() if started is None else started
         previous_target = previous.route.target if previous is not None else None
         previous_status = previous.status if previous is not None else None
-        verdict = self.policy.validate(decision.raw, previous_target=previous_target, previous_status=previous_status)
+        tr = ctx.tracer
+        if tr is None:
+            verdict = self.policy.validate(
+                decision.raw, previous_target=previous_target, previous_status=previous_status
+            )
+        else:
+            with tr.start_as_current_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}) as checked:
+                verdict = self.policy.validate(
+                    decision.raw, previous_target=previous_target, previous_status=previous_status
+                )
+                _record_verdict(checked, verdict)
         emit = ctx.emit
         if isinstance(verdict, RouteRejection):
             if emit is not None:
@@ -177,8 +189,15 @@ class GovernedStep:
         emit = ctx.emit
         if emit is not None:
             emit(DelegationEvent(attempt, target, digest))
+        tr = ctx.tracer
         try:
-            done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+            if tr is None:
+                done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+            else:
+                attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
+                with tr.start_as_current_span("routegate.delegate", attributes=attributes) as delegated:
+                    done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+                    _record_delegation(delegated, done)
         except RunStopError as stop:
             entry = _entry(attempt, target, t0, decision, "delegate", digest, stop.stop_reason)
             phase = phase_of(stop.phase) or "delegate"
@@ -233,6 +252,29 @@ class GovernedStep:
 
 
 _NO_DECISION = RouteDecision(raw=None)
+
+
+def _record_verdict(sp: Span, verdict: RouteIntent | RouteRejection) -> None:
+    if not sp.is_recording():
+        return
+    if isinstance(verdict, RouteRejection):
+        sp.set_attribute(Attr.STOP_REASON, verdict.stop_reason)
+        sp.set_status(StatusCode.ERROR, verdict.stop_reason)
+    else:
+        sp.set_attribute(Attr.TARGET, verdict.target)
+
+
+def _record_delegation(sp: Span, done: WorkerCalled | DelegationStop) -> None:
+    if not sp.is_recording():
+        return
+    if isinstance(done, DelegationStop):
+        sp.set_attribute(Attr.STOP_REASON, done.stop_reason)
+        sp.set_status(StatusCode.ERROR, done.stop_reason)
+        return
+    value = done.value
+    status = value.get("status") if isinstance(value, Mapping) else getattr(value, "status", None)
+    if isinstance(status, str):
+        sp.set_attribute(Attr.OBSERVATION_STATUS, status)
 
 
 def phase_of(value: str | None) -> sr.Phase | None:

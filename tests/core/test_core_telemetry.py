@@ -1,0 +1,142 @@
+"""OpenTelemetry spans of a routing run, read back from the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from core._scripted import ListRouter, route
+from routegate.core import Budget, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
+from routegate.core.events import FinalEvent
+
+SECRET = "my card number is 4111 1111 1111 1111"
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.use_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        telemetry.use_tracer_provider(None)
+        provider.shutdown()
+
+
+def by_name(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
+    found = exporter.get_finished_spans()
+    names = [s.name for s in found]
+    assert len(names) == len(set(names)), names
+    return {s.name: s for s in found}
+
+
+@worker(args=TicketArgs, inline=True)
+def billing(ticket: str) -> dict[str, Any]:
+    tracer = telemetry.tracer()  # the test's provider (an application would use its own tracer)
+    assert tracer is not None
+    with tracer.start_as_current_span("worker.lookup"):
+        return {"status": "done", "domain": "billing", "result": {"n": 1}}
+
+
+class ScoredRouter:
+    async def decide(self, request: RouteRequest) -> RouteDecision:
+        return RouteDecision(route("billing", request.goal), "semantic", {"billing": 0.9, "tech": 0.6, "other": 0.1})
+
+
+def test_without_a_provider_there_is_no_tracer() -> None:
+    telemetry.use_tracer_provider(None)
+    if trace.get_tracer_provider().__class__.__name__ == "ProxyTracerProvider":
+        assert telemetry.tracer() is None
+
+
+async def test_a_run_is_one_span_tree_with_the_routing_attributes(spans: InMemorySpanExporter) -> None:
+    result = await RoutingAgent(workers=[billing], router=ScoredRouter()).arun(SECRET)
+    assert result.ok
+    tree = by_name(spans)
+    assert set(tree) == {
+        "routegate.run",
+        "routegate.route",
+        "routegate.policy",
+        "routegate.delegate",
+        "routegate.finalize",
+        "worker.lookup",
+    }
+    root = tree["routegate.run"]
+    assert root.parent is None
+    for name in ("routegate.route", "routegate.policy", "routegate.delegate", "routegate.finalize"):
+        assert tree[name].parent is not None and tree[name].parent.span_id == root.context.span_id, name
+    worker_span = tree["worker.lookup"]
+    assert worker_span.parent is not None and worker_span.parent.span_id == tree["routegate.delegate"].context.span_id
+    assert root.attributes is not None
+    assert dict(root.attributes) == {
+        "routegate.runtime": "agent",
+        "routegate.run_id": result.run_id,
+        "routegate.stop_reason": "success",
+        "routegate.route": "billing",
+        "routegate.attempts": 1,
+        "routegate.delegations": 1,
+    }
+    decided = tree["routegate.route"].attributes or {}
+    assert decided["routegate.router.layer"] == "semantic"
+    assert decided["routegate.router.score"] == pytest.approx(0.9)
+    assert decided["routegate.router.margin"] == pytest.approx(0.3)
+    assert decided["routegate.router.runner_up"] == "tech"
+    delegated = tree["routegate.delegate"].attributes or {}
+    assert delegated["routegate.target"] == "billing"
+    assert delegated["routegate.observation_status"] == "done"
+    assert delegated["routegate.attempt"] == 1
+    everything = " ".join(str(v) for s in spans.get_finished_spans() for v in (s.attributes or {}).values())
+    assert "4111" not in everything  # message text is never recorded
+
+
+async def test_a_refused_decision_marks_the_policy_span_and_the_root(spans: InMemorySpanExporter) -> None:
+    result = await RoutingAgent(workers=[billing], router=ListRouter([route("nowhere")])).arun("hi")
+    tree = by_name(spans)
+    assert "routegate.delegate" not in tree
+    for name in ("routegate.policy", "routegate.run"):
+        attributes = tree[name].attributes or {}
+        assert attributes["routegate.stop_reason"] == result.stop_reason == "invalid_route:route_not_allowed:nowhere"
+        assert tree[name].status.status_code is StatusCode.ERROR
+    assert (tree["routegate.run"].attributes or {})["routegate.phase"] == "route"
+
+
+async def test_a_worker_that_raises_and_a_timeout_are_recorded(spans: InMemorySpanExporter) -> None:
+    @worker(args=TicketArgs, inline=True)
+    def broken(ticket: str) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    failed = await RoutingAgent(workers=[broken], router=ListRouter([route("broken")])).arun("hi")
+    tree = by_name(spans)
+    assert (tree["routegate.delegate"].attributes or {})["routegate.stop_reason"] == failed.stop_reason
+    assert failed.stop_reason == "route_error:broken"
+    spans.clear()
+
+    @worker(args=TicketArgs)
+    async def hangs(ticket: str) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {}  # pragma: no cover - never reached
+
+    agent = RoutingAgent(workers=[hangs], router=ListRouter([route("hangs")]), budget=Budget(max_seconds=0.05))
+    timed_out = await agent.arun("hi")
+    tree = by_name(spans)
+    assert timed_out.stop_reason == "max_seconds"
+    assert (tree["routegate.run"].attributes or {})["routegate.stop_reason"] == "max_seconds"
+    assert "routegate.delegate" in tree  # the cut-off delegation's span is ended too
+
+
+async def test_a_streamed_run_has_the_same_tree(spans: InMemorySpanExporter) -> None:
+    events = [e async for e in RoutingAgent(workers=[billing], router=ScoredRouter()).iter("hi")]
+    assert isinstance(events[-1], FinalEvent)
+    assert {"routegate.run", "routegate.route", "routegate.policy", "routegate.delegate", "routegate.finalize"} <= set(
+        by_name(spans)
+    )
