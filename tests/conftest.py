@@ -24,3 +24,23 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+@pytest.fixture
+def otel_spans() -> Any:
+    """routegate's spans for this test, in the OpenTelemetry SDK's in-memory exporter (``.get_finished_spans()``)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from routegate.core import telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.use_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        telemetry.use_tracer_provider(None)
+        provider.shutdown()

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -21,16 +19,8 @@ SECRET = "my card number is 4111 1111 1111 1111"
 
 
 @pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    telemetry.use_tracer_provider(provider)
-    try:
-        yield exporter
-    finally:
-        telemetry.use_tracer_provider(None)
-        provider.shutdown()
+def spans(otel_spans: InMemorySpanExporter) -> InMemorySpanExporter:
+    return otel_spans
 
 
 def by_name(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from opentelemetry import trace as _trace
 from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
-from opentelemetry.trace import INVALID_SPAN, NoOpTracerProvider, Span, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import INVALID_SPAN, NoOpTracerProvider, Span, SpanKind, StatusCode, Tracer, TracerProvider
 
 _NAME: Final = "routegate"
 _NO_SPAN: Final = contextlib.nullcontext(INVALID_SPAN)
@@ -86,11 +86,17 @@ def tracer() -> Tracer | None:
     return found
 
 
-def span(active: Tracer | None, name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Span]:
+def span(
+    active: Tracer | None,
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+) -> AbstractContextManager[Span]:
     """A child span of the current one when ``active`` (from :func:`tracer`) is a tracer; else a shared no-op."""
     if active is None:
         return _NO_SPAN
-    return active.start_as_current_span(name, attributes=attributes, record_exception=False)
+    return active.start_as_current_span(name, kind=kind, attributes=attributes, record_exception=False)
 
 
 def end_run(span_: Span, stop_reason: str, phase: str | None, **attributes: Any) -> None:

@@ -41,8 +41,11 @@ from openai.types.chat import (
     ChatCompletionSystemMessageParam,
     ChatCompletionUserMessageParam,
 )
+from opentelemetry.trace import INVALID_SPAN, SpanKind
 
+from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
+from routegate.llm._genai import GenAI, record_completion, record_llm_error
 from routegate.llm.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -188,43 +191,83 @@ class OpenAIChatModel:
         self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
     ) -> str:
         params = _to_params(messages)
-        try:
-            async with asyncio.timeout(self.timeout):
-                if json_mode:
-                    completion: object = await self._client.chat.completions.create(
-                        model=self.model,
-                        messages=params,
-                        temperature=temperature,
-                        response_format={"type": "json_object"},
-                    )
-                else:
-                    completion = await self._client.chat.completions.create(
-                        model=self.model, messages=params, temperature=temperature
-                    )
-        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-            raise self._stop(exc) from exc
-        text = _content(completion)
+        active = tracer()
+        attributes = self._span_attributes(temperature) if active is not None else None
+        with span(active, f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as llm_span:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    if json_mode:
+                        completion: object = await self._client.chat.completions.create(
+                            model=self.model,
+                            messages=params,
+                            temperature=temperature,
+                            response_format={"type": "json_object"},
+                        )
+                    else:
+                        completion = await self._client.chat.completions.create(
+                            model=self.model, messages=params, temperature=temperature
+                        )
+            except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+                stop = self._stop(exc)
+                record_llm_error(llm_span, stop)
+                raise stop from exc
+            record_completion(llm_span, completion)
+            text = _content(completion)
         logger.debug("chat completion model=%s chars=%d", self.model, len(text))
         return text
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         params = _to_params(messages)
+        active = tracer()
+        # a stream's span is not made current: a context attached across the generator's yields would be
+        # detached in another context; the span is started here and ended when the stream ends
+        llm_span = (
+            active.start_span(f"chat {self.model}", kind=SpanKind.CLIENT, attributes=self._span_attributes(temperature))
+            if active is not None
+            else INVALID_SPAN
+        )
+        finish: list[str] = []
         try:
-            async with asyncio.timeout(self.timeout):
-                chunks = await self._client.chat.completions.create(
-                    model=self.model, messages=params, temperature=temperature, stream=True
-                )
-        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-            raise self._stop(exc) from exc
-        try:
-            async with chunks:
-                async for chunk in chunks:
-                    for choice in chunk.choices or ():
-                        delta = choice.delta.content if choice.delta is not None else None
-                        if delta:
-                            yield delta
-        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-            raise self._stop(exc) from exc
+            try:
+                async with asyncio.timeout(self.timeout):
+                    chunks = await self._client.chat.completions.create(
+                        model=self.model, messages=params, temperature=temperature, stream=True
+                    )
+            except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+                stop = self._stop(exc)
+                record_llm_error(llm_span, stop)
+                raise stop from exc
+            try:
+                async with chunks:
+                    async for chunk in chunks:
+                        for choice in chunk.choices or ():
+                            if choice.finish_reason:
+                                finish.append(str(choice.finish_reason))
+                            delta = choice.delta.content if choice.delta is not None else None
+                            if delta:
+                                yield delta
+            except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+                stop = self._stop(exc)
+                record_llm_error(llm_span, stop)
+                raise stop from exc
+            if finish and llm_span.is_recording():
+                llm_span.set_attribute(GenAI.FINISH_REASONS, finish)
+        finally:
+            llm_span.end()
+
+    def _span_attributes(self, temperature: float) -> dict[str, str | float | int]:
+        """The GenAI semantic-convention attributes of a request to this model."""
+        url = httpx.URL(self.base_url)
+        out: dict[str, str | float | int] = {
+            GenAI.OPERATION: "chat",
+            GenAI.PROVIDER: "openai",
+            GenAI.REQUEST_MODEL: self.model,
+            GenAI.REQUEST_TEMPERATURE: temperature,
+            "server.address": url.host,
+        }
+        if url.port is not None:
+            out["server.port"] = url.port
+        return out
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     async def aclose(self) -> None:
