@@ -8,7 +8,7 @@ for everything else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     # onnxruntime threads of the server's MiniLM encoder (one call at a time on the event loop is not the only
     # work: the loop, PostgreSQL and the other requests want the cores too); measured in docs/benchmarks/server.md
     server_encoder_threads: int = Field(default=1, ge=1, le=64)
+    # server logs: uvicorn's human-readable lines, or one JSON object per line with trace_id/span_id
+    log_format: Literal["text", "json"] = "text"
 
     # Streamlit UI (routegate ui / up)
     ui_host: str = "127.0.0.1"

@@ -69,6 +69,11 @@ def use_tracer_provider(provider: TracerProvider | None) -> None:
     _override = provider
 
 
+def current_provider() -> TracerProvider:
+    """The tracer provider routegate's spans go to (the one :func:`use_tracer_provider` set, else the global)."""
+    return _override or _trace.get_tracer_provider()
+
+
 def tracer() -> Tracer | None:
     """routegate's tracer when a real tracer provider is installed, else ``None`` (then open no span)."""
     global _cached

@@ -18,6 +18,7 @@ from routegate.server._errors import error_response, install_error_handlers
 from routegate.server._guard import BodyGuard
 from routegate.server._metrics import MetricsMiddleware, ServerMetrics
 from routegate.server._turns import DATABASE_UNAVAILABLE, Services, SessionLocks, desk_healthy
+from routegate.server.telemetry import configure_tracing, instrument
 from routegate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,4 +83,6 @@ def create_app(
             expose_headers=["X-Session-Id"],
         )
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+    configure_tracing()  # the SDK and the OTLP exporter, when OTEL_EXPORTER_OTLP_ENDPOINT asks for them
+    instrument(app)
     return app

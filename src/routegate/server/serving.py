@@ -27,6 +27,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from routegate.server._logs import log_config
 from routegate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ def server_config(app: Any, settings: Settings, **kwargs: Any) -> ServerConfig:
         "http": guarded_protocol(),
         **kwargs,
     }
+    logs = log_config(settings)
+    if logs is not None:
+        options["log_config"] = logs
     return ServerConfig(
         app,
         header_timeout=settings.server_header_timeout_seconds,

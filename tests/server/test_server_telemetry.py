@@ -1,0 +1,236 @@
+"""The server's OpenTelemetry: when export is on, request spans (continuing a caller's ``traceparent``),
+``X-Request-Id`` on every answer, JSON log lines with trace ids, and — end to end — ``routegate serve`` exporting
+OTLP/HTTP to a loopback collector started by the test."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from routegate.core import telemetry
+from routegate.errors import ConfigurationError
+from routegate.server import telemetry as server_telemetry
+from routegate.server._logs import JsonFormatter, log_config
+from routegate.server.testing import free_port
+from routegate.settings import Settings
+from server.conftest import StartServer
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+
+
+@pytest.mark.parametrize(
+    ("env", "wanted"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "none"}, False),
+    ],
+)
+def test_export_is_on_only_when_an_endpoint_is_set(env: dict[str, str], wanted: bool) -> None:
+    assert server_telemetry.export_requested(env) is wanted
+
+
+def test_a_grpc_protocol_is_refused_with_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with pytest.raises(ConfigurationError, match="http/protobuf"):
+        server_telemetry.configure_tracing()
+
+
+def test_every_answer_has_a_request_id(start_server: StartServer) -> None:
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        fresh = client.get("/healthz").headers["x-request-id"]
+        assert len(fresh) == 32 and int(fresh, 16) >= 0
+        assert client.get("/healthz", headers={"X-Request-Id": "abc-123"}).headers["x-request-id"] == "abc-123"
+        hostile = client.get("/healthz", headers={"X-Request-Id": "a" * 500}).headers["x-request-id"]
+        assert hostile != "a" * 500 and len(hostile) == 32  # not echoed: a fresh id instead
+
+
+def test_a_request_span_continues_the_callers_trace(
+    start_server: StartServer, otel_spans: InMemorySpanExporter
+) -> None:
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        response = client.post(
+            "/chat",
+            json={"message": "How do I reset my password?", "session_id": "s1"},
+            headers={"Accept": "application/json", "traceparent": TRACEPARENT},
+        )
+    assert response.status_code == 200
+    assert response.headers["x-request-id"] == TRACE_ID
+    served = [s for s in otel_spans.get_finished_spans() if s.kind is SpanKind.SERVER]
+    assert served, [s.name for s in otel_spans.get_finished_spans()]
+    assert {format(s.context.trace_id, "032x") for s in served} == {TRACE_ID}
+    assert any(s.name == "POST /chat" for s in served)
+
+
+def test_json_logs_carry_the_trace_and_span_ids(otel_spans: InMemorySpanExporter) -> None:
+    formatter = JsonFormatter()
+    record = logging.LogRecord("routegate.x", logging.WARNING, __file__, 1, "turn %s failed", ("t1",), None)
+    tracer = telemetry.tracer()
+    assert tracer is not None
+    with tracer.start_as_current_span("request") as span:
+        line = json.loads(formatter.format(record))
+    assert line["message"] == "turn t1 failed" and line["level"] == "WARNING" and line["logger"] == "routegate.x"
+    assert line["trace_id"] == format(span.get_span_context().trace_id, "032x")
+    assert line["span_id"] == format(span.get_span_context().span_id, "016x")
+    assert "trace_id" not in json.loads(formatter.format(record))  # outside a span: no ids
+    assert log_config(Settings()) is None  # text (uvicorn's own) is the default
+    assert log_config(Settings(log_format="json")) is not None
+
+
+# -- end to end: `routegate serve` exporting to a loopback OTLP/HTTP collector ---------------------------------
+
+
+class Collector(ThreadingHTTPServer):
+    """A minimal OTLP/HTTP trace receiver: decodes every export into ``requests``."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _CollectorHandler)
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.received = threading.Condition()
+
+    def spans(self) -> list[tuple[str, str, dict[str, object]]]:
+        out = []
+        for request in self.requests:
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    for span in scope.spans:
+                        attributes = {a.key: _value(a.value) for a in span.attributes}
+                        out.append((span.name, span.trace_id.hex(), attributes))
+        return out
+
+    def service_names(self) -> set[str]:
+        return {
+            str(_value(a.value))
+            for request in self.requests
+            for resource in request.resource_spans
+            for a in resource.resource.attributes
+            if a.key == "service.name"
+        }
+
+
+def _value(value: object) -> object:
+    kind = value.WhichOneof("value")  # type: ignore[attr-defined]
+    return getattr(value, kind) if kind else None
+
+
+class _CollectorHandler(BaseHTTPRequestHandler):
+    server: Collector
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        with self.server.received:
+            self.server.requests.append(request)
+            self.server.received.notify_all()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    server = Collector()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="routegate-otel-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.integration
+def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir: Path) -> None:
+    port = free_port()
+    env = dict(
+        os.environ,
+        ROUTEGATE_DATA_DIR=str(data_dir),
+        PYTHONUNBUFFERED="1",
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.server_port}",
+        OTEL_SERVICE_NAME="desk-under-test",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+        ROUTEGATE_LOG_FORMAT="json",
+    )
+    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # readiness, bounded
+            assert proc.poll() is None, "routegate serve exited early:\n" + (proc.stdout.read() if proc.stdout else "")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "routegate serve did not get ready in 120 s"
+            time.sleep(0.2)
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/chat",
+            json={"message": "What is the status of ticket 1?"},
+            headers={"Accept": "application/json", "traceparent": TRACEPARENT},
+            timeout=60,
+        )
+        assert answer.status_code == 200
+        assert answer.headers["x-request-id"] == TRACE_ID
+        with collector.received:
+            collector.received.wait_for(
+                lambda: any(name == "POST /chat" for name, _, _ in collector.spans()), timeout=30
+            )
+        spans = collector.spans()
+        assert any(name == "POST /chat" and trace == TRACE_ID for name, trace, _ in spans), spans
+        assert collector.service_names() == {"desk-under-test"}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                output, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                output, _ = proc.communicate(timeout=10)
+        else:
+            output = proc.stdout.read() if proc.stdout else ""
+    json_lines = [line for line in output.splitlines() if line.startswith("{")]
+    assert json_lines, output  # ROUTEGATE_LOG_FORMAT=json: the server's log lines are JSON objects
+    assert all("level" in json.loads(line) for line in json_lines)
