@@ -1,11 +1,19 @@
 """Evaluating a semantic router on labelled data: accuracy, out-of-scope detection, latency, curves.
 
 * in-scope accuracy: in-scope queries routed to their label (a ``clarify`` or ``default`` counts as wrong);
-* out-of-scope precision / recall / F1: ``default`` outcomes vs. rows labelled ``oos``;
+  top-1 accuracy: in-scope queries whose best-scoring route is their label, whatever the thresholds did;
+  default-route rate: the share of in-scope queries sent to the default route (the cost of OOS detection);
+* out-of-scope precision / recall / F1: ``default`` outcomes vs. rows labelled ``oos``; OOS AUROC / AUPR: how well
+  the router's confidence separates out-of-scope from in-scope queries over every threshold (threshold-free), and
+  ``threshold`` — the operating point the figures above were measured at;
 * per-route precision / recall and the confusion counts (label → predicted → count, non-zero cells only);
 * latency p50 / p99 of single-query :meth:`~routegate.routers.semantic.SemanticRouter.route` calls;
 * the risk–coverage curve (queries sorted by confidence; risk = share of wrong among those routed) and the
   out-of-scope trade-off curve (in-scope accuracy vs. OOS recall over thresholds).
+
+A figure the data cannot define is ``None`` (``null`` in JSON), never ``0.0``, with the reason in ``undefined``:
+OOS recall and AUROC/AUPR without out-of-scope rows, OOS precision when no query was sent to the default route,
+in-scope figures without in-scope rows.
 
 Data the router cannot be scored on is refused, not scored as zeros: no examples at all, or labels that are neither
 one of the router's routes nor the out-of-scope label (listed in the error). ``unknown_labels="oos"`` (``routegate
@@ -56,10 +64,10 @@ class EvalReport:
     n: int
     n_in_scope: int
     n_oos: int
-    in_scope_accuracy: float
-    oos_precision: float
-    oos_recall: float
-    oos_f1: float
+    in_scope_accuracy: float | None
+    oos_precision: float | None
+    oos_recall: float | None
+    oos_f1: float | None
     clarify_rate: float
     latency_ms_p50: float
     latency_ms_p99: float
@@ -68,6 +76,12 @@ class EvalReport:
     risk_coverage: list[tuple[float, float]] = field(default_factory=list)
     tradeoff: list[dict[str, float]] = field(default_factory=list)
     unknown_as_oos: dict[str, int] = field(default_factory=dict)
+    top1_accuracy: float | None = None
+    default_route_rate: float | None = None
+    oos_auroc: float | None = None
+    oos_aupr: float | None = None
+    threshold: float | None = None
+    undefined: dict[str, str] = field(default_factory=dict)  # metric -> why the data does not define it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,12 +89,18 @@ class EvalReport:
             "n_in_scope": self.n_in_scope,
             "n_oos": self.n_oos,
             "in_scope_accuracy": self.in_scope_accuracy,
+            "top1_accuracy": self.top1_accuracy,
+            "default_route_rate": self.default_route_rate,
             "oos_precision": self.oos_precision,
             "oos_recall": self.oos_recall,
             "oos_f1": self.oos_f1,
+            "oos_auroc": self.oos_auroc,
+            "oos_aupr": self.oos_aupr,
+            "threshold": self.threshold,
             "clarify_rate": self.clarify_rate,
             "latency_ms_p50": self.latency_ms_p50,
             "latency_ms_p99": self.latency_ms_p99,
+            "undefined": self.undefined,
             "per_route": self.per_route,
             "confusion": self.confusion,
             "risk_coverage": [list(p) for p in self.risk_coverage],
@@ -89,12 +109,20 @@ class EvalReport:
         }
 
     def summary(self) -> str:
+        def shown(name: str, value: float | None) -> str:
+            return f"{value:.4f}" if value is not None else f"n/a ({self.undefined.get(name, 'undefined')})"
+
+        threshold = f"{self.threshold:.4f}" if self.threshold is not None else "n/a"
         lines = [
             f"examples            {self.n} ({self.n_in_scope} in scope, {self.n_oos} out of scope)",
-            f"in-scope accuracy   {self.in_scope_accuracy:.4f}",
-            f"OOS precision       {self.oos_precision:.4f}",
-            f"OOS recall          {self.oos_recall:.4f}",
-            f"OOS F1              {self.oos_f1:.4f}",
+            f"in-scope accuracy   {shown('in_scope_accuracy', self.in_scope_accuracy)}",
+            f"top-1 accuracy      {shown('top1_accuracy', self.top1_accuracy)}",
+            f"sent to default     {shown('default_route_rate', self.default_route_rate)} of in-scope queries",
+            f"OOS precision       {shown('oos_precision', self.oos_precision)}",
+            f"OOS recall          {shown('oos_recall', self.oos_recall)}",
+            f"OOS F1              {shown('oos_f1', self.oos_f1)}",
+            f"OOS AUROC / AUPR    {shown('oos_auroc', self.oos_auroc)} / {shown('oos_aupr', self.oos_aupr)}",
+            f"threshold           {threshold}",
             f"clarify rate        {self.clarify_rate:.4f}",
             f"latency p50 / p99   {self.latency_ms_p50:.2f} / {self.latency_ms_p99:.2f} ms per query",
         ]
@@ -107,8 +135,18 @@ class EvalReport:
         return "\n".join(lines)
 
 
-def _f1(p: float, r: float) -> float:
+def _f1(p: float | None, r: float | None) -> float | None:
+    if p is None or r is None:
+        return None
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+
+def _separation(confidence: np.ndarray[Any, Any], is_oos: np.ndarray[Any, Any]) -> tuple[float, float]:
+    """OOS AUROC and AUPR, scoring out of scope by low confidence (needs both kinds of rows)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    oos_score = -confidence
+    return float(roc_auc_score(is_oos, oos_score)), float(average_precision_score(is_oos, oos_score))
 
 
 def evaluate(
@@ -188,11 +226,33 @@ def score_decisions(
     confidence = np.array([d.confidence for d in decisions], dtype=np.float64)
     routed_ok = (outcome == "route") & (predicted == y)
     n_in, n_oos = int((~is_oos).sum()), int(is_oos.sum())
-    acc = float(routed_ok[~is_oos].sum() / n_in) if n_in else 0.0
+    undefined: dict[str, str] = {}
     said_oos = outcome == "default"
+    acc = top1 = default_rate = oos_p = oos_r = auroc = aupr = None
+    if n_in:
+        acc = float(routed_ok[~is_oos].sum() / n_in)
+        top1 = float(((top == y) & ~is_oos).sum() / n_in)
+        default_rate = float((said_oos & ~is_oos).sum() / n_in)
+    else:
+        for name in ("in_scope_accuracy", "top1_accuracy", "default_route_rate"):
+            undefined[name] = "no in-scope rows in the data"
     tp = int((said_oos & is_oos).sum())
-    oos_p = tp / int(said_oos.sum()) if said_oos.any() else 0.0
-    oos_r = tp / n_oos if n_oos else 0.0
+    if said_oos.any():
+        oos_p = tp / int(said_oos.sum())
+    else:
+        undefined["oos_precision"] = "no query was sent to the default route"
+    if n_oos:
+        oos_r = tp / n_oos
+    else:
+        undefined["oos_recall"] = f"no {oos_label!r} rows in the data"
+    if n_in and n_oos:
+        auroc, aupr = _separation(confidence, is_oos)
+    else:
+        reason = f"needs both {oos_label!r} and in-scope rows"
+        undefined["oos_auroc"] = undefined["oos_aupr"] = reason
+    oos_f1 = _f1(oos_p, oos_r)
+    if oos_f1 is None:
+        undefined["oos_f1"] = undefined.get("oos_recall") or undefined["oos_precision"]
     per_route: dict[str, dict[str, float]] = {}
     for route in sorted(set(labels) | {str(p) for p in predicted}):
         if route == oos_label:
@@ -239,7 +299,7 @@ def score_decisions(
         in_scope_accuracy=acc,
         oos_precision=oos_p,
         oos_recall=oos_r,
-        oos_f1=_f1(oos_p, oos_r),
+        oos_f1=oos_f1,
         clarify_rate=float((outcome == "clarify").mean()) if len(outcome) else 0.0,
         latency_ms_p50=float(np.percentile(lat, 50)) if len(lat) else 0.0,
         latency_ms_p99=float(np.percentile(lat, 99)) if len(lat) else 0.0,
@@ -247,6 +307,12 @@ def score_decisions(
         confusion=confusion,
         risk_coverage=points,
         tradeoff=tradeoff,
+        top1_accuracy=top1,
+        default_route_rate=default_rate,
+        oos_auroc=auroc,
+        oos_aupr=aupr,
+        threshold=float(decisions[0].threshold) if decisions else None,
+        undefined=undefined,
     )
 
 
@@ -269,8 +335,9 @@ def plot_report(report: EvalReport, path: str | Path, *, title: str = "routegate
     ax1.grid(alpha=0.3)
     if report.tradeoff:
         ax2.plot([p["oos_recall"] for p in report.tradeoff], [p["in_scope_accuracy"] for p in report.tradeoff])
-        ax2.scatter([report.oos_recall], [report.in_scope_accuracy], color="red", zorder=3, label="calibrated")
-        ax2.legend()
+        if report.oos_recall is not None and report.in_scope_accuracy is not None:
+            ax2.scatter([report.oos_recall], [report.in_scope_accuracy], color="red", zorder=3, label="calibrated")
+            ax2.legend()
     ax2.set_xlabel("out-of-scope recall")
     ax2.set_ylabel("in-scope accuracy")
     ax2.set_title("OOS trade-off")
