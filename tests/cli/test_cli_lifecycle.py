@@ -208,3 +208,79 @@ def test_ui_stops_streamlit_on_sigterm(data_dir: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes under ``pid`` (children, grandchildren, ...), from the process table."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def running(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("signum", "status", "to_group"), [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)], ids=["ctrl-c", "kill"]
+)
+def test_serve_with_workers_stops_them_all_and_exits_with_the_signal(
+    data_dir: Path, signum: int, status: int, to_group: bool
+) -> None:
+    """``serve --workers 2``: Ctrl-C (SIGINT to the process group) exits 130, SIGTERM to the supervisor alone
+    (``kill``) 143; every worker process and the embedded PostgreSQL are gone and the port is free."""
+    port = free_port()
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env.pop("DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        read_until(proc.stdout, "routegate server:", proc)
+        deadline = time.monotonic() + 120
+        while not (accepts(port) and len(workers := descendants(proc.pid)) >= 2):  # listening, bounded
+            assert proc.poll() is None and time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
+        assert processes_mentioning(str(data_dir)), "the embedded PostgreSQL should be running now"
+        if to_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == status, rest
+        assert "Traceback" not in rest
+        assert rest.strip().splitlines()[-1] == "routegate: stopped.", rest
+        deadline = time.monotonic() + 30
+        while running(workers) and time.monotonic() < deadline:  # bounded
+            time.sleep(0.1)
+        assert running(workers) == set(), "worker processes outlived the command"
+        assert wait_until_gone(str(data_dir)) == []
+        assert not accepts(port)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -5,6 +5,10 @@
 running, 130: interrupted by Ctrl-C, 143: stopped by SIGTERM), never a traceback. SIGTERM unwinds like Ctrl-C
 (``finally`` blocks run), so a command stops the servers it started before it exits. ``--debug`` (before or after the command) or ``ROUTEGATE_DEBUG=1``
 prints the traceback too.
+
+Start-up is kept light: building the parser imports each command's module, and those import what their command
+runs (the desk, the server, the LLM client) inside the handler, so ``routegate ask`` loads neither uvicorn nor
+FastAPI nor, without ``OPENAI_API_KEY``, the ``openai`` SDK.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
-from routegate import __version__
 from routegate.cli._errors import configure_logging, debug_from_env, describe, exit_code
 from routegate.cli._signals import Terminated, exit_status, terminate_like_interrupt
 
@@ -32,13 +36,23 @@ COMMAND_MODULES: tuple[str, ...] = (
 _DEBUG_HELP = "on an error, print the traceback too (also ROUTEGATE_DEBUG=1)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: reads the package metadata when asked, not on every start."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *args: Any, **kw: Any) -> None:
+        import routegate
+
+        print(f"routegate {routegate.__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="routegate",
         description="Governed routing of requests to specialised executors. Works offline with no API key; "
         "set OPENAI_API_KEY (and OPENAI_BASE_URL / OPENAI_MODEL) to use an OpenAI-compatible model.",
     )
-    parser.add_argument("--version", action="version", version=f"routegate {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in COMMAND_MODULES:

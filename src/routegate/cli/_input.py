@@ -4,7 +4,6 @@ model, database or encoder is started."""
 
 from __future__ import annotations
 
-from routegate.core.messages import check_message
 from routegate.settings import Settings
 
 
@@ -16,4 +15,6 @@ def checked(text: object, settings: Settings, *, from_bytes: bool = True) -> str
     surrogates. ``from_bytes=False`` for text decoded from JSON (a ``--file`` line), where a lone surrogate was
     written as such.
     """
+    from routegate.core.messages import check_message  # the core package: imported when a command runs
+
     return check_message(text, max_chars=settings.max_message_chars, from_bytes=from_bytes)

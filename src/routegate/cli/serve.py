@@ -1,6 +1,10 @@
 """``routegate serve`` (the HTTP server), ``routegate ui`` (the Streamlit UI) and ``routegate up`` (embedded
 Postgres + server + UI together). Wiring only: the desk comes from ``open_support_desk``, the app from
-``create_app``."""
+``create_app``. uvicorn, httpx and the server are imported by these commands when they run, not when the parser
+is built (every command's parser is).
+
+Ctrl-C exits 130 and SIGTERM 143 after everything the command started has stopped, with one line
+``routegate: stopped.``; with ``--workers N`` too, once every worker process has exited."""
 
 from __future__ import annotations
 
@@ -13,13 +17,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-import httpx
-import uvicorn
-from uvicorn.supervisors import Multiprocess
-
+from routegate.errors import RuntimeFaultError
 from routegate.settings import Settings
 
 _UI_START_TIMEOUT = 60.0
@@ -106,6 +107,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
     """Several uvicorn worker processes over one PostgreSQL: the parent starts the embedded server (unless
     DATABASE_URL), primes the schema and the router's fitted layer once, then hands the URL to the workers."""
     from routegate.apps.support.factory import database_url, open_support_desk
+    from routegate.cli._uvicorn import SignalledSupervisor
     from routegate.server.serving import server_config
 
     url, embedded = database_url(settings)
@@ -132,12 +134,18 @@ def _serve_workers(settings: Settings, workers: int) -> int:
             workers=workers,
             log_level="warning",
         )
-        Multiprocess(config, sockets=[_listening_socket(host, port)]).run()
+        supervisor = SignalledSupervisor(config, sockets=[_listening_socket(host, port)])
+        supervisor.run()  # returns once every worker has exited
     finally:
         if embedded is not None:
             embedded.stop()
+    if not supervisor.stopped_by:
+        raise RuntimeFaultError(
+            f"the server's workers stopped on their own (could not start on {host}:{port}?); "
+            "see the messages above, or rerun with --workers 1 to see the cause"
+        )
     print("routegate: stopped.", flush=True)
-    return 0
+    return 128 + supervisor.stopped_by
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -164,6 +172,7 @@ async def _serve(settings: Settings, *, with_ui: bool) -> int:
     status is 130 after SIGINT (Ctrl-C), 143 after SIGTERM. A signal during start-up raises KeyboardInterrupt
     (:mod:`routegate.cli._signals`) and the same clean-up runs as the coroutine unwinds."""
     from routegate.apps.support.factory import open_support_desk
+    from routegate.cli._uvicorn import QuietSignalsServer
     from routegate.server import create_app
 
     host, port = settings.server_host, settings.server_port
@@ -178,7 +187,7 @@ async def _serve(settings: Settings, *, with_ui: bool) -> int:
     async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
         app = create_app(desk=desk, settings=settings)
         freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
-        server = _QuietSignalsServer(
+        server = QuietSignalsServer(
             server_config(app, settings, host=host, port=port, lifespan="off", log_level="warning")
         )
         loop = asyncio.get_running_loop()
@@ -221,24 +230,9 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-class _QuietSignalsServer(uvicorn.Server):
-    """uvicorn re-raises a captured Ctrl-C once it has stopped, which would cancel our cleanup (stopping the UI,
-    the desk and PostgreSQL) half-way. Here the signals are the event loop's: they only ask the server to stop."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    stopped_by = 0  # the signal that asked the server to stop
-
-    def request_exit(self, signum: int = 0) -> None:
-        self.stopped_by = self.stopped_by or signum
-        if self.should_exit:
-            self.force_exit = True  # a second Ctrl-C: stop waiting for open connections
-        self.should_exit = True
-
-
 def _start_ui(settings: Settings) -> subprocess.Popen[bytes]:
+    import httpx
+
     from routegate.ui import streamlit_command, streamlit_env
 
     host, port = settings.ui_host, settings.ui_port

@@ -2,7 +2,8 @@
 
 Wiring only: :class:`~routegate.settings.Settings` is built once here and handed to
 :func:`~routegate.apps.support.factory.open_support_desk` (embedded PostgreSQL unless ``DATABASE_URL``; the LLM
-when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone: no database, no tool.
+when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone: no database, no tool. The desk, the router
+and the LLM client are imported by the command that runs them, not when the parser is built.
 
 Every message is checked first (:mod:`routegate.cli._input`: not blank, no NUL, valid UTF-8, at most
 ``ROUTEGATE_MAX_MESSAGE_CHARS``); ``ask`` and ``route`` refuse a bad one with ``error: ...`` and exit 2, ``chat``
@@ -17,23 +18,20 @@ import io
 import json
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
 from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
-from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.factory import open_support_desk
-from routegate.apps.support.router import SupportRouter
-from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.cli._input import checked
-from routegate.core import RouteRejection
-from routegate.core.messages import InvalidMessageError
-from routegate.embed import default_encoder
-from routegate.llm import OpenAIChatModel
 from routegate.settings import Settings, default_data_dir
+
+if TYPE_CHECKING:
+    from routegate.apps.support.desk import SupportAgent
+    from routegate.llm.openai_chat import OpenAIChatModel
 
 _SESSION_HELP = "conversation id to continue (default: a new session, printed on stderr)"
 
@@ -47,6 +45,29 @@ def _data_dir_note() -> str:
         f"Conversations and the embedded PostgreSQL live in the data dir, {where} "
         "(ROUTEGATE_DATA_DIR to change it; DATABASE_URL to use another PostgreSQL)."
     )
+
+
+@asynccontextmanager
+async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
+    """:func:`routegate.apps.support.factory.open_support_desk`, imported when a command needs the desk (the
+    parser of every command imports this module, and the desk's modules are most of ``ask``'s import time).
+
+    Offline, the database starts on a background thread first, so that its start overlaps those imports. With an
+    LLM configured the factory checks the LLM settings before any database starts, as it always does.
+    """
+    database = None
+    if not settings.llm_enabled:
+        from routegate.apps.support.embedded import DatabaseStart
+
+        database = DatabaseStart(settings)
+    try:
+        from routegate.apps.support.factory import open_support_desk as open_desk
+
+        async with open_desk(settings, database=database) as desk:
+            yield desk
+    finally:
+        if database is not None:  # stopped already unless the import failed or was interrupted
+            await asyncio.to_thread(database.stop)
 
 
 def new_session_id() -> str:
@@ -151,6 +172,8 @@ def _lines() -> Iterator[str]:
 
 
 async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
+    from routegate.core.messages import InvalidMessageError
+
     async with open_support_desk(settings) as desk:
         print(
             f"routegate support desk — session {session!r} (continue it later with --session {session}). "
@@ -183,6 +206,8 @@ async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
 
 # -- route (dry run) -----------------------------------------------------------------------------------------
 def run_route(args: argparse.Namespace) -> int:
+    from routegate.core.messages import InvalidMessageError
+
     if (args.message is None) == (args.file is None):
         print("error: give either a message or --file queries.jsonl", file=sys.stderr)
         return 2
@@ -217,7 +242,16 @@ def run_route(args: argparse.Namespace) -> int:
 
 
 async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
-    chat_model = OpenAIChatModel.from_settings(settings) if settings.llm_enabled else None
+    from routegate.apps.support.router import SupportRouter
+    from routegate.apps.support.semantic import FittedSemanticLayer
+    from routegate.core import RouteRejection
+    from routegate.embed import default_encoder
+
+    chat_model: OpenAIChatModel | None = None
+    if settings.llm_enabled:
+        from routegate.llm.openai_chat import OpenAIChatModel
+
+        chat_model = OpenAIChatModel.from_settings(settings)
     semantic = FittedSemanticLayer.load_or_fit(default_encoder(), settings.data_dir)
     router = SupportRouter(semantic=semantic, chat_model=chat_model)
     try:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from routegate.apps.triage import DEMO_GOAL, build_triage_agent
 from routegate.cli._input import checked
-from routegate.core import RunResult
 from routegate.settings import Settings
+
+if TYPE_CHECKING:
+    from routegate.core import RunResult
 
 
 def register(subparsers: Any) -> None:
@@ -22,13 +23,16 @@ def register(subparsers: Any) -> None:
         "uses the LLM router and the LLM finalizer of OPENAI_BASE_URL / OPENAI_MODEL. Exit status: 0 on "
         "success, 1 when the run stopped, 2 on a usage or configuration error (an empty request, a bad OPENAI_BASE_URL).",
     )
-    parser.add_argument("request", nargs="?", default=DEMO_GOAL, help="the request text (default: the seed's goal)")
+    # default None, not the demo goal: the triage app (and numpy under it) is imported by the command, not the parser
+    parser.add_argument("request", nargs="?", default=None, help="the request text (default: the seed's goal)")
     parser.add_argument("--offline", action="store_true", help="ignore OPENAI_API_KEY: keyword router + composer")
     parser.add_argument("--compact", action="store_true", help="print the JSON on one line")
     parser.set_defaults(handler=run)
 
 
 async def _triage(request: str, settings: Settings, *, offline: bool) -> RunResult:
+    from routegate.apps.triage import build_triage_agent
+
     if offline or not settings.llm_enabled:
         return await build_triage_agent().arun(request)
     # imported here: the openai SDK takes about a second to import, which offline runs should not pay
@@ -42,8 +46,10 @@ async def _triage(request: str, settings: Settings, *, offline: bool) -> RunResu
 
 def run(args: argparse.Namespace) -> int:
     # bad settings, a bad OPENAI_BASE_URL or a bad request: one ``error:`` line from routegate.cli.main, exit 2
+    from routegate.apps.triage import DEMO_GOAL
+
     settings = Settings()
-    request = checked(args.request, settings)
+    request = checked(DEMO_GOAL if args.request is None else args.request, settings)
     result = asyncio.run(_triage(request, settings, offline=args.offline))
     print(result.to_json(indent=None if args.compact else 2))
     return 0 if result.ok else 1

@@ -1,13 +1,16 @@
 """PostgreSQL for the support desk: the embedded server, the connection pool, the schema and the seed data.
 
-* :class:`EmbeddedPostgres` starts PostgreSQL 16 with pgvector from the ``pgserver`` package in a data directory
-  (about a second; the server is stopped when the handle is closed). ``DATABASE_URL`` replaces it with any
-  PostgreSQL >= 14 that has pgvector.
+* :class:`EmbeddedPostgres` (defined in :mod:`.embedded`) starts PostgreSQL 16 with pgvector from the ``pgserver``
+  package in a data directory, or attaches to the server another process already runs there (initdb about a
+  second on first use, a start about 0.1 s, attaching milliseconds; the server stops when its last user leaves).
+  ``DATABASE_URL`` replaces it with any PostgreSQL >= 14 that has pgvector.
 * :class:`SupportDatabase` owns an async psycopg pool bound to one schema (``search_path = <schema>, public``):
   the tests give each test its own schema on one shared server. Commits are durable (``synchronous_commit`` as
   the server has it, ``on`` by default); ``asynchronous_commit=True`` lets a write return before its WAL flush,
   at the price of the last transactions before a database crash (measured in docs/benchmarks/server.md).
-* :meth:`SupportDatabase.ensure_schema` is idempotent: tables, indexes, the spec's rows, and the restricted
+* :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (about 7 ms, the
+  reader role's grants re-applied): tables, indexes, the spec's rows, a trigger that drops an article's vector when its text
+  changes (start-up embeds only articles without a vector, :meth:`VectorTool.index`), and the restricted
   read-only role used by the SQL tool when the server lets us create it (when it does not, a warning at start-up
   names the missing layer).
 """
@@ -15,13 +18,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import re
-import warnings
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, cast
 
@@ -32,7 +31,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
-from routegate.errors import ConfigurationError, RuntimeFaultError
+from routegate.apps.support.embedded import DatabaseUnavailableError as DatabaseUnavailableError
+from routegate.apps.support.embedded import EmbeddedPostgres as EmbeddedPostgres  # its home until it moved
+from routegate.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -45,87 +46,6 @@ AsyncConn = psycopg.AsyncConnection[dict[str, Any]]
 
 PROBE_TIMEOUT_SECONDS: Final = 3
 """Bound on the first, direct connection attempt at start-up (a host that does not answer)."""
-
-
-class DatabaseUnavailableError(RuntimeFaultError):
-    """The database could not be reached or set up."""
-
-
-def _import_pgserver() -> Any:
-    # pgserver asks platformdirs for the user's runtime directory when it is imported. Without XDG_RUNTIME_DIR
-    # (containers, CI, root shells) platformdirs falls back to /tmp/runtime-<uid> and warns. The fallback is
-    # what we want (it only holds pgserver's lock file and socket directory), so that one warning is muted here,
-    # at the one place that triggers it, instead of globally.
-    from platformdirs import RuntimeDirWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeDirWarning)
-        import pgserver
-
-    return pgserver
-
-
-class EmbeddedPostgres:
-    """PostgreSQL 16 + pgvector from the ``pgserver`` package, with its data in ``data_dir``."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = Path(data_dir)
-        self._server: Any = None
-
-    def start(self) -> str:
-        """Start (or attach to) the server and return its connection URI. Blocking: ~1 s on first start."""
-        pgserver = _import_pgserver()
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            _forget_dead_users(pgserver, self.data_dir)
-            self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
-        except Exception as exc:
-            raise DatabaseUnavailableError(
-                f"could not start the embedded PostgreSQL in {self.data_dir}: {type(exc).__name__}: {exc}"
-            ) from exc
-        return str(self._server.get_uri())
-
-    def stop(self) -> None:
-        if self._server is not None:
-            server, self._server = self._server, None
-            server.cleanup()
-
-
-_HANDLE_FILE: Final = ".handle_pids.json"
-
-
-def _alive(pid: int) -> bool:
-    """A running process (not a zombie) has this PID."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc (macOS): trust kill(0)
-    return state not in ("Z", "X")
-
-
-def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
-    """pgserver lists the PIDs of the processes using a data directory in ``.handle_pids.json`` and stops the server
-    when the last one leaves; a process killed before it could leave (SIGKILL, a crash) stays listed and the server
-    would never be stopped again. Drop such PIDs, under pgserver's own lock, before attaching."""
-    handles = Path(data_dir).expanduser().resolve() / _HANDLE_FILE
-    with pgserver.PostgresServer._lock:
-        try:
-            pids = json.loads(handles.read_text())
-        except (OSError, ValueError):
-            return  # no file yet (first start), or unreadable: pgserver handles it
-        if not isinstance(pids, list):
-            return
-        alive = [pid for pid in pids if isinstance(pid, int) and (pid == os.getpid() or _alive(pid))]
-        if alive != pids:
-            gone = [pid for pid in pids if pid not in alive]
-            logger.info("embedded PostgreSQL: forgetting users that died without leaving: %s", gone)
-            handles.write_text(json.dumps(alive))
 
 
 def check_schema_name(schema: str) -> str:
@@ -272,6 +192,33 @@ class SupportDatabase:
             "CREATE INDEX IF NOT EXISTS kb_articles_embedding_hnsw ON kb_articles "
             "USING hnsw (embedding vector_cosine_ops)"
         )
+        await self._ensure_stale_embedding_trigger(conn)
+
+    async def _ensure_stale_embedding_trigger(self, conn: AsyncConn) -> None:
+        """An article whose title or content changes loses its vector, so the next start embeds it again (start-up
+        embeds only the articles without a vector from the current encoder). Created once; later starts only look."""
+        cur = await conn.execute(
+            "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'kb_articles' AND t.tgname = %s",
+            (self.schema, _STALE_TRIGGER),
+        )
+        if await cur.fetchone() is not None:
+            return
+        function = sql.Identifier(self.schema, _STALE_TRIGGER)
+        await conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS "
+                "'BEGIN NEW.embedding := NULL; NEW.model_id := NULL; RETURN NEW; END'"
+            ).format(function)
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER {} BEFORE UPDATE OF title, content ON {} FOR EACH ROW "
+                "WHEN (OLD.title IS DISTINCT FROM NEW.title OR OLD.content IS DISTINCT FROM NEW.content) "
+                "EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(_STALE_TRIGGER), sql.Identifier(self.schema, "kb_articles"), function)
+        )
 
     async def _seed(self, conn: AsyncConn) -> None:
         async with conn.cursor() as cur:
@@ -321,6 +268,8 @@ class SupportDatabase:
             return None
         return READER_ROLE
 
+
+_STALE_TRIGGER: Final = "kb_articles_text_changed"
 
 _DDL: Final = (
     "CREATE TABLE IF NOT EXISTS customers (id integer PRIMARY KEY, name text NOT NULL, city text NOT NULL)",

@@ -3,6 +3,13 @@
 ``DATABASE_URL`` set: that PostgreSQL (it needs pgvector). Unset: the embedded server in
 ``<data_dir>/support-pg``. ``OPENAI_API_KEY`` set: the LLM router layer, text-to-SQL and LLM answers switch on;
 otherwise everything runs offline. The encoder is the embedded MiniLM unless one is passed in.
+
+Start-up stays light for one-shot commands: the ``openai`` SDK is imported only when an LLM is configured, and the
+encoder's model is loaded on its first use (a message the rules route never loads it). With no ``DATABASE_URL``,
+a process already holding the embedded server of the same data dir (``routegate up`` / ``serve``) is reused:
+attaching costs milliseconds and the server stays up for its other users when this process leaves. A caller may
+begin the database's start earlier (:class:`~routegate.apps.support.embedded.DatabaseStart`, as the CLI does
+before importing this module) and pass it in.
 """
 
 from __future__ import annotations
@@ -10,21 +17,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
+from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.embedded import DatabaseStart, EmbeddedPostgres, embedded_data_dir
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import Encoder, MemoEncoder, default_encoder
-from routegate.llm import OpenAIChatModel
 from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
+
+if TYPE_CHECKING:
+    from routegate.llm.openai_chat import OpenAIChatModel
 
 
 def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     """The URL to use and, for the embedded default, the server handle to stop afterwards. Blocking."""
     if settings.database_url:
         return settings.database_url, None
-    server = EmbeddedPostgres(settings.data_dir / "support-pg")
+    server = EmbeddedPostgres(embedded_data_dir(settings))
     return server.start(), server
 
 
@@ -35,21 +46,30 @@ async def open_support_desk(
     encoder: Encoder | None = None,
     chat_model: ChatModel | None = None,
     schema: str = "support",
+    database: DatabaseStart | None = None,
 ) -> AsyncIterator[SupportAgent]:
     """``async with open_support_desk(settings) as desk:`` — started, and closed (server stopped) on exit.
 
     The LLM settings are checked first (a bad ``OPENAI_BASE_URL`` is refused before any database starts), so a
-    configuration error is never reported as a database failure.
+    configuration error is never reported as a database failure. ``database``: the database of ``settings``
+    already being started (:class:`DatabaseStart`, begun before this module was imported); it is stopped on exit.
     """
     model: ChatModel | None = chat_model
     owned: OpenAIChatModel | None = None
-    if model is None and settings.llm_enabled:
-        model = owned = OpenAIChatModel.from_settings(settings)
     try:
-        url, server = await asyncio.to_thread(database_url, settings)
+        if model is None and settings.llm_enabled:
+            from routegate.llm.openai_chat import OpenAIChatModel  # the SDK's import is slow: only when configured
+
+            model = owned = OpenAIChatModel.from_settings(settings)
+        if database is None:
+            url, server = await asyncio.to_thread(database_url, settings)
+        else:
+            url, server = await asyncio.to_thread(database.result)
     except BaseException:
         if owned is not None:
             await owned.aclose()
+        if database is not None:
+            await asyncio.to_thread(database.stop)
         raise
     try:
         db = SupportDatabase(
@@ -70,5 +90,7 @@ async def open_support_desk(
     finally:
         if owned is not None:
             await owned.aclose()
-        if server is not None:
+        if database is not None:
+            await asyncio.to_thread(database.stop)
+        elif server is not None:
             await asyncio.to_thread(server.stop)

@@ -54,9 +54,15 @@ class VectorTool:
         self.min_score = min_score
 
     async def index(self) -> int:
-        """Embed every article once (start-up) and store the vectors. Returns the number of articles embedded."""
+        """Embed the articles that have no vector from this encoder yet (start-up) and store the vectors. Returns
+        the number of articles embedded: 0 on a start where nothing changed, so the encoder is not even loaded (an
+        article whose title or content changes loses its vector, see :mod:`.db`, and is embedded again)."""
         async with self._db.connection() as conn:
-            cur = await conn.execute("SELECT id, title, content FROM kb_articles ORDER BY id")
+            cur = await conn.execute(
+                "SELECT id, title, content FROM kb_articles"
+                " WHERE embedding IS NULL OR model_id IS DISTINCT FROM %s ORDER BY id",
+                (self._encoder.model_id,),
+            )
             articles = await cur.fetchall()
             if not articles:
                 return 0

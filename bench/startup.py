@@ -1,0 +1,150 @@
+"""Start-up cost of a one-shot command: ``routegate ask "<question>"`` run as a fresh process, end to end.
+
+Three situations on one data dir (``--data-dir``, default a new temporary directory):
+
+* cold: the first ``ask`` on an empty data dir (initdb, schema, seed rows, embeddings, router fit);
+* warm, no server: the data dir is ready, nothing is running, so ``ask`` starts the embedded PostgreSQL and stops
+  it again before exiting;
+* warm, database up: a process holding the embedded PostgreSQL for the same data dir is running (what ``routegate
+  up`` / ``serve`` do), so ``ask`` attaches to it and leaves it running.
+
+Plus the import time of ``routegate.cli`` (``python -X importtime``, cumulative) and the wall time of
+``python -c "import routegate.cli"``. Offline: no API key, no ``DATABASE_URL``.
+
+Run: python bench/startup.py [--runs N] [--data-dir DIR] [--question TEXT] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CLI = [sys.executable, "-m", "routegate"]
+QUESTIONS = ("What is the status of ticket 1?", "How do I reset my password?")
+_HOLDER = (
+    "import sys; from pathlib import Path; from routegate.apps.support.db import EmbeddedPostgres; "
+    "server = EmbeddedPostgres(Path(sys.argv[1])); server.start(); print('ready', flush=True); sys.stdin.read(); "
+    "server.stop()"
+)
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir))
+    for name in ("OPENAI_API_KEY", "DATABASE_URL", "ROUTEGATE_DEBUG"):
+        env.pop(name, None)
+    return env
+
+
+def _timed(argv: Sequence[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}:\n{done.stderr}")
+    return elapsed
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {"median_s": round(statistics.median(ordered), 3), "p90_s": round(p90, 3), "runs": len(ordered)}
+
+
+@contextmanager
+def database_held(data_dir: Path) -> Iterator[None]:
+    """The embedded PostgreSQL of ``data_dir`` held open by another process, as ``routegate up`` holds it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(data_dir / "support-pg")],
+        env=_env(data_dir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        if holder.stdout.readline().strip() != "ready":
+            raise SystemExit("the process holding the database did not start")
+        yield
+    finally:
+        holder.communicate(timeout=60)  # closes its stdin: it stops the server and exits
+
+
+def import_time_us(module: str) -> int:
+    """Cumulative microseconds of importing ``module`` in a fresh interpreter (``-X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True
+    )
+    for line in reversed(done.stderr.splitlines()):
+        parts = line.split("|")
+        if len(parts) == 3 and parts[2].strip() == module:
+            return int(parts[1])
+    raise SystemExit(f"no import time reported for {module}")
+
+
+def measure(data_dir: Path, runs: int, questions: Sequence[str]) -> dict[str, Any]:
+    env = _env(data_dir)
+    fresh = not (data_dir / "support-pg" / "PG_VERSION").exists()
+    asks = [[*CLI, "ask", questions[i % len(questions)]] for i in range(runs)]
+    result: dict[str, Any] = {}
+    cold = _timed(asks[0], env)  # prepares the data dir when it is new
+    if fresh:
+        result["cold_first_ask_s"] = round(cold, 3)
+    # interleaved, so that load from other processes on the machine falls on both series alike
+    no_server: list[float] = []
+    db_up: list[float] = []
+    for argv in asks:
+        no_server.append(_timed(argv, env))
+        with database_held(data_dir):
+            db_up.append(_timed(argv, env))
+    result["ask_warm_no_server"] = _summary(no_server)
+    result["ask_warm_database_up"] = _summary(db_up)
+    result["import_routegate_cli_ms"] = round(
+        statistics.median(import_time_us("routegate.cli") for _ in range(3)) / 1000
+    )
+    bare = [_timed([sys.executable, "-c", "pass"], env) for _ in range(runs)]
+    cli = [_timed([sys.executable, "-c", "import routegate.cli"], env) for _ in range(runs)]
+    result["python_startup_s"] = _summary(bare)
+    result["python_import_routegate_cli_s"] = _summary(cli)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7, help="asks per situation (default 7)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="data dir to use (default: a new temp dir)")
+    parser.add_argument("--question", action="append", help="question to ask (repeatable; default: two)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    temporary = args.data_dir is None
+    data_dir = Path(tempfile.mkdtemp(prefix="routegate-startup-")) if temporary else args.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        result = measure(data_dir, args.runs, args.question or QUESTIONS)
+    finally:
+        if temporary:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()[0]}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for name, value in result.items():
+        print(f"{name:32} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The embedded PostgreSQL (16 + pgvector, from the ``pgserver`` package) and how a command gets it started early.
+
+* :class:`EmbeddedPostgres` starts the server in a data directory, or attaches to the one already running there:
+  pgserver shares one server per data directory between processes (its ``.handle_pids.json`` lists the users),
+  so a one-shot command next to ``routegate up`` / ``serve`` on the same ``ROUTEGATE_DATA_DIR`` connects to the
+  running server (milliseconds) and leaves it running; the server stops when its last user leaves.
+* :class:`DatabaseStart` makes the database of the settings ready on a background thread, so that a command can
+  start it before it imports the desk's modules: the start (~0.1 s, mostly waiting for the server) hides behind
+  the imports. With ``DATABASE_URL`` there is nothing to start.
+
+This module imports neither the database driver nor pgserver until a server is started (``routegate ask``
+imports it before the rest of the desk).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Final
+
+from routegate.errors import RuntimeFaultError
+from routegate.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class DatabaseUnavailableError(RuntimeFaultError):
+    """The database could not be reached or set up."""
+
+
+def _import_pgserver() -> Any:
+    # pgserver asks platformdirs for the user's runtime directory when it is imported. Without XDG_RUNTIME_DIR
+    # (containers, CI, root shells) platformdirs falls back to /tmp/runtime-<uid> and warns. The fallback is
+    # what we want (it only holds pgserver's lock file and socket directory), so that one warning is muted here,
+    # at the one place that triggers it, instead of globally.
+    if "pgserver" in sys.modules:  # imported already: no need to touch the (process-wide) warning filters
+        return sys.modules["pgserver"]
+    from platformdirs import RuntimeDirWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeDirWarning)
+        import pgserver
+
+    return pgserver
+
+
+class EmbeddedPostgres:
+    """PostgreSQL 16 + pgvector from the ``pgserver`` package, with its data in ``data_dir``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self._server: Any = None
+
+    def start(self) -> str:
+        """Start (or attach to) the server and return its connection URI. Blocking: ~1 s on first start."""
+        pgserver = _import_pgserver()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _forget_dead_users(pgserver, self.data_dir)
+            self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
+        except Exception as exc:
+            raise DatabaseUnavailableError(
+                f"could not start the embedded PostgreSQL in {self.data_dir}: {type(exc).__name__}: {exc}"
+            ) from exc
+        return str(self._server.get_uri())
+
+    def stop(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.cleanup()
+
+
+_HANDLE_FILE: Final = ".handle_pids.json"
+
+
+def _alive(pid: int) -> bool:
+    """A running process (not a zombie) has this PID."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): trust kill(0)
+    return state not in ("Z", "X")
+
+
+def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
+    """pgserver lists the PIDs of the processes using a data directory in ``.handle_pids.json`` and stops the server
+    when the last one leaves; a process killed before it could leave (SIGKILL, a crash) stays listed and the server
+    would never be stopped again. Drop such PIDs, under pgserver's own lock, before attaching."""
+    handles = Path(data_dir).expanduser().resolve() / _HANDLE_FILE
+    with pgserver.PostgresServer._lock:
+        try:
+            pids = json.loads(handles.read_text())
+        except (OSError, ValueError):
+            return  # no file yet (first start), or unreadable: pgserver handles it
+        if not isinstance(pids, list):
+            return
+        alive = [pid for pid in pids if isinstance(pid, int) and (pid == os.getpid() or _alive(pid))]
+        if alive != pids:
+            gone = [pid for pid in pids if pid not in alive]
+            logger.info("embedded PostgreSQL: forgetting users that died without leaving: %s", gone)
+            handles.write_text(json.dumps(alive))
+
+
+def embedded_data_dir(settings: Settings) -> Path:
+    """Where the embedded server of ``settings`` keeps its data."""
+    return settings.data_dir / "support-pg"
+
+
+class DatabaseStart:
+    """The database of ``settings`` made ready on a background thread: :meth:`result` waits for it and gives the
+    URL and, for the embedded server, the handle that :meth:`stop` closes. ``stop`` is idempotent and safe at any
+    time (it waits for a start under way, then stops what it started), so every exit path may call it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._url: str | None = None
+        self._server: EmbeddedPostgres | None = None
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+        if not settings.database_url:
+            # here, not on the thread: its import mutes a warning, and the warning filters are process-wide
+            _import_pgserver()
+        self._thread = threading.Thread(target=self._start, name="routegate-database-start", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            if self._settings.database_url:
+                self._url = self._settings.database_url
+                return
+            server = EmbeddedPostgres(embedded_data_dir(self._settings))
+            self._url = server.start()
+            with self._lock:
+                self._server = server
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> tuple[str, EmbeddedPostgres | None]:
+        """The URL to connect to and the embedded server's handle (``None`` with ``DATABASE_URL``). Blocking."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._url is not None
+        return self._url, self._server
+
+    def stop(self) -> None:
+        """Stop the embedded server if this start attached to it (once). Blocking."""
+        self._thread.join()
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.stop()
