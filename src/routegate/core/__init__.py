@@ -1,31 +1,40 @@
-"""routegate.core: contracts, policy boundary, gateway and the governed routing agent."""
+"""routegate.core: contracts, policy boundary, gateway, the governance kernel and the routing agent.
 
-from routegate.core import stop_reasons
-from routegate.core._deadline import Deadline
-from routegate.core._sync import run_sync
-from routegate.core.agent import RoutingAgent
-from routegate.core.compose import GroundedComposer, compose_answer
-from routegate.core.context import RunContext
-from routegate.core.contracts import (
-    ABSENT,
-    ArgLimits,
-    Budget,
-    DelegationLedger,
-    HistoryEntry,
-    RouteIntent,
-    RouteSpec,
-    RunResult,
-    TraceEntry,
-    jsonable,
-)
-from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
-from routegate.core.gateway import DelegationStop, RouteGateway
-from routegate.core.governed import Delegated, GovernedStep, ObservationCheck, Stopped
-from routegate.core.hashing import args_hash
-from routegate.core.outcome import Outcome
-from routegate.core.policy import RoutePolicy, RouteRejection
-from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
-from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArgs, worker
+The names below are imported on first use (:pep:`562`), so importing one small module of the core (the message
+rule the settings use, say) does not load the rest.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from routegate.core import stop_reasons
+    from routegate.core._deadline import Deadline
+    from routegate.core._sync import run_sync
+    from routegate.core.agent import RoutingAgent
+    from routegate.core.compose import GroundedComposer, compose_answer
+    from routegate.core.context import RunContext
+    from routegate.core.contracts import (
+        ABSENT,
+        ArgLimits,
+        Budget,
+        DelegationLedger,
+        HistoryEntry,
+        RouteIntent,
+        RouteSpec,
+        RunResult,
+        TraceEntry,
+        jsonable,
+    )
+    from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
+    from routegate.core.gateway import DelegationStop, RouteGateway
+    from routegate.core.governed import Delegated, GovernedStep, ObservationCheck, Stopped
+    from routegate.core.hashing import args_hash
+    from routegate.core.outcome import Outcome
+    from routegate.core.policy import RoutePolicy, RouteRejection
+    from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+    from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArgs, worker
 
 __all__ = [
     "ABSENT",
@@ -72,3 +81,65 @@ __all__ = [
     "stop_reasons",
     "worker",
 ]
+
+_WHERE = {
+    "ABSENT": "contracts",
+    "ArgLimits": "contracts",
+    "Budget": "contracts",
+    "Deadline": "_deadline",
+    "DecisionEvent": "events",
+    "Delegated": "governed",
+    "DelegationEvent": "events",
+    "DelegationLedger": "contracts",
+    "DelegationStop": "gateway",
+    "FinalAnswer": "protocols",
+    "FinalEvent": "events",
+    "FinalizeRequest": "protocols",
+    "Finalizer": "protocols",
+    "GovernedStep": "governed",
+    "GroundedComposer": "compose",
+    "HistoryEntry": "contracts",
+    "NormalizedText": "workers",
+    "ObservationCheck": "governed",
+    "ObservationEvent": "events",
+    "Outcome": "outcome",
+    "RouteDecision": "protocols",
+    "RouteGateway": "gateway",
+    "RouteIntent": "contracts",
+    "RoutePolicy": "policy",
+    "RouteRejection": "policy",
+    "RouteRequest": "protocols",
+    "RouteSpec": "contracts",
+    "Router": "protocols",
+    "RoutingAgent": "agent",
+    "RunContext": "context",
+    "RunEvent": "events",
+    "RunResult": "contracts",
+    "Stopped": "governed",
+    "TicketArgs": "workers",
+    "TraceEntry": "contracts",
+    "Worker": "workers",
+    "WorkerArgs": "workers",
+    "args_hash": "hashing",
+    "compose_answer": "compose",
+    "jsonable": "contracts",
+    "run_sync": "_sync",
+    "stop_reasons": "stop_reasons",
+    "worker": "workers",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    found = import_module(f"{__name__}.{module}")
+    value = found if module == name else getattr(found, name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
