@@ -13,8 +13,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from routegate.errors import ConfigurationError
 
@@ -37,16 +38,29 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--default-route", default="oos", help="route for out-of-scope queries (default: oos)")
     fit.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
     fit.add_argument(
-        "--oos-recall-floor", type=float, default=0.85, help="objective: max in-scope accuracy at this OOS recall"
+        "--oos-recall-floor",
+        type=float,
+        default=None,
+        help="objective with out-of-scope rows in --train/--val: max in-scope accuracy at this OOS recall "
+        "(default 0.85)",
     )
     fit.add_argument(
-        "--inscope-coverage", type=float, default=0.97, help="objective when no OOS rows: keep this share in scope"
+        "--inscope-coverage",
+        type=float,
+        default=None,
+        help="objective without out-of-scope rows: keep this share of in-scope queries routed (default 0.97)",
     )
     fit.add_argument(
         "--clarify-cost", type=float, default=None, help="enable clarify: cost of a question relative to an error"
     )
     fit.add_argument("--no-char-ngrams", action="store_true", help="embedding head only (no char n-gram model)")
-    fit.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
+    fit.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="onnxruntime intra-op threads (default: all cores; fit encodes in batches)",
+    )
+    fit.add_argument("--no-progress", action="store_true", help="no progress bar")
     fit.set_defaults(handler=run_fit)
 
     ev: argparse.ArgumentParser = subparsers.add_parser(
@@ -67,7 +81,13 @@ def register(subparsers: Any) -> None:
     )
     ev.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
     ev.add_argument("--plot", help="write the risk-coverage and OOS trade-off curves to this PNG")
-    ev.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
+    ev.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="onnxruntime intra-op threads (default 1: eval routes one query at a time, and one thread gave the "
+        "lowest single-query latency on a busy 2-core machine)",
+    )
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(handler=run_eval)
 
@@ -96,13 +116,77 @@ def _check_plot_path(path: str) -> None:
         raise ConfigurationError(f"cannot write the plot to {path}: {parent} is not writable")
 
 
+def objective_warnings(args: argparse.Namespace, n_oos: int, config: Any) -> list[str]:
+    """What the fit options cannot do with this data, said before the fit starts."""
+    label = args.oos_label
+    out = []
+    if n_oos == 0 and args.oos_recall_floor is not None:
+        out.append(
+            f"--oos-recall-floor cannot apply: --train/--val hold no {label!r} rows, so the threshold keeps "
+            f"--inscope-coverage={config.inscope_coverage} of in-scope queries routed instead; add out-of-scope "
+            f"examples labelled {label!r} to calibrate on OOS recall"
+        )
+    if n_oos and args.inscope_coverage is not None:
+        out.append(
+            f"--inscope-coverage does not apply: with {n_oos} {label!r} rows the objective is the OOS recall floor "
+            f"(--oos-recall-floor={config.oos_recall_floor})"
+        )
+    if 0 < n_oos < config.detector_min_examples:
+        out.append(
+            f"only {n_oos} {label!r} rows: the out-of-scope detector needs {config.detector_min_examples}, so the "
+            "confidence threshold alone will detect out-of-scope queries"
+        )
+    return out
+
+
+def describe_objective(objective: str, target: float, n_oos: int, label: str) -> str:
+    if objective == "oos_recall_floor":
+        return f"max in-scope accuracy with OOS recall >= {target:g} ({n_oos} {label!r} rows to calibrate on)"
+    return f"keep {target:g} of in-scope queries routed (no {label!r} rows to calibrate an OOS recall on)"
+
+
+class ProgressEncoder:
+    """An encoder that shows a progress bar while it embeds a large batch (the long part of a fit)."""
+
+    def __init__(self, inner: Any, stream: TextIO, *, chunk: int = 256) -> None:
+        self.inner = inner
+        self.stream = stream
+        self.chunk = chunk
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        from routegate.routers.evaluation import progress_bar
+
+        if len(texts) <= self.chunk:
+            return self.inner.encode(texts)
+        update = progress_bar(self.stream, label="encoding")
+        parts = []
+        for start in range(0, len(texts), self.chunk):
+            parts.append(self.inner.encode(texts[start : start + self.chunk]))
+            update(min(start + self.chunk, len(texts)), len(texts))
+        return np.concatenate(parts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def run_fit(args: argparse.Namespace) -> int:
     from routegate.embed import MiniLMEncoder
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter, load_examples
 
+    defaults = FitConfig()
     config = FitConfig(
-        oos_recall_floor=args.oos_recall_floor,
-        inscope_coverage=args.inscope_coverage,
+        oos_recall_floor=defaults.oos_recall_floor if args.oos_recall_floor is None else args.oos_recall_floor,
+        inscope_coverage=defaults.inscope_coverage if args.inscope_coverage is None else args.inscope_coverage,
         clarify_cost=args.clarify_cost,
         char_ngrams=False if args.no_char_ngrams else "auto",
     )
@@ -113,18 +197,25 @@ def run_fit(args: argparse.Namespace) -> int:
         train += extra
     val = load_examples(args.val) if args.val else None
     output = writable_dir(args.output)  # before fitting, not after
+    n_oos = sum(e.label == args.oos_label for e in [*train, *(val or [])])
+    for line in objective_warnings(args, n_oos, config):
+        print(f"warning: {line}", file=sys.stderr)
     started = time.perf_counter()
     print(f"fitting on {len(train)} examples ...", file=sys.stderr)
+    encoder: Any = MiniLMEncoder(intra_op_num_threads=args.threads)
+    if not args.no_progress:
+        encoder = ProgressEncoder(encoder, sys.stderr)
     router = SemanticRouter.fit(
         train,
         val=val,
-        encoder=MiniLMEncoder(intra_op_num_threads=args.threads),
+        encoder=encoder,
         default_route=args.default_route,
         oos_label=args.oos_label,
         config=config,
     )
     path = router.save(output)
     cal = router.calibration
+    print(f"objective: {describe_objective(cal.objective, cal.target, n_oos, args.oos_label)}", file=sys.stderr)
     summary = {
         "router": str(path),
         "routes": len(router.routes),
