@@ -1,7 +1,8 @@
 """Plan-engine overhead: classify → one of 3 branches → rejoin, with deterministic steps, µs per run.
 
 Side by side in one process: a plain-Python floor (the same calls and an if/elif), routegate's Plan (sync ``run``
-and async ``arun``; form A ``routes=`` with the when DSL and form B ``routes_by=`` with a pydantic output),
+and async ``arun``; form A ``routes=`` with the when DSL and form B ``routes_by=`` with a pydantic output; form A
+with async steps under a ``Budget`` — a deadline timer per run — and streamed through ``iter()``),
 lazybridge's Plan (the reference implementation of the routing seed; async targets, its fastest path, and sync
 targets, which it runs on a worker thread) and LangGraph (``StateGraph`` + ``add_conditional_edges``).
 
@@ -23,7 +24,8 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
-from routegate.plan import Plan, Step, when
+from routegate.core import Budget
+from routegate.plan import Plan, PlanFinalEvent, Step, when
 
 INPUTS = ("the site is down for everyone", "please update my billing address", "buy cheap watches now")
 SEVERITY = Literal["urgent", "normal", "spam"]
@@ -88,7 +90,7 @@ def floor_run(text: str) -> str:
 
 
 # -- routegate ----------------------------------------------------------------------------------------------------
-def routegate_form_a(*, use_async: bool = False) -> Plan:
+def routegate_form_a(*, use_async: bool = False, budget: Budget | None = None) -> Plan:
     fns = (aclassify, aurgent, anormal, aspam, aarchive) if use_async else (classify, urgent, normal, spam, archive)
     return Plan(
         Step(
@@ -105,6 +107,7 @@ def routegate_form_a(*, use_async: bool = False) -> Plan:
         Step(fns[2], name="normal"),
         Step(fns[3], name="spam"),
         Step(fns[4], name="archive"),
+        budget=budget,
     )
 
 
@@ -213,10 +216,20 @@ def check(name: str, answers: Sequence[str]) -> None:
 
 def measure(runs: int, repeats: int, peer_runs: int, *, peers: bool = True) -> list[tuple[str, float]]:
     form_a, form_a_async, form_b = routegate_form_a(), routegate_form_a(use_async=True), routegate_form_b()
+    form_a_budget = routegate_form_a(use_async=True, budget=Budget(max_seconds=60))
     check("routegate run", [form_a.run(t).payload for t in INPUTS])
     check("routegate routes_by", [form_b.run(t).payload for t in INPUTS])
     check("routegate arun", [asyncio.run(form_a.arun(t)).payload for t in INPUTS])
     check("routegate arun, async steps", [asyncio.run(form_a_async.arun(t)).payload for t in INPUTS])
+    check("routegate arun, async steps, budget", [asyncio.run(form_a_budget.arun(t)).payload for t in INPUTS])
+
+    async def iter_a(text: str) -> Any:
+        async for event in form_a.iter(text):
+            if isinstance(event, PlanFinalEvent):
+                return event.result
+        raise AssertionError("iter() ended without its final event")
+
+    check("routegate iter", [asyncio.run(iter_a(t)).payload for t in INPUTS])
 
     async def arun_a(text: str) -> Any:
         return await form_a.arun(text)
@@ -224,12 +237,17 @@ def measure(runs: int, repeats: int, peer_runs: int, *, peers: bool = True) -> l
     async def arun_async_steps(text: str) -> Any:
         return await form_a_async.arun(text)
 
+    async def arun_budget(text: str) -> Any:
+        return await form_a_budget.arun(text)
+
     rows = [
         ("plain Python (floor)", time_sync(floor_run, runs, repeats)),
         ("routegate run (sync), routes= + when", time_sync(form_a.run, runs, repeats)),
         ("routegate arun, routes= + when", asyncio.run(time_async(arun_a, runs, repeats))),
         ("routegate arun, async steps", asyncio.run(time_async(arun_async_steps, runs, repeats))),
         ("routegate run, routes_by + pydantic output", time_sync(form_b.run, runs, repeats)),
+        ("routegate arun, async steps + budget (timer)", asyncio.run(time_async(arun_budget, runs, repeats))),
+        ("routegate iter (events streamed)", asyncio.run(time_async(iter_a, runs, repeats))),
     ]
     if not peers:
         return rows

@@ -286,7 +286,7 @@ def test_more_bad_options_with_clear_messages() -> None:
         Plan(s("a"), name="")
     with pytest.raises(PlanCompileError, match="is a string, not something to run"):
         Plan(Step("a"), targets={"a": "b"})
-    with pytest.raises(TypeError, match="takes a step name"):
+    with pytest.raises(PlanCompileError, match="takes a step name"):
         from_step("")
 
 

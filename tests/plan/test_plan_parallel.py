@@ -82,12 +82,25 @@ async def test_a_plan_runtime_error_in_a_member_propagates() -> None:
     async def fine(x: Any) -> str:
         return "fine"
 
+    def broken(env: Any) -> bool:
+        raise KeyError("oops")
+
+    buggy = Plan(Step(lambda x: x, name="spin", routes={"spin": broken}), name="buggy")
+    plan = Plan(Step(fine, parallel=True), Step(buggy, parallel=True))
+    with pytest.raises(PlanRuntimeError, match="routes predicate for target 'spin' raised KeyError"):
+        await plan.arun(None)
+
+
+async def test_a_member_that_loops_stops_the_band_with_max_iterations() -> None:
+    async def fine(x: Any) -> str:
+        return "fine"
+
     looping = Plan(
         Step(lambda x: x, name="spin", routes={"spin": when.payload(lambda _: True)}), name="looping", max_iterations=2
     )
-    plan = Plan(Step(fine, parallel=True), Step(looping, parallel=True))
-    with pytest.raises(PlanRuntimeError, match="max_iterations=2"):
-        await plan.arun(None)
+    result = await Plan(Step(fine, parallel=True), Step(looping, parallel=True)).arun(None)
+    assert (result.stop_reason, result.phase) == ("max_iterations", "step")
+    assert result.path == ("fine", "looping") and "max_iterations=2" in result.message
 
 
 def test_a_band_counts_as_one_iteration_and_can_end_the_plan() -> None:

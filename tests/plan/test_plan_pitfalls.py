@@ -90,8 +90,10 @@ def test_pitfall_routes_by_requires_a_model_with_a_literal_field_of_step_names()
 
 def test_pitfall_routing_cycles_compile_and_surface_as_max_iterations_exceeded() -> None:
     plan = Plan(step("a"), step("b", routes={"a": when.payload(lambda _: True)}), max_iterations=6)  # compiles
+    result = plan.run(None)
+    assert result.stop_reason == "max_iterations" and "max_iterations=6" in result.message
     with pytest.raises(MaxIterationsExceeded, match="max_iterations=6"):
-        plan.run(None)
+        result.raise_for_stop()
 
 
 def test_pitfall_predicate_evaluation_order_first_true_wins() -> None:

@@ -1,6 +1,6 @@
 """Property: a random plan with random predicates either fails to compile with PlanCompileError, or runs only
 declared steps in exactly the order the routing rules allow (checked against a small reference interpreter
-written from the seed's rules), and always terminates: normally, on a failed step, or by MaxIterationsExceeded."""
+written from the seed's rules), and always terminates: normally, on a failed step, or on the max_iterations stop."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict
@@ -199,10 +200,14 @@ def observe(plan: Plan, visits: dict[int, int], mode: str) -> tuple[str, list[st
     visits.clear()
     try:
         result = plan.run(None) if mode == "sync" else asyncio.run(plan.arun(None))
-    except MaxIterationsExceeded as stop:
-        return "max_iterations", list(stop.path), stop
     except PlanRuntimeError as error:
         return "runtime_error", [f"s{k}" for k in sorted(visits)], error  # no path on the exception: loose check
+    if result.stop_reason == "max_iterations":
+        assert result.phase == "step" and result.payload is None
+        with pytest.raises(MaxIterationsExceeded) as stop:
+            result.raise_for_stop()
+        assert list(stop.value.path) == list(result.path)
+        return "max_iterations", list(result.path), stop.value
     return ("ok" if result.ok else "error"), list(result.path), None
 
 

@@ -154,9 +154,13 @@ def test_backward_routes_loop_until_the_predicate_stops_firing() -> None:
 
 def test_max_iterations_counts_steps_and_names_limit_and_path() -> None:
     plan = Plan(Step(lambda x: x, name="spin", routes={"spin": when.payload(lambda _: True)}), max_iterations=5)
+    result = plan.run(1)
+    assert (result.ok, result.stop_reason, result.phase) == (False, "max_iterations", "step")
+    assert result.path == ("spin",) * 5 and len(result.trace) == 5
     with pytest.raises(MaxIterationsExceeded) as caught:
-        plan.run(1)
+        result.raise_for_stop()
     error = caught.value
+    assert result.message == str(error)
     assert isinstance(error, PlanRuntimeError) and isinstance(error, RuntimeError)
     assert error.limit == 5 and error.path == ("spin",) * 5 and error.next_step == "spin"
     assert "max_iterations=5" in str(error) and "spin → spin" in str(error)
@@ -166,8 +170,7 @@ def test_max_iterations_counts_steps_and_names_limit_and_path() -> None:
 
 def test_max_iterations_message_elides_long_paths() -> None:
     plan = Plan(Step(lambda x: x, name="spin", routes={"spin": when.payload(lambda _: True)}), max_iterations=100)
-    with pytest.raises(MaxIterationsExceeded, match=r"… \(76 earlier\) → spin"):
-        plan.run(1)
+    assert "… (76 earlier) → spin" in plan.run(1).message
 
 
 # -- routes_by on models, dataclasses and dicts ---------------------------------------------------------------------
@@ -476,11 +479,23 @@ def test_a_nested_plan_failure_is_the_outer_step_failure_and_writes_to_the_outer
 
 
 def test_plan_runtime_errors_in_a_nested_plan_propagate() -> None:
+    def broken(env: Envelope) -> bool:
+        raise KeyError("oops")
+
+    inner = Plan(Step(lambda x: x, name="i", routes={"i": broken}), name="inner")
+    with pytest.raises(PlanRuntimeError, match="routes predicate"):
+        Plan(Step(inner)).run(1)
+
+
+def test_a_nested_plan_that_loops_stops_the_outer_step_with_max_iterations() -> None:
     inner = Plan(
         Step(lambda x: x, name="i", routes={"i": when.payload(lambda _: True)}), name="inner", max_iterations=3
     )
-    with pytest.raises(MaxIterationsExceeded):
-        Plan(Step(inner)).run(1)
+    result = Plan(Step(inner)).run(1)
+    assert (result.stop_reason, result.phase, result.path) == ("max_iterations", "step", ("inner",))
+    with pytest.raises(MaxIterationsExceeded) as caught:
+        result.raise_for_stop()
+    assert caught.value.limit == 3 and caught.value.path == ("i", "i", "i")
 
 
 class FakeChatModel:

@@ -169,8 +169,11 @@ def test_example_3_loops_back_until_the_reviewer_approves() -> None:
 
 def test_example_3_an_infinite_rejection_stops_at_max_iterations() -> None:
     plan, _, _ = example_3(approve_on_review=10**9, max_iterations=8)
+    result = plan.run("q")
+    assert (result.ok, result.stop_reason, result.phase) == (False, "max_iterations", "step")
+    assert result.path == ("write", "review") * 4 and result.payload is None
     with pytest.raises(MaxIterationsExceeded) as caught:
-        plan.run("q")
+        result.raise_for_stop()
     assert caught.value.limit == 8
     assert caught.value.path == ("write", "review") * 4
     assert "max_iterations=8" in str(caught.value)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from routegate.plan import Envelope, ErrorInfo, when
+from routegate.errors import ConfigurationError
+from routegate.plan import Envelope, ErrorInfo, PlanCompileError, when
 
 
 class Model(BaseModel):
@@ -74,8 +75,10 @@ def test_mappings_are_read_by_key_never_by_method() -> None:
 def test_membership_with_unhashable_values() -> None:
     assert not when.field("items").in_({"a"})(Envelope({"items": ["a"]}))  # a list is not in a set of strings
     assert when.field("items").in_([["a"], ["b"]])(Envelope({"items": ["a"]}))
-    with pytest.raises(TypeError, match="not a string"):
+    with pytest.raises(PlanCompileError, match="not a string"):
         when.field("x").in_("abc")
+    with pytest.raises(PlanCompileError, match="collection of values, got int"):
+        when.field("x").in_(3)  # type: ignore[arg-type]
 
 
 def test_errored_envelopes() -> None:
@@ -93,13 +96,14 @@ def test_escape_hatches_and_combinators() -> None:
     sensitive = when.field("topic").in_({"medical", "legal"})
     assert (low & sensitive)(env) and (low | when.errored())(env) and not (~low)(env)
     assert (low & (lambda e: True))(env)
-    with pytest.raises(TypeError, match="combine a predicate with a callable"):
+    # misuse while building a predicate is a build error (a ConfigurationError), not a TypeError
+    with pytest.raises(PlanCompileError, match="combine a predicate with a callable"):
         low & 3  # type: ignore[operator]
-    with pytest.raises(TypeError):
+    with pytest.raises(PlanCompileError, match=r"when.payload\(\) takes a callable of the payload"):
         when.payload(3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(PlanCompileError, match=r"when.envelope\(\) takes a callable"):
         when.envelope("x")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(ConfigurationError, match="non-empty field name"):
         when.field("")
 
 

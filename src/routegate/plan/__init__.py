@@ -12,14 +12,16 @@
         Step(apology),
         Step(log_outcome),
     )
-    result = plan.run("query")          # or: await plan.arun("query")
+    result = plan.run("query")          # or: await plan.arun("query"); async for event in plan.iter("query")
     result.path                         # ('search', 'apology', 'log_outcome') for empty hits
+    result.outcome                      # the core Outcome: ok, stop_reason, phase, message
 
 See docs/plan.md.
 """
 
 from routegate.plan.envelope import Envelope, ErrorInfo, payload_text
 from routegate.plan.errors import DetourTrapWarning, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
+from routegate.plan.events import PlanEvent, PlanFinalEvent, StepEvent
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
 from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev, from_start, from_step
@@ -40,12 +42,15 @@ __all__ = [
     "MaxIterationsExceeded",
     "Plan",
     "PlanCompileError",
+    "PlanEvent",
+    "PlanFinalEvent",
     "PlanResult",
     "PlanRuntimeError",
     "Predicate",
     "Sentinel",
     "Step",
     "StepContext",
+    "StepEvent",
     "StepTarget",
     "Store",
     "StructuredChatModel",

@@ -8,6 +8,7 @@ after the graph checks that raise :class:`~routegate.plan.PlanCompileError`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from routegate.core import RoutingAgent
+from routegate.core.context import context_parameter
 from routegate.plan.envelope import Envelope
 from routegate.plan.errors import DetourTrapWarning, PlanCompileError
 from routegate.plan.sentinels import FromPrev, FromStart
@@ -24,8 +26,9 @@ from routegate.plan.step import Step
 from routegate.plan.targets import AgentTarget, ChatCompleterTarget, ChatModelTarget, is_awaitable_function
 from routegate.plan.when import Predicate, callable_name
 
-# target kinds
-SYNC, ASYNC, PROTO_SYNC, PROTO_ASYNC, PLAN = range(5)
+# target kinds: plain callables (CTX_*: ones that declare a RunContext parameter), step targets, nested plans
+SYNC, ASYNC, PROTO_SYNC, PROTO_ASYNC, PLAN, CTX_SYNC, CTX_ASYNC = range(7)
+DIRECT = frozenset({SYNC, CTX_SYNC, PROTO_SYNC})  # called without awaiting anything
 # input sources
 PREV, START, STEP = range(3)
 
@@ -39,6 +42,9 @@ class Compiled:
         "by_field",
         "by_map",
         "by_why",
+        "ctx_param",
+        "ctx_positional",
+        "direct",
         "fn",
         "index",
         "kind",
@@ -67,6 +73,9 @@ class Compiled:
         self.sources = step.sources
         self.writes = step.writes
         self.kind = SYNC
+        self.direct = True
+        self.ctx_param: str | None = None  # the target's RunContext parameter
+        self.ctx_positional = False  # the RunContext parameter is the second positional one (a run_step's: its ctx)
         self.fn: Callable[..., Any] = _identity
         self.target: Any = step.target
         self.source = PREV
@@ -93,7 +102,14 @@ def is_sync(step: Compiled) -> bool:
     """True when running the step can never suspend (a sync callable or step target, an all-sync plan)."""
     if step.kind == PLAN:
         return bool(step.target._all_sync)
-    return step.kind in (SYNC, PROTO_SYNC)
+    return step.direct
+
+
+def wants_context(step: Compiled) -> bool:
+    """True when the step needs the run's RunContext (a context parameter, a step target, such a nested plan)."""
+    if step.kind == PLAN:
+        return bool(step.target._wants_ctx)
+    return step.ctx_param is not None or step.kind in (PROTO_SYNC, PROTO_ASYNC)
 
 
 # -- compilation ---------------------------------------------------------------------------------------------------
@@ -241,6 +257,8 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
     elif callable(getattr(target, "run_step", None)):
         c.fn = target.run_step
         c.kind = PROTO_ASYNC if is_awaitable_function(target.run_step) else PROTO_SYNC
+        c.ctx_param = context_parameter(c.fn)
+        c.ctx_positional = c.ctx_param is not None and _position(c.fn, c.ctx_param) == 1
     elif callable(getattr(target, "complete_json", None)):
         c.kind = PROTO_ASYNC
         c.fn = ChatModelTarget(target, _schema(where, step)).run_step
@@ -250,17 +268,36 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
     elif callable(target):
         c.fn = target
         c.kind = ASYNC if is_awaitable_function(target) else SYNC
+        c.ctx_param = context_parameter(target)
+        if c.ctx_param is not None:
+            position = _position(target, c.ctx_param)
+            c.ctx_positional = position == 1
+            if position == 0:
+                raise PlanCompileError(
+                    f"{where}: the RunContext parameter {c.ctx_param!r} of {callable_name(target)} is its first "
+                    "parameter, where the step's input payload goes; declare the payload first: "
+                    "def step(payload, ctx: RunContext)"
+                )
+            c.kind = CTX_ASYNC if c.kind == ASYNC else CTX_SYNC
     else:
         raise PlanCompileError(
             f"{where}: cannot run {target!r}: a target is a callable, a RoutingAgent, a Plan, an object with "
             "run_step(payload, ctx), a structured chat model with complete_json(messages, *, schema) or a chat "
             "model with async complete(messages, *, json_mode)"
         )
+    c.direct = c.kind in DIRECT
     if step.adapter is not None:
         c.validate = _validator(step.adapter)
         output = step.output
         if isinstance(output, type) and (issubclass(output, BaseModel) or dataclasses.is_dataclass(output)):
             c.out_cls = output
+
+
+def _position(fn: Callable[..., Any], name: str) -> int:
+    """The position of ``fn``'s parameter ``name`` among its positional parameters (-1: keyword-only)."""
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in positional]
+    return names.index(name) if name in names else -1
 
 
 def _schema(where: str, step: Step) -> dict[str, Any] | None:

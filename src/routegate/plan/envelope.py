@@ -8,26 +8,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from routegate.core.contracts import jsonable
+from routegate.core.governed import phase_of
+from routegate.core.stop_reasons import Phase
 from routegate.errors import RunStopError
 
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
-    """Why a step failed: the exception's class name, its message and the run's stop reason.
+    """Why a step failed, or why the run stopped: the exception's class name, its message, the stop reason and
+    the phase.
 
-    ``stop_reason`` is ``step_error:<ExceptionClass>``, or the ``stop_reason`` of a
-    :class:`~routegate.errors.RunStopError` the target raised. ``exception`` keeps the original exception.
+    ``stop_reason`` is ``step_error:<ExceptionClass>`` with phase ``"step"``, or the ``stop_reason`` and ``phase``
+    of a :class:`~routegate.errors.RunStopError` the target raised (``"step"`` when it names none). A run that
+    used up its budget carries one too: ``max_iterations`` (a :class:`~routegate.plan.MaxIterationsExceeded`) or
+    ``max_seconds`` (a :class:`~routegate.errors.RunStopError`). ``exception`` keeps the exception.
     """
 
     type: str
     message: str
     stop_reason: str
     exception: BaseException | None = field(default=None, repr=False, compare=False)
+    phase: Phase = "step"
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
         if isinstance(exc, RunStopError):
-            return cls(type(exc).__name__, exc.message, exc.stop_reason, exc)
+            return cls(type(exc).__name__, exc.message, exc.stop_reason, exc, phase_of(exc.phase) or "step")
         return cls(type(exc).__name__, str(exc), f"step_error:{type(exc).__name__}", exc)
 
     def to_dict(self) -> dict[str, str]:

@@ -4,10 +4,12 @@
   while the :class:`~routegate.plan.Plan` is built, before any step runs.
 * :class:`PlanRuntimeError` — a plan misbehaved while running in a way that is a programming bug: a routing
   predicate raised, or ``from_step(name)`` named a step that did not run.
-* :class:`MaxIterationsExceeded` — a run used up ``Plan(max_iterations=...)``: a routing cycle that never ends.
+* :class:`MaxIterationsExceeded` — a run used up its step bound (``Budget.max_iterations``): a routing cycle that
+  never ends. A run does not raise it: it *stops* with ``stop_reason == "max_iterations"``, and
+  ``result.raise_for_stop()`` raises this exception for code that prefers one.
 
-A step whose *target* fails is not an exception: it produces an error envelope, which a route can catch with
-``when.errored()``; a run that ends on such a step returns a result with ``ok == False``.
+A step whose *target* fails is not an exception either: it produces an error envelope, which a route can catch
+with ``when.errored()``; a run that ends on such a step returns a result with ``ok == False``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class MaxIterationsExceeded(PlanRuntimeError):
     """A run executed ``limit`` steps and still had somewhere to go: a routing cycle without an exit.
 
     ``path`` holds every step executed before the limit was hit and ``next_step`` the one that would have run.
+    The run's result carries it (``result.error.exception``) and ``result.raise_for_stop()`` raises it; its
+    message is the result's ``message``.
     """
 
     def __init__(self, limit: int, path: Sequence[str], next_step: str) -> None:

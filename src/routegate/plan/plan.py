@@ -1,8 +1,12 @@
 """``Plan``: a declared list of steps with explicit, validated routing between them.
 
 Everything is worked out when the plan is built (step index, route tables, predicate lists, target kinds,
-validators), so a run is a tight loop: resolve the step's input, call its target, wrap the output in an
-:class:`Envelope`, pick the next step. ``arun`` is the primary API; ``run`` is its synchronous twin.
+validators, which steps ask for the run's :class:`~routegate.core.RunContext`), so a run is a tight loop: resolve
+the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step.
+
+There is one interpreter, :meth:`Plan._steps`. ``arun`` and ``run`` call it with no listener; ``iter`` (and its
+alias ``astream``) streams its events through :func:`routegate.core._stream.stream_events`. ``run`` of a plan
+whose targets are all synchronous drives the same coroutine without an event loop (it never suspends).
 """
 
 from __future__ import annotations
@@ -11,14 +15,33 @@ import asyncio
 import logging
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from routegate.core import run_sync
-from routegate.errors import ConfigurationError
-from routegate.plan._compiled import ASYNC, PLAN, PREV, PROTO_SYNC, START, STEP, SYNC, Compiled, compile_steps, is_sync
+from routegate.core._deadline import Deadline
+from routegate.core._stream import stream_events
+from routegate.core._sync import run_sync
+from routegate.core.context import RunContext
+from routegate.core.contracts import Budget
+from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
+from routegate.errors import ConfigurationError, RunStopError
+from routegate.plan._compiled import (
+    ASYNC,
+    CTX_ASYNC,
+    CTX_SYNC,
+    PREV,
+    PROTO_ASYNC,
+    START,
+    STEP,
+    SYNC,
+    Compiled,
+    compile_steps,
+    is_sync,
+    wants_context,
+)
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
+from routegate.plan.events import PlanEvent, PlanFinalEvent, StepEvent
 from routegate.plan.result import PlanResult
 from routegate.plan.step import Step
 from routegate.plan.store import Store
@@ -27,15 +50,20 @@ from routegate.plan.when import _MISSING, read_field
 
 _logger = logging.getLogger(__name__)
 _perf = time.perf_counter
+_monotonic = time.monotonic
 _get_running_loop = asyncio._get_running_loop
 _CoroutineType = types.CoroutineType
+_DEFAULT_ITERATIONS = Budget().max_iterations
 
 
 class Plan:
-    """A plan: ``Plan(Step(...), Step(...), ..., max_iterations=100)``; validated here, run with ``arun``/``run``.
+    """A plan: ``Plan(Step(...), Step(...), ..., budget=Budget(...))``; validated here, run with ``arun``/``run``.
 
-    * ``max_iterations`` — the most steps one run may execute (a parallel band counts once); a run that
-      needs more raises :class:`~routegate.plan.MaxIterationsExceeded` (the safety net for routing loops).
+    * ``budget`` — a :class:`~routegate.core.Budget`: ``max_seconds`` is the run's deadline (a step still running
+      when it passes is cut off and the run stops with ``max_seconds``) and ``max_iterations`` the most steps one
+      run may execute (a parallel band counts once; a run that needs more stops with ``max_iterations``, the
+      safety net for routing loops). Without a budget a run has no deadline and at most 100 steps.
+    * ``max_iterations`` — shorthand for ``budget=Budget(max_iterations=...)``'s step bound, without a deadline.
     * ``store`` — the :class:`~routegate.plan.Store` that ``writes=`` go to (a run may pass its own); without
       one, a plan whose steps write gets a fresh store per run, returned as ``result.store``.
     * ``strict`` — the detour trap (a forward route without ``after_branches=`` to a step that is not the last)
@@ -49,7 +77,8 @@ class Plan:
     def __init__(
         self,
         *steps: Step,
-        max_iterations: int = 100,
+        max_iterations: int | None = None,
+        budget: Budget | None = None,
         store: Any = None,
         strict: bool = False,
         name: str | None = None,
@@ -62,14 +91,28 @@ class Plan:
                 raise PlanCompileError(
                     f"Plan arguments must be Step objects; argument {index} is {step!r} (wrap it: Step(x, name=...))"
                 )
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+        if max_iterations is not None and (
+            isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1
+        ):
             raise PlanCompileError(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
+        if budget is not None:
+            if not isinstance(budget, Budget):
+                raise PlanCompileError(f"budget= must be a routegate.core.Budget, got {budget!r}")
+            if max_iterations is not None and max_iterations != budget.max_iterations:
+                raise PlanCompileError(
+                    f"max_iterations={max_iterations} disagrees with budget.max_iterations={budget.max_iterations}; "
+                    "give the bound once: Budget(max_iterations=...)"
+                )
         if store is not None and not callable(getattr(store, "write", None)):
             raise PlanCompileError(f"store= must have a write(key, value) method (a Store), got {store!r}")
         if name is not None and (not isinstance(name, str) or not name):
             raise PlanCompileError(f"Plan name= must be a non-empty string, got {name!r}")
         self.steps: tuple[Step, ...] = steps
-        self.max_iterations = max_iterations
+        self.budget = budget
+        if budget is not None:
+            self.max_iterations = budget.max_iterations
+        else:
+            self.max_iterations = _DEFAULT_ITERATIONS if max_iterations is None else max_iterations
         self.store = store
         self.strict = strict
         self.name = name
@@ -78,6 +121,9 @@ class Plan:
         self._has_writes = any(step.writes is not None for step in steps)
         self._uses_from_step = any(c.source == STEP for c in self._compiled)
         self._all_sync = all(is_sync(c) for c in self._compiled)
+        self._wants_ctx = any(wants_context(c) for c in self._compiled)
+        # no budget and no step that asks for the context: arun/run go straight to the interpreter
+        self._lean = budget is None and not self._wants_ctx
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -88,24 +134,32 @@ class Plan:
         return f"Plan({label}steps={list(self._names)}, max_iterations={self.max_iterations})"
 
     # -- public API ------------------------------------------------------------------------------------------
-    async def arun(self, payload: Any = None, *, store: Any = None) -> PlanResult:
-        """Run the plan on ``payload`` (the first step's input) and return how it ended."""
-        return await self._execute(payload, self.store if store is None else store)
+    async def arun(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> PlanResult:
+        """Run the plan on ``payload`` (the first step's input) and return how it ended.
 
-    def run(self, payload: Any = None, *, store: Any = None) -> PlanResult:
+        ``deps`` becomes ``ctx.deps`` of every step that declares a :class:`~routegate.core.RunContext` parameter.
+        """
+        if self._lean:
+            return await self._steps(payload, store, None, _perf())
+        return await self._start(payload, store, deps, None, not self._all_sync)
+
+    def run(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> PlanResult:
         """Synchronous :meth:`arun` (not from inside a running event loop).
 
-        A plan whose targets are all synchronous never suspends, so it runs right here with no event loop;
-        any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
+        A plan whose targets are all synchronous never suspends, so it runs right here with no event loop; the
+        deadline of its budget is then checked between steps (a running synchronous step cannot be cut off).
+        Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
         """
-        effective = self.store if store is None else store
         if not self._all_sync:
-            return run_sync(self._execute(payload, effective), what="run")
+            return run_sync(self.arun(payload, store=store, deps=deps), what="run")
         if _get_running_loop() is not None:
             raise ConfigurationError(
                 "run() was called from inside a running event loop; use 'await ...arun(...)' there instead"
             )
-        coro = self._execute(payload, effective)
+        if self._lean:
+            coro = self._steps(payload, store, None, _perf())
+        else:
+            coro = self._start(payload, store, deps, None, False)
         try:
             coro.send(None)
         except StopIteration as done:
@@ -114,17 +168,141 @@ class Plan:
         coro.close()  # pragma: no cover - a synchronous plan cannot suspend
         raise PlanRuntimeError("internal error: a synchronous plan suspended")  # pragma: no cover
 
-    # -- the run loop ----------------------------------------------------------------------------------------
-    async def _execute(self, value: Any, store: Any) -> PlanResult:
+    def iter(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> AsyncIterator[PlanEvent]:
+        """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
+        decided, then a :class:`~routegate.plan.PlanFinalEvent` with the result. Closing the iterator early
+        cancels the run."""
+        timed = not self._all_sync
+        return stream_events(lambda emit: self._start(payload, store, deps, emit, timed), _is_final)
+
+    def astream(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> AsyncIterator[PlanEvent]:
+        """The same as :meth:`iter`."""
+        return self.iter(payload, store=store, deps=deps)
+
+    # -- one run -----------------------------------------------------------------------------------------------
+    async def _start(
+        self, value: Any, store: Any, deps: Any, emit: Callable[[PlanEvent], None] | None, timed: bool
+    ) -> PlanResult:
+        """A run on its own: its context and deadline, the interpreter, the final event.
+
+        The deadline is checked between steps; ``timed=True`` adds a timer that cancels a step still running
+        when it passes. A plan whose steps are all synchronous runs with ``timed=False``: it never yields to the
+        event loop, so a timer could not fire before the run ended anyway (and ``run()`` drives it without a loop
+        at all). A plan with no budget, no listener and no step that asks for the context runs lean: no
+        :class:`_Run`, no context, no timer.
+        """
         started = _perf()
+        if store is None:
+            store = self.store
+            if store is None and self._has_writes:
+                store = Store()
+        budget = self.budget
+        if self._lean and emit is None:
+            return await self._steps(value, store, None, started)
+        ctx: RunContext[Any] | None = None
+        deadline: float | None = None
+        if budget is not None:
+            if self._wants_ctx:
+                ctx = RunContext.start(deps, budget, emit=emit)
+                deadline = ctx.deadline
+            else:
+                deadline = _monotonic() + budget.max_seconds
+        elif self._wants_ctx:
+            ctx = RunContext(deps, emit=emit)
+        run = _Run(value, store, ctx, deadline, None if budget is None else budget.max_seconds, emit)
+        if budget is None or not timed:
+            result = await self._steps(value, store, run, started)
+        else:
+            timer = Deadline(budget.max_seconds)
+            try:
+                async with timer:
+                    result = await self._steps(value, store, run, started)
+            except TimeoutError:
+                if not timer.expired:
+                    raise
+                stop = self._cut_off(run, started)
+                result = self._result(value, store, run.envelopes, run.decisions, stop, started)
+        if emit is not None:
+            _flush(run)
+            emit(PlanFinalEvent(result))
+        return result
+
+    async def _nested(self, value: Any, store: Any, outer: _Run | None) -> PlanResult:
+        """This plan as a step of another: the outer run's context and deadline (its own budget's ``max_seconds``
+        does not apply; its ``max_iterations`` does), no events of its own."""
+        started = _perf()
+        if store is None and self._has_writes:
+            store = Store()
+        run = None
+        if outer is not None and (outer.ctx is not None or outer.deadline is not None):
+            run = _Run(value, store, outer.ctx, outer.deadline, outer.max_seconds, None)
+        return await self._steps(value, store, run, started)
+
+    def _result(
+        self,
+        value: Any,
+        store: Any,
+        envelopes: list[Envelope],
+        decisions: list[tuple[str | None, str]],
+        error: ErrorInfo | None,
+        started: float,
+    ) -> PlanResult:
+        """The result of a run that stopped outside the interpreter (the deadline cut it off)."""
+        result = PlanResult(value, None, error, envelopes, decisions, store, (_perf() - started) * 1000.0)
+        if _logger.isEnabledFor(logging.INFO):
+            self._log(result)
+        return result
+
+    def _log(self, result: PlanResult) -> None:
+        _logger.info(
+            "plan %s path=%s stop_reason=%s latency_ms=%.3f",
+            self.name or "-",
+            ">".join(result.path),
+            result.stop_reason,
+            result.elapsed_ms,
+        )
+
+    def _cut_off(self, run: _Run, started: float) -> ErrorInfo:
+        """The deadline cancelled the step (or parallel band) at ``run.at``: it ends the run with ``max_seconds``."""
+        step = self._compiled[run.at]
+        members = self._compiled[step.index : step.band_end] if step.band_end else (step,)
+        total_ms = (_perf() - started) * 1000.0
+        step_ms = max(total_ms - sum(env.elapsed_ms for env in run.envelopes), 0.0)
+        names = ", ".join(repr(m.name) for m in members)
+        message = (
+            f"max_seconds={run.max_seconds} reached after {total_ms / 1000:.3f}s; step {names} was cut off "
+            f"(path so far: {_path_text(run.envelopes)})"
+        )
+        info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
+        for member in members:
+            run.envelopes.append(Envelope(None, info, None, member.name, step_ms))
+            run.decisions.append((None, MAX_SECONDS))
+        return info
+
+    # -- the interpreter -------------------------------------------------------------------------------------
+    async def _steps(self, value: Any, store: Any, run: _Run | None, started: float) -> PlanResult:
+        """Run steps from the first until the plan ends or stops, and return how it ended.
+
+        ``run`` is ``None`` for a lean run (see :meth:`_start`); otherwise the interpreter appends to its lists,
+        keeps ``run.at`` on the running step, emits step events and checks the deadline between steps.
+        """
+        if store is None:
+            store = self.store
+            if store is None and self._has_writes:
+                store = Store()
         compiled = self._compiled
         names = self._names
         count = len(compiled)
         limit = self.max_iterations
-        if store is None and self._has_writes:
-            store = Store()
-        envelopes: list[Envelope] = []
-        decisions: list[tuple[str | None, str]] = []
+        deadline: float | None = None
+        emit: Callable[[PlanEvent], None] | None = None
+        envelopes: list[Envelope]
+        decisions: list[tuple[str | None, str]]
+        if run is None:
+            envelopes, decisions = [], []
+        else:
+            envelopes, decisions, deadline, emit = run.envelopes, run.decisions, run.deadline, run.emit
+        watched = deadline is not None or emit is not None  # one test per step when neither is set
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
@@ -135,11 +313,20 @@ class Plan:
         i = 0
         while True:
             if iterations == limit:
-                raise MaxIterationsExceeded(limit, [env.step or "" for env in envelopes], names[i])
+                error = _iterations_stop(limit, envelopes, names[i])
+                break
+            if watched:
+                assert run is not None
+                if emit is not None:
+                    _flush(run)
+                if deadline is not None and _monotonic() >= deadline:
+                    error = _deadline_stop(run, names[i])
+                    break
+                run.at = i
             iterations += 1
             step = compiled[i]
             if step.band_end:
-                prev, error = await self._run_band(step, prev, value, store, envelopes, decisions, latest)
+                prev, error = await self._run_band(step, prev, value, store, run, latest, envelopes, decisions)
                 if error is not None:
                     break
                 i = step.band_end
@@ -154,7 +341,10 @@ class Plan:
                 given = value
             else:
                 given = _from_step(step, latest, envelopes)
-            if step.kind == SYNC:  # the hot path, inlined; every other kind goes through _invoke
+            if step.kind == SYNC:
+                # the hot path, inlined: a plain synchronous callable. This repeats _call's SYNC branch on purpose:
+                # the call into _call costs ~0.1 µs per step (~15 % of the engine's per-step cost, measured with
+                # bench/plan_overhead.py); every other kind goes through _call / _invoke
                 t0 = _perf()
                 try:
                     out = step.fn(given)
@@ -170,7 +360,7 @@ class Plan:
                     out, err = None, ErrorInfo.from_exception(exc)
                 env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
             else:
-                env = await _invoke(step, given, value, store)
+                env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
                 out, err = env.payload, env.error
             envelopes.append(env)
             if latest is not None:
@@ -219,22 +409,10 @@ class Plan:
                 break
             decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
         result = PlanResult(
-            value,
-            None if error is not None else prev,
-            error,
-            envelopes,
-            decisions,
-            store,
-            (_perf() - started) * 1000.0,
+            value, None if error is not None else prev, error, envelopes, decisions, store, (_perf() - started) * 1000.0
         )
         if _logger.isEnabledFor(logging.INFO):
-            _logger.info(
-                "plan %s path=%s stop_reason=%s latency_ms=%.3f",
-                self.name or "-",
-                ">".join(env.step or "" for env in envelopes),
-                result.stop_reason,
-                result.elapsed_ms,
-            )
+            self._log(result)
         return result
 
     async def _run_band(
@@ -243,9 +421,10 @@ class Plan:
         prev: Any,
         value: Any,
         store: Any,
+        run: _Run | None,
+        latest: list[Envelope | None] | None,
         envelopes: list[Envelope],
         decisions: list[tuple[str | None, str]],
-        latest: list[Envelope | None] | None,
     ) -> tuple[Any, ErrorInfo | None]:
         """Run a parallel band: every member concurrently on the same inputs; apply writes only if all succeed."""
         members = self._compiled[first.index : first.band_end]
@@ -254,15 +433,15 @@ class Plan:
             for m in members
         ]
         if first.band_sync:
-            results = [await _invoke(m, given, value, store) for m, given in zip(members, inputs, strict=True)]
+            results = [await _member(m, given, run, store) for m, given in zip(members, inputs, strict=True)]
         else:
             try:
                 async with asyncio.TaskGroup() as group:
                     tasks = [
-                        group.create_task(_invoke(m, given, value, store))
+                        group.create_task(_member(m, given, run, store))
                         for m, given in zip(members, inputs, strict=True)
                     ]
-            except BaseExceptionGroup as failed:  # only PlanRuntimeError (and BaseExceptions) escape _invoke
+            except BaseExceptionGroup as failed:  # only PlanRuntimeError (and BaseExceptions) escape _member
                 raise _first_leaf(failed) from None
             results = [task.result() for task in tasks]
         error: ErrorInfo | None = None
@@ -285,6 +464,81 @@ class Plan:
         return joined, None
 
 
+class _Run:
+    """One run's state beyond the lean path: its context, deadline and listener, the lists the interpreter appends
+    to, and where it is (what a deadline stop is built from)."""
+
+    __slots__ = (
+        "at",
+        "ctx",
+        "deadline",
+        "decisions",
+        "emit",
+        "envelopes",
+        "input",
+        "max_seconds",
+        "sent",
+        "store",
+    )
+
+    def __init__(
+        self,
+        value: Any,
+        store: Any,
+        ctx: RunContext[Any] | None,
+        deadline: float | None,
+        max_seconds: float | None,
+        emit: Callable[[PlanEvent], None] | None,
+    ) -> None:
+        self.input = value
+        self.store = store
+        self.ctx = ctx
+        self.deadline = deadline  # on time.monotonic(); None: no deadline
+        self.max_seconds = max_seconds
+        self.emit = emit
+        self.envelopes: list[Envelope] = []
+        self.decisions: list[tuple[str | None, str]] = []
+        self.at = 0  # the step (or band) running now
+        self.sent = 0  # step events emitted so far
+
+
+def _flush(run: _Run) -> None:
+    """Emit a StepEvent for every step whose routing was decided since the last flush."""
+    emit, decisions, envelopes = run.emit, run.decisions, run.envelopes
+    assert emit is not None
+    while run.sent < len(decisions):
+        index = run.sent
+        run.sent = index + 1
+        emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
+
+
+def _is_final(event: PlanEvent) -> bool:
+    return isinstance(event, PlanFinalEvent)
+
+
+def _iterations_stop(limit: int, envelopes: list[Envelope], next_step: str) -> ErrorInfo:
+    exc = MaxIterationsExceeded(limit, [env.step or "" for env in envelopes], next_step)
+    return ErrorInfo(type(exc).__name__, str(exc), MAX_ITERATIONS, exc, "step")
+
+
+def _deadline_stop(run: _Run, next_step: str) -> ErrorInfo:
+    assert run.deadline is not None and run.max_seconds is not None
+    elapsed = run.max_seconds + (_monotonic() - run.deadline)
+    message = (
+        f"max_seconds={run.max_seconds} reached after {elapsed:.3f}s, before step {next_step!r} ran "
+        f"(path so far: {_path_text(run.envelopes)})"
+    )
+    return ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
+
+
+def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
+    """The executed steps for a message: the last ``shown`` of them, with a count of the ones left out."""
+    names = [env.step or "" for env in envelopes[-shown:]]
+    elided = len(envelopes) - len(names)
+    text = " → ".join(names) or "(none)"
+    return f"… ({elided} earlier) → {text}" if elided else text
+
+
 class _StepFailed(Exception):
     """A nested plan ended on a failed step: its error becomes the outer step's error."""
 
@@ -293,29 +547,55 @@ class _StepFailed(Exception):
         self.info = info
 
 
-async def _invoke(step: Compiled, given: Any, value: Any, store: Any) -> Envelope:
-    """Run one step's target and wrap the outcome (the main loop inlines the sync-callable case)."""
+def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
+    """Run a direct (synchronous) target and wrap the outcome."""
+    t0 = _perf()
+    try:
+        kind = step.kind
+        if kind == SYNC:
+            out = step.fn(given)
+        elif kind == CTX_SYNC:
+            out = _with_context(step, given, run)
+        else:  # PROTO_SYNC
+            out = _run_step(step, given, run)
+        if type(out) is _CoroutineType:
+            raise _returned_coroutine(step, out)
+        validate = step.validate
+        if validate is not None and type(out) is not step.out_cls:
+            out = validate(out)
+        err = None
+    except PlanRuntimeError:
+        raise
+    except Exception as exc:
+        out, err = None, ErrorInfo.from_exception(exc)
+    return Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
+
+
+async def _member(step: Compiled, given: Any, run: _Run | None, store: Any) -> Envelope:
+    """Run a parallel band member, whatever its kind."""
+    return _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
+
+
+async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> Envelope:
+    """Run a step whose target must be awaited (an async callable or step target, a nested plan); wrap the
+    outcome. Direct targets go through :func:`_call`."""
     meta: dict[str, Any] | None = None
     kind = step.kind
     t0 = _perf()
     try:
-        if kind == SYNC:
-            out = step.fn(given)
-            if type(out) is _CoroutineType:
-                raise _returned_coroutine(step, out)
-        elif kind == ASYNC:
+        if kind == ASYNC:
             out = await step.fn(given)
-        elif kind == PLAN:
-            nested: PlanResult = await step.target._execute(
-                given, store if step.target.store is None else step.target.store
-            )
+        elif kind == PROTO_ASYNC:
+            out = await _run_step(step, given, run)
+        elif kind == CTX_ASYNC:
+            out = await _with_context(step, given, run)
+        else:  # PLAN
+            target: Plan = step.target
+            nested = await target._nested(given, store if target.store is None else target.store, run)
             meta = {"plan": nested}
             if nested.error is not None:
                 raise _StepFailed(nested.error)
             out = nested.payload
-        else:
-            ctx = StepContext(step.name, step.task, value, store, step.sources)
-            out = step.fn(given, ctx) if kind == PROTO_SYNC else await step.fn(given, ctx)
         if step.validate is not None and type(out) is not step.out_cls:
             out = step.validate(out)
         err = None
@@ -326,6 +606,26 @@ async def _invoke(step: Compiled, given: Any, value: Any, store: Any) -> Envelop
     except Exception as exc:
         out, err = None, ErrorInfo.from_exception(exc)
     return Envelope(out, err, meta, step.name, (_perf() - t0) * 1000.0)
+
+
+def _with_context(step: Compiled, given: Any, run: _Run | None) -> Any:
+    """Call a plain target that declares a RunContext parameter (the run has a context: the plan wants one)."""
+    assert run is not None
+    if step.ctx_positional:
+        return step.fn(given, run.ctx)
+    return step.fn(given, **{step.ctx_param or "": run.ctx})
+
+
+def _run_step(step: Compiled, given: Any, run: _Run | None) -> Any:
+    """Call a step target's ``run_step`` with its StepContext (and the RunContext, if it declares one)."""
+    assert run is not None  # a plan with a step target always has a context
+    ctx = StepContext(step.name, step.task, run.input, run.store, step.sources, run.ctx)
+    param = step.ctx_param
+    if param is None:
+        return step.fn(given, ctx)
+    if step.ctx_positional:
+        return step.fn(given, run.ctx)
+    return step.fn(given, ctx, **{param: run.ctx})
 
 
 def _returned_coroutine(step: Compiled, coro: types.CoroutineType[Any, Any, Any]) -> TypeError:

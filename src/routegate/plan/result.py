@@ -1,20 +1,26 @@
-"""``PlanResult``: how a plan run ended — payload, path, envelopes, the trace."""
+"""``PlanResult``: how a plan run ended — payload, path, envelopes, the trace, the outcome."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from routegate.core.contracts import TraceEntry, jsonable
+from routegate.core.outcome import Outcome
+from routegate.core.stop_reasons import SUCCESS, Phase
+from routegate.errors import RunStopError
 from routegate.plan.envelope import Envelope, ErrorInfo
-
-SUCCESS = "success"
+from routegate.plan.events import StepEvent
 
 
 class PlanResult:
     """How a plan run ended.
 
-    * ``payload`` — the last step's payload (``None`` when the run ended on a failed step);
-    * ``ok`` / ``error`` / ``stop_reason`` — ``"success"``, or the failed step's ``step_error:<Exception>``;
+    * ``payload`` — the last step's payload (``None`` when the run stopped);
+    * ``ok`` / ``stop_reason`` / ``phase`` / ``message`` — ``"success"`` (phase ``None``, no message), or why the
+      run stopped: the failed step's ``step_error:<Exception>``, a :class:`~routegate.errors.RunStopError`'s stop
+      reason and phase, ``max_iterations`` or ``max_seconds`` (phase ``"step"``); ``outcome`` is the same as a
+      core :class:`~routegate.core.Outcome`; ``error`` the :class:`ErrorInfo` of the stop (``None`` on success);
+    * ``raise_for_stop()`` — raises the stop as an exception (see there), returns the result on success;
     * ``path`` — the executed step names, in order; ``envelopes`` — one :class:`Envelope` per executed step
       (payload, error, ``elapsed_ms``); ``envelope(name)`` — the latest one of a step;
     * ``trace`` — the core trace format: one :class:`~routegate.core.TraceEntry` per executed step
@@ -52,6 +58,39 @@ class PlanResult:
         return SUCCESS if self.error is None else self.error.stop_reason
 
     @property
+    def phase(self) -> Phase | None:
+        """Where the run stopped (``"step"``, or the phase a step's ``RunStopError`` named); ``None`` on success."""
+        return None if self.error is None else self.error.phase
+
+    @property
+    def message(self) -> str:
+        """Why the run stopped, for people; empty on success."""
+        return "" if self.error is None else self.error.message
+
+    @property
+    def outcome(self) -> Outcome:
+        error = self.error
+        if error is None:
+            return Outcome.success()
+        return Outcome.stopped(error.stop_reason, error.phase, error.message)
+
+    def raise_for_stop(self) -> PlanResult:
+        """Return this result if the run succeeded; else raise the exception that stopped it.
+
+        That is :class:`~routegate.plan.MaxIterationsExceeded` for ``max_iterations``; the step's own exception
+        for a failed step (the :class:`~routegate.errors.RunStopError` it raised included, and a nested plan's
+        failed step's); a :class:`~routegate.errors.RunStopError` carrying the stop reason and phase for
+        ``max_seconds``.
+        """
+        error = self.error
+        if error is None:
+            return self
+        exc = error.exception
+        if exc is None:  # an ErrorInfo built without an exception
+            exc = RunStopError(error.stop_reason, error.message, phase=error.phase)
+        raise exc
+
+    @property
     def path(self) -> tuple[str, ...]:
         return tuple([env.step or "" for env in self.envelopes])
 
@@ -65,22 +104,10 @@ class PlanResult:
     @property
     def trace(self) -> tuple[TraceEntry, ...]:
         if self._trace is None:
-            entries = []
-            for attempt, (env, (nxt, why)) in enumerate(zip(self.envelopes, self._decisions, strict=True), 1):
-                error = env.error
-                entries.append(
-                    TraceEntry(
-                        attempt=attempt,
-                        target=env.step,
-                        ok=error is None,
-                        phase="step",
-                        elapsed_ms=round(env.elapsed_ms, 3),
-                        stop_reason=None if error is None else error.stop_reason,
-                        why=why,
-                        next=nxt,
-                    )
-                )
-            self._trace = tuple(entries)
+            pairs = zip(self.envelopes, self._decisions, strict=True)
+            self._trace = tuple(
+                [StepEvent.of(attempt, env, decision).trace_entry() for attempt, (env, decision) in enumerate(pairs, 1)]
+            )
         return self._trace
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,6 +119,8 @@ class PlanResult:
         }
         if self.error is not None:
             out["error"] = self.error.to_dict()
+            out["phase"] = self.error.phase
+            out["message"] = self.error.message
         out["trace"] = [entry.to_dict() for entry in self.trace]
         out["elapsed_ms"] = round(self.elapsed_ms, 3)
         return out

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from routegate.plan.errors import PlanCompileError
+
 
 @dataclass(frozen=True, slots=True)
 class FromPrev:
@@ -42,5 +44,5 @@ from_start = FromStart()
 def from_step(name: str) -> FromStep:
     """The latest payload of the step called ``name`` (declared earlier in the plan)."""
     if not isinstance(name, str) or not name:
-        raise TypeError(f"from_step() takes a step name, got {name!r}")
+        raise PlanCompileError(f"from_step() takes a step name (a non-empty string), got {name!r}")
     return FromStep(name)

@@ -2,7 +2,8 @@
 and the adapters for routegate's :class:`~routegate.core.RoutingAgent` and for chat models.
 
 * :class:`StepTarget` — any object with ``run_step(payload, ctx)`` (sync or ``async``); ``ctx`` is a
-  :class:`StepContext` with the step's name, task, the plan input, the store and the step's sources.
+  :class:`StepContext` with the step's name, task, the plan input, the store, the step's sources and the run's
+  :class:`~routegate.core.RunContext` (``ctx.run``).
 * :class:`StructuredChatModel` — an object with ``async complete_json(messages, *, schema) -> str``: an LLM
   step. The plan sends the step's ``task=`` (and its ``sources=``) as the system message and the input payload
   as the user message, with the JSON schema of the step's ``output=`` model; the reply is validated into that
@@ -23,6 +24,7 @@ from routegate.plan.envelope import payload_text
 
 if TYPE_CHECKING:
     from routegate.core import RoutingAgent
+    from routegate.core.context import RunContext
     from routegate.plan.store import Store
 
 TEXT_SCHEMA: dict[str, Any] = {"type": "string"}
@@ -30,13 +32,18 @@ TEXT_SCHEMA: dict[str, Any] = {"type": "string"}
 
 @dataclass(frozen=True, slots=True)
 class StepContext:
-    """What a :class:`StepTarget` is told besides its input payload."""
+    """What a :class:`StepTarget` is told besides its input payload.
+
+    ``run`` is the run's :class:`~routegate.core.RunContext` (``run.deps``, ``run.run_id``, ``run.deadline``);
+    the plan always sets it (it is ``None`` only in a ``StepContext`` built by hand).
+    """
 
     step: str
     task: str | None
     plan_input: Any
     store: Store | None
     sources: tuple[Any, ...] = ()
+    run: RunContext[Any] | None = None
 
     def sources_text(self) -> str:
         """The step's sources rendered as text (``source.text()`` or ``str(source)``), blank-line separated."""
@@ -71,7 +78,8 @@ class AgentTarget:
 
     The step's payload is the agent's :class:`~routegate.core.RunResult` (a stopped run is a result, not a step
     error: route on ``when.field("status")`` or ``when.payload(lambda r: r.ok)``). The step's ``task=``, when
-    set, reaches the router and finalizer as ``context={"task": ...}``.
+    set, reaches the router and finalizer as ``context={"task": ...}``; the plan run's ``deps`` are the agent
+    run's ``deps``.
     """
 
     __slots__ = ("agent",)
@@ -81,7 +89,8 @@ class AgentTarget:
 
     async def run_step(self, payload: Any, ctx: StepContext) -> RunResult:
         context = {"task": ctx.task} if ctx.task else None
-        return await self.agent.arun(payload_text(payload), context=context)
+        deps = None if ctx.run is None else ctx.run.deps
+        return await self.agent.arun(payload_text(payload), context=context, deps=deps)
 
 
 class ChatModelTarget:

@@ -15,7 +15,8 @@ Field and payload predicates are ``False`` on an errored envelope: route failure
 Non-strict field predicates never raise on odd values (model output is untrusted): a missing field reads as
 None and a value that does not compare is not greater or less than anything.
 Predicates combine with ``&``, ``|`` and ``~``; each one has a readable ``repr`` that the trace uses as the
-reason a route was taken.
+reason a route was taken. Misuse while building a predicate (a blank field name, a string given to ``in_()``, a
+non-callable given to ``when.payload``, ``&`` or ``|``) raises :class:`~routegate.plan.PlanCompileError`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from routegate.plan.envelope import Envelope
+from routegate.plan.errors import PlanCompileError
 
 EnvelopePredicate = Callable[[Envelope], Any]
 
@@ -83,7 +85,10 @@ def _plain(fn: EnvelopePredicate) -> Callable[[Envelope], Any]:
     if isinstance(fn, Predicate):
         return fn.fn
     if not callable(fn):
-        raise TypeError(f"can only combine a predicate with a callable, got {type(fn).__name__}")
+        raise PlanCompileError(
+            f"can only combine a predicate with a callable (a when.* predicate or a function of the envelope), "
+            f"got {type(fn).__name__}"
+        )
     return fn
 
 
@@ -114,7 +119,7 @@ class FieldRef:
 
     def __init__(self, name: str, *, strict: bool = False) -> None:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"when.field() takes a non-empty field name, got {name!r}")
+            raise PlanCompileError(f"when.field() takes a non-empty field name (a string), got {name!r}")
         self.name = name
         self.strict = strict
 
@@ -209,8 +214,13 @@ class FieldRef:
 
 def _haystack(values: Iterable[Any]) -> frozenset[Any] | tuple[Any, ...]:
     if isinstance(values, str | bytes):
-        raise TypeError("in_()/not_in_() take a collection of values, not a string (wrap it: {'value'})")
-    items = tuple(values)
+        raise PlanCompileError("in_()/not_in_() take a collection of values, not a string (wrap it: {'value'})")
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise PlanCompileError(
+            f"in_()/not_in_() take a collection of values, got {type(values).__name__} (wrap it: {{value}})"
+        ) from None
     try:
         return frozenset(items)
     except TypeError:  # unhashable members: linear scan
@@ -244,7 +254,10 @@ class When:
     def payload(test: Callable[[Any], Any]) -> Predicate:
         """Escape hatch: ``test(payload)``, for checks over several fields. False on an errored envelope."""
         if not callable(test):
-            raise TypeError(f"when.payload() takes a callable, got {type(test).__name__}")
+            raise PlanCompileError(
+                f"when.payload() takes a callable of the payload (e.g. lambda p: p.score < 0.5), "
+                f"got {type(test).__name__}"
+            )
 
         def predicate(env: Envelope) -> bool:
             return env.error is None and bool(test(env.payload))
@@ -255,7 +268,9 @@ class When:
     def envelope(test: Callable[[Envelope], Any]) -> Predicate:
         """Escape hatch: ``test(envelope)`` — sees the error and metadata too."""
         if not callable(test):
-            raise TypeError(f"when.envelope() takes a callable, got {type(test).__name__}")
+            raise PlanCompileError(
+                f"when.envelope() takes a callable of the envelope (e.g. lambda env: env.ok), got {type(test).__name__}"
+            )
         return Predicate(lambda env: bool(test(env)), f"when.envelope({callable_name(test)})")
 
     @staticmethod
