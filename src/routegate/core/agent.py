@@ -8,7 +8,6 @@ bad model output, bad input, budgets, loops or timeouts.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -18,7 +17,7 @@ from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
-from routegate.core.context import RunContext, context_parameter
+from routegate.core.context import RunContext, context_parameter, new_run_id
 from routegate.core.contracts import (
     ABSENT,
     OBSERVATION_STATUSES,
@@ -145,7 +144,7 @@ class RoutingAgent:
         # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
         ctx = RunContext(
             deps,
-            os.urandom(8).hex(),
+            new_run_id(),
             time.monotonic() + budget.max_seconds,
             DelegationLedger(budget.max_delegations),
             emit,

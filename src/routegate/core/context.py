@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
+import random
 import time
 import typing
 from collections.abc import Callable
@@ -34,11 +34,15 @@ from typing_extensions import TypeVar
 from routegate.core.contracts import Budget, DelegationLedger
 from routegate.core.telemetry import tracer
 
+_getrandbits = random.getrandbits
+
 DepsT = TypeVar("DepsT", default=None)
 
 
 def new_run_id() -> str:
-    return os.urandom(8).hex()
+    """A fresh 16-hex-digit run id. Ids name runs in results, logs and traces; they grant nothing, so the fast
+    Mersenne Twister serves (reseeded in a forked child) where ``os.urandom`` cost 0.7 µs a run."""
+    return f"{_getrandbits(64):016x}"
 
 
 @dataclass(slots=True, eq=False)
