@@ -15,9 +15,10 @@ Figures: MB/s of UTF-8 input. The realistic mix is every corpus output wrapped i
 ordinary answer prose (agent answers are longer than the terse corpus items); the bare corpus is reported too.
 Every adversarial shape here is also in the test suite's one-second check (tests/technique).
 
-Dispatch figures: µs per ``adispatch`` through the policy boundary and the gateway to an in-process worker that
-does nothing (so the figure is the governance cost: checks, bounds, hashing, all-or-none), and the time to
-refuse hostile arguments (deep, wide, large) — which must not depend on how hostile they are.
+Dispatch figures: µs per ``adispatch`` — one core ``GovernedStep`` per part (policy boundary, gateway, result
+check, trace entry) under one ``RunContext`` — to an in-process worker that does nothing (so the figure is the
+governance cost: checks, bounds, hashing, all-or-none), and the time to refuse hostile arguments (deep, wide,
+large) — which must not depend on how hostile they are.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from routegate.testing import RecordedRequest, Reply, ScriptedOpenAIServer, Step
+from routegate.testing import RecordedRequest, Reply, ScriptedOpenAIServer, ServerStep
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "llm.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.DOTALL)
@@ -18,7 +18,7 @@ def test_the_doc_has_its_examples() -> None:
     assert len(BLOCKS) == 2
 
 
-def _answer(request: RecordedRequest) -> Step:
+def _answer(request: RecordedRequest) -> ServerStep:
     if request.json_mode:
         ticket = request.user_json()["goal"]
         return Reply(json.dumps({"kind": "route", "target": "billing_specialist", "args": {"ticket": ticket}}))

@@ -58,7 +58,7 @@ def test_testing_exports() -> None:
         "ScriptedChatModel",
         "ScriptedOpenAIServer",
         "ScriptedRouter",
-        "Step",
+        "ServerStep",
     ]
     for name in routegate.testing.__all__:
         assert hasattr(routegate.testing, name), name

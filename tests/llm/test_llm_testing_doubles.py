@@ -16,7 +16,7 @@ from routegate.testing import (
     ScriptedOpenAIServer,
     ScriptedRouter,
     ScriptExhaustedError,
-    Step,
+    ServerStep,
 )
 
 HI = [{"role": "user", "content": "hi"}]
@@ -91,7 +91,7 @@ async def test_embeddings_in_float_and_base64(server: ScriptedOpenAIServer) -> N
 
 
 async def test_a_step_can_be_computed_from_the_request(server: ScriptedOpenAIServer, model: OpenAIChatModel) -> None:
-    def echo(request: RecordedRequest) -> Step:
+    def echo(request: RecordedRequest) -> ServerStep:
         return Reply(f"you said {request.content('user')}")
 
     server.script(echo)
@@ -99,7 +99,7 @@ async def test_a_step_can_be_computed_from_the_request(server: ScriptedOpenAISer
 
 
 async def test_a_failing_responder_is_a_recorded_failure(server: ScriptedOpenAIServer, model: OpenAIChatModel) -> None:
-    def broken(request: RecordedRequest) -> Step:
+    def broken(request: RecordedRequest) -> ServerStep:
         raise ValueError("bug in the test's responder")
 
     server.script(broken)

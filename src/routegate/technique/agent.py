@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from routegate.core import stop_reasons as sr
+from routegate.core.context import RunContext, context_parameter
 from routegate.core.contracts import RunResult
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest
 from routegate.core.workers import Worker
@@ -76,9 +77,20 @@ class TechniqueFinalizer:
         self.router = router or TechniqueRouter()
         self.on_dispatch = on_dispatch
         self.render = render
+        self._inner_ctx = context_parameter(inner.finalize)
 
-    async def finalize(self, request: FinalizeRequest) -> str | FinalAnswer:
-        answer: object = await self.inner.finalize(request)
+    async def finalize(
+        self,
+        request: FinalizeRequest,
+        ctx: RunContext[Any] = None,  # type: ignore[assignment]  # None when called outside a run
+    ) -> str | FinalAnswer:
+        """The inner finalizer's answer, dispatched unless it is prose. The routing agent passes its
+        :class:`~routegate.core.RunContext` as ``ctx``; it goes on to the inner finalizer (if it declares a
+        ``RunContext`` parameter) and to the dispatch (its ``deps`` and ``run_id``)."""
+        if self._inner_ctx is None or ctx is None:
+            answer: object = await self.inner.finalize(request)
+        else:
+            answer = await self.inner.finalize(request, **{self._inner_ctx: ctx})
         extra: Mapping[str, Any] = {}
         if isinstance(answer, FinalAnswer):
             extra = answer.extra
@@ -88,7 +100,7 @@ class TechniqueFinalizer:
         classified = self.router.classify(answer)
         if classified.is_prose:
             return FinalAnswer(answer, extra) if extra else answer
-        result = await self.dispatcher.adispatch(classified)
+        result = await self.dispatcher.adispatch(classified, context=ctx)
         if self.on_dispatch is not None:
             self.on_dispatch(result)
         if not result.ok:
@@ -107,15 +119,19 @@ def technique_worker(
 
     The observation keeps its status and domain; a dispatched ``result`` becomes
     ``{"output": <text>, "technique": <DispatchResult.to_dict()>}``. A refused or failed dispatch ends the run
-    with its stop reason (phase ``delegate``).
+    with its stop reason (phase ``delegate``). The run's :class:`~routegate.core.RunContext` goes on to
+    ``inner`` (if it declares a ``RunContext`` parameter) and to the dispatch (its ``deps`` and ``run_id``).
     """
     classify = (router or TechniqueRouter()).classify
 
-    async def run(**args: Any) -> object:
+    # the context parameter has a name no route argument will have: **args takes every argument of ``inner``;
+    # it is None when the caller passes no context (Worker.invoke(args) outside a run)
+    async def run(_routegate_run_context: RunContext[Any], **args: Any) -> object:
+        ctx = _routegate_run_context
         mismatch = inner.args_mismatch(args)
         if mismatch is not None:
             raise RunStopError(sr.route_bad_args(inner.name), f"worker {inner.name!r}: {mismatch}")
-        value = inner.invoke(args)
+        value = inner.invoke(args, ctx)
         if inspect.isawaitable(value):
             value = await value
         if not isinstance(value, Mapping) or not isinstance(value.get("result"), str):
@@ -123,7 +139,7 @@ def technique_worker(
         classified = classify(value["result"])
         if classified.is_prose:
             return value
-        result = await dispatcher.adispatch(classified)
+        result = await dispatcher.adispatch(classified, context=ctx)
         if on_dispatch is not None:
             on_dispatch(result)
         if not result.ok:

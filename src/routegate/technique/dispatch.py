@@ -1,11 +1,12 @@
 """Dispatch: a handler registry keyed by kind, and every dispatch through the core policy boundary.
 
 Each extracted part becomes an untrusted route decision ``{"kind": "route", "target": ..., "args": ...}`` with a
-target named by its handler (``code:python``, ``mcp:github/list_issues``, ``a2a:reviewer``). The decision goes
-through :class:`~routegate.core.RoutePolicy` (allowlist + the target's pydantic argument schema) and then
+target named by its handler (``code:python``, ``mcp:github/list_issues``, ``a2a:reviewer``). Each part is one
+:class:`~routegate.core.GovernedStep`, exactly as a router's decision is in the routing agent: validated by
+:class:`~routegate.core.RoutePolicy` (allowlist + the target's pydantic argument schema), then delegated through
 :class:`~routegate.core.RouteGateway` (execution allowlist, registry, ``max_delegations``, loop detection,
-worker signature), exactly as a router's decision does in the routing agent; ``Budget.max_seconds`` bounds the
-whole dispatch. So refusals carry the core stop reasons (``invalid_route:route_not_allowed:<t>``,
+worker signature) under the dispatch's :class:`~routegate.core.RunContext` — one per dispatch, whose
+:class:`~routegate.core.Deadline` (``Budget.max_seconds``) bounds the whole dispatch. So refusals carry the core stop reasons (``invalid_route:route_not_allowed:<t>``,
 ``route_denied:<t>``, ``route_missing:<t>``, ``max_delegations``, ``loop_detected``, ``max_seconds``...), and a
 handler's own failures carry theirs (``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
 
@@ -22,24 +23,35 @@ exception's class; the exception itself goes to the log (logger ``routegate.tech
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from routegate.core import run_sync
 from routegate.core import stop_reasons as sr
-from routegate.core.contracts import ArgLimits, Budget, DelegationLedger, RouteIntent, jsonable
+from routegate.core._deadline import Deadline
+from routegate.core._sync import run_sync
+from routegate.core.context import RunContext
+from routegate.core.contracts import ArgLimits, Budget, RouteIntent, jsonable
 from routegate.core.gateway import DelegationStop, RouteGateway
+from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.core.hashing import args_hash
+from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
+from routegate.core.protocols import RouteDecision
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
+from routegate.technique._guard import (
+    HandlerFailure,
+    Returned,
+    check_returned,
+    guarded,
+    value_message,
+    value_stop_reason,
+)
 from routegate.technique.types import ClassifiedOutput, OutputKind, TechniqueItem
 
 logger = logging.getLogger(__name__)
@@ -133,6 +145,11 @@ class DispatchOutcome:
     def ok(self) -> bool:
         return self.stop_reason == sr.SUCCESS
 
+    @property
+    def outcome(self) -> Outcome:
+        """How this part ended, in the form every runtime's result shares."""
+        return Outcome.stopped(self.stop_reason, self.phase, self.message)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"target": self.target, "stop_reason": self.stop_reason}
         if self.phase is not None:
@@ -160,6 +177,11 @@ class DispatchResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def outcome(self) -> Outcome:
+        """How the dispatch ended, in the form every runtime's result shares (``ok`` as :attr:`ok`)."""
+        return Outcome.stopped(self.stop_reason, self.phase, self.message)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.value, "status": self.status, "stop_reason": self.stop_reason}
         if self.phase is not None:
@@ -171,68 +193,54 @@ class DispatchResult:
         return out
 
 
-def _value_stop_reason(value: object) -> str:
-    reason = getattr(value, "stop_reason", sr.SUCCESS)
-    return reason if isinstance(reason, str) and reason else sr.SUCCESS
-
-
-@dataclass(frozen=True, slots=True)
-class _HandlerFailure:
-    """What a guarded worker returns instead of raising: the caller sees the class, the log has the rest."""
-
-    stop_reason: str
-    message: str
-
-
-def _failure(target: str, exc: Exception) -> _HandlerFailure:
-    logger.warning("technique handler %s raised %s", target, type(exc).__name__, exc_info=exc)
-    message = f"handler for {target!r} raised {type(exc).__name__}; the details are in the log"
-    return _HandlerFailure(sr.route_error(target), message)
-
-
-def _guarded(found: Worker) -> Worker:
-    """The same worker, but an exception it raises (other than a stop signal) becomes a :class:`_HandlerFailure`."""
-    fn, target = found.fn, found.name
-    guarded: Any
-    if found.is_async:
-
-        @functools.wraps(fn)
-        async def guarded(**args: Any) -> object:
-            try:
-                return await fn(**args)
-            except RunStopError:
-                raise
-            except Exception as exc:
-                return _failure(target, exc)
-
-    else:
-
-        @functools.wraps(fn)
-        def guarded(**args: Any) -> object:
-            try:
-                value = fn(**args)
-            except RunStopError:
-                raise
-            except Exception as exc:
-                return _failure(target, exc)
-            # hasattr on the type: inspect.isawaitable's ABC check costs more than the rest of the guard
-            return _guarded_awaitable(target, value) if hasattr(type(value), "__await__") else value
-
-    return Worker(target, guarded, found.description, found.args_model, inline=found.inline)
-
-
-async def _guarded_awaitable(target: str, value: Awaitable[object]) -> object:
-    """What a sync-looking worker returned to be awaited (a callable object with an async ``__call__``)."""
-    try:
-        return await value
-    except RunStopError:
-        raise
-    except Exception as exc:
-        return _failure(target, exc)
-
-
 _Checked = tuple[RouteIntent, str]
 """A part that passed every check: its validated route and the ``args_hash`` of its arguments."""
+
+
+class _Dispatch:
+    """One dispatch's state: the kind, when it started, the parts' outcomes so far; it ends as a result."""
+
+    __slots__ = ("kind", "outcomes", "started")
+
+    def __init__(self, kind: OutputKind) -> None:
+        self.kind = kind
+        self.started = time.perf_counter()
+        self.outcomes: list[DispatchOutcome] = []
+
+    def end(self, reason: str, phase: sr.Phase | None = None, message: str = "") -> DispatchResult:
+        status: Literal["ok", "stopped"] = "ok" if reason == sr.SUCCESS else "stopped"
+        elapsed = (time.perf_counter() - self.started) * 1000.0
+        return DispatchResult(self.kind, status, reason, phase, tuple(self.outcomes), message, elapsed)
+
+    def stop_at(self, outcome: DispatchOutcome) -> DispatchResult:
+        """The dispatch ends on this part's outcome."""
+        self.outcomes.append(outcome)
+        return self.end(outcome.stop_reason, outcome.phase, outcome.message)
+
+    def fault(self, exc: Exception) -> DispatchResult:
+        """A fault of a handler (its ``route``, its argument check) or of this code: reported, never raised."""
+        kind = self.kind.value
+        logger.warning("technique dispatch of %s failed: %s", kind, type(exc).__name__, exc_info=exc)
+        message = f"dispatch failed with {type(exc).__name__}; the details are in the log"
+        return self.end(sr.route_error(kind), "delegate" if self.outcomes else "route", message)
+
+
+def _part(done: Delegated | Stopped) -> DispatchOutcome:
+    """The outcome of one part the governed step delegated."""
+    assert done.intent is not None  # delegate() always carries the validated intent
+    target, returned = done.intent.target, done.value
+    if isinstance(done, Delegated):  # the observation check passed: the part succeeded
+        assert isinstance(returned, Returned)  # every worker of the dispatcher is guarded
+        logger.info("technique dispatch target=%s stop_reason=%s", target, sr.SUCCESS)
+        return DispatchOutcome(target, sr.SUCCESS, None, "", returned.value)
+    if not isinstance(returned, Returned):  # the gateway refused the part, or its worker raised a stop signal
+        stopped = done.outcome
+        return DispatchOutcome(target, stopped.stop_reason, stopped.phase, stopped.message)
+    value = returned.value  # the observation check refused it: the worker's own stop reason and message
+    reason = value_stop_reason(value)
+    logger.info("technique dispatch target=%s stop_reason=%s", target, reason)
+    kept = None if isinstance(value, HandlerFailure) else value
+    return DispatchOutcome(target, reason, "delegate", value_message(value), kept)
 
 
 class TechniqueDispatcher:
@@ -243,9 +251,13 @@ class TechniqueDispatcher:
     ``allow``. ``schemas`` override a handler's argument schema per target. ``limits`` bound every part's
     arguments (default :class:`~routegate.core.ArgLimits`: depth 32, 10,000 keys and elements, 1 MB).
     ``budget.max_delegations`` bounds the parts per output, ``budget.max_seconds`` the whole dispatch.
+
+    Every part is one :class:`~routegate.core.GovernedStep` (``step``): validated against the policy before
+    any part runs, then delegated through the gateway under the dispatch's :class:`~routegate.core.RunContext`,
+    which a handler's worker receives if it declares a ``RunContext`` parameter.
     """
 
-    __slots__ = ("budget", "gateway", "handlers", "policy")
+    __slots__ = ("budget", "gateway", "handlers", "policy", "step")
 
     def __init__(
         self,
@@ -271,79 +283,87 @@ class TechniqueDispatcher:
             if found is not None:
                 if found.name != target:
                     raise ConfigurationError(f"handler for {target!r} built a worker named {found.name!r}")
-                workers.append(_guarded(found))
+                workers.append(guarded(found))
             schema = overrides.get(target) or handler.schema(target)
             if schema is not None:
                 checked[target] = schema
         self.policy = RoutePolicy(policy_allow, checked, limits=limits, json_only=True)
         self.gateway = RouteGateway(allow=execution, registry=workers)
+        self.step = GovernedStep(self.policy, self.gateway, check=check_returned)
         self.budget = budget or Budget()
 
-    async def adispatch(self, classified: ClassifiedOutput) -> DispatchResult:
-        """Dispatch the parts of the winning kind. Never raises for anything the output holds."""
-        started = time.perf_counter()
-        outcomes: list[DispatchOutcome] = []
+    async def adispatch(
+        self, classified: ClassifiedOutput, *, context: RunContext[Any] | None = None
+    ) -> DispatchResult:
+        """Dispatch the parts of the winning kind. Never raises for anything the output holds.
 
-        def end(reason: str, phase: sr.Phase | None = None, message: str = "") -> DispatchResult:
-            status: Literal["ok", "stopped"] = "ok" if reason == sr.SUCCESS else "stopped"
-            elapsed = (time.perf_counter() - started) * 1000.0
-            return DispatchResult(classified.kind, status, reason, phase, tuple(outcomes), message, elapsed)
-
-        def fault(exc: Exception) -> DispatchResult:
-            """A fault of a handler (its ``route``, its argument check) or of this code: reported, never raised."""
-            kind = classified.kind.value
-            logger.warning("technique dispatch of %s failed: %s", kind, type(exc).__name__, exc_info=exc)
-            message = f"dispatch failed with {type(exc).__name__}; the details are in the log"
-            return end(sr.route_error(kind), "delegate" if outcomes else "route", message)
-
+        ``context`` is the run this dispatch is part of (a routing agent's, when a worker or finalizer
+        dispatches): the dispatch's own context takes its ``deps`` and ``run_id``; its deadline and delegation
+        ledger come from this dispatcher's budget.
+        """
+        run = _Dispatch(classified.kind)
         if classified.kind is OutputKind.PROSE:
-            return end(sr.SUCCESS)
+            return run.end(sr.SUCCESS)
         handler = self.handlers.get(classified.kind)
         if handler is None:
-            return end(
+            return run.end(
                 sr.route_missing(classified.kind.value), "route", f"no handler is registered for {classified.kind}"
             )
-        ledger = DelegationLedger(self.budget.max_delegations)
-        timeout = asyncio.timeout(self.budget.max_seconds)
+        if context is None:
+            ctx: RunContext[Any] = RunContext.start(None, self.budget)
+        else:
+            ctx = RunContext.start(context.deps, self.budget, run_id=context.run_id)
+        deadline = Deadline.of(ctx)
         try:
-            async with timeout:
-                checked = await self._check_all(handler, classified.items())
-                if isinstance(checked, DispatchOutcome):
-                    outcomes.append(checked)
-                    return end(checked.stop_reason, checked.phase, checked.message)
-                for part in checked:
-                    outcome = await self._run(part, ledger)
-                    outcomes.append(outcome)
-                    if not outcome.ok:
-                        return end(outcome.stop_reason, outcome.phase, outcome.message)
+            async with deadline:
+                return await self._dispatch(run, handler, classified.items(), ctx)
         except TimeoutError as exc:
-            if not timeout.expired():
-                return fault(exc)
+            if not deadline.expired:
+                return run.fault(exc)
             seconds = self.budget.max_seconds
-            return end(sr.MAX_SECONDS, "delegate", f"max_seconds={seconds} reached after {len(outcomes)} part(s)")
+            return run.end(
+                sr.MAX_SECONDS, "delegate", f"max_seconds={seconds} reached after {len(run.outcomes)} part(s)"
+            )
         except RunStopError as stop:  # a handler's route or argument check ended the dispatch on purpose
-            return end(stop.stop_reason, "delegate" if outcomes else "route", stop.message)
+            return run.end(stop.stop_reason, "delegate" if run.outcomes else "route", stop.message)
         except Exception as exc:
-            return fault(exc)
-        return end(sr.SUCCESS)
+            return run.fault(exc)
 
     def dispatch(self, classified: ClassifiedOutput) -> DispatchResult:
         """Synchronous :meth:`adispatch` (not from inside a running event loop)."""
         return run_sync(self.adispatch(classified), what="dispatch")
 
+    async def _dispatch(
+        self, run: _Dispatch, handler: TechniqueHandler, items: tuple[TechniqueItem, ...], ctx: RunContext[Any]
+    ) -> DispatchResult:
+        """All or none: every part checked, then each delegated in order until one does not succeed."""
+        checked = await self._check_all(handler, items, ctx)
+        if isinstance(checked, DispatchOutcome):
+            return run.stop_at(checked)
+        step = self.step
+        for attempt, (intent, digest) in enumerate(checked, 1):
+            outcome = _part(await step.delegate(intent, ctx, attempt=attempt, digest=digest))
+            if not outcome.ok:
+                return run.stop_at(outcome)
+            run.outcomes.append(outcome)
+        return run.end(sr.SUCCESS)
+
     async def _check_all(
-        self, handler: TechniqueHandler, items: tuple[TechniqueItem, ...]
+        self, handler: TechniqueHandler, items: tuple[TechniqueItem, ...], ctx: RunContext[Any]
     ) -> list[_Checked] | DispatchOutcome:
         """Every part through the policy and the gateway's guards, then the handler's own check; no part runs."""
         checked: list[_Checked] = []
         seen: set[tuple[str, str]] = set()
-        for index, item in enumerate(items):
+        validate = self.step.validate
+        for attempt, item in enumerate(items, 1):
             target, args = handler.route(item)
-            verdict = self.policy.validate({"kind": "route", "target": target, "args": args})
-            if isinstance(verdict, RouteRejection):
-                return DispatchOutcome(target, verdict.stop_reason, "route", verdict.message)
+            decision = RouteDecision({"kind": "route", "target": target, "args": args})
+            verdict = validate(decision, ctx, attempt=attempt)
+            if isinstance(verdict, Stopped):
+                refused = verdict.outcome
+                return DispatchOutcome(target, refused.stop_reason, refused.phase, refused.message)
             target = verdict.target
-            refusal = self._gateway_refusal(verdict, index, len(items))
+            refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
             if refusal is not None:
                 return DispatchOutcome(target, refusal.stop_reason, "delegate", refusal.message)
             digest = args_hash(verdict.args)
@@ -362,7 +382,8 @@ class TechniqueDispatcher:
         return checked
 
     def _gateway_refusal(self, intent: RouteIntent, index: int, parts: int) -> DelegationStop | None:
-        """The gateway's guards, checked for every part before any runs (it checks them again at execution)."""
+        """The gateway's guards, checked for every part before any runs (the gateway checks them again when
+        the part runs). The budget and loop guards are worded for a whole output: nothing was called yet."""
         target, limit = intent.target, self.budget.max_delegations
         if index >= limit:
             return DelegationStop(sr.MAX_DELEGATIONS, f"max_delegations={limit}, but the output has {parts} parts")
@@ -375,24 +396,6 @@ class TechniqueDispatcher:
         if mismatch is not None:
             return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
         return None
-
-    async def _run(self, part: _Checked, ledger: DelegationLedger) -> DispatchOutcome:
-        intent, digest = part
-        target = intent.target
-        try:
-            delegated = await self.gateway.delegate(intent, ledger, digest=digest)
-        except RunStopError as stop:
-            return DispatchOutcome(target, stop.stop_reason, "delegate", stop.message)
-        if isinstance(delegated, DelegationStop):
-            return DispatchOutcome(target, delegated.stop_reason, "delegate", delegated.message)
-        value = delegated.value
-        reason = _value_stop_reason(value)
-        message = str(getattr(value, "message", "")) if reason != sr.SUCCESS else ""
-        phase: sr.Phase | None = None if reason == sr.SUCCESS else "delegate"
-        logger.info("technique dispatch target=%s stop_reason=%s", target, reason)
-        if isinstance(value, _HandlerFailure):
-            value = None
-        return DispatchOutcome(target, reason, phase, message, value)
 
 
 __all__ = [

@@ -7,6 +7,8 @@
 * :class:`ScriptedRouter` — a router returning scripted raw outputs, for tests of the core runtime.
 """
 
+import warnings
+
 from routegate.testing.openai_server import ScriptedOpenAIServer
 from routegate.testing.scripted import (
     ChatCall,
@@ -25,7 +27,7 @@ from routegate.testing.steps import (
     Reply,
     Responder,
     ScriptItem,
-    Step,
+    ServerStep,
 )
 
 __all__ = [
@@ -44,5 +46,16 @@ __all__ = [
     "ScriptedChatModel",
     "ScriptedOpenAIServer",
     "ScriptedRouter",
-    "Step",
+    "ServerStep",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Step":  # the old name, which read like the Plan's Step
+        warnings.warn(
+            "routegate.testing.Step is renamed ServerStep (one scripted answer of ScriptedOpenAIServer)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ServerStep
+    raise AttributeError(f"module 'routegate.testing' has no attribute {name!r}")

@@ -46,7 +46,7 @@ from routegate.testing.steps import (
     RecordedRequest,
     Reply,
     ScriptItem,
-    Step,
+    ServerStep,
 )
 
 logger = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._unexpected(405, f"{self.command} {self.path} is not supported by the scripted server")
 
     # -- answers ---------------------------------------------------------------------------------------------
-    def _answer(self, record: RecordedRequest, step: Step) -> None:
+    def _answer(self, record: RecordedRequest, step: ServerStep) -> None:
         scripted = self.server.scripted
         if isinstance(step, Hang):
             scripted._released.wait()
@@ -389,7 +389,7 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._failures.append(message)
 
-    def _next_step(self, record: RecordedRequest) -> Step | None:
+    def _next_step(self, record: RecordedRequest) -> ServerStep | None:
         with self._lock:
             item = self._steps.popleft() if self._steps else self._fallback
         if item is None:

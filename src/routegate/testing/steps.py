@@ -145,7 +145,9 @@ class RecordedRequest:
         return json.loads(text)
 
 
-Step: TypeAlias = Reply | ErrorReply | Hang | RawReply | EmbeddingReply
-Responder: TypeAlias = Callable[[RecordedRequest], Step]
+ServerStep: TypeAlias = Reply | ErrorReply | Hang | RawReply | EmbeddingReply
+"""One scripted answer of :class:`~routegate.testing.ScriptedOpenAIServer` (as ``ChatStep`` is one of the
+scripted chat model's and ``RouteStep`` one of the scripted router's)."""
+Responder: TypeAlias = Callable[[RecordedRequest], ServerStep]
 """A step decided from the request itself (like a function model): gets the request, returns the step."""
-ScriptItem: TypeAlias = Step | Responder
+ScriptItem: TypeAlias = ServerStep | Responder
