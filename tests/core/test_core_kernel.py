@@ -369,3 +369,12 @@ def test_run_sync_refuses_inside_a_running_loop() -> None:
             run_sync(inner(), what="run")
 
     asyncio.run(outer())
+
+
+def test_an_optional_context_parameter_is_a_context_parameter() -> None:
+    @worker
+    def maybe(ticket: str, ctx: RunContext[Deps] | None = None) -> dict[str, Any]:
+        return {"status": "done"}
+
+    assert maybe.context_param == "ctx"
+    assert set(maybe.schema.model_json_schema()["properties"]) == {"ticket"}

@@ -23,6 +23,7 @@ import inspect
 import math
 import random
 import time
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +104,13 @@ def context_parameter(fn: Callable[..., Any]) -> str | None:
 
 
 def is_context_annotation(annotation: object) -> bool:
+    """``RunContext``, ``RunContext[...]``, or either ``| None`` (a wrapper that may run without a context)."""
     if annotation is RunContext or typing.get_origin(annotation) is RunContext:
         return True
-    return isinstance(annotation, str) and annotation.split("[", 1)[0].strip().rsplit(".", 1)[-1] == "RunContext"
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(is_context_annotation(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+    if isinstance(annotation, str):
+        text = annotation.strip().removeprefix("Optional[").removeprefix("typing.Optional[")
+        head = text.split("|", 1)[0].split("[", 1)[0].strip()
+        return head.rsplit(".", 1)[-1] == "RunContext"
+    return False
