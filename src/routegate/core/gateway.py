@@ -2,8 +2,9 @@
 
 :class:`RouteGateway` is configuration (shareable across runs); :class:`DelegationLedger` is one run's state
 (delegations made, signatures seen). :meth:`RouteGateway.delegate` checks, in order: ``max_delegations``, the
-execution allowlist (deny by default, ``route_denied:<t>``), the registry (``route_missing:<t>``), loop
-detection on target + ``args_hash`` (``loop_detected``) and the worker's signature (``route_bad_args:<t>``);
+execution allowlist (deny by default, ``route_denied:<t>``), the registry (``route_missing:<t>``), the worker's
+signature (``route_bad_args:<t>``) — these three are :meth:`RouteGateway.refusal` — and loop detection on
+target + ``args_hash`` (``loop_detected``);
 then it calls the worker. A worker that raises ends the run with ``route_error:<t>`` — a ``TypeError`` raised
 *inside* a worker included: argument mismatches are found before the call, not guessed from the exception.
 """
@@ -66,6 +67,21 @@ class RouteGateway:
     def workers(self) -> Mapping[str, Worker]:
         return self._registry
 
+    def refusal(self, intent: RouteIntent) -> DelegationStop | None:
+        """Why the gateway would refuse ``intent`` whatever the run's ledger holds (execution allowlist, registry,
+        the worker's signature); ``None`` if it would call the worker. A runtime that checks a whole batch before
+        running any of it (the technique dispatcher) asks this for every part first."""
+        target = intent.target
+        if target not in self._allow:
+            return DelegationStop(sr.route_denied(target), f"target {target!r} is not in the execution allowlist")
+        found = self._registry.get(target)
+        if found is None:
+            return DelegationStop(sr.route_missing(target), f"no worker is registered as {target!r}")
+        mismatch = found.args_mismatch(intent.args)
+        if mismatch is not None:
+            return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
+        return None
+
     async def delegate(
         self,
         intent: RouteIntent,
@@ -83,20 +99,16 @@ class RouteGateway:
                 sr.MAX_DELEGATIONS,
                 f"max_delegations={ledger.max_delegations} reached after {ledger.delegations - 1} calls",
             )
-        if target not in self._allow:
-            return DelegationStop(sr.route_denied(target), f"target {target!r} is not in the execution allowlist")
-        found = self._registry.get(target)
-        if found is None:
-            return DelegationStop(sr.route_missing(target), f"no worker is registered as {target!r}")
+        refused = self.refusal(intent)
+        if refused is not None:
+            return refused
         if digest is None:
             digest = args_hash(args)
         signature = f"{target}:{digest}"
         if signature in ledger.seen:
             return DelegationStop(sr.LOOP_DETECTED, f"{target!r} was already called with the same arguments")
         ledger.seen.add(signature)
-        mismatch = found.args_mismatch(args)
-        if mismatch is not None:
-            return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
+        found = self._registry[target]
         try:
             value = found.invoke(args, ctx)
             if inspect.isawaitable(value):

@@ -383,19 +383,11 @@ class TechniqueDispatcher:
 
     def _gateway_refusal(self, intent: RouteIntent, index: int, parts: int) -> DelegationStop | None:
         """The gateway's guards, checked for every part before any runs (the gateway checks them again when
-        the part runs). The budget and loop guards are worded for a whole output: nothing was called yet."""
-        target, limit = intent.target, self.budget.max_delegations
+        the part runs). The budget guard is worded for a whole output: nothing was called yet."""
+        limit = self.budget.max_delegations
         if index >= limit:
             return DelegationStop(sr.MAX_DELEGATIONS, f"max_delegations={limit}, but the output has {parts} parts")
-        if target not in self.gateway.allow:
-            return DelegationStop(sr.route_denied(target), f"target {target!r} is not in the execution allowlist")
-        found = self.gateway.workers.get(target)
-        if found is None:
-            return DelegationStop(sr.route_missing(target), f"no worker is registered as {target!r}")
-        mismatch = found.args_mismatch(intent.args)
-        if mismatch is not None:
-            return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
-        return None
+        return self.gateway.refusal(intent)
 
 
 __all__ = [
