@@ -354,3 +354,27 @@ def test_sync_dispatch_result_is_the_same_shape() -> None:
     result: DispatchResult = dispatcher.dispatch(_tools({"q": 1}))
     assert result.outcome == Outcome.success()
     assert result.outcomes[0].outcome.ok
+
+
+async def test_a_dispatch_is_one_span_tree(otel_spans: Any) -> None:
+    handler = ContextHandler()
+    dispatcher = TechniqueDispatcher(handlers=[handler], allow=ALLOW)
+    result = await dispatcher.adispatch(_tools({"q": 1}, {"q": 2}))
+    assert result.ok
+    spans = {(s.name, (s.attributes or {}).get("routegate.attempt")): s for s in otel_spans.get_finished_spans()}
+    root = spans[("routegate.dispatch", None)]
+    assert dict(root.attributes or {}) == {
+        "routegate.runtime": "dispatch",
+        "routegate.run_id": handler.seen[0].run_id,
+        "routegate.parts": 2,
+        "routegate.output_kind": "tool_call",
+        "routegate.stop_reason": "success",
+        "routegate.delegations": 2,
+    }
+    for key in (("routegate.policy", 1), ("routegate.policy", 2), ("routegate.delegate", 1), ("routegate.delegate", 2)):
+        assert spans[key].parent is not None and spans[key].parent.span_id == root.context.span_id, key
+    refused = await dispatcher.adispatch(_tools({"q": 1}, {"q": 2}, {"q": 3}, {"q": 4}))  # mcp:a/t3 not allowed
+    assert refused.stop_reason == "invalid_route:route_not_allowed:mcp:a/t3"
+    last = [s for s in otel_spans.get_finished_spans() if s.name == "routegate.dispatch"][-1]
+    assert (last.attributes or {})["routegate.stop_reason"] == refused.stop_reason
+    assert (last.attributes or {})["routegate.phase"] == "route"

@@ -8,7 +8,7 @@ and the runtimes open no span at all — a run then pays one global lookup per s
 Once a provider is installed (``opentelemetry.trace.set_tracer_provider``, or :func:`use_tracer_provider` to send
 only routegate's spans somewhere), every run is one span tree::
 
-    routegate.run (agent) | routegate.plan | routegate.turn (desk) | routegate.dispatch
+    routegate.run (agent) | routegate.dispatch (technique dispatcher)
     ├── routegate.attempt            one per route attempt
     │   ├── routegate.route          the router's decision (layer, score, margin, runner-up)
     │   ├── routegate.policy         the policy boundary's verdict
@@ -60,7 +60,8 @@ class Attr:
     STEP: Final = "routegate.step"
     NEXT: Final = "routegate.next"
     SESSION: Final = "routegate.session_id"
-    PARTS: Final = "routegate.parts"
+    PARTS: Final = "routegate.parts"  # parts of a technique output
+    OUTPUT_KIND: Final = "routegate.output_kind"  # prose, code_block, tool_call, a2a_request
 
 
 def use_tracer_provider(provider: TracerProvider | None) -> None:

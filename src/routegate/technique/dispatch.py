@@ -42,6 +42,7 @@ from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
+from routegate.core.telemetry import Attr, end_run
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.technique._guard import (
@@ -313,6 +314,24 @@ class TechniqueDispatcher:
             ctx: RunContext[Any] = RunContext.start(None, self.budget)
         else:
             ctx = RunContext.start(context.deps, self.budget, run_id=context.run_id)
+        tr = ctx.tracer
+        if tr is None:
+            return await self._bounded(run, handler, classified, ctx)
+        attributes: dict[str, str | int] = {
+            Attr.RUNTIME: "dispatch",
+            Attr.RUN_ID: ctx.run_id,
+            Attr.PARTS: len(classified.items()),
+            Attr.OUTPUT_KIND: classified.kind.value,
+        }
+        with tr.start_as_current_span("routegate.dispatch", attributes=attributes) as root:
+            result = await self._bounded(run, handler, classified, ctx)
+            end_run(root, result.stop_reason, result.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
+            return result
+
+    async def _bounded(
+        self, run: _Dispatch, handler: TechniqueHandler, classified: ClassifiedOutput, ctx: RunContext[Any]
+    ) -> DispatchResult:
+        """The dispatch under its deadline; every fault becomes a stop reason."""
         deadline = Deadline.of(ctx)
         try:
             async with deadline:
