@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "routegate.cli.support",
     "routegate.cli.serve",
     "routegate.cli.routers",
+    "routegate.cli.plans",
 )
 
 

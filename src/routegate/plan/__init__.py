@@ -19,12 +19,34 @@
 See docs/plan.md.
 """
 
+from routegate.plan.checkpoint import Checkpoints, RunRecord
+from routegate.plan.durable import interrupt, step_key
 from routegate.plan.envelope import Envelope, ErrorInfo, payload_text
-from routegate.plan.errors import DetourTrapWarning, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
+from routegate.plan.errors import (
+    CheckpointConflictError,
+    CheckpointMismatchError,
+    DetourTrapWarning,
+    Interrupt,
+    MaxIterationsExceeded,
+    PlanCompileError,
+    PlanRuntimeError,
+)
 from routegate.plan.events import PlanEvent, PlanFinalEvent, StepEvent
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
-from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev, from_start, from_step
+from routegate.plan.sentinels import (
+    FromParallel,
+    FromParallelAll,
+    FromPrev,
+    FromStart,
+    FromStep,
+    Sentinel,
+    from_parallel,
+    from_parallel_all,
+    from_prev,
+    from_start,
+    from_step,
+)
 from routegate.plan.step import Step
 from routegate.plan.store import Store
 from routegate.plan.targets import ChatCompleter, StepContext, StepTarget, StructuredChatModel
@@ -32,13 +54,19 @@ from routegate.plan.when import FieldRef, Predicate, When, when
 
 __all__ = [
     "ChatCompleter",
+    "CheckpointConflictError",
+    "CheckpointMismatchError",
+    "Checkpoints",
     "DetourTrapWarning",
     "Envelope",
     "ErrorInfo",
     "FieldRef",
+    "FromParallel",
+    "FromParallelAll",
     "FromPrev",
     "FromStart",
     "FromStep",
+    "Interrupt",
     "MaxIterationsExceeded",
     "Plan",
     "PlanCompileError",
@@ -47,6 +75,7 @@ __all__ = [
     "PlanResult",
     "PlanRuntimeError",
     "Predicate",
+    "RunRecord",
     "Sentinel",
     "Step",
     "StepContext",
@@ -55,9 +84,13 @@ __all__ = [
     "Store",
     "StructuredChatModel",
     "When",
+    "from_parallel",
+    "from_parallel_all",
     "from_prev",
     "from_start",
     "from_step",
+    "interrupt",
     "payload_text",
+    "step_key",
     "when",
 ]

@@ -21,7 +21,7 @@ from routegate.core import RoutingAgent
 from routegate.core.context import context_parameter
 from routegate.plan.envelope import Envelope
 from routegate.plan.errors import DetourTrapWarning, PlanCompileError
-from routegate.plan.sentinels import FromPrev, FromStart
+from routegate.plan.sentinels import FromParallel, FromParallelAll, FromPrev, FromStart
 from routegate.plan.step import Step
 from routegate.plan.targets import AgentTarget, ChatCompleterTarget, ChatModelTarget, is_awaitable_function
 from routegate.plan.when import Predicate, callable_name
@@ -29,8 +29,8 @@ from routegate.plan.when import Predicate, callable_name
 # target kinds: plain callables (CTX_*: ones that declare a RunContext parameter), step targets, nested plans
 SYNC, ASYNC, PROTO_SYNC, PROTO_ASYNC, PLAN, CTX_SYNC, CTX_ASYNC = range(7)
 DIRECT = frozenset({SYNC, CTX_SYNC, PROTO_SYNC})  # called without awaiting anything
-# input sources
-PREV, START, STEP = range(3)
+# input sources (BAND: every member of the band starting at source_index)
+PREV, START, STEP, BAND = range(4)
 
 
 class Compiled:
@@ -54,6 +54,7 @@ class Compiled:
         "rejoin_why",
         "routes",
         "source",
+        "source_end",
         "source_index",
         "sources",
         "step",
@@ -80,6 +81,7 @@ class Compiled:
         self.target: Any = step.target
         self.source = PREV
         self.source_index = -1
+        self.source_end = -1  # BAND: the index after the band
         self.validate: Callable[[Any], Any] | None = None
         self.out_cls: type | None = None
         self.routes: tuple[tuple[int, Callable[[Envelope], Any], str, str], ...] | None = None
@@ -149,20 +151,34 @@ def compile_steps(
         else:
             source = context.name
             if source not in pos:
-                raise PlanCompileError(
-                    f"{where}: context=from_step({source!r}) names an unknown step{_hint(source, names)}"
-                )
+                raise PlanCompileError(f"{where}: context={context!r} names an unknown step{_hint(source, names)}")
             if pos[source] >= index:
                 raise PlanCompileError(
-                    f"{where}: context=from_step({source!r}) must name a step declared earlier "
+                    f"{where}: context={context!r} must name a step declared earlier "
                     f"({source!r} is at position {pos[source]}, {step.name!r} at {index})"
                 )
             if band[index] >= 0 and band[pos[source]] == band[index]:
                 raise PlanCompileError(
-                    f"{where}: context=from_step({source!r}) reads a sibling in the same parallel band; "
+                    f"{where}: context={context!r} reads a sibling in the same parallel band; "
                     "siblings run concurrently and cannot see each other's output"
                 )
-            c.source, c.source_index = STEP, pos[source]
+            if isinstance(context, FromParallel) and band[pos[source]] < 0:
+                raise PlanCompileError(
+                    f"{where}: context={context!r} names a step that is not parallel=True; use from_step({source!r})"
+                )
+            if isinstance(context, FromParallelAll) and band[pos[source]] != pos[source]:
+                first = band[pos[source]]
+                hint = f"; the band starts at {names[first]!r}" if first >= 0 else " (it is not parallel=True)"
+                raise PlanCompileError(
+                    f"{where}: context={context!r} must name the first step of a parallel band{hint}"
+                )
+            c.source = BAND if isinstance(context, FromParallelAll) else STEP
+            c.source_index = pos[source]
+            if c.source == BAND:
+                end = pos[source]
+                while end < count and band[end] == pos[source]:
+                    end += 1
+                c.source_end = end
 
         # routing
         targets_named = step.route_targets

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from routegate.errors import ConfigurationError, RuntimeFaultError
+from routegate.errors import ConfigurationError, RunStopError, RuntimeFaultError
 
 _SHOWN_PATH = 24
+INTERRUPTED = "interrupted"
 
 
 class PlanCompileError(ConfigurationError):
@@ -63,3 +64,29 @@ class DetourTrapWarning(UserWarning):
     When such a route does not fire, linear progression still runs the routed-to step, so the "branch-only" step
     runs on every path. ``Plan(strict=True)`` turns this warning into a :class:`PlanCompileError`.
     """
+
+
+class CheckpointConflictError(PlanRuntimeError):
+    """A durable run was started on a ``checkpoint_key`` that a live run (in this or another process) holds, and
+    the plan says ``on_concurrent="fail"`` (the default). Wait for that run, pick another key, or build the plan
+    with ``on_concurrent="fork"`` to run on a fork of the key instead."""
+
+
+class CheckpointMismatchError(ConfigurationError):
+    """The checkpoint of a key was written by a plan whose steps differ from this plan's: resuming would continue
+    at the wrong step. Resume with the plan that wrote it, or start over (``resume=False`` or another key)."""
+
+
+class Interrupt(RunStopError):
+    """Raised by a step to pause a run and ask a person something (see :func:`routegate.plan.interrupt`).
+
+    The run ends with stop reason ``"interrupted"`` (phase ``"step"``); ``question`` is what was asked (any JSON
+    value) and ``result.question`` returns it. A durable run resumed with ``answer=`` runs the step again, and
+    :func:`~routegate.plan.interrupt` then returns the answer instead of raising.
+    """
+
+    def __init__(self, question: object = None, *, key: str | None = None) -> None:
+        text = question if isinstance(question, str) else repr(question)
+        super().__init__(INTERRUPTED, f"interrupted: {text}", phase="step")
+        self.question = question
+        self.key = key

@@ -12,6 +12,7 @@ whose targets are all synchronous drives the same coroutine without an event loo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import types
@@ -27,6 +28,7 @@ from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan._compiled import (
     ASYNC,
+    BAND,
     CTX_ASYNC,
     CTX_SYNC,
     PREV,
@@ -39,8 +41,9 @@ from routegate.plan._compiled import (
     is_sync,
     wants_context,
 )
+from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
 from routegate.plan.envelope import Envelope, ErrorInfo
-from routegate.plan.errors import MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
+from routegate.plan.errors import INTERRUPTED, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
 from routegate.plan.events import PlanEvent, PlanFinalEvent, StepEvent
 from routegate.plan.result import PlanResult
 from routegate.plan.step import Step
@@ -70,6 +73,11 @@ class Plan:
       is a :class:`PlanCompileError` instead of a :class:`DetourTrapWarning`.
     * ``targets`` — what string targets name: ``Step("search")`` runs ``targets["search"]``.
     * ``name`` — the step name this plan gets when nested in another plan.
+    * ``checkpoint_key`` — makes runs durable: a checkpoint after every step in ``store``'s backend
+      (``Store()`` in memory, ``Store(db="plans.sqlite")``, ``Store(db="postgresql://...")``); a run may pass its
+      own key. ``resume`` (default ``True``) continues the key's last run where it stopped; ``on_concurrent``
+      says what a run does when a live run holds its key: ``"fail"`` (default) or ``"fork"``. See docs/plan.md,
+      "Durable runs".
 
     Construction raises :class:`PlanCompileError` for any invalid graph, before anything runs.
     """
@@ -83,6 +91,9 @@ class Plan:
         strict: bool = False,
         name: str | None = None,
         targets: Mapping[str, Any] | None = None,
+        checkpoint_key: str | None = None,
+        resume: bool = True,
+        on_concurrent: str = "fail",
     ) -> None:
         if not steps:
             raise PlanCompileError("a Plan needs at least one Step")
@@ -107,6 +118,17 @@ class Plan:
             raise PlanCompileError(f"store= must have a write(key, value) method (a Store), got {store!r}")
         if name is not None and (not isinstance(name, str) or not name):
             raise PlanCompileError(f"Plan name= must be a non-empty string, got {name!r}")
+        if checkpoint_key is not None and (not isinstance(checkpoint_key, str) or not checkpoint_key):
+            raise PlanCompileError(f"checkpoint_key= must be a non-empty string, got {checkpoint_key!r}")
+        if on_concurrent not in ("fail", "fork"):
+            raise PlanCompileError(f"on_concurrent= must be 'fail' or 'fork', got {on_concurrent!r}")
+        if not isinstance(resume, bool):
+            raise PlanCompileError(f"resume= must be True or False, got {resume!r}")
+        self.checkpoint_key = checkpoint_key
+        self.resume = resume
+        self.on_concurrent = on_concurrent
+        self._checkpoints: Store | None = None  # the in-memory checkpoints of a durable plan without a Store
+        self._fingerprint: str | None = None  # of the steps, for checkpoints; computed on the first durable run
         self.steps: tuple[Step, ...] = steps
         self.budget = budget
         if budget is not None:
@@ -119,11 +141,11 @@ class Plan:
         self._compiled = compile_steps(steps, targets, strict, Plan)
         self._names = tuple(step.name for step in steps)
         self._has_writes = any(step.writes is not None for step in steps)
-        self._uses_from_step = any(c.source == STEP for c in self._compiled)
+        self._uses_from_step = any(c.source >= STEP for c in self._compiled)
         self._all_sync = all(is_sync(c) for c in self._compiled)
         self._wants_ctx = any(wants_context(c) for c in self._compiled)
         # no budget and no step that asks for the context: arun/run go straight to the interpreter
-        self._lean = budget is None and not self._wants_ctx
+        self._lean = budget is None and not self._wants_ctx and checkpoint_key is None
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -134,16 +156,35 @@ class Plan:
         return f"Plan({label}steps={list(self._names)}, max_iterations={self.max_iterations})"
 
     # -- public API ------------------------------------------------------------------------------------------
-    async def arun(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> PlanResult:
+    async def arun(
+        self,
+        payload: Any = None,
+        *,
+        store: Any = None,
+        deps: Any = None,
+        checkpoint_key: str | None = None,
+        answer: Any = NO_ANSWER,
+    ) -> PlanResult:
         """Run the plan on ``payload`` (the first step's input) and return how it ended.
 
         ``deps`` becomes ``ctx.deps`` of every step that declares a :class:`~routegate.core.RunContext` parameter.
+        ``checkpoint_key`` makes this run durable under that key (default: the plan's); ``answer`` resumes an
+        interrupted durable run, handing the answer to the step that asked (see :func:`routegate.plan.interrupt`).
+        When resuming, ``payload`` may be ``None``: the checkpointed input is used.
         """
-        if self._lean:
+        if self._lean and checkpoint_key is None and answer is NO_ANSWER:
             return await self._steps(payload, store, None, _perf())
-        return await self._start(payload, store, deps, None, not self._all_sync)
+        return await self._start(payload, store, deps, None, not self._all_sync, checkpoint_key, answer)
 
-    def run(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> PlanResult:
+    def run(
+        self,
+        payload: Any = None,
+        *,
+        store: Any = None,
+        deps: Any = None,
+        checkpoint_key: str | None = None,
+        answer: Any = NO_ANSWER,
+    ) -> PlanResult:
         """Synchronous :meth:`arun` (not from inside a running event loop).
 
         A plan whose targets are all synchronous never suspends, so it runs right here with no event loop; the
@@ -151,15 +192,17 @@ class Plan:
         Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
         """
         if not self._all_sync:
-            return run_sync(self.arun(payload, store=store, deps=deps), what="run")
+            return run_sync(
+                self.arun(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer), what="run"
+            )
         if _get_running_loop() is not None:
             raise ConfigurationError(
                 "run() was called from inside a running event loop; use 'await ...arun(...)' there instead"
             )
-        if self._lean:
+        if self._lean and checkpoint_key is None and answer is NO_ANSWER:
             coro = self._steps(payload, store, None, _perf())
         else:
-            coro = self._start(payload, store, deps, None, False)
+            coro = self._start(payload, store, deps, None, False, checkpoint_key, answer)
         try:
             coro.send(None)
         except StopIteration as done:
@@ -168,20 +211,45 @@ class Plan:
         coro.close()  # pragma: no cover - a synchronous plan cannot suspend
         raise PlanRuntimeError("internal error: a synchronous plan suspended")  # pragma: no cover
 
-    def iter(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> AsyncIterator[PlanEvent]:
+    def iter(
+        self,
+        payload: Any = None,
+        *,
+        store: Any = None,
+        deps: Any = None,
+        checkpoint_key: str | None = None,
+        answer: Any = NO_ANSWER,
+    ) -> AsyncIterator[PlanEvent]:
         """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
         decided, then a :class:`~routegate.plan.PlanFinalEvent` with the result. Closing the iterator early
         cancels the run."""
         timed = not self._all_sync
-        return stream_events(lambda emit: self._start(payload, store, deps, emit, timed), _is_final)
+        return stream_events(
+            lambda emit: self._start(payload, store, deps, emit, timed, checkpoint_key, answer), _is_final
+        )
 
-    def astream(self, payload: Any = None, *, store: Any = None, deps: Any = None) -> AsyncIterator[PlanEvent]:
+    def astream(
+        self,
+        payload: Any = None,
+        *,
+        store: Any = None,
+        deps: Any = None,
+        checkpoint_key: str | None = None,
+        answer: Any = NO_ANSWER,
+    ) -> AsyncIterator[PlanEvent]:
         """The same as :meth:`iter`."""
-        return self.iter(payload, store=store, deps=deps)
+        return self.iter(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer)
 
     # -- one run -----------------------------------------------------------------------------------------------
     async def _start(
-        self, value: Any, store: Any, deps: Any, emit: Callable[[PlanEvent], None] | None, timed: bool
+        self,
+        value: Any,
+        store: Any,
+        deps: Any,
+        emit: Callable[[PlanEvent], None] | None,
+        timed: bool,
+        key: str | None = None,
+        answer: Any = NO_ANSWER,
     ) -> PlanResult:
         """A run on its own: its context and deadline, the interpreter, the final event.
 
@@ -192,13 +260,65 @@ class Plan:
         :class:`_Run`, no context, no timer.
         """
         started = _perf()
+        given_store = store
         if store is None:
             store = self.store
             if store is None and self._has_writes:
                 store = Store()
-        budget = self.budget
+        key = key if key is not None else self.checkpoint_key
+        if key is None and answer is not NO_ANSWER:
+            raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
+        if key is not None:
+            opened = open_run(self, self._backend(given_store), key, self.resume, self.on_concurrent, answer, store)
+            if isinstance(opened, PlanResult):
+                if emit is not None:
+                    emit(PlanFinalEvent(opened))
+                return opened
+            try:
+                result = await self._timed(value, store, deps, emit, timed, started, opened)
+            except BaseException as exc:
+                opened.abort(exc)
+                raise
+            finally:
+                opened.close()
+            opened.finish(result)
+            if emit is not None:
+                emit(PlanFinalEvent(result))
+            return result
         if self._lean and emit is None:
             return await self._steps(value, store, None, started)
+        result = await self._timed(value, store, deps, emit, timed, started, None)
+        if emit is not None:
+            emit(PlanFinalEvent(result))
+        return result
+
+    def _backend(self, store: Any) -> Any:
+        """The checkpoint backend of a durable run: its store's, else the plan's, else one in this process."""
+        for candidate in (store, self.store):
+            if candidate is not None:
+                backend = getattr(candidate, "checkpoints", None)
+                if backend is None:
+                    raise ConfigurationError(
+                        f"a durable run keeps its checkpoints in a routegate.plan.Store; {candidate!r} is not one "
+                        "(pass store=Store(db=...))"
+                    )
+                return backend
+        if self._checkpoints is None:
+            self._checkpoints = Store()
+        return self._checkpoints.checkpoints
+
+    async def _timed(
+        self,
+        value: Any,
+        store: Any,
+        deps: Any,
+        emit: Callable[[PlanEvent], None] | None,
+        timed: bool,
+        started: float,
+        durable: DurableRun | None,
+    ) -> PlanResult:
+        """The run with its context and deadline (see :meth:`_start`); emits the step events, not the final one."""
+        budget = self.budget
         ctx: RunContext[Any] | None = None
         deadline: float | None = None
         if budget is not None:
@@ -211,20 +331,19 @@ class Plan:
             ctx = RunContext(deps, emit=emit)
         run = _Run(value, store, ctx, deadline, None if budget is None else budget.max_seconds, emit)
         if budget is None or not timed:
-            result = await self._steps(value, store, run, started)
+            result = await self._steps(value, store, run, started, durable)
         else:
             timer = Deadline(budget.max_seconds)
             try:
                 async with timer:
-                    result = await self._steps(value, store, run, started)
+                    result = await self._steps(value, store, run, started, durable)
             except TimeoutError:
                 if not timer.expired:
                     raise
                 stop = self._cut_off(run, started)
-                result = self._result(value, store, run.envelopes, run.decisions, stop, started)
+                result = self._result(run.input, store, run.envelopes, run.decisions, stop, started)
         if emit is not None:
             _flush(run)
-            emit(PlanFinalEvent(result))
         return result
 
     async def _nested(self, value: Any, store: Any, outer: _Run | None) -> PlanResult:
@@ -280,7 +399,9 @@ class Plan:
         return info
 
     # -- the interpreter -------------------------------------------------------------------------------------
-    async def _steps(self, value: Any, store: Any, run: _Run | None, started: float) -> PlanResult:
+    async def _steps(
+        self, value: Any, store: Any, run: _Run | None, started: float, durable: DurableRun | None = None
+    ) -> PlanResult:
         """Run steps from the first until the plan ends or stops, and return how it ended.
 
         ``run`` is ``None`` for a lean run (see :meth:`_start`); otherwise the interpreter appends to its lists,
@@ -302,7 +423,8 @@ class Plan:
             envelopes, decisions = [], []
         else:
             envelopes, decisions, deadline, emit = run.envelopes, run.decisions, run.deadline, run.emit
-        watched = deadline is not None or emit is not None  # one test per step when neither is set
+        # one test per step when none is set
+        watched = deadline is not None or emit is not None or durable is not None
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
@@ -311,12 +433,22 @@ class Plan:
         prev: Any = value
         iterations = 0
         i = 0
+        if durable is not None:
+            i, prev, iterations, rejoin_at, value = durable.restore(value, envelopes, decisions, latest, store)
+            rejoin_next = compiled[rejoin_at] if rejoin_at >= 0 else None
+            limit += durable.allowance
+            if run is not None:
+                run.input = value
         while True:
             if iterations == limit:
+                if durable is not None:  # the resume point of the stopped run: the step it did not run
+                    durable.save(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions, store)
                 error = _iterations_stop(limit, envelopes, names[i])
                 break
             if watched:
                 assert run is not None
+                if durable is not None:
+                    durable.save(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions, store)
                 if emit is not None:
                     _flush(run)
                 if deadline is not None and _monotonic() >= deadline:
@@ -326,7 +458,7 @@ class Plan:
             iterations += 1
             step = compiled[i]
             if step.band_end:
-                prev, error = await self._run_band(step, prev, value, store, run, latest, envelopes, decisions)
+                prev, error = await self._run_band(step, prev, value, store, run, latest, envelopes, decisions, durable)
                 if error is not None:
                     break
                 i = step.band_end
@@ -365,8 +497,13 @@ class Plan:
             envelopes.append(env)
             if latest is not None:
                 latest[i] = env
-            if err is None and step.writes is not None:
-                store.write(step.writes, out)
+            if err is None:
+                if step.writes is not None:
+                    store.write(step.writes, out)
+            elif err.stop_reason == INTERRUPTED:  # a question for a person: no route may catch it
+                decisions.append((None, INTERRUPTED))
+                error = err
+                break
 
             # -- routing: routes= / routes_by=, then the rejoin of an exclusive branch, then linear --------
             target = -1
@@ -425,14 +562,20 @@ class Plan:
         latest: list[Envelope | None] | None,
         envelopes: list[Envelope],
         decisions: list[tuple[str | None, str]],
+        durable: DurableRun | None = None,
     ) -> tuple[Any, ErrorInfo | None]:
-        """Run a parallel band: every member concurrently on the same inputs; apply writes only if all succeed."""
+        """Run a parallel band: every member concurrently on the same inputs; apply writes only if all succeed.
+
+        In a durable run each member that succeeds is checkpointed at once, and a resumed band runs only the
+        members that had not succeeded."""
         members = self._compiled[first.index : first.band_end]
         inputs = [
             prev if m.source == PREV else value if m.source == START else _from_step(m, latest, envelopes)
             for m in members
         ]
-        if first.band_sync:
+        if durable is not None:
+            results = await _durable_band(members, inputs, run, store, durable, first.band_sync)
+        elif first.band_sync:
             results = [await _member(m, given, run, store) for m, given in zip(members, inputs, strict=True)]
         else:
             try:
@@ -512,6 +655,10 @@ def _flush(run: _Run) -> None:
         emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
 
 
+def _rejoin(pending: Compiled | None) -> int:
+    return -1 if pending is None else pending.index
+
+
 def _is_final(event: PlanEvent) -> bool:
     return isinstance(event, PlanFinalEvent)
 
@@ -571,6 +718,47 @@ def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
     return Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
 
 
+async def _durable_band(
+    members: tuple[Compiled, ...] | list[Compiled],
+    inputs: list[Any],
+    run: _Run | None,
+    store: Any,
+    durable: DurableRun,
+    band_sync: bool,
+) -> list[Envelope]:
+    """A band of a durable run: members that finished before a crash are not run again; each member runs with
+    its own idempotency key and is checkpointed as soon as it succeeds."""
+
+    async def one(m: Compiled, given: Any) -> Envelope:
+        done = durable.band_done(m.name)
+        if done is not None:
+            return done
+        env = await _member(m, given, run, store)
+        durable.member_finished(env)
+        return env
+
+    pairs = list(zip(members, inputs, strict=True))
+    if band_sync:
+        results = []
+        for m, given in pairs:
+            token = _SCOPE.set(durable.member_scope(m.name))
+            try:
+                results.append(await one(m, given))
+            finally:
+                _SCOPE.reset(token)
+        return results
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = []
+            for m, given in pairs:
+                context = contextvars.copy_context()
+                context.run(_SCOPE.set, durable.member_scope(m.name))
+                tasks.append(group.create_task(one(m, given), context=context))
+    except BaseExceptionGroup as failed:
+        raise _first_leaf(failed) from None
+    return [task.result() for task in tasks]
+
+
 async def _member(step: Compiled, given: Any, run: _Run | None, store: Any) -> Envelope:
     """Run a parallel band member, whatever its kind."""
     return _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
@@ -619,7 +807,9 @@ def _with_context(step: Compiled, given: Any, run: _Run | None) -> Any:
 def _run_step(step: Compiled, given: Any, run: _Run | None) -> Any:
     """Call a step target's ``run_step`` with its StepContext (and the RunContext, if it declares one)."""
     assert run is not None  # a plan with a step target always has a context
-    ctx = StepContext(step.name, step.task, run.input, run.store, step.sources, run.ctx)
+    scope = _SCOPE.get()
+    key = None if scope is None else scope.key
+    ctx = StepContext(step.name, step.task, run.input, run.store, step.sources, run.ctx, key)
     param = step.ctx_param
     if param is None:
         return step.fn(given, ctx)
@@ -641,6 +831,8 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _from_step(step: Compiled, latest: list[Envelope | None] | None, envelopes: list[Envelope]) -> Any:
+    if step.source == BAND:
+        return _from_band(step, latest, envelopes)
     env = latest[step.source_index] if latest is not None else None
     if env is None:
         source = step.step.context
@@ -650,6 +842,22 @@ def _from_step(step: Compiled, latest: list[Envelope | None] | None, envelopes: 
             "from a step that runs on every path"
         )
     return env.payload if env.error is None else env.error
+
+
+def _from_band(step: Compiled, latest: list[Envelope | None] | None, envelopes: list[Envelope]) -> dict[str, Any]:
+    """``from_parallel_all``: the payload of every member of the band, by name (all ran, or the band did not)."""
+    assert latest is not None
+    first = latest[step.source_index]
+    if first is None:
+        raise PlanRuntimeError(
+            f"Step {step.name!r}: context={step.step.context!r} but that band has not run in this run "
+            f"(path so far: {[e.step for e in envelopes]}); routing skipped it — read from a band on every path"
+        )
+    joined: dict[str, Any] = {}
+    for env in latest[step.source_index : step.source_end]:
+        if env is not None:
+            joined[env.step or ""] = env.payload if env.error is None else env.error
+    return joined
 
 
 def _predicate_error(step: Compiled, target: str, exc: Exception, err: ErrorInfo | None) -> PlanRuntimeError:

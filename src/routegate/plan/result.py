@@ -9,6 +9,7 @@ from routegate.core.outcome import Outcome
 from routegate.core.stop_reasons import SUCCESS, Phase
 from routegate.errors import RunStopError
 from routegate.plan.envelope import Envelope, ErrorInfo
+from routegate.plan.errors import INTERRUPTED
 from routegate.plan.events import StepEvent
 
 
@@ -25,10 +26,22 @@ class PlanResult:
       (payload, error, ``elapsed_ms``); ``envelope(name)`` — the latest one of a step;
     * ``trace`` — the core trace format: one :class:`~routegate.core.TraceEntry` per executed step
       (``phase="step"``, ``next`` = the step routed to, ``why`` = what decided);
-    * ``store`` — the store the run wrote to (``None`` when no store was given and no step writes).
+    * ``store`` — the store the run wrote to (``None`` when no store was given and no step writes);
+    * ``question`` — what a step asked when the run stopped with ``"interrupted"`` (else ``None``);
+    * ``checkpoint_key`` — the key a durable run was checkpointed under (a fork's own key); ``None`` otherwise.
     """
 
-    __slots__ = ("_decisions", "_trace", "elapsed_ms", "envelopes", "error", "input", "payload", "store")
+    __slots__ = (
+        "_decisions",
+        "_trace",
+        "checkpoint_key",
+        "elapsed_ms",
+        "envelopes",
+        "error",
+        "input",
+        "payload",
+        "store",
+    )
 
     def __init__(
         self,
@@ -48,6 +61,15 @@ class PlanResult:
         self.store = store
         self.elapsed_ms = elapsed_ms
         self._trace: tuple[TraceEntry, ...] | None = None
+        self.checkpoint_key: str | None = None
+
+    @property
+    def question(self) -> Any:
+        """What the step asked, when the run stopped with ``"interrupted"``; ``None`` otherwise."""
+        error = self.error
+        if error is None or error.stop_reason != INTERRUPTED:
+            return None
+        return getattr(error.exception, "question", None)
 
     @property
     def ok(self) -> bool:

@@ -85,7 +85,8 @@ class Step:
         self.task = task
         if not isinstance(context, FromPrev | FromStart | FromStep):
             raise PlanCompileError(
-                f"{where}: context= takes from_prev, from_start or from_step(name), got {context!r}"
+                f"{where}: context= takes from_prev, from_start, from_step(name), from_parallel(name) or "
+                f"from_parallel_all(name), got {context!r}"
                 + ("; to give the step an instruction use task=" if isinstance(context, str) else "")
             )
         self.context: Sentinel = context

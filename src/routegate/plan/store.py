@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from routegate.plan.checkpoint import Checkpoints, open_checkpoints
 from routegate.plan.envelope import payload_text
 
 
@@ -15,12 +17,31 @@ class Store:
     with ``store["draft"]`` / ``store.read("draft")``; ``text()`` renders the whole store for a model prompt
     (LLM steps that list the store in ``sources=`` get that text). An empty store is falsy like a dict, but a
     plan checks ``is not None``: an empty store still receives writes.
+
+    ``db=`` is where the checkpoints of durable runs (``Plan(..., checkpoint_key=...)``) go: ``None`` keeps them
+    in this process, a file path in SQLite, a ``postgresql://`` URL in PostgreSQL (see docs/plan.md, "Durable
+    runs"). The backend is opened on first use; ``close()`` closes it.
     """
 
-    __slots__ = ("_data",)
+    __slots__ = ("_checkpoints", "_data", "db")
 
-    def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, initial: Mapping[str, Any] | None = None, *, db: str | os.PathLike[str] | None = None) -> None:
         self._data: dict[str, Any] = dict(initial) if initial else {}
+        self.db = db
+        self._checkpoints: Checkpoints | None = None
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        """The checkpoint backend of this store (opened on first use)."""
+        if self._checkpoints is None:
+            self._checkpoints = open_checkpoints(self.db)
+        return self._checkpoints
+
+    def close(self) -> None:
+        """Close the checkpoint backend, if one was opened."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+            self._checkpoints = None
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -65,4 +86,9 @@ class Store:
         return iter(self._data)
 
     def __repr__(self) -> str:
+        if self.db is not None:
+            db = os.fspath(self.db)
+            if "://" in db:  # a URL may carry a password: show only its scheme
+                db = db.split("://", 1)[0] + "://…"
+            return f"Store({self._data!r}, db={db!r})"
         return f"Store({self._data!r})"

@@ -35,7 +35,8 @@ class StepContext:
     """What a :class:`StepTarget` is told besides its input payload.
 
     ``run`` is the run's :class:`~routegate.core.RunContext` (``run.deps``, ``run.run_id``, ``run.deadline``);
-    the plan always sets it (it is ``None`` only in a ``StepContext`` built by hand).
+    the plan always sets it (it is ``None`` only in a ``StepContext`` built by hand). ``idempotency_key`` is the
+    step's :func:`~routegate.plan.step_key` in a durable run (``None`` otherwise).
     """
 
     step: str
@@ -44,6 +45,7 @@ class StepContext:
     store: Store | None
     sources: tuple[Any, ...] = ()
     run: RunContext[Any] | None = None
+    idempotency_key: str | None = None
 
     def sources_text(self) -> str:
         """The step's sources rendered as text (``source.text()`` or ``str(source)``), blank-line separated."""

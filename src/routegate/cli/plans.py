@@ -1,0 +1,168 @@
+"""``routegate plans list|show|resume``: the durable plan runs in a checkpoint store, for operators.
+
+``--db`` is what ``Store(db=...)`` takes: a SQLite file path or a ``postgresql://`` URL. ``list`` shows every run
+with its status (running / ended / interrupted); ``show KEY`` one run's path, next step, stop reason and the
+question of an interrupted run; ``resume KEY --plan module:attribute`` resumes it with that plan (a
+:class:`~routegate.plan.Plan`, or a function of no arguments that returns one), ``--answer`` answering an interrupt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from routegate.errors import ConfigurationError
+
+
+def register(subparsers: Any) -> None:
+    plans: argparse.ArgumentParser = subparsers.add_parser(
+        "plans",
+        help="list, inspect and resume durable plan runs (checkpoints in SQLite or PostgreSQL)",
+        description="Durable plan runs: a Plan with checkpoint_key= checkpoints after every step into "
+        "Store(db=...). List them, show one, or resume one (after a crash, an error, or with the answer to an "
+        "interrupt).",
+    )
+    commands = plans.add_subparsers(title="plans commands", metavar="ACTION", required=True)
+    db_help = "the checkpoint store: a SQLite file path or a postgresql:// URL (what Store(db=...) was given)"
+
+    listing = commands.add_parser("list", help="every run: key, status, stop reason, next step, last write")
+    listing.add_argument("--db", required=True, help=db_help)
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.set_defaults(handler=run_list)
+
+    show = commands.add_parser("show", help="one run: status, path, next step, the question of an interrupt")
+    show.add_argument("key", help="the run's checkpoint_key")
+    show.add_argument("--db", required=True, help=db_help)
+    show.set_defaults(handler=run_show)
+
+    resume = commands.add_parser("resume", help="resume one run with its plan")
+    resume.add_argument("key", help="the run's checkpoint_key")
+    resume.add_argument("--db", required=True, help=db_help)
+    resume.add_argument(
+        "--plan", required=True, help="module:attribute of the Plan (or of a function returning it) that ran it"
+    )
+    resume.add_argument("--answer", help="the answer to the run's interrupt (a string)")
+    resume.add_argument("--answer-json", help="the answer to the run's interrupt, as JSON")
+    resume.set_defaults(handler=run_resume)
+
+
+def _open(db: str) -> Any:
+    from routegate.plan import Store
+
+    if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
+        raise ConfigurationError(f"--db {db}: no such file; give the path Store(db=...) used, or a postgresql:// URL")
+    return Store(db=db)
+
+
+def _summary(record: Any) -> dict[str, Any]:
+    state = record.state
+    result = state.get("result") or {}
+    error = result.get("error") or {}
+    out: dict[str, Any] = {
+        "key": record.key,
+        "status": record.status,
+        "stop_reason": record.stop_reason or None,
+        "next": state.get("next") if record.status != "ended" or record.stop_reason != "success" else None,
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.updated)),
+    }
+    if record.status == "interrupted":
+        out["question"] = error.get("question")
+    elif error:
+        out["message"] = error.get("message")
+    return out
+
+
+def run_list(args: argparse.Namespace) -> int:
+    store = _open(args.db)
+    try:
+        records = store.checkpoints.runs()
+    finally:
+        store.close()
+    if args.json:
+        for record in records:
+            print(json.dumps(_summary(record), ensure_ascii=False))
+        return 0
+    if not records:
+        print("no runs")
+        return 0
+    print(f"{'KEY':<32} {'STATUS':<12} {'STOP REASON':<28} {'NEXT':<16} UPDATED")
+    for record in records:
+        s = _summary(record)
+        print(f"{s['key']:<32} {s['status']:<12} {s['stop_reason'] or '-':<28} {s['next'] or '-':<16} {s['updated']}")
+    return 0
+
+
+def _load(store: Any, key: str, db: str) -> Any:
+    record = store.checkpoints.load(key)
+    if record is None:
+        raise ConfigurationError(f"no run under key {key!r} in {db}; see `routegate plans list --db ...`")
+    return record
+
+
+def run_show(args: argparse.Namespace) -> int:
+    store = _open(args.db)
+    try:
+        record = _load(store, args.key, args.db)
+    finally:
+        store.close()
+    out = _summary(record)
+    result = record.state.get("result") or {}
+    envelopes = result.get("envelopes") or record.state.get("envelopes", [])
+    out["path"] = [env.get("s") for env in envelopes]
+    if record.status == "ended" and record.stop_reason == "success":
+        out["payload"] = result.get("payload")
+    print(json.dumps(out, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _plan(spec: str) -> Any:
+    from routegate.plan import Plan
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"--plan {spec!r}: give module:attribute, e.g. myjobs.refunds:plan")
+    sys.path.insert(0, os.getcwd())
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"--plan {spec!r}: {exc}; check the module is importable from here") from exc
+    finally:
+        sys.path.remove(os.getcwd())
+    if not isinstance(target, Plan) and callable(target):
+        target = target()
+    if not isinstance(target, Plan):
+        raise ConfigurationError(f"--plan {spec!r} is {type(target).__name__}, not a routegate.plan.Plan")
+    return target
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    from routegate.plan.durable import NO_ANSWER
+
+    if args.answer is not None and args.answer_json is not None:
+        raise ConfigurationError("give --answer or --answer-json, not both")
+    answer: Any = NO_ANSWER
+    if args.answer is not None:
+        answer = args.answer
+    elif args.answer_json is not None:
+        try:
+            answer = json.loads(args.answer_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"--answer-json is not JSON ({exc}); quote it, e.g. '{{\"ok\": true}}'") from exc
+    plan = _plan(args.plan)
+    store = _open(args.db)
+    try:
+        _load(store, args.key, args.db)
+        result = plan.run(store=store, checkpoint_key=args.key, answer=answer)
+    finally:
+        store.close()
+    out = {"key": args.key, **result.to_dict()}
+    out.pop("trace", None)
+    if result.question is not None:
+        out["question"] = result.question
+    print(json.dumps(out, ensure_ascii=False, indent=2, default=str))
+    return 0 if result.ok or result.stop_reason == "interrupted" else 1

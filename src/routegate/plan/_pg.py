@@ -1,0 +1,112 @@
+"""The PostgreSQL backend of durable plan runs (``Store(db="postgresql://...")``), on psycopg 3.
+
+The only module of :mod:`routegate.plan` that talks to a database driver; psycopg is imported here, when a store
+is opened on a ``postgresql://`` URL, so plans without it never load the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+from routegate.plan.checkpoint import Lease, RunRecord, dumps
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS routegate_plan_runs (
+    key TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    stop_reason TEXT NOT NULL,
+    updated DOUBLE PRECISION NOT NULL,
+    state JSONB NOT NULL
+)
+"""
+
+
+def _lock_id(key: str) -> int:
+    """A stable signed 64-bit advisory-lock id for ``key``."""
+    return int.from_bytes(hashlib.sha256(b"routegate.plan:" + key.encode()).digest()[:8], "big", signed=True)
+
+
+class _SessionLease:
+    """A key's advisory lock on the store's connection, and its entry in the store's in-process set (advisory
+    locks are re-entrant within a session, so the set refuses a second run of this process)."""
+
+    __slots__ = ("_key", "_store")
+
+    def __init__(self, store: PostgresCheckpoints, key: str) -> None:
+        self._store: PostgresCheckpoints | None = store
+        self._key = key
+
+    def release(self) -> None:
+        if self._store is not None:
+            self._store._unlock(self._key)
+            self._store = None
+
+
+class PostgresCheckpoints:
+    """Checkpoints in table ``routegate_plan_runs``; one autocommit connection per store (serialised by a lock).
+
+    A lease is a session advisory lock on that connection: PostgreSQL drops it when the process (or the
+    connection) dies, so a crashed run never blocks its resume."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
+        self.url = url
+        self._mutex = threading.Lock()
+        self._conn = psycopg.connect(url, autocommit=True)
+        self._conn.execute(_SCHEMA)
+        self._held: set[str] = set()
+
+    def load(self, key: str) -> RunRecord | None:
+        with self._mutex:
+            row = self._conn.execute(
+                "SELECT status, stop_reason, updated, state FROM routegate_plan_runs WHERE key = %s", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        return RunRecord(key, row[0], row[1], row[2], row[3])
+
+    def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
+        doc = dumps(state)
+        with self._mutex:
+            self._conn.execute(
+                "INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
+                "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET status = EXCLUDED.status, "
+                "stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, state = EXCLUDED.state",
+                (key, status, stop_reason, time.time(), doc),
+            )
+
+    def runs(self) -> list[RunRecord]:
+        with self._mutex:
+            rows = self._conn.execute(
+                "SELECT key, status, stop_reason, updated, state FROM routegate_plan_runs ORDER BY key"
+            ).fetchall()
+        return [RunRecord(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    def delete(self, key: str) -> None:
+        with self._mutex:
+            self._conn.execute("DELETE FROM routegate_plan_runs WHERE key = %s", (key,))
+
+    def acquire(self, key: str) -> Lease | None:
+        with self._mutex:
+            if key in self._held:
+                return None
+            row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_id(key),)).fetchone()
+            if row is None or not row[0]:
+                return None
+            self._held.add(key)
+        return _SessionLease(self, key)
+
+    def _unlock(self, key: str) -> None:
+        with self._mutex:
+            self._held.discard(key)
+            if not self._conn.closed:
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_id(key),))
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()

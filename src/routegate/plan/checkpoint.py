@@ -1,0 +1,210 @@
+"""Where durable plan runs keep their checkpoints: one small protocol, three backends.
+
+A checkpoint is one JSON document per ``checkpoint_key`` (see :mod:`routegate.plan.durable` for what it holds),
+overwritten after every step. A backend also hands out *leases*: at most one live run per key. A lease is tied
+to the process that holds it and disappears when that process dies, so a crashed run never blocks its resume:
+
+* :class:`MemoryCheckpoints` — a dict in this process (``Store()``); leases are a set of keys.
+* :class:`SqliteCheckpoints` — a SQLite file (``Store(db="plans.sqlite")``, stdlib :mod:`sqlite3`); a lease is an
+  exclusive ``flock`` on a lock file next to the database (``plans.sqlite.locks/<hash>``), which the OS drops
+  when the process exits, however it exits.
+* ``PostgresCheckpoints`` — ``Store(db="postgresql://...")`` (:mod:`routegate.plan._pg`, psycopg 3); a lease is a
+  session advisory lock held on a connection of its own, which PostgreSQL drops when that session ends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+RUNNING, ENDED, INTERRUPTED = "running", "ended", "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One key's checkpoint as stored: ``status`` (running / ended / interrupted), the stop reason of an ended or
+    interrupted run, when it was last written (Unix seconds) and the checkpoint document itself."""
+
+    key: str
+    status: str
+    stop_reason: str
+    updated: float
+    state: dict[str, Any]
+
+
+class Lease(Protocol):
+    def release(self) -> None: ...
+
+
+@runtime_checkable
+class Checkpoints(Protocol):
+    """The storage protocol of durable runs."""
+
+    def load(self, key: str) -> RunRecord | None: ...
+
+    def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None: ...
+
+    def runs(self) -> list[RunRecord]: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def acquire(self, key: str) -> Lease | None:
+        """The lease of ``key``, or ``None`` when a live run holds it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_checkpoints(db: str | os.PathLike[str] | None) -> Checkpoints:
+    """The backend for ``Store(db=...)``: memory for ``None``, PostgreSQL for a ``postgresql://`` URL, else a
+    SQLite file path."""
+    if db is None:
+        return MemoryCheckpoints()
+    text = os.fspath(db)
+    if text.startswith(("postgresql://", "postgres://")):
+        from routegate.plan._pg import PostgresCheckpoints
+
+        return PostgresCheckpoints(text)
+    if not text or text == ":memory:":
+        raise ValueError(
+            f"Store(db={text!r}): give a SQLite file path or a postgresql:// URL; for an in-memory store use Store()"
+        )
+    return SqliteCheckpoints(text)
+
+
+def dumps(state: dict[str, Any]) -> str:
+    return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+
+
+class _KeyLease:
+    __slots__ = ("_held", "_key")
+
+    def __init__(self, held: set[str], key: str) -> None:
+        self._held, self._key = held, key
+
+    def release(self) -> None:
+        self._held.discard(self._key)
+
+
+class MemoryCheckpoints:
+    """Checkpoints in a dict of this process (documents kept as JSON text, so they are copies)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[str, str, float, str]] = {}
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+
+    def load(self, key: str) -> RunRecord | None:
+        row = self._rows.get(key)
+        if row is None:
+            return None
+        status, reason, updated, doc = row
+        return RunRecord(key, status, reason, updated, json.loads(doc))
+
+    def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
+        self._rows[key] = (status, stop_reason, time.time(), dumps(state))
+
+    def runs(self) -> list[RunRecord]:
+        return [r for r in (self.load(k) for k in sorted(self._rows)) if r is not None]
+
+    def delete(self, key: str) -> None:
+        self._rows.pop(key, None)
+
+    def acquire(self, key: str) -> Lease | None:
+        with self._lock:
+            if key in self._held:
+                return None
+            self._held.add(key)
+        return _KeyLease(self._held, key)
+
+    def close(self) -> None:
+        return None
+
+
+class _FileLease:
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = -1
+
+
+_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS plan_runs (
+    key TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    stop_reason TEXT NOT NULL,
+    updated REAL NOT NULL,
+    state TEXT NOT NULL
+)
+"""
+
+
+class SqliteCheckpoints:
+    """Checkpoints in a SQLite file; one connection per store, serialised by a lock (WAL journal)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._locks = Path(path + ".locks")
+        self._mutex = threading.Lock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(_SQLITE_SCHEMA)
+
+    def load(self, key: str) -> RunRecord | None:
+        with self._mutex:
+            row = self._conn.execute(
+                "SELECT status, stop_reason, updated, state FROM plan_runs WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        return RunRecord(key, row[0], row[1], row[2], json.loads(row[3]))
+
+    def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
+        doc = dumps(state)
+        with self._mutex:
+            self._conn.execute(
+                "INSERT INTO plan_runs (key, status, stop_reason, updated, state) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET status = excluded.status, stop_reason = excluded.stop_reason, "
+                "updated = excluded.updated, state = excluded.state",
+                (key, status, stop_reason, time.time(), doc),
+            )
+
+    def runs(self) -> list[RunRecord]:
+        with self._mutex:
+            rows = self._conn.execute(
+                "SELECT key, status, stop_reason, updated, state FROM plan_runs ORDER BY key"
+            ).fetchall()
+        return [RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+
+    def delete(self, key: str) -> None:
+        with self._mutex:
+            self._conn.execute("DELETE FROM plan_runs WHERE key = ?", (key,))
+
+    def acquire(self, key: str) -> Lease | None:
+        self._locks.mkdir(exist_ok=True)
+        name = hashlib.sha256(key.encode()).hexdigest()[:32]
+        fd = os.open(self._locks / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return _FileLease(fd)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()

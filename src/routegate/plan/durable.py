@@ -1,0 +1,466 @@
+"""Durable runs: the checkpoint a plan writes after every step, and how a run resumes from it.
+
+A checkpoint is a JSON document: the plan's fingerprint, the run's input, the index of the step about to run, the
+payload it will receive, the iteration counter, the pending rejoin of an exclusive branch, every executed
+envelope and routing decision, the store's writes, the members of a parallel band that already finished, and the
+answers given to interrupts. Payloads are stored as JSON and read back through the producing step's ``output=``
+type (pydantic models come back as models).
+
+The step in flight when a process dies runs again on resume (at-least-once): :func:`step_key` gives it a key
+that is the same on every attempt, for idempotent side effects.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from routegate.core.contracts import jsonable
+from routegate.core.stop_reasons import SUCCESS
+from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, Checkpoints, Lease, RunRecord
+from routegate.plan.envelope import Envelope, ErrorInfo
+from routegate.plan.errors import CheckpointConflictError, CheckpointMismatchError, Interrupt
+from routegate.plan.result import PlanResult
+
+if TYPE_CHECKING:
+    from routegate.plan._compiled import Compiled
+    from routegate.plan.plan import Plan
+
+FORMAT = 1
+NO_ANSWER: Any = object()
+
+
+class _Scope:
+    """The step running now in a durable run: its idempotency key and the answers given to its interrupts."""
+
+    __slots__ = ("answers", "key", "used")
+
+    def __init__(self, key: str, answers: list[Any]) -> None:
+        self.key = key
+        self.answers = answers
+        self.used = 0
+
+
+_SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("routegate_plan_step", default=None)
+
+
+def step_key() -> str | None:
+    """The idempotency key of the step running now in a durable run (``None`` outside one).
+
+    It is ``"<checkpoint_key>/<iteration>/<step name>"``: the same when a resumed run runs the step again after
+    a crash, different for each visit of a step inside a loop. Use it to make side effects idempotent (a unique
+    key of the row you insert, the ``Idempotency-Key`` header of the payment you make).
+    """
+    scope = _SCOPE.get()
+    return None if scope is None else scope.key
+
+
+def interrupt(question: Any = None) -> Any:
+    """Pause the run to ask a person ``question`` (LangGraph's ``interrupt()``).
+
+    The first time, this raises :class:`~routegate.plan.Interrupt`: the run ends with stop reason
+    ``"interrupted"`` and ``result.question == question``. When a durable run is resumed with
+    ``plan.run(answer=...)``, the step runs again and this call returns the answer. A step may ask several
+    questions in turn: the n-th call returns the n-th answer.
+    """
+    scope = _SCOPE.get()
+    if scope is not None and scope.used < len(scope.answers):
+        answer = scope.answers[scope.used]
+        scope.used += 1
+        return answer
+    raise Interrupt(question, key=None if scope is None else scope.key)
+
+
+def fingerprint(plan: Plan) -> str:
+    """A hash of what decides where a run goes: step names, targets, inputs, writes, routes, bands, outputs."""
+    parts: list[str] = []
+    for c in plan._compiled:
+        target = c.target
+        if c.kind == 4:  # PLAN
+            ident = "plan:" + fingerprint(target)
+        else:
+            fn = getattr(target, "__func__", target)
+            ident = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+        routes = [name for _, _, _, name in c.routes] if c.routes is not None else None
+        out = None if c.out_cls is None else f"{c.out_cls.__module__}.{c.out_cls.__qualname__}"
+        parts.append(
+            repr(
+                (
+                    c.name,
+                    c.kind,
+                    ident,
+                    c.source,
+                    c.source_index,
+                    c.writes,
+                    routes,
+                    c.by_field,
+                    sorted(c.by_map.items()),
+                    c.rejoin,
+                    c.band_end,
+                    out,
+                )
+            )
+        )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _error_doc(err: ErrorInfo) -> dict[str, Any]:
+    doc: dict[str, Any] = {"type": err.type, "message": err.message, "stop_reason": err.stop_reason, "phase": err.phase}
+    exc = err.exception
+    if isinstance(exc, Interrupt):
+        doc["question"] = jsonable(exc.question)
+        doc["key"] = exc.key
+    return doc
+
+
+def _error_of(doc: dict[str, Any]) -> ErrorInfo:
+    exc: BaseException | None = None
+    if doc.get("stop_reason") == INTERRUPTED and "question" in doc:
+        exc = Interrupt(doc["question"], key=doc.get("key"))
+    return ErrorInfo(str(doc["type"]), str(doc["message"]), str(doc["stop_reason"]), exc, doc.get("phase", "step"))
+
+
+class _Codec:
+    """Payloads to JSON and back, through the producing step's ``output=`` type."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.index = {c.name: c for c in plan._compiled}
+        self.band_of: dict[str, Compiled] = {}
+        for c in plan._compiled:
+            if c.band_end:
+                for m in plan._compiled[c.index : c.band_end]:
+                    self.band_of[m.name] = c
+
+    def _validator(self, name: str | None) -> Callable[[Any], Any] | None:
+        c = self.index.get(name or "")
+        return None if c is None else c.validate
+
+    def encode_env(self, env: Envelope) -> dict[str, Any]:
+        doc: dict[str, Any] = {"s": env.step, "p": jsonable(env.payload), "ms": round(env.elapsed_ms, 3)}
+        if env.error is not None:
+            doc["e"] = _error_doc(env.error)
+        return doc
+
+    def decode_env(self, doc: dict[str, Any]) -> Envelope:
+        err = doc.get("e")
+        if err is not None:
+            return Envelope(None, _error_of(err), None, doc.get("s"), float(doc.get("ms", 0.0)))
+        return Envelope(self.decode(doc.get("p"), doc.get("s")), None, None, doc.get("s"), float(doc.get("ms", 0.0)))
+
+    def decode(self, value: Any, name: str | None) -> Any:
+        validate = self._validator(name)
+        if value is None or validate is None:
+            return value
+        return validate(value)
+
+    def _writer(self, key: str, envelopes: list[Envelope]) -> str | None:
+        for env in reversed(envelopes):
+            c = self.index.get(env.step or "")
+            if c is not None and c.writes == key:
+                return c.name
+        return None
+
+
+class DurableRun(_Codec):
+    """One durable run: the backend, the lease on its key, and the checkpoint being written."""
+
+    def __init__(self, plan: Plan, backend: Checkpoints, key: str, lease: Lease, fp: str) -> None:
+        super().__init__(plan)
+        self.backend = backend
+        self.key = key
+        self.lease = lease
+        self.fp = fp
+        self.state: dict[str, Any] | None = None  # the checkpoint to resume from (None: a fresh run)
+        self.retry = False  # resuming a run that ended with an error or a stop
+        self.input: Any = None
+        self.envs: list[dict[str, Any]] = []  # encoded envelopes, appended as steps run
+        self.band: dict[str, dict[str, Any]] = {}  # encoded members of the band in flight
+        self.answers: dict[str, list[Any]] = {}
+        self.allowance = 0  # steps already used by earlier attempts of this key that a retry does not count
+        self.token: contextvars.Token[_Scope | None] | None = None
+        self.scope = _Scope("", [])
+        self.at = 0
+        self.iterations = 0
+        self.doc: dict[str, Any] = {}
+
+    # -- encoding --------------------------------------------------------------------------------------------
+    def _encode_prev(self, prev: Any) -> dict[str, Any]:
+        if isinstance(prev, ErrorInfo):
+            return {"e": _error_doc(prev)}
+        return {"v": jsonable(prev)}
+
+    def _decode_prev(self, doc: dict[str, Any], envelopes: list[Envelope], value: Any) -> Any:
+        if "e" in doc:
+            return _error_of(doc["e"])
+        raw = doc.get("v")
+        if not envelopes:
+            return value
+        last = envelopes[-1].step or ""
+        first = self.band_of.get(last)
+        if first is not None and isinstance(raw, dict):
+            return {name: self.decode(raw.get(name), name) for name in raw}
+        return self.decode(raw, last)
+
+    # -- the interpreter's hooks -----------------------------------------------------------------------------
+    def restore(
+        self,
+        value: Any,
+        envelopes: list[Envelope],
+        decisions: list[tuple[str | None, str]],
+        latest: list[Envelope | None] | None,
+        store: Any,
+    ) -> tuple[int, Any, int, int, Any]:
+        """Load the checkpoint into the run's lists and store; return ``(i, prev, iterations, rejoin, value)``.
+
+        A checkpoint that does not fit this plan (edited or damaged) raises :class:`CheckpointMismatchError`."""
+        self.token = _SCOPE.set(self.scope)
+        state = self.state
+        if state is None:
+            self.input = value
+            return 0, value, 0, -1, value
+        try:
+            return self._restore(state, value, envelopes, decisions, latest, store)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CheckpointMismatchError(
+                f"the checkpoint of {self.key!r} is damaged or was edited ({type(exc).__name__}: {exc}); "
+                "start over with resume=False or another checkpoint_key"
+            ) from exc
+
+    def _restore(
+        self,
+        state: dict[str, Any],
+        value: Any,
+        envelopes: list[Envelope],
+        decisions: list[tuple[str | None, str]],
+        latest: list[Envelope | None] | None,
+        store: Any,
+    ) -> tuple[int, Any, int, int, Any]:
+        if value is None:
+            value = state.get("input")
+        self.input = value
+        position = {c.name: c.index for c in self.plan._compiled}
+        for doc in state.get("envelopes", []):
+            env = self.decode_env(doc)
+            envelopes.append(env)
+            self.envs.append(doc)
+            if latest is not None and env.step in position:
+                latest[position[env.step]] = env
+        decisions.extend((d[0], d[1]) for d in state.get("decisions", []))
+        if store is not None and callable(getattr(store, "write", None)):
+            for k, v in state.get("store", {}).items():
+                store.write(k, self.decode(v, self._writer(k, envelopes)))
+        self.band = dict(state.get("band", {}))
+        self.answers = {k: list(v) for k, v in state.get("answers", {}).items()}
+        prev = self._decode_prev(state.get("prev", {}), envelopes, value)
+        iterations = int(state.get("iterations", 0))
+        self.at, self.iterations = int(state.get("at", 0)), iterations
+        self.allowance = int(state.get("allowance", 0))
+        if self.retry:
+            self.allowance = iterations
+        at, rejoin, count = int(state.get("at", 0)), int(state.get("rejoin", -1)), len(self.plan._compiled)
+        if not (0 <= at < count and -1 <= rejoin < count and iterations >= 0 and self.allowance >= 0):
+            raise ValueError(f"position at={at}, rejoin={rejoin}, iterations={iterations} do not fit the plan")
+        if any(env.step not in self.index for env in envelopes):
+            raise ValueError("the path names a step this plan does not have")
+        return at, prev, iterations, rejoin, value
+
+    def save(
+        self,
+        at: int,
+        prev: Any,
+        iterations: int,
+        rejoin: int,
+        envelopes: list[Envelope],
+        decisions: list[tuple[str | None, str]],
+        store: Any,
+    ) -> None:
+        """Checkpoint the run as it stands before step ``at`` runs (called at the top of every step)."""
+        if at != self.at or iterations != self.iterations:
+            self.band = {}  # a new step: the band in flight (if any) is done
+        envs = self.envs
+        for env in envelopes[len(envs) :]:
+            envs.append(self.encode_env(env))
+        self.at, self.iterations = at, iterations
+        name = self.plan._names[at]
+        key = f"{self.key}/{iterations + 1}/{name}"
+        prefix = f"{self.key}/{iterations + 1}/"
+        live = {k: v for k, v in self.answers.items() if k.startswith(prefix)}
+        self.answers = live
+        scope = self.scope
+        scope.key, scope.answers, scope.used = key, live.get(key, []), 0
+        to_dict = getattr(store, "to_dict", None)
+        self.doc = {
+            "format": FORMAT,
+            "fingerprint": self.fp,
+            "input": jsonable(self.input),
+            "at": at,
+            "next": name,
+            "prev": self._encode_prev(prev),
+            "iterations": iterations,
+            "allowance": self.allowance,
+            "rejoin": rejoin,
+            "envelopes": envs,
+            "decisions": [list(d) for d in decisions],
+            "store": jsonable(to_dict()) if callable(to_dict) else {},
+            "band": self.band,
+            "answers": live,
+        }
+        self.backend.save(self.key, RUNNING, "", self.doc)
+
+    def member_key(self, name: str) -> str:
+        return f"{self.key}/{self.iterations + 1}/{name}"
+
+    def member_scope(self, name: str) -> _Scope:
+        key = self.member_key(name)
+        return _Scope(key, self.answers.get(key, []))
+
+    def band_done(self, name: str) -> Envelope | None:
+        """The envelope of a band member that finished before the crash (``None``: run it)."""
+        doc = self.band.get(name)
+        return None if doc is None else self.decode_env(doc)
+
+    def member_finished(self, env: Envelope) -> None:
+        """Checkpoint a band member that succeeded, so a crash of a sibling does not run it again."""
+        if env.error is None and env.step is not None:
+            self.band[env.step] = self.encode_env(env)
+            self.doc["band"] = self.band
+            self.backend.save(self.key, RUNNING, "", self.doc)
+
+    def finish(self, result: PlanResult) -> None:
+        """Record how the run ended: ``ended`` (success, error, stop) or ``interrupted``, with the result."""
+        error = result.error
+        doc = self.doc
+        if error is not None and isinstance(error.exception, Interrupt):
+            key = error.exception.key
+            if key is not None:
+                doc["answers"] = {key: self.answers.get(key, [])}
+                doc["asked"] = key
+            status = INTERRUPTED
+        else:
+            status = ENDED
+        doc["result"] = {
+            "stop_reason": result.stop_reason,
+            "payload": jsonable(result.payload),
+            "error": None if error is None else _error_doc(error),
+            "envelopes": [self.encode_env(env) for env in result.envelopes],
+            "decisions": [list(d) for d in result._decisions],
+            "elapsed_ms": round(result.elapsed_ms, 3),
+        }
+        self.backend.save(self.key, status, result.stop_reason, doc)
+        result.checkpoint_key = self.key
+
+    def abort(self, exc: BaseException) -> None:
+        """The run raised (a plan bug, a cancellation): record it as ended so it is never left running."""
+        if not self.doc:
+            return
+        reason = "cancelled" if not isinstance(exc, Exception) else f"plan_error:{type(exc).__name__}"
+        self.doc["result"] = {
+            "stop_reason": reason,
+            "payload": None,
+            "error": {"type": type(exc).__name__, "message": str(exc), "stop_reason": reason, "phase": "step"},
+            "envelopes": self.envs,
+            "decisions": self.doc.get("decisions", []),
+            "elapsed_ms": 0.0,
+        }
+        self.backend.save(self.key, ENDED, reason, self.doc)
+
+    def close(self) -> None:
+        if self.token is not None:
+            _SCOPE.reset(self.token)
+            self.token = None
+        self.lease.release()
+
+
+def stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
+    """The result of a finished run, rebuilt from its checkpoint (nothing runs)."""
+    run = _Codec(plan)
+    doc = record.state.get("result", {})
+    envelopes = [run.decode_env(e) for e in doc.get("envelopes", [])]
+    decisions = [(d[0], d[1]) for d in doc.get("decisions", [])]
+    error = None if doc.get("error") is None else _error_of(doc["error"])
+    payload = None
+    if error is None:
+        payload = run.decode(doc.get("payload"), envelopes[-1].step if envelopes else None)
+    if store is not None and callable(getattr(store, "write", None)):
+        for k, v in record.state.get("store", {}).items():
+            store.write(k, run.decode(v, run._writer(k, envelopes)))
+    result = PlanResult(
+        record.state.get("input"), payload, error, envelopes, decisions, store, float(doc.get("elapsed_ms", 0.0))
+    )
+    result.checkpoint_key = record.key
+    return result
+
+
+def open_run(
+    plan: Plan, backend: Checkpoints, key: str, resume: bool, on_concurrent: str, answer: Any, store: Any
+) -> DurableRun | PlanResult:
+    """Take the lease of ``key`` (or fork it) and decide where the run starts: a :class:`DurableRun` to drive,
+    or the stored :class:`PlanResult` of a run that already finished successfully."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"checkpoint_key must be a non-empty string, got {key!r}")
+    fp = plan._fingerprint
+    if fp is None:
+        fp = plan._fingerprint = fingerprint(plan)
+    lease = backend.acquire(key)
+    source = key
+    if lease is None:
+        if on_concurrent != "fork":
+            raise CheckpointConflictError(
+                f"checkpoint_key {key!r} is held by a live run (in this or another process); wait for it to end, "
+                "use another key, or build the plan with on_concurrent='fork'"
+            )
+        key = f"{key}/fork-{uuid.uuid4().hex[:8]}"
+        lease = backend.acquire(key)
+        assert lease is not None  # a fresh random key
+    try:
+        record = backend.load(source) if resume else None
+        if record is not None and not isinstance(record.state, dict):
+            raise CheckpointMismatchError(
+                f"the checkpoint of {source!r} is not a JSON object; start over with resume=False or another key"
+            )
+        if record is not None and record.state.get("fingerprint") != fp:
+            raise CheckpointMismatchError(
+                f"the checkpoint of {source!r} was written by a different plan (its steps, targets or routes "
+                f"changed: fingerprint {record.state.get('fingerprint')} != {fp}); resume it with the plan that "
+                "wrote it, or start over with resume=False or another checkpoint_key"
+            )
+        if answer is not NO_ANSWER and record is not None and record.status != INTERRUPTED:
+            raise ValueError(
+                f"answer= was given but the run {source!r} is {record.status}, not interrupted; resume it without "
+                "answer="
+            )
+        if record is not None and record.status == ENDED and record.stop_reason == SUCCESS and source == key:
+            lease.release()
+            return stored_result(plan, record, store)
+        run = DurableRun(plan, backend, key, lease, fp)
+        if record is not None:
+            state = dict(record.state)
+            state.pop("result", None)
+            run.state = state
+            run.retry = record.status == ENDED
+            if answer is not NO_ANSWER:
+                asked = state.get("asked")
+                if record.status != INTERRUPTED or not isinstance(asked, str):
+                    raise ValueError(
+                        f"answer= was given but the run {source!r} is {record.status}, not interrupted; resume it "
+                        "without answer="
+                    )
+                answers = dict(state.get("answers", {}))
+                answers[asked] = [*answers.get(asked, []), answer]
+                state["answers"] = answers
+        elif answer is not NO_ANSWER:
+            raise ValueError(
+                f"answer= was given but there is no interrupted run to resume under {source!r}"
+                + ("" if resume else " (the plan has resume=False)")
+            )
+        return run
+    except BaseException:
+        lease.release()
+        raise
+
+
+__all__ = ["NO_ANSWER", "DurableRun", "fingerprint", "interrupt", "open_run", "step_key"]
