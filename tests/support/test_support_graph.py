@@ -14,7 +14,7 @@ from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.core import Budget, RouteGateway, RoutePolicy
+from routegate.core import Budget, GovernedStep, RouteGateway, RoutePolicy
 from routegate.embed import MiniLMEncoder
 
 pytestmark = pytest.mark.integration
@@ -86,11 +86,10 @@ async def test_the_router_entry_says_which_layer_decided_with_scores(desk: Suppo
 
 def _plan_with(desk: SupportAgent, *, policy: RoutePolicy | None = None, gateway: RouteGateway | None = None) -> Any:
     assert desk.router is not None and desk.gateway is not None
-    return support_plan(
-        router=RouterStep(desk.router, policy or RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))),
-        tool=ToolStep(gateway or desk.gateway),
-        respond=RespondNode(),
+    step = GovernedStep(
+        policy or RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)), gateway or desk.gateway, statuses=("done",)
     )
+    return support_plan(router=RouterStep(desk.router, step), tool=ToolStep(step), respond=RespondNode())
 
 
 async def test_a_refused_decision_stops_at_the_policy_boundary(desk: SupportAgent) -> None:
@@ -133,3 +132,25 @@ async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
     assert isinstance(events[0], RouteChosen) and events[0].route == "VECTOR"
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
     assert "max_seconds" in final.answer
+
+
+async def test_a_stopped_turn_says_where_it_stopped(desk: SupportAgent) -> None:
+    ok = await desk.ask("How do I reset my password?", session_id="outcome-ok")
+    assert ok.outcome.ok and ok.phase is None and ok.message == ""
+    saved = desk._plan
+    desk._plan = _plan_with(desk, policy=RoutePolicy(["POSTGRES", "VECTOR", "EXTERNAL"]))
+    try:
+        stopped = await desk.ask("What can you do?", session_id="outcome-stop")
+    finally:
+        desk._plan = saved
+    assert stopped.stop_reason == "invalid_route:route_not_allowed:LLM"
+    assert stopped.outcome.ok is False
+    assert stopped.phase == "route" == stopped.outcome.phase
+    assert "not in the policy allowlist" in stopped.message
+
+
+async def test_the_postgres_node_reads_the_conversation_from_its_run_context(desk: SupportAgent) -> None:
+    assert desk.gateway is not None
+    postgres = desk.gateway.workers["POSTGRES"]
+    assert postgres.context_param == "run"  # declared, so the gateway passes the turn's context
+    assert set(postgres.schema.model_json_schema()["properties"]) == {"query"}

@@ -18,7 +18,7 @@ from routegate.apps.support.router import QueryArgs, SupportRouter
 from routegate.apps.support.rules import SupportRules, correct_typos
 from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer, FittedSemanticLayer, SemanticVerdict
 from routegate.apps.support.turn import Turn
-from routegate.core import DelegationLedger, RouteIntent, RoutePolicy
+from routegate.core import DelegationLedger, GovernedStep, RouteGateway, RouteIntent, RoutePolicy
 from routegate.llm import LLMTimeoutError
 from routegate.plan import StepContext
 from routegate.testing import ScriptedChatModel
@@ -202,7 +202,8 @@ class _RecordingLayer:
 
 async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     layer = _RecordingLayer()
-    step = RouterStep(SupportRouter(semantic=layer), RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)))
+    governed = GovernedStep(RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)), RouteGateway(allow=[], registry=[]))
+    step = RouterStep(SupportRouter(semantic=layer), governed)
     history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))
     turn = Turn(session_id="s", message="and in Oslo?", history=history, ledger=DelegationLedger(1))
     choice = await step.run_step(turn, StepContext("router", None, turn, None))

@@ -9,6 +9,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from routegate.core.outcome import Outcome
+from routegate.core.stop_reasons import Phase
+
 SupportRoute = Literal["POSTGRES", "VECTOR", "EXTERNAL", "LLM"]
 ROUTES: tuple[SupportRoute, ...] = ("POSTGRES", "VECTOR", "EXTERNAL", "LLM")
 Role = Literal["user", "assistant"]
@@ -59,6 +62,13 @@ class TurnResult:
     trace: tuple[Mapping[str, Any], ...]
     latency_ms: float
     type: Literal["final"] = "final"
+    phase: Phase | None = None  # where a stopped turn stopped (None on success)
+    message: str = ""  # why it stopped, for people (empty on success)
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the turn ended, in the form every runtime's result shares."""
+        return Outcome.stopped(self.stop_reason, self.phase, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,6 @@ the turn, and written after it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -38,8 +37,10 @@ from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, DelegationLedger, RouteGateway, RoutePolicy, stop_reasons
+from routegate.core import Budget, Deadline, GovernedStep, RouteGateway, RoutePolicy, RunContext, stop_reasons
+from routegate.core._stream import stream_events
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, InvalidMessageError, check_message
+from routegate.core.stop_reasons import Phase
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
@@ -79,12 +80,13 @@ class SupportAgent:
             raise ConfigurationError(f"max_message_chars must be >= 1, got {max_message_chars}")
         self.db = db
         self.max_message_chars = max_message_chars
-        self.encoder = encoder
+        # within a turn's request scope a text is embedded once (the router's vector is the vector tool's)
+        self.encoder = encoder if isinstance(encoder, MemoEncoder) else MemoEncoder(encoder)
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
         self.postgres = PostgresTool(db, row_cap=row_cap, statement_timeout_ms=statement_timeout_ms)
-        self.vector = VectorTool(db, encoder, min_score=vector_min_score)
+        self.vector = VectorTool(db, self.encoder, min_score=vector_min_score)
         self.external = ExternalTool()
         self.semantic = semantic
         self.router: SupportRouter | None = None
@@ -108,9 +110,10 @@ class SupportAgent:
         # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
         policy = RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))
         self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
+        step = GovernedStep(policy, self.gateway, statuses=("done",))  # a tool answers once: no reroute
         self._plan = support_plan(
-            router=RouterStep(self.router, policy),
-            tool=ToolStep(self.gateway),
+            router=RouterStep(self.router, step),
+            tool=ToolStep(step),
             respond=RespondNode(chat_model=self.chat_model),
         )
 
@@ -128,31 +131,28 @@ class SupportAgent:
         return await self.router.choose(check_message(message, max_chars=self.max_message_chars))
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
-    async def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``."""
+    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+        """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``.
+
+        The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
+        iterator early cancels it."""
         problem = _check_input(message, session_id, self.max_message_chars)
         if problem is not None:
-            yield problem
-            return
+            return _single(problem)
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
-        queue: asyncio.Queue[SupportEvent | None] = asyncio.Queue()
-        task = asyncio.create_task(self._turn(message, session_id, queue))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-        finally:
-            if not task.done():
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        return stream_events(lambda emit: self._turn(message, session_id, emit), _is_last)
+
+    def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+        """The same as :meth:`iter` (the name the server uses)."""
+        return self.iter(message, session_id=session_id)
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
         """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message
         and :class:`RuntimeFaultError` when the turn ends with an ``error`` event."""
         check_message(message, max_chars=self.max_message_chars)
         final: TurnResult | None = None
-        async for event in self.astream(message, session_id=session_id):
+        async for event in self.iter(message, session_id=session_id):
             if isinstance(event, TurnResult):
                 final = event
             elif isinstance(event, TurnError):
@@ -179,14 +179,17 @@ class SupportAgent:
         history: tuple[Message, ...] = (),
         emit: Callable[[SupportEvent], None] | None = None,
     ) -> Turn:
-        """A turn with its own delegation ledger (the budget's ``max_delegations``)."""
-        ledger = DelegationLedger(self.budget.max_delegations)
-        return Turn(session_id=session_id, message=message, history=history, ledger=ledger, emit=emit)
+        """A turn with its own run context (the budget's deadline and ``max_delegations`` ledger; its deps is the
+        turn)."""
+        run: RunContext[Any] = RunContext.start(None, self.budget)
+        turn = Turn(session_id=session_id, message=message, history=history, ledger=run.ledger, emit=emit, run=run)
+        run.deps = turn
+        return turn
 
     async def run_turn(self, turn: Turn) -> TurnResult:
         """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`astream`)."""
         started = time.perf_counter()
-        deadline = asyncio.timeout(self.budget.max_seconds)
+        deadline = Deadline.of(turn.run) if turn.run is not None else Deadline(self.budget.max_seconds)
         result: PlanResult | None = None
         try:
             # one request scope: the router's embedding of the message is reused by the vector tool
@@ -194,51 +197,46 @@ class SupportAgent:
                 async with deadline:
                     result = await self.plan.arun(turn)
         except TimeoutError:
-            if not deadline.expired():
+            if not deadline.expired:
                 raise
         return self._final(turn, result, started)
 
-    async def _turn(self, message: str, session_id: str, queue: asyncio.Queue[SupportEvent | None]) -> None:
-        """Memory read, the plan, memory write; events go to ``queue``, then ``None``."""
+    async def _turn(self, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
+        """Memory read, the plan, memory write; the events go to ``emit``, the last one ``final`` or ``error``."""
         with request_scope():
             # the message's embedding (when the turn will need one) is computed while the memory read runs
             verdict = self.router.rules.match(message) if self.router is not None else None
-            if isinstance(self.encoder, MemoEncoder) and self.router is not None:
+            if self.router is not None:
                 for text in self.router.texts_to_embed(message, verdict):
                     self.encoder.prefetch(text)
             try:
                 history = tuple(await self.memory.recent(session_id))
             except Exception as exc:
                 logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
-                queue.put_nowait(
+                emit(
                     TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
                 )
-                queue.put_nowait(None)
                 return
-            turn = self.new_turn(message, session_id=session_id, history=history, emit=queue.put_nowait)
+            turn = self.new_turn(message, session_id=session_id, history=history, emit=emit)
             turn.rules_verdict = verdict
-            await self._run(turn, queue)
+            await self._run(turn, emit)
 
-    async def _run(self, turn: Turn, queue: asyncio.Queue[SupportEvent | None]) -> None:
+    async def _run(self, turn: Turn, emit: Callable[[SupportEvent], None]) -> None:
         try:
             final = await self.run_turn(turn)
             if final.answer:
                 await self.memory.extend(turn.session_id, [("user", turn.message), ("assistant", final.answer)])
-            queue.put_nowait(final)
+            emit(final)
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if
             # a health check that runs a moment later still finds an open connection
             logger.warning("the database failed during the turn: %s", type(exc).__name__, exc_info=True)
-            queue.put_nowait(
-                TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
-            )
+            emit(TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable"))
         except Exception as exc:
             logger.warning("support turn failed: %s", type(exc).__name__, exc_info=True)
-            queue.put_nowait(
+            emit(
                 TurnError(message=f"the turn failed: {type(exc).__name__} (details in the log)", code="internal_error")
             )
-        finally:
-            queue.put_nowait(None)
 
     def _final(self, turn: Turn, result: PlanResult | None, started: float) -> TurnResult:
         """The turn's result; ``result`` is ``None`` when the deadline cut the plan off."""
@@ -249,6 +247,8 @@ class SupportAgent:
         if result is not None:
             trace += [{"node": "plan", **entry.to_dict()} for entry in result.trace]
         trace += turn.notes
+        phase: Phase | None = None
+        why = ""
         if result is not None and result.ok:
             stop_reason, answer = result.stop_reason, str(result.payload)
         else:
@@ -256,9 +256,11 @@ class SupportAgent:
             if result is None:
                 stop_reason = stop_reasons.MAX_SECONDS
                 why = f"max_seconds={self.budget.max_seconds} reached after {time.perf_counter() - started:.3f}s"
+                phase = "route" if turn.intent is None else "delegate" if turn.route != "LLM" else "finalize"
             else:
                 stop_reason = result.stop_reason
-                why = result.error.message if result.error is not None else ""
+                why = result.message
+                phase = result.phase
             turn.announce()
             answer = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
             if turn.fallback is None:
@@ -274,7 +276,17 @@ class SupportAgent:
             fallback=turn.fallback,
             trace=tuple(trace),
             latency_ms=(time.perf_counter() - started) * 1000.0,
+            phase=phase,
+            message=why,
         )
+
+
+def _is_last(event: SupportEvent) -> bool:
+    return isinstance(event, TurnResult | TurnError)
+
+
+async def _single(event: SupportEvent) -> AsyncIterator[SupportEvent]:
+    yield event
 
 
 def _check_input(message: object, session_id: object, max_chars: int) -> TurnError | None:

@@ -9,42 +9,32 @@ The plan's input is the turn (:class:`~.turn.Turn`); every step reads it as ``ct
 the core's, composed here, not re-implemented:
 
 * ``router`` (:class:`RouterStep`) — the router's choice becomes a route decision that the core
-  :class:`~routegate.core.RoutePolicy` validates (allowlist, argument schema); a refusal ends the turn with the
-  core's ``invalid_route:*`` stop reason. The step's output, a :class:`~.router.RouteChoice`, routes the plan by
+  :class:`~routegate.core.GovernedStep` validates (policy allowlist, argument schema); a refusal ends the turn with
+  the core's ``invalid_route:*`` stop reason. The step's output, a :class:`~.router.RouteChoice`, routes the plan by
   its ``Literal`` field ``route``; ``after_branches="LLM"`` makes the branches exclusive, rejoining at Respond.
-* ``POSTGRES`` / ``VECTOR`` / ``EXTERNAL`` (:class:`ToolStep`) — delegate the validated route through the core
-  :class:`~routegate.core.RouteGateway` with the turn's :class:`~routegate.core.DelegationLedger` (execution
-  allowlist, ``max_delegations``, loop guard, argument check). A refusal, a worker that raises or an observation
+* ``POSTGRES`` / ``VECTOR`` / ``EXTERNAL`` (:class:`ToolStep`) — delegate the validated route through the same
+  governed step (the core gateway under the turn's run context and :class:`~routegate.core.DelegationLedger`:
+  execution allowlist, ``max_delegations``, loop guard, argument check, the "done" observation contract). A refusal, a worker that raises or an observation
   out of contract ends the turn with the gateway's stop reason; a tool error or an empty result is an ordinary
   observation with a ``fallback``, and the plan goes on to Respond (no retry, no second tool).
 * ``LLM`` — the Respond node (:class:`~.respond.RespondNode`).
 
 A step ends the turn by raising :class:`~routegate.errors.RunStopError`: the plan reports its stop reason and the
-desk answers safely (:mod:`.desk`). Each node adds its own trace note to the turn (the gateway's core
+desk answers safely (:mod:`.desk`). Each node adds its own trace note to the turn (the governed step's core
 :class:`~routegate.core.TraceEntry`, the tool call); the plan adds one entry per executed step.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from routegate.apps.support.contracts import ToolUsed
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
-from routegate.apps.support.turn import CURRENT_TURN, Turn, turn_of
-from routegate.core import (
-    DelegationStop,
-    RouteGateway,
-    RouteIntent,
-    RoutePolicy,
-    RouteRejection,
-    TraceEntry,
-    args_hash,
-    stop_reasons,
-)
+from routegate.apps.support.turn import Turn, turn_of
+from routegate.core import GovernedStep, RouteDecision, RunContext, Stopped, stop_reasons
 from routegate.errors import RunStopError, RuntimeFaultError
 from routegate.plan import Plan, Step, StepContext
 
@@ -65,11 +55,11 @@ def support_plan(*, router: RouterStep, tool: ToolStep, respond: RespondNode) ->
 
 
 class RouterStep:
-    """The Router node: the router's choice, validated by the core policy boundary; emits the ``route`` event."""
+    """The Router node: the router's choice, validated by the core governed step; emits the ``route`` event."""
 
-    def __init__(self, router: SupportRouter, policy: RoutePolicy) -> None:
+    def __init__(self, router: SupportRouter, step: GovernedStep) -> None:
         self.router = router
-        self.policy = policy
+        self.step = step
 
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
@@ -82,44 +72,40 @@ class RouterStep:
             message = f"the router raised {type(exc).__name__} (details in the log)"
             raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
         turn.choice = choice
-        verdict = self.policy.validate({"kind": "route", "target": choice.route, "args": {"query": turn.message}})
-        if isinstance(verdict, RouteRejection):
-            raise RunStopError(verdict.stop_reason, verdict.message, phase="route")
+        decision = RouteDecision(
+            raw={"kind": "route", "target": choice.route, "args": {"query": turn.message}},
+            decided_by=choice.layer,
+            scores=dict(choice.scores) or None,
+            why=choice.why,
+        )
+        turn.decision = decision
+        verdict = self.step.validate(decision, _run_of(turn))
+        if isinstance(verdict, Stopped):
+            raise RunStopError(verdict.stop_reason, verdict.outcome.message, phase="route")
         turn.intent = verdict
         turn.announce()
         return choice
 
 
 class ToolStep:
-    """A tool node's step: delegates the turn's validated route once through the core gateway; emits ``tool``."""
+    """A tool node's step: delegates the turn's validated route once through the core governed step; emits
+    ``tool``. The worker gets the turn's run context (its ``deps`` is the turn) when it declares one."""
 
-    def __init__(self, gateway: RouteGateway) -> None:
-        self.gateway = gateway
+    def __init__(self, step: GovernedStep) -> None:
+        self.step = step
 
     async def run_step(self, payload: object, ctx: StepContext) -> Mapping[str, Any]:
         turn = turn_of(ctx)
         intent = turn.intent
         if intent is None:  # pragma: no cover - the router step sets it before the plan routes here
             raise RuntimeFaultError(f"step {ctx.step!r} ran without a validated route")
-        started = time.perf_counter()
-        digest = args_hash(intent.args)
-        reset = CURRENT_TURN.set(turn)
-        try:
-            outcome = await self.gateway.delegate(intent, turn.ledger, digest=digest)
-        finally:
-            CURRENT_TURN.reset(reset)
-        if isinstance(outcome, DelegationStop):
-            turn.notes.append(_delegation(turn, intent, started, digest, None, outcome.stop_reason))
-            raise RunStopError(outcome.stop_reason, outcome.message, phase="delegate")
-        observation = outcome.value if isinstance(outcome.value, Mapping) else None
-        status = observation.get("status") if observation is not None else None
-        if observation is None or status != "done":
-            stop = stop_reasons.ROUTE_BAD_OBSERVATION
-            turn.notes.append(_delegation(turn, intent, started, digest, observation, stop))
-            raise RunStopError(
-                stop, f"worker {intent.target!r} returned status {status!r}; expected 'done'", phase="delegate"
-            )
-        turn.notes.append(_delegation(turn, intent, started, digest, observation, None))
+        run = _run_of(turn)
+        done = await self.step.delegate(intent, run, attempt=run.ledger.delegations + 1, decision=turn.decision)
+        turn.notes.append({"node": "gateway", **done.trace.to_dict()})
+        if isinstance(done, Stopped):
+            raise RunStopError(done.stop_reason, done.outcome.message, phase=done.outcome.phase or "delegate")
+        observation = done.observation
+        assert observation is not None  # the "done" status check accepts mappings only
         tool, call, fallback = observation.get("tool"), observation.get("call"), observation.get("fallback")
         turn.fallback = fallback if isinstance(fallback, str) else None
         if isinstance(tool, str):
@@ -131,30 +117,10 @@ class ToolStep:
         return observation
 
 
-def _delegation(
-    turn: Turn,
-    intent: RouteIntent,
-    started: float,
-    digest: str,
-    observation: Mapping[str, Any] | None,
-    stop: str | None,
-) -> dict[str, Any]:
-    """The gateway's trace note: a core :class:`~routegate.core.TraceEntry` with ``phase="delegate"``."""
-    status = observation.get("status") if observation is not None else None
-    domain = observation.get("domain") if observation is not None else None
-    entry = TraceEntry(
-        attempt=turn.ledger.delegations,
-        target=intent.target,
-        ok=stop is None,
-        phase="delegate",
-        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 3),
-        args_hash=digest,
-        stop_reason=stop,
-        observation_status=status if isinstance(status, str) else None,
-        domain=domain if isinstance(domain, str) else None,
-        decided_by=turn.choice.layer if turn.choice is not None else None,
-    )
-    return {"node": "gateway", **entry.to_dict()}
+def _run_of(turn: Turn) -> RunContext[Any]:
+    if turn.run is None:  # a turn built by hand (tests): give it a context of its own
+        turn.run = RunContext(turn, ledger=turn.ledger)
+    return turn.run
 
 
 def summarize(route: str, observation: Mapping[str, Any]) -> str:

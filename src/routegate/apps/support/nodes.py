@@ -22,9 +22,9 @@ from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.sql_templates import SqlCall, select_query
 from routegate.apps.support.sqlguard import SqlRefusedError
-from routegate.apps.support.turn import current_turn
+from routegate.apps.support.turn import turn_from
 from routegate.apps.support.vector_tool import VectorTool
-from routegate.core import Worker
+from routegate.core import RunContext, Worker
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
 
@@ -79,8 +79,8 @@ def build_tool_workers(
 ) -> tuple[Worker, ...]:
     """The three tool nodes, named after the routes they serve."""
 
-    async def postgres_node(query: str) -> dict[str, Any]:
-        turn = current_turn()
+    async def postgres_node(query: str, run: RunContext[Any] | None = None) -> dict[str, Any]:
+        turn = turn_from(run)  # the gateway passes the turn's run context: the conversation resolves "she"
         history = turn.user_messages() if turn is not None else []
         call: SqlCall | None = None
         try:

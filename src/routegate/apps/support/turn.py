@@ -2,22 +2,21 @@
 validated route, the delegation ledger, the fallback reason, the nodes' trace notes, and the event sink.
 
 The turn is the input of the desk's :class:`~routegate.plan.Plan`: every step reads it as ``ctx.plan_input``
-(:func:`turn_of`). The tool workers behind the core gateway only receive their validated arguments, so the tool
-step sets :data:`CURRENT_TURN` (a ``ContextVar``) around the delegation, for the one worker that needs the
-conversation (the Postgres node resolves "which tickets does *she* have?" from earlier messages).
+(:func:`turn_of`). Its :class:`~routegate.core.RunContext` (``turn.run``, whose ``deps`` is the turn) goes with the
+delegation through the core gateway: a tool worker that needs the conversation declares a ``RunContext``
+parameter (the Postgres node resolves "which tickets does *she* have?" from earlier messages) — no hidden channel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.router import RouteChoice
 from routegate.apps.support.rules import RuleVerdict
-from routegate.core import DelegationLedger, RouteIntent
+from routegate.core import DelegationLedger, RouteDecision, RouteIntent, RunContext
 from routegate.errors import ConfigurationError
 from routegate.plan import StepContext
 
@@ -35,6 +34,8 @@ class Turn:
     notes: list[dict[str, Any]] = field(default_factory=list)  # the nodes' trace entries, in order
     emitted_route: bool = False
     rules_verdict: RuleVerdict | None = None  # the rules' verdict on the message, when the desk has it already
+    decision: RouteDecision | None = None  # the router's choice as a route decision (what the policy judged)
+    run: RunContext[Any] | None = None  # the turn's run context: its deps is this turn
 
     @property
     def route(self) -> SupportRoute:
@@ -68,8 +69,7 @@ def turn_of(ctx: StepContext) -> Turn:
     return turn
 
 
-CURRENT_TURN: ContextVar[Turn | None] = ContextVar("routegate_support_turn", default=None)
-
-
-def current_turn() -> Turn | None:
-    return CURRENT_TURN.get()
+def turn_from(ctx: RunContext[Any] | None) -> Turn | None:
+    """The turn a worker's run context belongs to (``None`` outside a desk turn)."""
+    deps = ctx.deps if ctx is not None else None
+    return deps if isinstance(deps, Turn) else None
