@@ -96,8 +96,9 @@ def test_allowed_restricts_the_choice(router: SemanticRouter) -> None:
     assert nothing.outcome == "default"
 
 
-def _request(goal: str, **context: object) -> RouteRequest:
-    return RouteRequest(goal=goal, catalog=CATALOG, context=context)
+def _request(goal: str, conversation: object = (), previous_route: object = None) -> RouteRequest:
+    """A request whose conversation fields may hold anything (a router must not trust them)."""
+    return RouteRequest(goal=goal, catalog=CATALOG, conversation=conversation, previous_route=previous_route)  # type: ignore[arg-type]
 
 
 async def test_decide_passes_the_policy_boundary(router: SemanticRouter) -> None:

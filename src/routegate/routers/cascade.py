@@ -21,7 +21,7 @@ from typing import Literal
 from routegate.core.protocols import RouteDecision, Router, RouteRequest
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers.rules import KeywordRouter
-from routegate.routers.semantic import SemanticDecision, SemanticRouter
+from routegate.routers.semantic import Routing, SemanticDecision, SemanticRouter, adrive, conversation_of, drive
 
 logger = logging.getLogger(__name__)
 
@@ -83,11 +83,8 @@ class CascadeRouter:
         allowed: Collection[str] | None = None,
     ) -> CascadeDecision:
         """The offline stages only (rules, then semantic); the LLM stage needs :meth:`decide`."""
-        winner, rule_scores, rule_why = self._rule_winner(text, allowed)
-        if winner is not None:
-            return CascadeDecision(winner, "rules", "route", None, rule_scores, rule_why)
-        decision = self.semantic.route(text, context=context, previous_route=previous_route, allowed=allowed)
-        return _semantic_stage(decision, rule_scores, rule_why)
+        steps = self._offline(text, context=context, previous_route=previous_route, allowed=allowed)
+        return drive(steps, self.semantic.encoder)
 
     async def aroute(
         self,
@@ -98,22 +95,29 @@ class CascadeRouter:
         allowed: Collection[str] | None = None,
     ) -> CascadeDecision:
         """:meth:`route` for coroutines (the semantic stage's encoder runs off the event loop)."""
+        steps = self._offline(text, context=context, previous_route=previous_route, allowed=allowed)
+        return await adrive(steps, self.semantic.encoder)
+
+    def _offline(
+        self,
+        text: str,
+        *,
+        context: Sequence[object],
+        previous_route: str | None,
+        allowed: Collection[str] | None,
+    ) -> Routing[CascadeDecision]:
         winner, rule_scores, rule_why = self._rule_winner(text, allowed)
         if winner is not None:
             return CascadeDecision(winner, "rules", "route", None, rule_scores, rule_why)
-        decision = await self.semantic.aroute(text, context=context, previous_route=previous_route, allowed=allowed)
+        decision = yield from self.semantic.routing(
+            text, context=context, previous_route=previous_route, allowed=allowed
+        )
         return _semantic_stage(decision, rule_scores, rule_why)
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
         allowed = {spec.name for spec in request.catalog} - request.forbidden_targets
-        conversation = request.context.get("conversation", ())
-        previous = request.context.get("previous_route")
-        offline = await self.aroute(
-            request.goal,
-            context=conversation if isinstance(conversation, Sequence) and not isinstance(conversation, str) else (),
-            previous_route=previous if isinstance(previous, str) else None,
-            allowed=allowed,
-        )
+        conversation, previous = conversation_of(request)
+        offline = await self.aroute(request.goal, context=conversation, previous_route=previous, allowed=allowed)
         if offline.stage == "rules":
             raw = {"kind": "route", "target": offline.route, "args": dict(self.semantic.args_builder(request))}
             return RouteDecision(

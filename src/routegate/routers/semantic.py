@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.core.stop_reasons import safe_detail
 from routegate.embed.batching import encode_async
-from routegate.embed.protocol import Encoder
+from routegate.embed.protocol import Encoder, Vectors
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import _head
 from routegate.routers._fit import FitConfig, calibrate, check_training_data, out_of_fold
@@ -373,13 +373,7 @@ class SemanticRouter:
         """Route one query. ``context``: the conversation so far (user texts, or role/content messages, oldest
         first). A query that is unsure on its own ("and ticket 2?") is tried again together with the previous user
         turn; failing that, a clarify between ``previous_route`` and another route stays on ``previous_route``."""
-        query = str(text)
-        decision = self._decide(self.encoder.encode([query]), [query], allowed)[0]
-        joined = _with_previous_turn(query, context) if decision.outcome != "route" else None
-        with_context = None
-        if joined is not None:  # only an unsure query pays for the second encoding
-            with_context = self._decide(self.encoder.encode([joined]), [joined], allowed)[0]
-        return _settle(decision, with_context, previous_route)
+        return drive(self.routing(text, context=context, previous_route=previous_route, allowed=allowed), self.encoder)
 
     async def aroute(
         self,
@@ -391,29 +385,35 @@ class SemanticRouter:
     ) -> SemanticDecision:
         """:meth:`route` for coroutines: the encoder runs off the event loop (in a shared pass when it batches,
         :func:`~routegate.embed.batching.encode_async`); the head's arithmetic stays on the caller's thread."""
+        steps = self.routing(text, context=context, previous_route=previous_route, allowed=allowed)
+        return await adrive(steps, self.encoder)
+
+    def routing(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> Routing[SemanticDecision]:
+        """The routing of one query as steps: it yields the texts it needs embedded and is sent their vectors
+        (:func:`drive` / :func:`adrive` do the embedding, on this thread or off the event loop)."""
         query = str(text)
-        decision = self._decide(await encode_async(self.encoder, [query]), [query], allowed)[0]
+        decision = self._decide((yield [query]), [query], allowed)[0]
         joined = _with_previous_turn(query, context) if decision.outcome != "route" else None
         with_context = None
-        if joined is not None:
-            with_context = self._decide(await encode_async(self.encoder, [joined]), [joined], allowed)[0]
+        if joined is not None:  # only an unsure query pays for the second encoding
+            with_context = self._decide((yield [joined]), [joined], allowed)[0]
         return _settle(decision, with_context, previous_route)
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
         """The :class:`~routegate.core.protocols.Router` protocol: route ``request.goal`` among the allowed routes.
 
-        Reads ``request.context["conversation"]`` (earlier turns) and ``request.context["previous_route"]``.
+        Reads the typed ``request.conversation`` (earlier turns) and ``request.previous_route``.
         """
         allowed = {spec.name for spec in request.catalog} - request.forbidden_targets
-        ctx = request.context
-        conversation = ctx.get("conversation", ())
-        previous = ctx.get("previous_route")
-        decision = await self.aroute(
-            request.goal,
-            context=conversation if isinstance(conversation, Sequence) and not isinstance(conversation, str) else (),
-            previous_route=previous if isinstance(previous, str) else None,
-            allowed=allowed,
-        )
+        conversation, previous = conversation_of(request)
+        decision = await self.aroute(request.goal, context=conversation, previous_route=previous, allowed=allowed)
         return self.to_route_decision(decision, request, allowed=allowed)
 
     def to_route_decision(
@@ -452,3 +452,40 @@ class SemanticRouter:
         from routegate.routers.persist import load_router
 
         return load_router(Path(path), encoder=encoder, **kwargs)
+
+
+R = TypeVar("R")
+Routing = Generator[list[str], Vectors, R]
+"""A routing computation that yields the texts it needs embedded and is sent back their vectors."""
+
+
+def drive(steps: Routing[R], encoder: Encoder) -> R:
+    """Run ``steps`` embedding on this thread (``encoder.encode``)."""
+    try:
+        texts = next(steps)
+        while True:
+            texts = steps.send(encoder.encode(texts))
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+async def adrive(steps: Routing[R], encoder: Encoder) -> R:
+    """Run ``steps`` embedding off the event loop (:func:`~routegate.embed.batching.encode_async`)."""
+    try:
+        texts = next(steps)
+        while True:
+            texts = steps.send(await encode_async(encoder, texts))
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+def conversation_of(request: RouteRequest) -> tuple[Sequence[object], str | None]:
+    """The request's conversation and previous route, as far as they are what they claim to be (a request may
+    come from anywhere: odd values are ignored, never trusted)."""
+    conversation: object = request.conversation
+    previous: object = request.previous_route
+    if not isinstance(conversation, Sequence) or isinstance(conversation, str | bytes):
+        conversation = ()
+    return conversation, previous if isinstance(previous, str) else None
