@@ -22,11 +22,11 @@ from routegate.core import (
     RoutingAgent,
     TicketArgs,
     Worker,
-    compose_answer,
-    jsonable,
     worker,
 )
 from routegate.core._deadline import Deadline
+from routegate.core.compose import compose_answer
+from routegate.core.contracts import jsonable
 from routegate.errors import ConfigurationError, RunStopError
 
 
@@ -243,8 +243,9 @@ async def test_astream_re_raises_what_escapes_the_run() -> None:
 
 
 async def test_the_gateway_computes_the_hash_when_not_given() -> None:
-    from routegate.core import DelegationLedger, RouteIntent, args_hash
+    from routegate.core import DelegationLedger, RouteIntent
     from routegate.core.gateway import WorkerCalled
+    from routegate.core.hashing import args_hash
 
     @worker(args=TicketArgs, inline=True)
     def echo(ticket: str) -> dict[str, Any]:

@@ -7,24 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import routegate.embed as embed
 from routegate.embed import Encoder, HashingEncoder, MiniLMEncoder, default_encoder
 from routegate.errors import ConfigurationError
-
-
-def test_exported_names_are_pinned() -> None:
-    assert sorted(embed.__all__) == [
-        "AsyncEncoder",
-        "BatchingEncoder",
-        "Encoder",
-        "HashingEncoder",
-        "MemoEncoder",
-        "MiniLMEncoder",
-        "Vectors",
-        "default_encoder",
-        "encode_async",
-        "request_scope",
-    ]
 
 
 def test_construction_loads_nothing() -> None:

@@ -18,8 +18,8 @@ from routegate.routers import (
     LabelledExample,
     MisrouteLog,
     SemanticRouter,
-    misroutes_of,
 )
+from routegate.routers.misroutes import misroutes_of
 
 ROUTES = {
     "POSTGRES": ["show ticket 12", "status of ticket 3", "list open tickets", "customer John Doe", "find customer 2"],

@@ -6,7 +6,6 @@ import io
 
 import pytest
 
-import routegate.routers as routers
 from routegate.routers import SemanticDecision
 from routegate.routers.evaluation import progress_bar, score_decisions
 
@@ -72,32 +71,3 @@ def test_progress_bar_writes_to_its_stream() -> None:
     assert "5/10" in stream.getvalue()
     assert stream.getvalue().endswith("10/10\n")
 
-
-def test_public_names_are_pinned() -> None:
-    assert sorted(routers.__all__) == sorted(
-        [
-            "OOS_LABEL",
-            "Calibration",
-            "CascadeDecision",
-            "CascadeRouter",
-            "ClarifyFit",
-            "EvalReport",
-            "FitConfig",
-            "KeywordRouter",
-            "LabelledExample",
-            "Misroute",
-            "MisrouteLog",
-            "Outcome",
-            "SemanticDecision",
-            "SemanticRouter",
-            "ThresholdFit",
-            "evaluate",
-            "fit_clarify_margin",
-            "fit_threshold",
-            "load_examples",
-            "misroutes_of",
-            "plot_report",
-        ]
-    )
-    for name in routers.__all__:
-        assert hasattr(routers, name)

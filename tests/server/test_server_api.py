@@ -3,24 +3,9 @@ at import time and takes its collaborators as arguments."""
 
 from __future__ import annotations
 
-import routegate.server
-import routegate.ui
 from routegate.server import ServerMetrics, create_app
 from routegate.server.testing import FakeSupportDesk
 from routegate.settings import Settings
-
-
-def test_exported_names() -> None:
-    assert routegate.server.__all__ == ["ApiError", "ServerMetrics", "create_app"]
-    assert routegate.ui.__all__ == [
-        "APP_PATH",
-        "ChatClient",
-        "ChatClientError",
-        "ServerEvent",
-        "iter_sse",
-        "streamlit_command",
-        "streamlit_env",
-    ]
 
 
 def test_each_app_has_its_own_metrics_and_desk() -> None:

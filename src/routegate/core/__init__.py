@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from routegate.core import stop_reasons
     from routegate.core._deadline import Deadline
-    from routegate.core._sync import run_sync
     from routegate.core.agent import RoutingAgent
-    from routegate.core.compose import GroundedComposer, compose_answer
+    from routegate.core.compose import GroundedComposer
     from routegate.core.context import RunContext
     from routegate.core.contracts import (
         ABSENT,
@@ -25,12 +24,10 @@ if TYPE_CHECKING:
         RouteSpec,
         RunResult,
         TraceEntry,
-        jsonable,
     )
     from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
     from routegate.core.gateway import DelegationStop, RouteGateway
-    from routegate.core.governed import Delegated, GovernedStep, ObservationCheck, Stopped
-    from routegate.core.hashing import args_hash
+    from routegate.core.governed import Delegated, GovernedStep, Stopped
     from routegate.core.outcome import Outcome
     from routegate.core.policy import RoutePolicy, RouteRejection
     from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
@@ -54,7 +51,6 @@ __all__ = [
     "GroundedComposer",
     "HistoryEntry",
     "NormalizedText",
-    "ObservationCheck",
     "ObservationEvent",
     "Outcome",
     "RouteDecision",
@@ -74,10 +70,6 @@ __all__ = [
     "TraceEntry",
     "Worker",
     "WorkerArgs",
-    "args_hash",
-    "compose_answer",
-    "jsonable",
-    "run_sync",
     "stop_reasons",
     "worker",
 ]
@@ -100,7 +92,6 @@ _WHERE = {
     "GroundedComposer": "compose",
     "HistoryEntry": "contracts",
     "NormalizedText": "workers",
-    "ObservationCheck": "governed",
     "ObservationEvent": "events",
     "Outcome": "outcome",
     "RouteDecision": "protocols",
@@ -120,10 +111,6 @@ _WHERE = {
     "TraceEntry": "contracts",
     "Worker": "workers",
     "WorkerArgs": "workers",
-    "args_hash": "hashing",
-    "compose_answer": "compose",
-    "jsonable": "contracts",
-    "run_sync": "_sync",
     "stop_reasons": "stop_reasons",
     "worker": "workers",
 }

@@ -22,7 +22,7 @@ from routegate.llm.errors import (
     LLMTimeoutError,
     LLMUpstreamError,
 )
-from routegate.llm.finalizer import LLMFinalizer, final_messages, final_payload
+from routegate.llm.finalizer import LLMFinalizer
 from routegate.llm.prompts import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT
 from routegate.llm.protocol import ChatMessage, ChatModel, Role
 
@@ -45,8 +45,6 @@ __all__ = [
     "LLMUpstreamError",
     "OpenAIChatModel",
     "Role",
-    "final_messages",
-    "final_payload",
 ]
 
 

@@ -21,7 +21,7 @@ See docs/plan.md.
 
 from routegate.plan.checkpoint import Checkpoints, RunRecord
 from routegate.plan.durable import interrupt, step_key
-from routegate.plan.envelope import Envelope, ErrorInfo, payload_text
+from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import (
     CheckpointConflictError,
     CheckpointMismatchError,
@@ -37,9 +37,6 @@ from routegate.plan.result import PlanResult
 from routegate.plan.sentinels import (
     FromParallel,
     FromParallelAll,
-    FromPrev,
-    FromStart,
-    FromStep,
     Sentinel,
     from_parallel,
     from_parallel_all,
@@ -50,7 +47,7 @@ from routegate.plan.sentinels import (
 from routegate.plan.step import Step
 from routegate.plan.store import Store
 from routegate.plan.targets import ChatCompleter, StepContext, StepTarget, StructuredChatModel
-from routegate.plan.when import FieldRef, Predicate, When, when
+from routegate.plan.when import Predicate, when
 
 __all__ = [
     "ChatCompleter",
@@ -60,12 +57,8 @@ __all__ = [
     "DetourTrapWarning",
     "Envelope",
     "ErrorInfo",
-    "FieldRef",
     "FromParallel",
     "FromParallelAll",
-    "FromPrev",
-    "FromStart",
-    "FromStep",
     "Interrupt",
     "MaxIterationsExceeded",
     "Plan",
@@ -83,14 +76,12 @@ __all__ = [
     "StepTarget",
     "Store",
     "StructuredChatModel",
-    "When",
     "from_parallel",
     "from_parallel_all",
     "from_prev",
     "from_start",
     "from_step",
     "interrupt",
-    "payload_text",
     "step_key",
     "when",
 ]

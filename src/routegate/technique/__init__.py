@@ -5,7 +5,7 @@ and classification alone does not need it.
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from routegate.technique.a2a import (
     A2AArgs,
@@ -18,8 +18,8 @@ from routegate.technique.a2a import (
     InProcessEventBus,
     serve_agent,
 )
-from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, render_dispatch, technique_worker
-from routegate.technique.classify import A2A_TAGS, EXECUTABLE_LANGUAGES, TOOL_CALL_TAGS, TechniqueRouter
+from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, technique_worker
+from routegate.technique.classify import EXECUTABLE_LANGUAGES, TechniqueRouter
 from routegate.technique.dispatch import (
     DispatchOutcome,
     DispatchResult,
@@ -43,16 +43,14 @@ if TYPE_CHECKING:
 _LAZY = frozenset({"MCPServerConfig", "MCPToolHandler", "MCPToolPool", "ToolArguments", "ToolOutcome"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module("routegate.technique.tools"), name)
     raise AttributeError(f"module 'routegate.technique' has no attribute {name!r}")
 
 
 __all__ = [
-    "A2A_TAGS",
     "EXECUTABLE_LANGUAGES",
-    "TOOL_CALL_TAGS",
     "A2AArgs",
     "A2ADelegator",
     "A2AHandler",
@@ -85,7 +83,6 @@ __all__ = [
     "ToolCallRequest",
     "ToolOutcome",
     "dispatch_answer",
-    "render_dispatch",
     "serve_agent",
     "technique_worker",
 ]
