@@ -89,7 +89,24 @@ def register(subparsers: Any) -> None:
         "lowest single-query latency on a busy 2-core machine)",
     )
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ray_options(ev)
     ev.set_defaults(handler=run_eval)
+
+
+def add_ray_options(parser: argparse.ArgumentParser) -> None:
+    """``--ray`` and ``--ray-actors`` (batch work on Ray Data; needs the ``routegate[ray]`` extra)."""
+    parser.add_argument(
+        "--ray",
+        action="store_true",
+        help="split the work over Ray actors with Ray Data (the routegate[ray] extra): a local Ray cluster, or the "
+        "one RAY_ADDRESS names; the output is the single-process run's, in input order",
+    )
+    parser.add_argument(
+        "--ray-actors",
+        type=int,
+        default=None,
+        help="with --ray: actors, each loading the model once (default: one per CPU)",
+    )
 
 
 def writable_dir(path: str | Path) -> Path:
@@ -229,20 +246,35 @@ def run_fit(args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace) -> int:
     from routegate.embed import MiniLMEncoder
     from routegate.routers import SemanticRouter, evaluate, load_examples, plot_report
-    from routegate.routers.evaluation import progress_bar
+    from routegate.routers.evaluation import UnknownLabels, progress_bar
 
     if args.plot:
         _check_plot_path(args.plot)
+    if args.ray:
+        from routegate.routers.ray_batch import import_ray
+
+        import_ray()  # the missing extra is said before the long part
     router = SemanticRouter.load(args.router, encoder=MiniLMEncoder(intra_op_num_threads=args.threads))
     data = load_examples(args.data)
     progress = None if args.no_progress else progress_bar(sys.stderr)
-    report = evaluate(
-        router,
-        data,
-        oos_label=args.oos_label,
-        progress=progress,
-        unknown_labels="oos" if args.unknown_as_oos else "refuse",
-    )
+    unknown: UnknownLabels = "oos" if args.unknown_as_oos else "refuse"
+    if args.ray:
+        from routegate.routers.ray_batch import evaluate_on_ray, ray_session
+
+        with ray_session():
+            report = evaluate_on_ray(
+                args.router,
+                data,
+                routes=router.routes,
+                default_route=router.default_route,
+                oos_label=args.oos_label,
+                unknown_labels=unknown,
+                progress=progress,
+                actors=args.ray_actors,
+                threads=args.threads,
+            )
+    else:
+        report = evaluate(router, data, oos_label=args.oos_label, progress=progress, unknown_labels=unknown)
     # the report first: a plot that cannot be written must not lose it
     if args.json:
         print(json.dumps(report.to_dict(), indent=2), flush=True)

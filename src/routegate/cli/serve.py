@@ -42,6 +42,18 @@ def register(subparsers: Any) -> None:
         default=1,
         help="server processes, each with its own desk on the same PostgreSQL (default 1)",
     )
+    serve.add_argument(
+        "--ray",
+        action="store_true",
+        help="run the app as a Ray Serve deployment behind Ray Serve's HTTP proxy (the routegate[ray] extra): a "
+        "local Ray cluster, or the one RAY_ADDRESS names; see docs/deploy.md",
+    )
+    serve.add_argument(
+        "--replicas", type=int, default=None, help="with --ray: replicas, each with its own desk (default 1)"
+    )
+    serve.add_argument(
+        "--autoscale", default=None, metavar="MIN:MAX", help="with --ray: autoscale between MIN and MAX replicas"
+    )
     serve.set_defaults(handler=run_serve)
 
     ui = subparsers.add_parser(
@@ -83,9 +95,29 @@ def run_serve(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", 1)
     if workers < 1:
         raise SystemExit(f"--workers must be at least 1 (got {workers})")
+    if getattr(args, "ray", False):
+        return _serve_ray(settings, args, workers)
+    if getattr(args, "replicas", None) is not None or getattr(args, "autoscale", None) is not None:
+        raise SystemExit("--replicas and --autoscale need --ray (or use --workers N without Ray)")
     if workers > 1:
         return _serve_workers(settings, workers)
     return _run(_serve(settings, with_ui=False))
+
+
+def _serve_ray(settings: Settings, args: argparse.Namespace, workers: int) -> int:
+    from routegate.cli._ray_serve import parse_autoscale, serve_on_ray
+    from routegate.routers.ray_batch import import_ray
+
+    if workers != 1:
+        raise SystemExit("--workers does not apply with --ray: use --replicas N or --autoscale MIN:MAX")
+    if args.replicas is not None and args.autoscale is not None:
+        raise SystemExit("give either --replicas N or --autoscale MIN:MAX, not both")
+    replicas = 1 if args.replicas is None else args.replicas
+    if replicas < 1:
+        raise SystemExit(f"--replicas must be at least 1 (got {replicas})")
+    autoscale = parse_autoscale(args.autoscale) if args.autoscale is not None else None
+    import_ray()  # the missing extra is said before any database starts
+    return serve_on_ray(settings, replicas=replicas, autoscale=autoscale)
 
 
 def _run(main: Coroutine[Any, Any, int]) -> int:

@@ -31,6 +31,7 @@ from routegate.settings import Settings, default_data_dir
 
 if TYPE_CHECKING:
     from routegate.apps.support.desk import SupportAgent
+    from routegate.apps.support.router import SupportRouter
     from routegate.llm.openai_chat import OpenAIChatModel
 
 _SESSION_HELP = "conversation id to continue (default: a new session, printed on stderr)"
@@ -108,6 +109,9 @@ def register(subparsers: Any) -> None:
     route.add_argument("message", nargs="?", help="the message to route")
     route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line')
     route.add_argument("--json", action="store_true", help="print JSON lines (default for --file)")
+    from routegate.cli.routers import add_ray_options
+
+    add_ray_options(route)
     route.set_defaults(handler=run_route)
 
 
@@ -238,13 +242,18 @@ def run_route(args: argparse.Namespace) -> int:
             inputs.append(item)
     else:
         inputs.append({"text": checked(args.message, settings)})
+    if getattr(args, "ray", False):
+        from routegate.cli._ray_route import route_on_ray
+
+        return route_on_ray(settings, inputs, as_json=args.json or args.file is not None, actors=args.ray_actors)
     return asyncio.run(_route(settings, inputs, as_json=args.json or args.file is not None))
 
 
-async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
+def support_router(settings: Settings, encoder: Any = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
+    """The support router ``route`` runs (rules, the fitted semantic layer, the LLM when configured) and its LLM
+    client (to close), if any."""
     from routegate.apps.support.router import SupportRouter
     from routegate.apps.support.semantic import FittedSemanticLayer
-    from routegate.core import RouteRejection
     from routegate.embed import default_encoder
 
     chat_model: OpenAIChatModel | None = None
@@ -252,21 +261,29 @@ async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: b
         from routegate.llm.openai_chat import OpenAIChatModel
 
         chat_model = OpenAIChatModel.from_settings(settings)
-    semantic = FittedSemanticLayer.load_or_fit(default_encoder(), settings.data_dir)
-    router = SupportRouter(semantic=semantic, chat_model=chat_model)
+    semantic = FittedSemanticLayer.load_or_fit(encoder or default_encoder(), settings.data_dir)
+    return SupportRouter(semantic=semantic, chat_model=chat_model), chat_model
+
+
+async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bool) -> str:
+    """The line ``route`` prints for one input."""
+    from routegate.core import RouteRejection
+
+    choice = await router.choose(item["text"])
+    verdict = router.policy.validate({"kind": "route", "target": choice.route, "args": {"query": item["text"]}})
+    out: dict[str, Any] = {"text": item["text"], **choice.to_dict()}
+    out["policy"] = "refused: " + verdict.stop_reason if isinstance(verdict, RouteRejection) else "allowed"
+    if "route" in item:
+        out["expected"] = item["route"]
+        out["correct"] = item["route"] == choice.route
+    return json.dumps(out, ensure_ascii=False) if as_json else f"{choice.route}  ({choice.layer}: {choice.why})"
+
+
+async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
+    router, chat_model = support_router(settings)
     try:
         for item in inputs:
-            choice = await router.choose(item["text"])
-            verdict = router.policy.validate({"kind": "route", "target": choice.route, "args": {"query": item["text"]}})
-            out: dict[str, Any] = {"text": item["text"], **choice.to_dict()}
-            out["policy"] = "refused: " + verdict.stop_reason if isinstance(verdict, RouteRejection) else "allowed"
-            if "route" in item:
-                out["expected"] = item["route"]
-                out["correct"] = item["route"] == choice.route
-            if as_json:
-                print(json.dumps(out, ensure_ascii=False))
-            else:
-                print(f"{choice.route}  ({choice.layer}: {choice.why})")
+            print(await route_line(router, item, as_json=as_json))
     finally:
         if chat_model is not None:
             await chat_model.aclose()

@@ -1,0 +1,250 @@
+"""``routegate serve --ray --replicas 2`` on a local Ray cluster, from outside: JSON, SSE and ``/v1`` answered
+through Ray Serve's proxy, both replicas serve (``X-Routegate-Replica``), and Ctrl-C stops everything: exit 130 and
+no process the command started (Ray's daemons and workers, the replicas, PostgreSQL) is left in the process table.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from routegate.cli import build_parser
+from routegate.server.testing import free_port
+
+pytest.importorskip("ray", reason="needs the routegate[ray] extra")
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (from /proc), the way ``ps`` sees them."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="routegate-ray-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_serve_ray_options_are_checked_before_anything_starts() -> None:
+    from routegate.cli._ray_serve import parse_autoscale
+    from routegate.errors import ConfigurationError
+
+    args = build_parser().parse_args(["serve", "--ray", "--autoscale", "1:3"])
+    assert (args.ray, args.autoscale, args.replicas) == (True, "1:3", None)
+    assert parse_autoscale("1:3") == (1, 3)
+    for bad in ("3:1", "0:2", "2", "a:b", ""):
+        with pytest.raises(ConfigurationError, match="MIN:MAX"):
+            parse_autoscale(bad)
+
+
+@pytest.mark.e2e
+@pytest.mark.integration
+def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
+    port = free_port()
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--ray", "--replicas", "2", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C would address
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    started: set[int] = set()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240
+        while not any("Ctrl-C stops everything" in line for line in lines):  # readiness, bounded
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                raise AssertionError("serve --ray exited early:\n" + "".join(lines))
+            lines.append(line)
+            assert time.monotonic() < deadline, "serve --ray did not get ready in 240 s:\n" + "".join(lines)
+        started = _descendants(proc.pid)
+        assert len(started) >= 3, started  # Ray's daemons and workers run below the command
+        replicas: set[str] = set()
+        with httpx.Client(base_url=url, timeout=60) as c:
+            json_mode = {"Accept": "application/json"}
+            for i in range(12):  # a session's turns may land on either replica: the memory is in PostgreSQL
+                body = {"message": f"What is the status of ticket {i % 3 + 1}?", "session_id": "r"}
+                answer = c.post("/chat", json=body, headers=json_mode)
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["route"] == "POSTGRES"
+                replicas.add(answer.headers["X-Routegate-Replica"])
+            assert len(replicas) == 2, replicas  # both replicas served
+            assert len(c.get("/sessions/r").json()["messages"]) == 10  # the memory window, whichever replica
+
+            with c.stream("POST", "/chat", json={"message": "What is your refund policy?"}) as sse:
+                assert sse.status_code == 200
+                assert sse.headers["content-type"].startswith("text/event-stream")
+                assert sse.headers["X-Routegate-Replica"] in replicas
+                events = [line.removeprefix("event: ") for line in sse.iter_lines() if line.startswith("event: ")]
+            assert events[0] == "route"
+            assert events[-1] == "final"
+
+            v1 = c.post(
+                "/v1/chat/completions",
+                json={"model": "routegate-support", "messages": [{"role": "user", "content": "status of ticket 2"}]},
+            )
+            assert v1.status_code == 200, v1.text
+            assert v1.json()["choices"][0]["message"]["content"]
+            assert v1.headers["X-Routegate-Replica"] in replicas
+            assert c.get("/healthz").json()["status"] == "ok"
+
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 130, "".join(lines) + rest  # 128 + SIGINT
+        assert "routegate: stopped." in rest
+        left = sorted(pid for pid in started if _alive(pid))
+        assert not left, f"processes left after Ctrl-C: {left}"
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/healthz", timeout=2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        for pid in started:  # never leave a Ray daemon behind a failed test
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.e2e
+@pytest.mark.integration
+def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: Path) -> None:
+    """SIGKILL one replica's process under load: no request hangs, the ones it held fail with a 5xx (Ray Serve's
+    proxy answers 500), every turn answered 200 is in PostgreSQL, and Ray starts a replacement."""
+    import asyncio
+    import collections
+
+    port = free_port()
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--ray", "--replicas", "2", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    started: set[int] = set()
+
+    def replicas() -> set[int]:
+        found = set()
+        for pid in _descendants(proc.pid):
+            try:
+                if b"ServeReplica:routegate" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.add(pid)
+            except OSError:
+                pass
+        return found
+
+    try:
+        from routegate.server.testing import wait_until_serving
+
+        wait_until_serving(f"{url}/healthz", proc, timeout=240)
+        before = replicas()
+        assert len(before) == 2, before
+        started = _descendants(proc.pid)
+        statuses: collections.Counter[int] = collections.Counter()
+        acknowledged: list[str] = []
+        load_done = asyncio.Event()
+        under_load, after_kill = asyncio.Event(), asyncio.Event()
+        killed_at: list[int] = []  # the count of answers when the replica was killed
+
+        async def client(c: httpx.AsyncClient, w: int) -> None:
+            i = 0
+            while not load_done.is_set():
+                session = f"kill-{w}-{i}"
+                r = await c.post(
+                    "/chat",
+                    json={"message": "I cannot log in", "session_id": session},
+                    headers={"Accept": "application/json"},
+                )
+                statuses[r.status_code] += 1
+                if r.status_code == 200:
+                    acknowledged.append(session)
+                total = sum(statuses.values())
+                if total >= 40:
+                    under_load.set()
+                if killed_at and total >= killed_at[0] + 80:  # the load went on, on what is left
+                    after_kill.set()
+                i += 1
+
+        async def load() -> None:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as c:  # a hang would raise ReadTimeout
+                tasks = [asyncio.create_task(client(c, w)) for w in range(8)]
+                await asyncio.wait_for(under_load.wait(), 120)
+                os.kill(min(before), signal.SIGKILL)
+                killed_at.append(sum(statuses.values()))
+                await asyncio.wait_for(after_kill.wait(), 120)  # a hung or failed client ends here
+                load_done.set()
+                await asyncio.gather(*tasks)
+                for session in acknowledged:
+                    history = (await c.get(f"/sessions/{session}")).json()["messages"]
+                    assert [m["role"] for m in history] == ["user", "assistant"], (session, history)
+
+        asyncio.run(load())
+        assert set(statuses) <= {200, 500, 503}, statuses
+        assert statuses[200] >= 100, statuses
+        deadline = time.monotonic() + 120
+        while len(replicas() - before) < 1:  # Ray replaces the dead replica
+            assert time.monotonic() < deadline, "no replacement replica within 120 s"
+            time.sleep(0.5)
+        assert (
+            httpx.post(
+                f"{url}/chat", json={"message": "hello"}, headers={"Accept": "application/json"}, timeout=60
+            ).status_code
+            == 200
+        )
+        started |= _descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+        assert not [pid for pid in started if _alive(pid)]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        for pid in started:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
