@@ -154,3 +154,18 @@ async def test_the_postgres_node_reads_the_conversation_from_its_run_context(des
     postgres = desk.gateway.workers["POSTGRES"]
     assert postgres.context_param == "run"  # declared, so the gateway passes the turn's context
     assert set(postgres.schema.model_json_schema()["properties"]) == {"query"}
+
+
+async def test_a_turn_is_one_span_tree_without_its_text_or_session_id(desk: SupportAgent, otel_spans: Any) -> None:
+    result = await desk.ask("What is the status of ticket 1?", session_id="span-session")
+    assert result.route == "POSTGRES"
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    root = spans["routegate.turn"]
+    attributes = dict(root.attributes or {})
+    assert attributes["routegate.runtime"] == "desk"
+    assert attributes["routegate.route"] == "POSTGRES" and attributes["routegate.stop_reason"] == "success"
+    assert attributes["routegate.session_id"] != "span-session" and len(attributes["routegate.session_id"]) == 16
+    for name in ("routegate.policy", "routegate.delegate"):
+        assert spans[name].parent is not None and spans[name].parent.span_id == root.context.span_id
+    everything = " ".join(str(v) for s in otel_spans.get_finished_spans() for v in (s.attributes or {}).values())
+    assert "status of ticket" not in everything and "span-session" not in everything

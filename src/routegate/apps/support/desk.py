@@ -11,6 +11,7 @@ the turn, and written after it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -41,6 +42,7 @@ from routegate.core import Budget, Deadline, GovernedStep, RouteGateway, RoutePo
 from routegate.core._stream import stream_events
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, InvalidMessageError, check_message
 from routegate.core.stop_reasons import Phase
+from routegate.core.telemetry import Attr, end_run
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
@@ -188,6 +190,20 @@ class SupportAgent:
 
     async def run_turn(self, turn: Turn) -> TurnResult:
         """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`astream`)."""
+        tr = turn.run.tracer if turn.run is not None else None
+        if tr is None:
+            return await self._bounded(turn)
+        attributes = {
+            Attr.RUNTIME: "desk",
+            Attr.RUN_ID: turn.run.run_id if turn.run is not None else "",
+            Attr.SESSION: hashlib.sha256(turn.session_id.encode()).hexdigest()[:16],  # hashed: never the id itself
+        }
+        with tr.start_as_current_span("routegate.turn", attributes=attributes) as root:
+            final = await self._bounded(turn)
+            end_run(root, final.stop_reason, final.phase, **{Attr.ROUTE: final.route})
+            return final
+
+    async def _bounded(self, turn: Turn) -> TurnResult:
         started = time.perf_counter()
         deadline = Deadline.of(turn.run) if turn.run is not None else Deadline(self.budget.max_seconds)
         result: PlanResult | None = None
