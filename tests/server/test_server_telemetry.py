@@ -214,12 +214,14 @@ def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir
         )
         assert answer.status_code == 200
         assert answer.headers["x-request-id"] == TRACE_ID
+        wanted = {"POST /chat", "routegate.turn", "routegate.policy", "routegate.delegate"}
         with collector.received:
-            collector.received.wait_for(
-                lambda: any(name == "POST /chat" for name, _, _ in collector.spans()), timeout=30
-            )
+            collector.received.wait_for(lambda: wanted <= {name for name, _, _ in collector.spans()}, timeout=30)
         spans = collector.spans()
-        assert any(name == "POST /chat" and trace == TRACE_ID for name, trace, _ in spans), spans
+        in_trace = {name for name, trace, _ in spans if trace == TRACE_ID}
+        assert wanted <= in_trace, spans  # request → turn → router's policy check → tool delegation, one trace
+        turn = next(attributes for name, _, attributes in spans if name == "routegate.turn")
+        assert turn["routegate.route"] == "POSTGRES" and turn["routegate.runtime"] == "desk"
         assert collector.service_names() == {"desk-under-test"}
     finally:
         if proc.poll() is None:
