@@ -17,8 +17,6 @@ def test_llm_router_names() -> None:
         assert hasattr(routegate.routers.llm, name), name
 
 
-
-
 def test_the_openai_sdk_is_imported_only_when_the_client_is_used() -> None:
     code = (
         "import sys, routegate.llm, routegate.routers.llm, routegate.testing\n"

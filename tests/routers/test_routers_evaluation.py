@@ -70,4 +70,3 @@ def test_progress_bar_writes_to_its_stream() -> None:
     bar(10, 10)
     assert "5/10" in stream.getvalue()
     assert stream.getvalue().endswith("10/10\n")
-
