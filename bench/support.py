@@ -71,9 +71,9 @@ async def accuracy(
     totals: Counter[str] = Counter()
     for row in rows:
         totals[row["route"]] += 1
-        choice = await cascade.choose(row["text"])
+        choice = await cascade.route_choice(row["text"])
         results["cascade"][row["route"]] += choice.route == row["route"]
-        results["cascade, thin"][row["route"]] += (await thin.choose(row["text"])).route == row["route"]
+        results["cascade, thin"][row["route"]] += (await thin.route_choice(row["text"])).route == row["route"]
         decision = await keyword.decide(RouteRequest(goal=row["text"], catalog=CATALOG))
         target = decision.raw["target"] if isinstance(decision.raw, dict) else None
         results["spec keywords"][row["route"]] += target == row["route"]
@@ -91,7 +91,7 @@ async def accuracy(
             subset = [r for r in rows if r["split"] == split]
             correct = 0
             for row in subset:
-                correct += (await router.choose(row["text"])).route == row["route"]
+                correct += (await router.route_choice(row["text"])).route == row["route"]
             print(f"{name} on {split:5s}: {correct}/{len(subset)} = {correct / len(subset):.1%}")
 
 
@@ -100,7 +100,7 @@ async def routing_latency(rows: list[dict[str, Any]], router: SupportRouter, pas
     for _ in range(passes):
         for row in rows:
             started = time.perf_counter()
-            choice = await router.choose(row["text"])
+            choice = await router.route_choice(row["text"])
             elapsed = (time.perf_counter() - started) * 1000
             timings[choice.layer].append(elapsed)
             timings["all"].append(elapsed)
@@ -125,7 +125,7 @@ def langgraph_peer(desk: SupportAgent) -> Any:
     nodes = dict(desk.gateway.workers)
 
     async def route_node(state: GraphState) -> GraphState:
-        return {"route": (await router.choose(state["message"])).route}
+        return {"route": (await router.route_choice(state["message"])).route}
 
     def tool_node(name: str) -> Any:
         async def run(state: GraphState) -> GraphState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +16,28 @@ from routegate.apps.support.contracts import ROUTES, Message
 from routegate.apps.support.graph import RouterStep
 from routegate.apps.support.router import QueryArgs, SupportRouter
 from routegate.apps.support.rules import SupportRules, correct_typos
-from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer, FittedSemanticLayer, SemanticVerdict
+from routegate.apps.support.semantic import (
+    EXAMPLES,
+    ExampleEmbeddingLayer,
+    FittedSemanticLayer,
+    query_args,
+    support_route_decision,
+)
 from routegate.apps.support.turn import Turn
-from routegate.core import DelegationLedger, GovernedStep, RouteGateway, RouteIntent, RoutePolicy
+from routegate.core import (
+    DelegationLedger,
+    GovernedStep,
+    RouteDecision,
+    RouteGateway,
+    RouteIntent,
+    RoutePolicy,
+    RouteRequest,
+)
+from routegate.embed import HashingEncoder
 from routegate.llm import LLMTimeoutError
 from routegate.plan import StepContext
+from routegate.routers import SemanticDecision
+from routegate.routers.semantic import Routing, drive
 from routegate.testing import ScriptedChatModel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
@@ -63,7 +80,7 @@ async def _assert_accuracy(router: SupportRouter) -> None:
     rows = _rows()
     wrong = []
     for row in rows:
-        choice = await router.choose(row["text"])
+        choice = await router.route_choice(row["text"])
         if choice.route != row["route"]:
             wrong.append((row["text"], row["route"], choice.route, choice.layer))
     accuracy = 1 - len(wrong) / len(rows)
@@ -88,7 +105,7 @@ async def _assert_accuracy(router: SupportRouter) -> None:
     ],
 )
 async def test_every_spec_example_reaches_its_route(router: SupportRouter, text: str, route: str) -> None:
-    assert (await router.choose(text)).route == route
+    assert (await router.route_choice(text)).route == route
 
 
 def test_ticket_escalation_is_vector_not_postgres() -> None:
@@ -122,16 +139,16 @@ def test_ordinary_words_are_left_alone() -> None:
 
 
 async def test_semantic_layer_decides_what_rules_do_not(router: SupportRouter) -> None:
-    choice = await router.choose("I want my money back")
+    choice = await router.route_choice("I want my money back")
     assert choice.route == "VECTOR"
-    choice = await router.choose("can I be reimbursed?")
+    choice = await router.route_choice("can I be reimbursed?")
     assert choice.layer == "semantic" and choice.route == "VECTOR"
     assert choice.runner_up in ROUTES and choice.margin is not None and choice.margin > 0
     assert set(choice.scores) == {f"semantic:{r}" for r in ROUTES}
 
 
 async def test_nothing_confident_goes_to_the_llm_route(router: SupportRouter) -> None:
-    choice = await router.choose("zzzz qqqq")
+    choice = await router.route_choice("zzzz qqqq")
     assert choice.route == "LLM"
     assert choice.layer in ("semantic", "default")
 
@@ -139,7 +156,7 @@ async def test_nothing_confident_goes_to_the_llm_route(router: SupportRouter) ->
 async def test_llm_layer_decides_when_rules_and_semantic_abstain(semantic: ExampleEmbeddingLayer) -> None:
     model = ScriptedChatModel(['{"kind": "route", "target": "EXTERNAL", "args": {"query": "zzzz qqqq"}}'])
     router = SupportRouter(semantic=semantic, chat_model=model)
-    choice = await router.choose("zzzz qqqq")
+    choice = await router.route_choice("zzzz qqqq")
     assert (choice.route, choice.layer) == ("EXTERNAL", "llm")
     model.assert_consumed()
     assert model.calls[0].json_mode
@@ -159,15 +176,15 @@ async def test_a_bad_llm_answer_falls_back_to_the_default_route(
 ) -> None:
     model = ScriptedChatModel([answer])  # type: ignore[list-item]  # an exception is a valid step too
     router = SupportRouter(semantic=semantic, chat_model=model)
-    choice = await router.choose("zzzz qqqq")
+    choice = await router.route_choice("zzzz qqqq")
     assert (choice.route, choice.layer) == ("LLM", "default")
-    assert "llm answer refused" in choice.why
+    assert "LLM stage" in choice.why
 
 
 async def test_rules_settle_before_the_llm_is_asked(semantic: ExampleEmbeddingLayer) -> None:
     model = ScriptedChatModel([])
     router = SupportRouter(semantic=semantic, chat_model=model)
-    assert (await router.choose("What is the status of ticket 1?")).layer == "rules"
+    assert (await router.route_choice("What is the status of ticket 1?")).layer == "rules"
     assert model.calls == []
 
 
@@ -187,21 +204,38 @@ def test_the_fitted_router_is_cached_and_reloaded(encoder: object, fitted: Fitte
 
 
 class _RecordingLayer:
+    """An embedding layer that records the conversation it is given and always says EXTERNAL."""
+
     name = "semantic"
 
-    def __init__(self) -> None:
-        self.contexts: list[list[str]] = []
+    def __init__(self, encoder: HashingEncoder) -> None:
+        self.encoder = encoder
+        self.args_builder = query_args
+        self.contexts: list[list[object]] = []
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision:
+        return drive(self.routing(text, context=context), self.encoder)
+
+    def routing(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> Routing[SemanticDecision]:
         self.contexts.append(list(context))
-        return SemanticVerdict("EXTERNAL", {"EXTERNAL": 0.9}, "EXTERNAL", "LLM", 0.5, "stub")
+        yield [text]
+        return SemanticDecision("EXTERNAL", "route", "EXTERNAL", 0.9, 0.9, 0.5, "LLM", 0.4, 0.5, 0.1, {"EXTERNAL": 0.9})
 
-    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        return self.decide(text, context)
+    def to_route_decision(
+        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
+    ) -> RouteDecision:
+        return support_route_decision(decision, request, allowed=allowed, decided_by=decided_by)
 
 
 async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
-    layer = _RecordingLayer()
+    layer = _RecordingLayer(HashingEncoder(dim=8))
     governed = GovernedStep(RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)), RouteGateway(allow=[], registry=[]))
     step = RouterStep(SupportRouter(semantic=layer), governed)
     history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))

@@ -269,7 +269,7 @@ async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bo
     """The line ``route`` prints for one input."""
     from routegate.core import RouteRejection
 
-    choice = await router.choose(item["text"])
+    choice = await router.route_choice(item["text"])
     verdict = router.policy.validate({"kind": "route", "target": choice.route, "args": {"query": item["text"]}})
     out: dict[str, Any] = {"text": item["text"], **choice.to_dict()}
     out["policy"] = "refused: " + verdict.stop_reason if isinstance(verdict, RouteRejection) else "allowed"

@@ -5,7 +5,7 @@ The LLM router lives in :mod:`routegate.routers.llm` (imported on demand: it nee
 
 from routegate.routers._fit import FitConfig
 from routegate.routers._rule import Calibration
-from routegate.routers.cascade import CascadeDecision, CascadeRouter
+from routegate.routers.cascade import CascadeChoice, CascadeDecision, CascadeRouter, RuleStage, SemanticStage
 from routegate.routers.data import OOS_LABEL, LabelledExample, load_examples
 from routegate.routers.evaluation import EvalReport, evaluate, plot_report
 from routegate.routers.misroutes import Misroute, MisrouteLog
@@ -16,6 +16,7 @@ from routegate.routers.semantic import SemanticDecision, SemanticRouter
 __all__ = [
     "OOS_LABEL",
     "Calibration",
+    "CascadeChoice",
     "CascadeDecision",
     "CascadeRouter",
     "EvalReport",
@@ -24,9 +25,11 @@ __all__ = [
     "LabelledExample",
     "Misroute",
     "MisrouteLog",
+    "RuleStage",
     "SemanticDecision",
     "SemanticOutcome",
     "SemanticRouter",
+    "SemanticStage",
     "evaluate",
     "load_examples",
     "plot_report",

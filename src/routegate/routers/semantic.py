@@ -420,23 +420,14 @@ class SemanticRouter:
         self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
     ) -> RouteDecision:
         """Turn a typed decision into the untrusted route intent the policy boundary checks."""
-        by = decided_by or self.name
-        target = decision.route
-        if decision.outcome == "clarify":
-            if self.clarify_target is None or self.clarify_target not in allowed:
-                raise RunStopError(
-                    f"{CLARIFY}:{safe_detail(decision.top)},{safe_detail(decision.runner_up or '')}",
-                    f"ambiguous between {decision.top} and {decision.runner_up}: {decision.why}",
-                )
-            target = self.clarify_target
-        elif decision.outcome == "default" and target not in allowed:
-            raise RunStopError(
-                NO_ROUTE_OUT_OF_SCOPE,
-                f"no route fits and the default route {target!r} is not allowed: {decision.why}",
-            )
-        raw = {"kind": "route", "target": target, "args": dict(self.args_builder(request))}
-        scores = dict(decision.scores)
-        return RouteDecision(raw=raw, decided_by=by, scores=scores, why=f"{decision.outcome}: {decision.why}")
+        return route_decision_of(
+            decision,
+            request,
+            allowed=allowed,
+            clarify_target=self.clarify_target,
+            args=self.args_builder,
+            decided_by=decided_by or self.name,
+        )
 
     # ------------------------------------------------------------------ persistence
 
@@ -479,6 +470,37 @@ async def adrive(steps: Routing[R], encoder: Encoder) -> R:
     except StopIteration as done:
         result: R = done.value
         return result
+
+
+def route_decision_of(
+    decision: SemanticDecision,
+    request: RouteRequest,
+    *,
+    allowed: Collection[str],
+    clarify_target: str | None,
+    args: ArgsBuilder,
+    decided_by: str,
+) -> RouteDecision:
+    """A typed semantic decision as the untrusted route intent the policy boundary checks: ``route`` goes to its
+    route, ``clarify`` to ``clarify_target`` (a run stop ``clarify:<a>,<b>`` without one), ``default`` to the
+    decision's default route (a run stop ``no_route:out_of_scope`` when that is not allowed)."""
+    target = decision.route
+    if decision.outcome == "clarify":
+        if clarify_target is None or clarify_target not in allowed:
+            raise RunStopError(
+                f"{CLARIFY}:{safe_detail(decision.top)},{safe_detail(decision.runner_up or '')}",
+                f"ambiguous between {decision.top} and {decision.runner_up}: {decision.why}",
+            )
+        target = clarify_target
+    elif decision.outcome == "default" and target not in allowed:
+        raise RunStopError(
+            NO_ROUTE_OUT_OF_SCOPE,
+            f"no route fits and the default route {target!r} is not allowed: {decision.why}",
+        )
+    raw = {"kind": "route", "target": target, "args": dict(args(request))}
+    return RouteDecision(
+        raw=raw, decided_by=decided_by, scores=dict(decision.scores), why=f"{decision.outcome}: {decision.why}"
+    )
 
 
 def conversation_of(request: RouteRequest) -> tuple[Sequence[object], str | None]:

@@ -130,7 +130,7 @@ class SupportAgent:
         """The router's decision alone (no tool runs): the dry run behind ``routegate route``."""
         if self.router is None:
             raise ConfigurationError(_NOT_STARTED)
-        return await self.router.choose(check_message(message, max_chars=self.max_message_chars))
+        return await self.router.route_choice(check_message(message, max_chars=self.max_message_chars))
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
     def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:

@@ -64,7 +64,7 @@ class RouterStep:
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
         try:
-            choice = await self.router.choose(turn.message, turn.user_messages(), verdict=turn.rules_verdict)
+            choice = await self.router.route_choice(turn.message, turn.user_messages())
         except RunStopError:
             raise
         except Exception as exc:

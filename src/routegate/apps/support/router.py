@@ -1,13 +1,15 @@
 """The Router node: exactly one of POSTGRES | VECTOR | EXTERNAL | LLM per user turn, with the layer that decided.
 
-Layers, cheapest first; the first that settles the route wins:
+:class:`SupportRouter` is a configuration of the generic :class:`routegate.routers.CascadeRouter` (it implements
+the core ``Router`` protocol); its stages, cheapest first, the first that settles the route wins:
 
 1. ``rules`` — signal phrases with the spec's priority (:mod:`.rules`);
-2. ``semantic`` — nearest route by example utterances, when its best score and margin are high enough
+2. ``semantic`` — nearest route by example utterances, when the embedding layer is sure enough
    (:mod:`.semantic`);
 3. ``llm`` — the LLM router (``routegate.routers.llm.LLMRouter``), only when a chat model is configured; its
-   answer must pass the policy boundary here, or the next layer decides;
-4. ``default`` — the LLM route: "Query does not clearly match any route".
+   answer must pass the desk's policy, or the embedding layer's unsure answer stands;
+4. unsure — the LLM route, which answers ("Query does not clearly match any route": layer ``default``) or asks
+   back when two routes are close (layer ``clarify``).
 
 The router only decides; the desk's plan passes its decision through the core policy boundary before any node
 runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records the layer, the scores and why.
@@ -15,7 +17,6 @@ runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -24,12 +25,9 @@ from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
-from routegate.core.policy import RouteRejection
-from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
+from routegate.routers.cascade import CascadeChoice, CascadeRouter
 from routegate.routers.llm import LLMRouter
-
-logger = logging.getLogger(__name__)
 
 SUPPORT_ROUTER_PROMPT: Final = """You are the router of a customer-support assistant.
 Classify the user's intent into exactly one route and answer with one JSON object:
@@ -81,21 +79,28 @@ class RouteChoice:
         return out
 
 
-class SupportRouter:
-    """The support desk's router: rules → semantic → LLM (when configured) → default LLM route."""
+class SupportRouter(CascadeRouter):
+    """The support desk's router: rules → embedding layer → LLM router (when configured) → the LLM route.
+
+    A :class:`~routegate.routers.CascadeRouter` with the desk's stages; :meth:`route_choice` gives its decision
+    as the desk shows it (:class:`RouteChoice`).
+    """
+
+    rules: SupportRules
 
     def __init__(
         self,
         *,
-        semantic: EmbeddingLayer | None,
+        semantic: EmbeddingLayer,
         rules: SupportRules | None = None,
         chat_model: ChatModel | None = None,
         policy: RoutePolicy | None = None,
     ) -> None:
-        self.rules = rules or SupportRules()
-        self.semantic = semantic
-        self.llm_router = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         self.policy = policy or RoutePolicy(ROUTES)
+        llm = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
+        super().__init__(
+            semantic=semantic, rules=rules or SupportRules(), llm=llm, llm_policy=self.policy, name="support"
+        )
 
     def texts_to_embed(self, text: str, verdict: RuleVerdict | None = None) -> tuple[str, ...]:
         """What a turn on ``text`` will embed, as far as the rules can tell before it runs: the message itself when
@@ -103,55 +108,47 @@ class SupportRouter:
         ``verdict``: the rules' verdict on ``text`` if the caller has it already."""
         route = (verdict or self.rules.match(text)).route
         if route is None:
-            return (text,) if self.semantic is not None else ()
+            return (text,)
         if route == "VECTOR":
             return (" ".join(text.split()),)  # the query the vector tool gets (QueryArgs collapses whitespace)
         return ()
 
-    async def choose(
-        self, text: str, history: Sequence[str] = (), *, verdict: RuleVerdict | None = None
-    ) -> RouteChoice:
-        """Decide the route for one message (no tool runs here); ``history``: earlier user messages; ``verdict``:
-        the rules' verdict on ``text`` if the caller has it already (it is a pure function of the text)."""
-        verdict = verdict or self.rules.match(text)
-        scores: dict[str, float] = {f"rules:{r}": s for r, s in verdict.scores.items() if s}
-        if verdict.route is not None:
-            return RouteChoice(verdict.route, "rules", scores, verdict.why)
-        why = verdict.why
-        runner_up: str | None = None
-        margin: float | None = None
-        clarify = False
-        if self.semantic is not None:
-            semantic = await self.semantic.adecide(text, history)  # the encoder runs off the event loop
-            scores.update({f"semantic:{r}": s for r, s in semantic.scores.items()})
-            runner_up, margin = semantic.runner_up, semantic.margin
-            if semantic.route is not None:
-                return RouteChoice(semantic.route, "semantic", scores, semantic.why, runner_up, margin)
-            why = f"{why}; semantic abstained ({semantic.outcome}): {semantic.why}"
-            clarify = semantic.outcome == "clarify"
-        if self.llm_router is not None:
-            chosen = await self._ask_llm(text)
-            if not isinstance(chosen, RouteRejection):
-                why = f"{why}; llm chose {chosen}"
-                return RouteChoice(chosen, "llm", scores, why, runner_up, margin)
-            why = f"{why}; llm answer refused ({chosen.stop_reason})"
-        if clarify:
-            # in scope but torn between two routes: the LLM node asks ("conversational or clarifying questions")
-            return RouteChoice("LLM", "clarify", scores, f"{why}; asking the user", runner_up, margin)
-        return RouteChoice("LLM", "default", scores, f"{why}; no route matches confidently", runner_up, margin)
+    def request_for(self, text: str, history: Sequence[str] = ()) -> RouteRequest:
+        """The route request for one message; ``history``: earlier user messages, oldest first."""
+        return RouteRequest(goal=text, catalog=CATALOG, budget=_LLM_BUDGET, conversation=tuple(history))
 
-    async def _ask_llm(self, text: str) -> SupportRoute | RouteRejection:
-        assert self.llm_router is not None
-        request = RouteRequest(goal=text, catalog=CATALOG, budget=Budget(max_route_attempts=1, max_delegations=1))
-        try:
-            decision = await self.llm_router.decide(request)
-        except RunStopError as stop:
-            logger.warning("LLM router stopped with %s; falling back to the default route", stop.stop_reason)
-            return RouteRejection(stop.stop_reason, stop.message)
-        verdict = self.policy.validate(decision.raw)
-        if isinstance(verdict, RouteRejection):
-            return verdict
-        for route in ROUTES:
-            if route == verdict.target:
-                return route
-        return RouteRejection("invalid_route:route_not_allowed", f"{verdict.target!r} is not a support route")
+    async def route_choice(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
+        """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
+        return _as_route_choice(await self.choose(self.request_for(text, history)))
+
+
+_LLM_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1)
+
+
+def _as_route_choice(choice: CascadeChoice) -> RouteChoice:
+    offline = choice.offline
+    scores: dict[str, float] = {f"rules:{r}": s for r, s in offline.rule_scores.items() if s}
+    runner_up: str | None = None
+    margin: float | None = None
+    semantic = offline.semantic
+    if semantic is not None:
+        scores.update({f"semantic:{r}": round(float(s), 4) for r, s in semantic.scores.items()})
+        runner_up, margin = semantic.runner_up, round(float(semantic.margin), 4)
+    if choice.stage == "llm":
+        why = f"{offline.why}; llm chose {choice.target}"
+    else:
+        why = offline.why if choice.llm_note is None else f"{offline.why}; {choice.llm_note}"
+    route = _support_route(choice.target)
+    layer = choice.stage if choice.outcome == "route" else choice.outcome
+    if layer == "clarify":
+        why = f"{why}; asking the user"
+    elif layer == "default":
+        why = f"{why}; no route matches confidently"
+    return RouteChoice(route, layer, scores, why, runner_up, margin)
+
+
+def _support_route(target: str | None) -> SupportRoute:
+    for route in ROUTES:
+        if route == target:
+            return route
+    return "LLM"  # pragma: no cover - the desk's stages and policy only ever name its routes

@@ -19,8 +19,9 @@ phrase matches, the rules abstain and the embedding layer decides.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from routegate.apps.support.contracts import ROUTES, SupportRoute
@@ -172,28 +173,42 @@ class RuleVerdict:
 
 
 class SupportRules:
-    """The deterministic first layer of the support router."""
+    """The deterministic first layer of the support router (a rule stage of the cascade:
+    :class:`routegate.routers.RuleStage`)."""
 
     name = "rules"
 
     def match(self, text: str) -> RuleVerdict:
-        normalized = correct_typos(" ".join(text.split()))  # runs of whitespace do not break a phrase
-        hits: dict[SupportRoute, tuple[str, ...]] = {}
-        for route, patterns in _COMPILED.items():
-            found = tuple(name for name, pattern in patterns if pattern.search(normalized))
-            if found:
-                hits[route] = found
-        if not hits:
-            return RuleVerdict(None, hits, "no signal phrase matched")
-        if (
-            "LLM" in hits
-            and "POSTGRES" not in hits
-            and any(name in ("about the assistant", "capabilities", "how the assistant works") for name in hits["LLM"])
-        ):
-            return RuleVerdict("LLM", hits, f"a question about the assistant itself ({', '.join(hits['LLM'])})")
-        route = next(r for r in ROUTES if r in hits)
-        others = [r for r in hits if r != route]
-        why = f"{route} phrase(s): {', '.join(hits[route])}"
-        if others:
-            why += f"; priority over {', '.join(others)}"
-        return RuleVerdict(route, hits, why)
+        """The rules' verdict on ``text``. A pure function of the text: the last few verdicts are kept, so the
+        desk's prefetch and the router's rule stage match a message once."""
+        return _match(text)
+
+    def settle(self, text: str, allowed: Collection[str] | None) -> RuleVerdict:
+        verdict = _match(text)
+        if verdict.route is not None and allowed is not None and verdict.route not in allowed:
+            return RuleVerdict(None, verdict.hits, f"{verdict.why}; {verdict.route} is not allowed here")
+        return verdict
+
+
+@lru_cache(maxsize=256)
+def _match(text: str) -> RuleVerdict:
+    normalized = correct_typos(" ".join(text.split()))  # runs of whitespace do not break a phrase
+    hits: dict[SupportRoute, tuple[str, ...]] = {}
+    for route, patterns in _COMPILED.items():
+        found = tuple(name for name, pattern in patterns if pattern.search(normalized))
+        if found:
+            hits[route] = found
+    if not hits:
+        return RuleVerdict(None, hits, "no signal phrase matched")
+    if (
+        "LLM" in hits
+        and "POSTGRES" not in hits
+        and any(name in ("about the assistant", "capabilities", "how the assistant works") for name in hits["LLM"])
+    ):
+        return RuleVerdict("LLM", hits, f"a question about the assistant itself ({', '.join(hits['LLM'])})")
+    route = next(r for r in ROUTES if r in hits)
+    others = [r for r in hits if r != route]
+    why = f"{route} phrase(s): {', '.join(hits[route])}"
+    if others:
+        why += f"; priority over {', '.join(others)}"
+    return RuleVerdict(route, hits, why)

@@ -21,18 +21,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
 
 from routegate import __version__
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.embed import Encoder, Vectors, encode_async
+from routegate.core import RouteDecision, RouteRequest
+from routegate.embed import Encoder, Vectors
 from routegate.errors import ConfigurationError
-from routegate.routers.semantic import SemanticDecision, SemanticRouter
+from routegate.routers.cascade import SemanticStage
+from routegate.routers.rules import ArgsBuilder
+from routegate.routers.semantic import Outcome as SemanticOutcome
+from routegate.routers.semantic import Routing, SemanticDecision, SemanticRouter, drive, route_decision_of
 
 logger = logging.getLogger(__name__)
 
@@ -132,29 +135,23 @@ EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SemanticVerdict:
-    """The layer's answer: ``route`` is ``None`` when it abstains (``outcome`` says why: default or clarify)."""
-
-    route: SupportRoute | None
-    scores: Mapping[str, float]
-    best: str
-    runner_up: str | None
-    margin: float
-    why: str
-    outcome: str = "route"
+DEFAULT_ROUTE: Final[SupportRoute] = "LLM"
+"""Where an unsure message goes: the LLM route answers it, or asks back when two routes are close."""
 
 
-class EmbeddingLayer(Protocol):
-    """What the router needs from an embedding layer. ``context``: earlier user messages, oldest first."""
+def query_args(request: RouteRequest) -> Mapping[str, Any]:
+    """Every support route's arguments: the user's message as ``query``."""
+    return {"query": request.goal}
+
+
+class EmbeddingLayer(SemanticStage, Protocol):
+    """What the support router needs from an embedding layer: a semantic stage of the cascade
+    (:class:`routegate.routers.SemanticStage`) whose unsure outcomes go to the LLM route, with ``decide`` for
+    direct use. ``context``: earlier user messages, oldest first."""
 
     name: str
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict: ...
-
-    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        """``decide`` for the desk's event loop: the encoder must not run on it."""
-        ...
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision: ...
 
 
 class ExampleEmbeddingLayer:
@@ -176,7 +173,8 @@ class ExampleEmbeddingLayer:
         missing = [r for r in ROUTES if not examples.get(r)]
         if missing:
             raise ConfigurationError(f"every route needs example utterances; none for {missing}")
-        self._encoder = encoder
+        self.encoder = encoder
+        self.args_builder: ArgsBuilder = query_args
         self.k = k
         self.min_score = min_score
         self.min_margin = min_margin
@@ -186,56 +184,81 @@ class ExampleEmbeddingLayer:
         self._matrix: Vectors = encoder.encode(texts)
 
     def scores(self, text: str) -> dict[str, float]:
-        return self._scores_of(self._encoder.encode([text])[0])
+        return self._scores_of(self.encoder.encode([text])[0])
 
-    def _scores_of(self, vector: Vectors) -> dict[str, float]:
+    def _scores_of(self, vector: Vectors, allowed: Collection[str] | None = None) -> dict[str, float]:
         sims = self._matrix @ vector
         out: dict[str, float] = {}
         for index, route in enumerate(self._routes):
-            own = np.sort(sims[self._labels == index])[::-1][: self.k]
-            out[route] = round(float(own.mean()), 4)
+            if allowed is None or route in allowed:
+                own = np.sort(sims[self._labels == index])[::-1][: self.k]
+                out[route] = round(float(own.mean()), 4)
         return out
 
-    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        return self._verdict(self._scores_of((await encode_async(self._encoder, [text]))[0]))
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision:
+        return drive(self.routing(text, context=context), self.encoder)
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        return self._verdict(self.scores(text))
-
-    def _verdict(self, scores: dict[str, float]) -> SemanticVerdict:
-        ranked = sorted(self._routes, key=lambda r: scores[r], reverse=True)
-        best, runner_up = ranked[0], ranked[1]
-        margin = round(scores[best] - scores[runner_up], 4)
+    def routing(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> Routing[SemanticDecision]:
+        """One embedding of ``text``; ``context`` and ``previous_route`` are not used by this layer."""
+        (vector,) = yield [str(text)]
+        scores = self._scores_of(vector, allowed)
+        ranked = sorted(scores, key=scores.__getitem__, reverse=True)
+        if not ranked:
+            return _decision(DEFAULT_ROUTE, "default", DEFAULT_ROUTE, scores, None, self, "no allowed route")
+        best = ranked[0]
+        runner_up = ranked[1] if len(ranked) > 1 else None
         if scores[best] < self.min_score:
-            return SemanticVerdict(
-                None,
-                scores,
-                best,
-                runner_up,
-                margin,
-                f"best {best} {scores[best]:.2f} < min_score {self.min_score}",
-                "default",
-            )
-        if margin < self.min_margin:
-            return SemanticVerdict(
-                None,
-                scores,
-                best,
-                runner_up,
-                margin,
-                f"{best} leads {runner_up} by {margin:.3f} < min_margin {self.min_margin}",
-                "clarify",
-            )
-        return SemanticVerdict(
-            best, scores, best, runner_up, margin, f"{best} {scores[best]:.2f}, margin {margin:.2f} over {runner_up}"
-        )
+            return _decision(DEFAULT_ROUTE, "default", best, scores, runner_up, self)
+        if runner_up is not None and scores[best] - scores[runner_up] < self.min_margin:
+            return _decision(best, "clarify", best, scores, runner_up, self)
+        return _decision(best, "route", best, scores, runner_up, self)
+
+    def to_route_decision(
+        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
+    ) -> RouteDecision:
+        return support_route_decision(decision, request, allowed=allowed, decided_by=decided_by or self.name)
 
 
-def _as_route(name: str) -> SupportRoute | None:
-    for route in ROUTES:
-        if route == name:
-            return route
-    return None
+def _decision(
+    route: str,
+    outcome: SemanticOutcome,
+    top: str,
+    scores: Mapping[str, float],
+    runner_up: str | None,
+    layer: ExampleEmbeddingLayer,
+    why: str = "",
+) -> SemanticDecision:
+    best = scores.get(top, 0.0)
+    second = scores[runner_up] if runner_up is not None else 0.0
+    return SemanticDecision(
+        route=route,
+        outcome=outcome,
+        top=top,
+        score=best,
+        confidence=best,
+        margin=round(best - second, 4),
+        runner_up=runner_up,
+        runner_up_score=second,
+        threshold=layer.min_score,
+        clarify_margin=layer.min_margin,
+        scores=dict(scores),
+    )
+
+
+def support_route_decision(
+    decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str
+) -> RouteDecision:
+    """A support embedding layer's decision as a route decision: unsure outcomes go to the LLM route."""
+    return route_decision_of(
+        decision, request, allowed=allowed, clarify_target=DEFAULT_ROUTE, args=query_args, decided_by=decided_by
+    )
 
 
 class FittedSemanticLayer:
@@ -247,12 +270,22 @@ class FittedSemanticLayer:
         missing = set(ROUTES) - set(router.routes)
         if missing:
             raise ConfigurationError(f"the semantic router has no route(s) {sorted(missing)}")
+        if router.default_route != DEFAULT_ROUTE:
+            raise ConfigurationError(
+                f"the support desk's semantic router must send out-of-scope messages to {DEFAULT_ROUTE!r}, "
+                f"not {router.default_route!r}"
+            )
         self.router = router
+        self.args_builder: ArgsBuilder = query_args
+
+    @property
+    def encoder(self) -> Encoder:
+        return self.router.encoder
 
     @classmethod
     def fit(cls, encoder: Encoder, examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES) -> FittedSemanticLayer:
         routes: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
-        return cls(SemanticRouter.from_routes(routes, encoder=encoder, default_route="LLM"))
+        return cls(SemanticRouter.from_routes(routes, encoder=encoder, default_route=DEFAULT_ROUTE))
 
     @classmethod
     def load_or_fit(
@@ -271,7 +304,7 @@ class FittedSemanticLayer:
         path = cache_dir / f"support-router-{key}"
         if (path / "manifest.json").exists():
             try:
-                return cls(SemanticRouter.load(path, encoder=encoder, default_route="LLM"))
+                return cls(SemanticRouter.load(path, encoder=encoder, default_route=DEFAULT_ROUTE))
             except (ConfigurationError, OSError, ValueError) as exc:
                 logger.warning("cached support router in %s is unusable (%s): fitting again", path, exc)
         layer = cls.fit(encoder, examples)
@@ -281,22 +314,20 @@ class FittedSemanticLayer:
             logger.warning("could not cache the support router in %s: %s", path, exc)
         return layer
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        return self._verdict(self.router.route(text, context=list(context)))
+    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision:
+        return self.router.route(text, context=list(context))
 
-    async def adecide(self, text: str, context: Sequence[str] = ()) -> SemanticVerdict:
-        return self._verdict(await self.router.aroute(text, context=list(context)))
+    def routing(
+        self,
+        text: str,
+        *,
+        context: Sequence[object] = (),
+        previous_route: str | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> Routing[SemanticDecision]:
+        return self.router.routing(text, context=context, previous_route=previous_route, allowed=allowed)
 
-    @staticmethod
-    def _verdict(decision: SemanticDecision) -> SemanticVerdict:
-        scores = {route: round(float(score), 4) for route, score in decision.scores.items()}
-        route = _as_route(decision.route) if decision.outcome == "route" else None
-        return SemanticVerdict(
-            route=route,
-            scores=scores,
-            best=decision.top,
-            runner_up=decision.runner_up,
-            margin=round(float(decision.margin), 4),
-            why=decision.why,
-            outcome=decision.outcome,
-        )
+    def to_route_decision(
+        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
+    ) -> RouteDecision:
+        return support_route_decision(decision, request, allowed=allowed, decided_by=decided_by or self.name)
