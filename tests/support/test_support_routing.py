@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from routegate.embed import HashingEncoder
 from routegate.llm import LLMTimeoutError
 from routegate.plan import StepContext
 from routegate.routers import SemanticDecision
-from routegate.routers.semantic import Routing, drive
+from routegate.routers._stepped import Routing, RoutingQuery
 from routegate.testing import ScriptedChatModel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
@@ -200,7 +200,7 @@ def test_the_fitted_router_is_cached_and_reloaded(encoder: object, fitted: Fitte
     assert len(cached) == 1
     again = FittedSemanticLayer.load_or_fit(fitted.router.encoder, data_dir)
     for text in ("can I be reimbursed?", "how warm is it in Oslo", "who filed the billing ticket"):
-        assert again.decide(text).route == fitted.decide(text).route
+        assert again.route(text).route == fitted.route(text).route
 
 
 class _RecordingLayer:
@@ -213,19 +213,9 @@ class _RecordingLayer:
         self.args_builder = query_args
         self.contexts: list[list[object]] = []
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision:
-        return drive(self.routing(text, context=context), self.encoder)
-
-    def routing(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> Routing[SemanticDecision]:
-        self.contexts.append(list(context))
-        yield [text]
+    def routing(self, query: RoutingQuery) -> Routing[SemanticDecision]:
+        self.contexts.append(list(query.context))
+        yield [query.text]
         return SemanticDecision("EXTERNAL", "route", "EXTERNAL", 0.9, 0.9, 0.5, "LLM", 0.4, 0.5, 0.1, {"EXTERNAL": 0.9})
 
     def to_route_decision(

@@ -5,6 +5,7 @@ The LLM router lives in :mod:`routegate.routers.llm` (imported on demand: it nee
 
 from routegate.routers._fit import FitConfig
 from routegate.routers._rule import Calibration
+from routegate.routers._stepped import RoutingQuery
 from routegate.routers.cascade import CascadeChoice, CascadeDecision, CascadeRouter, RuleStage, SemanticStage
 from routegate.routers.data import OOS_LABEL, LabelledExample, load_examples
 from routegate.routers.evaluation import EvalReport, evaluate, plot_report
@@ -25,6 +26,7 @@ __all__ = [
     "LabelledExample",
     "Misroute",
     "MisrouteLog",
+    "RoutingQuery",
     "RuleStage",
     "SemanticDecision",
     "SemanticOutcome",

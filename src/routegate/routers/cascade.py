@@ -18,15 +18,16 @@ gives the whole account (:class:`CascadeChoice`) for callers that show it, such 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision, Router, RouteRequest
 from routegate.errors import ConfigurationError, RunStopError
+from routegate.routers._stepped import Routing, RoutingQuery, SteppedRouter
 from routegate.routers.rules import ArgsBuilder, KeywordRouter
-from routegate.routers.semantic import Routing, SemanticDecision, adrive, conversation_of, drive
+from routegate.routers.semantic import SemanticDecision, conversation_of
 
 if TYPE_CHECKING:
     from routegate.embed.protocol import Encoder
@@ -65,14 +66,7 @@ class SemanticStage(Protocol):
     @property
     def args_builder(self) -> ArgsBuilder: ...
 
-    def routing(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> Routing[SemanticDecision]: ...
+    def routing(self, query: RoutingQuery) -> Routing[SemanticDecision]: ...
 
     def to_route_decision(
         self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
@@ -143,7 +137,7 @@ class CascadeChoice:
         return "route" if self.stage != "semantic" else self.offline.outcome
 
 
-class CascadeRouter:
+class CascadeRouter(SteppedRouter[CascadeDecision]):
     """Rules, then semantic, then (only when unsure) an LLM router; implements the core ``Router`` protocol."""
 
     def __init__(
@@ -159,6 +153,7 @@ class CascadeRouter:
         if rules_min_hits < 1:
             raise ConfigurationError(f"rules_min_hits must be >= 1, got {rules_min_hits}")
         self.semantic = semantic
+        self.encoder = semantic.encoder
         self.rules: RuleStage | None = (
             KeywordRules(rules, min_hits=rules_min_hits) if isinstance(rules, KeywordRouter) else rules
         )
@@ -174,44 +169,13 @@ class CascadeRouter:
             return None, verdict.scores, f"{verdict.why}; {verdict.route} is not allowed here"
         return verdict.route, verdict.scores, verdict.why
 
-    def route(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> CascadeDecision:
-        """The offline stages only (rules, then semantic); the LLM stage needs :meth:`decide`."""
-        steps = self._offline(text, context=context, previous_route=previous_route, allowed=allowed)
-        return drive(steps, self.semantic.encoder)
-
-    async def aroute(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> CascadeDecision:
-        """:meth:`route` for coroutines (the semantic stage's encoder runs off the event loop)."""
-        steps = self._offline(text, context=context, previous_route=previous_route, allowed=allowed)
-        return await adrive(steps, self.semantic.encoder)
-
-    def _offline(
-        self,
-        text: str,
-        *,
-        context: Sequence[object],
-        previous_route: str | None,
-        allowed: Collection[str] | None,
-    ) -> Routing[CascadeDecision]:
-        winner, rule_scores, rule_why = self._rule_verdict(text, allowed)
+    def routing(self, query: RoutingQuery) -> Routing[CascadeDecision]:
+        """The offline stages as steps (rules, then semantic); :meth:`route` / :meth:`aroute` drive them, the LLM
+        stage needs :meth:`decide`."""
+        winner, rule_scores, rule_why = self._rule_verdict(query.text, query.allowed)
         if winner is not None:
             return CascadeDecision(winner, "rules", "route", None, rule_scores, rule_why)
-        decision = yield from self.semantic.routing(
-            text, context=context, previous_route=previous_route, allowed=allowed
-        )
+        decision = yield from self.semantic.routing(query)
         return CascadeDecision(
             decision.route, "semantic", decision.outcome, decision, rule_scores, f"{rule_why}; {decision.why}"
         )

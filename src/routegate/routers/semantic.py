@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.core.stop_reasons import safe_detail
-from routegate.embed.batching import encode_async
-from routegate.embed.protocol import Encoder, Vectors
+from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import _head
 from routegate.routers._fit import FitConfig, calibrate, check_training_data, out_of_fold
 from routegate.routers._head import F32, Head
 from routegate.routers._rule import Calibration, apply_rule
+from routegate.routers._stepped import Routing, RoutingQuery, SteppedRouter
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.rules import ArgsBuilder, ticket_args
 
@@ -123,10 +123,11 @@ def _settle(
     return decision
 
 
-class SemanticRouter:
+class SemanticRouter(SteppedRouter[SemanticDecision]):
     """Embedding router with a learned head and calibrated out-of-scope / clarify thresholds.
 
-    Implements :class:`routegate.core.protocols.Router` (``decide``) and offers :meth:`route` for direct use.
+    Implements :class:`routegate.core.protocols.Router` (``decide``) and offers :meth:`route` / :meth:`aroute` for
+    direct use (one :meth:`routing` computation, embedded on the caller's thread or off the event loop).
     ``default_route``: where out-of-scope queries go. ``clarify_target``: a catalogue route that asks the user
     (when ``None``, :meth:`decide` ends the run with the stop reason ``clarify:<a>,<b>``).
     """
@@ -362,49 +363,17 @@ class SemanticRouter:
             return []
         return self._decide(self.encoder.encode(texts), texts, allowed)
 
-    def route(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> SemanticDecision:
-        """Route one query. ``context``: the conversation so far (user texts, or role/content messages, oldest
-        first). A query that is unsure on its own ("and ticket 2?") is tried again together with the previous user
-        turn; failing that, a clarify between ``previous_route`` and another route stays on ``previous_route``."""
-        return drive(self.routing(text, context=context, previous_route=previous_route, allowed=allowed), self.encoder)
-
-    async def aroute(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> SemanticDecision:
-        """:meth:`route` for coroutines: the encoder runs off the event loop (in a shared pass when it batches,
-        :func:`~routegate.embed.batching.encode_async`); the head's arithmetic stays on the caller's thread."""
-        steps = self.routing(text, context=context, previous_route=previous_route, allowed=allowed)
-        return await adrive(steps, self.encoder)
-
-    def routing(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> Routing[SemanticDecision]:
-        """The routing of one query as steps: it yields the texts it needs embedded and is sent their vectors
-        (:func:`drive` / :func:`adrive` do the embedding, on this thread or off the event loop)."""
-        query = str(text)
-        decision = self._decide((yield [query]), [query], allowed)[0]
-        joined = _with_previous_turn(query, context) if decision.outcome != "route" else None
+    def routing(self, query: RoutingQuery) -> Routing[SemanticDecision]:
+        """The routing of one query as steps (:meth:`route` / :meth:`aroute` drive it). A query that is unsure on
+        its own ("and ticket 2?") is tried again together with the previous user turn; failing that, a clarify
+        between ``previous_route`` and another route stays on ``previous_route``."""
+        text, allowed = query.text, query.allowed
+        decision = self._decide((yield [text]), [text], allowed)[0]
+        joined = _with_previous_turn(text, query.context) if decision.outcome != "route" else None
         with_context = None
         if joined is not None:  # only an unsure query pays for the second encoding
             with_context = self._decide((yield [joined]), [joined], allowed)[0]
-        return _settle(decision, with_context, previous_route)
+        return _settle(decision, with_context, query.previous_route)
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
         """The :class:`~routegate.core.protocols.Router` protocol: route ``request.goal`` among the allowed routes.
@@ -443,33 +412,6 @@ class SemanticRouter:
         from routegate.routers.persist import load_router
 
         return load_router(Path(path), encoder=encoder, **kwargs)
-
-
-R = TypeVar("R")
-Routing = Generator[list[str], Vectors, R]
-"""A routing computation that yields the texts it needs embedded and is sent back their vectors."""
-
-
-def drive(steps: Routing[R], encoder: Encoder) -> R:
-    """Run ``steps`` embedding on this thread (``encoder.encode``)."""
-    try:
-        texts = next(steps)
-        while True:
-            texts = steps.send(encoder.encode(texts))
-    except StopIteration as done:
-        result: R = done.value
-        return result
-
-
-async def adrive(steps: Routing[R], encoder: Encoder) -> R:
-    """Run ``steps`` embedding off the event loop (:func:`~routegate.embed.batching.encode_async`)."""
-    try:
-        texts = next(steps)
-        while True:
-            texts = steps.send(await encode_async(encoder, texts))
-    except StopIteration as done:
-        result: R = done.value
-        return result
 
 
 def route_decision_of(

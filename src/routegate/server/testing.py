@@ -1,5 +1,6 @@
-"""Test helpers shipped with the server: a scripted in-memory :class:`SupportDesk` and a uvicorn server
-running on a free loopback port in a background thread (real HTTP, real sockets)."""
+"""Test helpers shipped with the server: a uvicorn server running on a free loopback port in a background thread
+(real HTTP, real sockets), the app around the real desk, SSE parsing, and processes. The scripted in-memory desk,
+:class:`~routegate.apps.support.fake.FakeSupportDesk`, lives beside the real desk and is re-exported here."""
 
 from __future__ import annotations
 
@@ -13,146 +14,19 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from routegate.apps.support.contracts import (
-    AnswerToken,
-    Message,
-    RouteChosen,
-    SupportEvent,
-    SupportRoute,
-    ToolUsed,
-    TurnError,
-    TurnResult,
-)
+from routegate.apps.support.fake import FakeSupportDesk as FakeSupportDesk  # its home is beside the real desk
 from routegate.embed import Encoder
 from routegate.server.serving import server_config
 
 if TYPE_CHECKING:
     from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.settings import Settings
-
-_KEYWORDS: tuple[tuple[SupportRoute, tuple[str, ...]], ...] = (
-    ("POSTGRES", ("customer", "ticket", "account", "status")),
-    ("VECTOR", ("how do i", "policy", "refund", "password", "explain")),
-    ("EXTERNAL", ("weather", "temperature", "bitcoin", "price")),
-)
-_TOOLS: dict[SupportRoute, str] = {"POSTGRES": "postgres", "VECTOR": "vector", "EXTERNAL": "external"}
-
-
-@dataclass
-class FakeSupportDesk:
-    """A :class:`~routegate.apps.support.contracts.SupportDesk` with keyword routing, canned answers streamed
-    word by word and in-memory histories (last ``memory`` messages).
-
-    ``database_up=False`` makes turns, history and reset fail as the real desk does when Postgres is down
-    (``raise_when_down`` picks raising instead of a ``TurnError`` event for turns). ``stall_after_tokens=n``
-    makes a turn wait forever after its n-th token (for disconnect tests); ``active_streams`` counts turns
-    whose stream is open. Faults: ``fault`` is raised by turns (after ``fault_after_tokens`` tokens, default
-    before any event), history and reset; ``fault_event`` is a ``TurnError`` a turn ends with instead of its
-    result (as the real desk reports its own failures)."""
-
-    database_up: bool = True
-    raise_when_down: bool = False
-    stall_after_tokens: int | None = None
-    fault: Exception | None = None
-    fault_after_tokens: int = 0
-    fault_event: TurnError | None = None
-    memory: int = 10
-    active_streams: int = 0
-    closed_streams: int = 0
-    histories: dict[str, list[Message]] = field(default_factory=dict)
-
-    def route_for(self, message: str) -> SupportRoute:
-        text = message.lower()
-        for route, words in _KEYWORDS:
-            if any(w in text for w in words):
-                return route
-        return "LLM"
-
-    async def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        started = time.perf_counter()
-        self.active_streams += 1
-        try:
-            if not self.database_up:
-                if self.raise_when_down:
-                    raise ConnectionError("connection refused (fake database is down)")
-                yield TurnError(message="the database is unavailable", code="database_unavailable")
-                return
-            if self.fault is not None and self.fault_after_tokens == 0:
-                raise self.fault
-            route = self.route_for(message)
-            yield RouteChosen(route=route, layer="rules", scores={route: 1.0}, why="keyword match")
-            fallback = None
-            tool = _TOOLS.get(route)
-            if tool is not None:
-                empty = "nothing" in message.lower()
-                yield ToolUsed(
-                    tool=tool,
-                    call={"query": message},
-                    summary="0 rows" if empty else "1 row",
-                    ok=not empty,
-                    evidence=[] if empty else [{"id": 1, "text": f"evidence for {route}"}],
-                )
-                if empty:
-                    fallback = f"empty: {tool} returned no data"
-            answer = f"[{route}] answer to: {message}"
-            words = answer.split(" ")
-            for i, word in enumerate(words):
-                yield AnswerToken(text=word if i == 0 else " " + word)
-                if self.fault is not None and i + 1 >= self.fault_after_tokens:
-                    raise self.fault
-                if self.fault_event is not None and i + 1 >= self.fault_after_tokens:
-                    yield self.fault_event
-                    return
-                if self.stall_after_tokens is not None and i + 1 >= self.stall_after_tokens:
-                    await asyncio.Event().wait()
-            now = time.time()
-            history = self.histories.setdefault(session_id, [])
-            history += [Message("user", message, now), Message("assistant", answer, now)]
-            del history[: max(0, len(history) - self.memory)]
-            yield TurnResult(
-                session_id=session_id,
-                route=route,
-                answer=answer,
-                stop_reason="success",
-                fallback=fallback,
-                trace=({"phase": "route", "route": route},),
-                latency_ms=(time.perf_counter() - started) * 1000.0,
-            )
-        finally:
-            self.active_streams -= 1
-            self.closed_streams += 1
-
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
-        async for event in self.astream(message, session_id=session_id):
-            if isinstance(event, TurnResult):
-                return event
-            if isinstance(event, TurnError):
-                raise ConnectionError(event.message)
-        raise RuntimeError("the turn ended without a result")
-
-    async def history(self, session_id: str) -> list[Message]:
-        self._check_up()
-        return list(self.histories.get(session_id, []))
-
-    async def reset(self, session_id: str) -> None:
-        self._check_up()
-        self.histories.pop(session_id, None)
-
-    async def healthy(self) -> bool:
-        return self.database_up
-
-    def _check_up(self) -> None:
-        if self.fault is not None:
-            raise self.fault
-        if not self.database_up:
-            raise ConnectionError("connection refused (fake database is down)")
 
 
 class ServerThread:

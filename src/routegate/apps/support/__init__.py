@@ -7,6 +7,8 @@
   :class:`VectorTool` (pgvector search over the help articles), :class:`ExternalTool` (mock weather / crypto).
 * :class:`SupportRouter` — rules → embeddings (:class:`FittedSemanticLayer`) → LLM (when configured) → default.
 * :class:`MessageStore` — the last 10 messages per session, in PostgreSQL.
+* :class:`FakeSupportDesk` — a scripted in-memory desk that keeps the same contract, for tests of what sits on
+  the desk (the server, the UI); one contract test runs against both.
 
 Importing the package is cheap: each name is imported from its module on first use (:pep:`562`), so a command
 that needs only the contracts does not load the database driver, the encoder or the SQL parser.
@@ -32,9 +34,10 @@ if TYPE_CHECKING:
     )
     from routegate.apps.support.db import DatabaseUnavailableError, EmbeddedPostgres, SupportDatabase
     from routegate.apps.support.desk import SupportAgent
-    from routegate.apps.support.errors import ToolError
+    from routegate.apps.support.errors import InvalidSessionIdError, ToolError, TurnFailedError
     from routegate.apps.support.external_tool import ExternalResult, ExternalTool
     from routegate.apps.support.factory import open_support_desk
+    from routegate.apps.support.fake import FakeSupportDesk
     from routegate.apps.support.memory import MessageStore
     from routegate.apps.support.postgres_tool import PostgresTool, SqlResult
     from routegate.apps.support.router import RouteChoice, SupportRouter
@@ -53,7 +56,9 @@ __all__ = [
     "ExampleEmbeddingLayer",
     "ExternalResult",
     "ExternalTool",
+    "FakeSupportDesk",
     "FittedSemanticLayer",
+    "InvalidSessionIdError",
     "Message",
     "MessageStore",
     "PostgresTool",
@@ -70,6 +75,7 @@ __all__ = [
     "ToolError",
     "ToolUsed",
     "TurnError",
+    "TurnFailedError",
     "TurnResult",
     "VectorTool",
     "check_sql",
@@ -92,6 +98,9 @@ _MODULES: dict[str, str] = {
     "SupportDatabase": "routegate.apps.support.db",
     "SupportAgent": "routegate.apps.support.desk",
     "ToolError": "routegate.apps.support.errors",
+    "InvalidSessionIdError": "routegate.apps.support.errors",
+    "TurnFailedError": "routegate.apps.support.errors",
+    "FakeSupportDesk": "routegate.apps.support.fake",
     "ExternalResult": "routegate.apps.support.external_tool",
     "ExternalTool": "routegate.apps.support.external_tool",
     "open_support_desk": "routegate.apps.support.factory",

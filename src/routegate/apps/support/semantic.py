@@ -32,10 +32,11 @@ from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.core import RouteDecision, RouteRequest
 from routegate.embed import Encoder, Vectors
 from routegate.errors import ConfigurationError
+from routegate.routers._stepped import Routing, RoutingQuery, SteppedRouter
 from routegate.routers.cascade import SemanticStage
 from routegate.routers.rules import ArgsBuilder
 from routegate.routers.semantic import Outcome as SemanticOutcome
-from routegate.routers.semantic import Routing, SemanticDecision, SemanticRouter, drive, route_decision_of
+from routegate.routers.semantic import SemanticDecision, SemanticRouter, route_decision_of
 
 logger = logging.getLogger(__name__)
 
@@ -146,18 +147,26 @@ def query_args(request: RouteRequest) -> Mapping[str, Any]:
 
 class EmbeddingLayer(SemanticStage, Protocol):
     """What the support router needs from an embedding layer: a semantic stage of the cascade
-    (:class:`routegate.routers.SemanticStage`) whose unsure outcomes go to the LLM route, with ``decide`` for
-    direct use. ``context``: earlier user messages, oldest first."""
+    (:class:`routegate.routers.SemanticStage`) whose unsure outcomes go to the LLM route. The two layers here
+    also route a message directly (``route`` / ``aroute``; ``context``: earlier user messages, oldest first)."""
 
     name: str
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision: ...
 
-
-class ExampleEmbeddingLayer:
-    """Mean of the ``k`` nearest example similarities per route, with a score floor and a margin."""
+class _SupportLayer(SteppedRouter[SemanticDecision]):
+    """What both embedding layers share: their name, the ``query`` argument and where unsure messages go."""
 
     name = "semantic"
+    args_builder: ArgsBuilder = staticmethod(query_args)
+
+    def to_route_decision(
+        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
+    ) -> RouteDecision:
+        return support_route_decision(decision, request, allowed=allowed, decided_by=decided_by or self.name)
+
+
+class ExampleEmbeddingLayer(_SupportLayer):
+    """Mean of the ``k`` nearest example similarities per route, with a score floor and a margin."""
 
     def __init__(
         self,
@@ -174,7 +183,6 @@ class ExampleEmbeddingLayer:
         if missing:
             raise ConfigurationError(f"every route needs example utterances; none for {missing}")
         self.encoder = encoder
-        self.args_builder: ArgsBuilder = query_args
         self.k = k
         self.min_score = min_score
         self.min_margin = min_margin
@@ -195,19 +203,10 @@ class ExampleEmbeddingLayer:
                 out[route] = round(float(own.mean()), 4)
         return out
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision:
-        return drive(self.routing(text, context=context), self.encoder)
-
-    def routing(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> Routing[SemanticDecision]:
-        """One embedding of ``text``; ``context`` and ``previous_route`` are not used by this layer."""
-        (vector,) = yield [str(text)]
+    def routing(self, query: RoutingQuery) -> Routing[SemanticDecision]:
+        """One embedding of the query's text; its context and previous route are not used by this layer."""
+        allowed = query.allowed
+        (vector,) = yield [query.text]
         scores = self._scores_of(vector, allowed)
         ranked = sorted(scores, key=scores.__getitem__, reverse=True)
         if not ranked:
@@ -219,11 +218,6 @@ class ExampleEmbeddingLayer:
         if runner_up is not None and scores[best] - scores[runner_up] < self.min_margin:
             return _decision(best, "clarify", best, scores, runner_up, self)
         return _decision(best, "route", best, scores, runner_up, self)
-
-    def to_route_decision(
-        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
-    ) -> RouteDecision:
-        return support_route_decision(decision, request, allowed=allowed, decided_by=decided_by or self.name)
 
 
 def _decision(
@@ -261,10 +255,8 @@ def support_route_decision(
     )
 
 
-class FittedSemanticLayer:
+class FittedSemanticLayer(_SupportLayer):
     """``routegate.routers.semantic.SemanticRouter`` over the route examples, as the router's embedding layer."""
-
-    name = "semantic"
 
     def __init__(self, router: SemanticRouter) -> None:
         missing = set(ROUTES) - set(router.routes)
@@ -276,11 +268,7 @@ class FittedSemanticLayer:
                 f"not {router.default_route!r}"
             )
         self.router = router
-        self.args_builder: ArgsBuilder = query_args
-
-    @property
-    def encoder(self) -> Encoder:
-        return self.router.encoder
+        self.encoder = router.encoder
 
     @classmethod
     def fit(cls, encoder: Encoder, examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES) -> FittedSemanticLayer:
@@ -314,20 +302,5 @@ class FittedSemanticLayer:
             logger.warning("could not cache the support router in %s: %s", path, exc)
         return layer
 
-    def decide(self, text: str, context: Sequence[str] = ()) -> SemanticDecision:
-        return self.router.route(text, context=list(context))
-
-    def routing(
-        self,
-        text: str,
-        *,
-        context: Sequence[object] = (),
-        previous_route: str | None = None,
-        allowed: Collection[str] | None = None,
-    ) -> Routing[SemanticDecision]:
-        return self.router.routing(text, context=context, previous_route=previous_route, allowed=allowed)
-
-    def to_route_decision(
-        self, decision: SemanticDecision, request: RouteRequest, *, allowed: Collection[str], decided_by: str = ""
-    ) -> RouteDecision:
-        return support_route_decision(decision, request, allowed=allowed, decided_by=decided_by or self.name)
+    def routing(self, query: RoutingQuery) -> Routing[SemanticDecision]:
+        return self.router.routing(query)
