@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from routegate.core.outcome import Outcome
+from routegate.core.outcome import HasOutcome
 from routegate.core.stop_reasons import SUCCESS, Phase
 from routegate.errors import ConfigurationError
 
@@ -211,7 +211,7 @@ class TraceEntry:
 
 
 @dataclass(slots=True)
-class RunResult:
+class RunResult(HasOutcome):
     """How a run ended. Every run returns one of these; bad input, budgets and timeouts included."""
 
     status: Literal["ok", "stopped"]
@@ -235,11 +235,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    @property
-    def outcome(self) -> Outcome:
-        """How the run ended, in the form every runtime's result shares."""
-        return Outcome.stopped(self.stop_reason, self.phase, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

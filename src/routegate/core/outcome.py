@@ -44,3 +44,17 @@ class Outcome:
 
 
 _SUCCESS = Outcome(True, SUCCESS)
+
+
+class HasOutcome:
+    """Gives a result type that stores its ``stop_reason``, ``phase`` and ``message`` its :class:`Outcome`."""
+
+    __slots__ = ()
+    stop_reason: str
+    phase: Phase | None
+    message: str
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended, in the form every runtime's result shares."""
+        return Outcome.stopped(self.stop_reason, self.phase, self.message)

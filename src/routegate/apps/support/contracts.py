@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from routegate.core.outcome import Outcome
+from routegate.core.outcome import HasOutcome
 from routegate.core.stop_reasons import Phase
 
 SupportRoute = Literal["POSTGRES", "VECTOR", "EXTERNAL", "LLM"]
@@ -53,7 +53,7 @@ class AnswerToken:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnResult:
+class TurnResult(HasOutcome):
     session_id: str
     route: SupportRoute
     answer: str
@@ -64,11 +64,6 @@ class TurnResult:
     type: Literal["final"] = "final"
     phase: Phase | None = None  # where a stopped turn stopped (None on success)
     message: str = ""  # why it stopped, for people (empty on success)
-
-    @property
-    def outcome(self) -> Outcome:
-        """How the turn ended, in the form every runtime's result shares."""
-        return Outcome.stopped(self.stop_reason, self.phase, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         return {
