@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from routegate._lazy import lazy_exports as _lazy_exports
+
 if TYPE_CHECKING:
     from routegate.core import stop_reasons
     from routegate.core._deadline import Deadline
@@ -116,17 +118,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    found = import_module(f"{__name__}.{module}")
-    value = found if module == name else getattr(found, name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)

@@ -16,8 +16,9 @@ that needs only the contracts does not load the database driver, the encoder or 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from routegate._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from routegate.apps.support.contracts import (
@@ -83,51 +84,41 @@ __all__ = [
 ]
 
 _MODULES: dict[str, str] = {
-    "ROUTES": "routegate.apps.support.contracts",
-    "AnswerToken": "routegate.apps.support.contracts",
-    "Message": "routegate.apps.support.contracts",
-    "RouteChosen": "routegate.apps.support.contracts",
-    "SupportDesk": "routegate.apps.support.contracts",
-    "SupportEvent": "routegate.apps.support.contracts",
-    "SupportRoute": "routegate.apps.support.contracts",
-    "ToolUsed": "routegate.apps.support.contracts",
-    "TurnError": "routegate.apps.support.contracts",
-    "TurnResult": "routegate.apps.support.contracts",
-    "DatabaseUnavailableError": "routegate.apps.support.db",
-    "EmbeddedPostgres": "routegate.apps.support.db",
-    "SupportDatabase": "routegate.apps.support.db",
-    "SupportAgent": "routegate.apps.support.desk",
-    "ToolError": "routegate.apps.support.errors",
-    "InvalidSessionIdError": "routegate.apps.support.errors",
-    "TurnFailedError": "routegate.apps.support.errors",
-    "FakeSupportDesk": "routegate.apps.support.fake",
-    "ExternalResult": "routegate.apps.support.external_tool",
-    "ExternalTool": "routegate.apps.support.external_tool",
-    "open_support_desk": "routegate.apps.support.factory",
-    "MessageStore": "routegate.apps.support.memory",
-    "PostgresTool": "routegate.apps.support.postgres_tool",
-    "SqlResult": "routegate.apps.support.postgres_tool",
-    "RouteChoice": "routegate.apps.support.router",
-    "SupportRouter": "routegate.apps.support.router",
-    "EmbeddingLayer": "routegate.apps.support.semantic",
-    "ExampleEmbeddingLayer": "routegate.apps.support.semantic",
-    "FittedSemanticLayer": "routegate.apps.support.semantic",
-    "CheckedQuery": "routegate.apps.support.sqlguard",
-    "SqlRefusedError": "routegate.apps.support.sqlguard",
-    "check_sql": "routegate.apps.support.sqlguard",
-    "Document": "routegate.apps.support.vector_tool",
-    "VectorTool": "routegate.apps.support.vector_tool",
+    "ROUTES": "contracts",
+    "AnswerToken": "contracts",
+    "Message": "contracts",
+    "RouteChosen": "contracts",
+    "SupportDesk": "contracts",
+    "SupportEvent": "contracts",
+    "SupportRoute": "contracts",
+    "ToolUsed": "contracts",
+    "TurnError": "contracts",
+    "TurnResult": "contracts",
+    "DatabaseUnavailableError": "db",
+    "EmbeddedPostgres": "db",
+    "SupportDatabase": "db",
+    "SupportAgent": "desk",
+    "ToolError": "errors",
+    "InvalidSessionIdError": "errors",
+    "TurnFailedError": "errors",
+    "FakeSupportDesk": "fake",
+    "ExternalResult": "external_tool",
+    "ExternalTool": "external_tool",
+    "open_support_desk": "factory",
+    "MessageStore": "memory",
+    "PostgresTool": "postgres_tool",
+    "SqlResult": "postgres_tool",
+    "RouteChoice": "router",
+    "SupportRouter": "router",
+    "EmbeddingLayer": "semantic",
+    "ExampleEmbeddingLayer": "semantic",
+    "FittedSemanticLayer": "semantic",
+    "CheckedQuery": "sqlguard",
+    "SqlRefusedError": "sqlguard",
+    "check_sql": "sqlguard",
+    "Document": "vector_tool",
+    "VectorTool": "vector_tool",
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, _MODULES, __all__)
