@@ -14,6 +14,7 @@ from opentelemetry.trace import StatusCode
 from core._scripted import ListRouter, route
 from routegate.core import Budget, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
 from routegate.core.events import FinalEvent
+from routegate.errors import RunStopError
 
 SECRET = "my card number is 4111 1111 1111 1111"
 
@@ -130,3 +131,136 @@ async def test_a_streamed_run_has_the_same_tree(spans: InMemorySpanExporter) -> 
     assert {"routegate.run", "routegate.route", "routegate.policy", "routegate.delegate", "routegate.finalize"} <= set(
         by_name(spans)
     )
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def test_a_sync_run_has_the_same_tree_and_leaves_no_context_behind(spans: InMemorySpanExporter) -> None:
+    result = RoutingAgent(workers=[billing], router=ScoredRouter()).run(SECRET)
+    assert result.ok
+    tree = by_name(spans)
+    assert attributes(tree["routegate.run"])["routegate.stop_reason"] == "success"
+    assert tree["routegate.delegate"].parent is not None
+    assert tree["routegate.delegate"].parent.span_id == tree["routegate.run"].context.span_id
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+async def test_a_reroute_is_a_second_attempt_under_the_same_root(spans: InMemorySpanExporter) -> None:
+    @worker(args=TicketArgs, inline=True)
+    def first(ticket: str) -> dict[str, Any]:
+        return {"status": "needs_reroute", "domain": "first"}
+
+    agent = RoutingAgent(workers=[first, billing], router=ListRouter([route("first"), route("billing")]))
+    result = await agent.arun("hi")
+    assert result.ok and result.selected_route == "billing"
+    found = spans.get_finished_spans()
+    (root,) = [s for s in found if s.name == "routegate.run"]
+    assert attributes(root)["routegate.attempts"] == 2 and attributes(root)["routegate.delegations"] == 2
+    delegated = sorted((s for s in found if s.name == "routegate.delegate"), key=lambda s: s.start_time or 0)
+    assert [(attributes(s)["routegate.attempt"], attributes(s)["routegate.observation_status"]) for s in delegated] == [
+        (1, "needs_reroute"),
+        (2, "done"),
+    ]
+    assert sorted(attributes(s)["routegate.attempt"] for s in found if s.name == "routegate.route") == [1, 2]
+    governed = [s for s in found if s.name.startswith("routegate.") and s is not root]
+    assert len(governed) == 7  # route, policy, delegate twice; finalize once
+    assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in governed)
+
+
+async def test_a_router_that_raises_marks_the_route_span_by_type_only(spans: InMemorySpanExporter) -> None:
+    class Broken:
+        async def decide(self, request: RouteRequest) -> RouteDecision:
+            raise KeyError(f"no route for {request.goal}")
+
+    result = await RoutingAgent(workers=[billing], router=Broken()).arun(SECRET)
+    assert result.stop_reason == "router_error:KeyError"
+    tree = by_name(spans)
+    routed = tree["routegate.route"]
+    assert attributes(routed)["error.type"] == "KeyError"
+    assert routed.status.status_code is StatusCode.ERROR and routed.status.description == "KeyError"
+    assert attributes(tree["routegate.run"])["routegate.stop_reason"] == "router_error:KeyError"
+    assert attributes(tree["routegate.run"])["routegate.phase"] == "route"
+    assert "4111" not in str([(s.attributes, s.status.description) for s in spans.get_finished_spans()])
+
+
+async def test_a_worker_that_raises_marks_the_delegate_span_and_the_root(spans: InMemorySpanExporter) -> None:
+    @worker(args=TicketArgs, inline=True)
+    def broken(ticket: str) -> dict[str, Any]:
+        raise ValueError(f"boom: {ticket}")
+
+    result = await RoutingAgent(workers=[broken], router=ListRouter([route("broken", SECRET)])).arun("hi")
+    tree = by_name(spans)
+    for name in ("routegate.delegate", "routegate.run"):
+        assert attributes(tree[name])["routegate.stop_reason"] == result.stop_reason == "route_error:broken"
+        assert tree[name].status.status_code is StatusCode.ERROR
+    assert attributes(tree["routegate.run"])["routegate.phase"] == "delegate"
+    assert "finalize" not in " ".join(tree)
+    assert "4111" not in str([(s.attributes, s.status.description) for s in spans.get_finished_spans()])
+
+
+async def test_a_streamed_run_records_the_same_attributes(spans: InMemorySpanExporter) -> None:
+    agent = RoutingAgent(workers=[billing], router=ScoredRouter())
+    events = [e async for e in agent.astream(SECRET)]
+    final = events[-1]
+    assert isinstance(final, FinalEvent) and final.result.ok
+    tree = by_name(spans)
+    assert attributes(tree["routegate.run"])["routegate.run_id"] == final.result.run_id
+    assert attributes(tree["routegate.run"])["routegate.stop_reason"] == "success"
+    assert attributes(tree["routegate.route"])["routegate.router.runner_up"] == "tech"
+    for name in ("routegate.route", "routegate.policy", "routegate.delegate", "routegate.finalize"):
+        assert tree[name].parent is not None and tree[name].parent.span_id == tree["routegate.run"].context.span_id
+
+
+async def test_a_stream_closed_early_ends_every_span_it_opened(spans: InMemorySpanExporter) -> None:
+    @worker(args=TicketArgs)
+    async def slow(ticket: str) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {}  # pragma: no cover - never reached
+
+    stream = RoutingAgent(workers=[slow], router=ListRouter([route("slow")])).iter("hi")
+    async for _event in stream:  # the first event: the route was decided; the worker now waits forever
+        break
+    await stream.aclose()  # type: ignore[attr-defined]  # an async generator: closing cancels the run
+    names = {s.name for s in spans.get_finished_spans()}
+    assert {"routegate.run", "routegate.route", "routegate.policy", "routegate.delegate"} <= names
+    assert "routegate.finalize" not in names
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+async def test_the_run_stop_signal_marks_the_span_it_leaves_with_its_stop_reason(spans: InMemorySpanExporter) -> None:
+    class Refusing:
+        async def decide(self, request: RouteRequest) -> RouteDecision:
+            raise RunStopError("custom_stop:refused", "the router refused")
+
+    @worker(args=TicketArgs, inline=True)
+    def stopping(ticket: str) -> dict[str, Any]:
+        raise RunStopError("custom_stop:worker", "the worker stopped the run")
+
+    refused = await RoutingAgent(workers=[billing], router=Refusing()).arun("hi")
+    assert refused.stop_reason == "custom_stop:refused"
+    tree = by_name(spans)
+    assert attributes(tree["routegate.route"])["routegate.stop_reason"] == "custom_stop:refused"
+    assert "error.type" not in attributes(tree["routegate.route"])  # a stop, not a fault
+    spans.clear()
+
+    stopped = await RoutingAgent(workers=[stopping], router=ListRouter([route("stopping")])).arun("hi")
+    assert stopped.stop_reason == "custom_stop:worker"
+    tree = by_name(spans)
+    for name in ("routegate.delegate", "routegate.run"):
+        assert attributes(tree[name])["routegate.stop_reason"] == "custom_stop:worker"
+        assert tree[name].status.status_code is StatusCode.ERROR
+
+
+async def test_a_bad_observation_is_recorded_on_the_delegate_span(spans: InMemorySpanExporter) -> None:
+    @worker(args=TicketArgs, inline=True)
+    def odd(ticket: str) -> dict[str, Any]:
+        return {"status": "weird"}
+
+    result = await RoutingAgent(workers=[odd], router=ListRouter([route("odd")])).arun("hi")
+    assert result.stop_reason.startswith("route_bad_observation")
+    delegated = by_name(spans)["routegate.delegate"]
+    assert attributes(delegated)["routegate.observation_status"] == "weird"
+    assert attributes(delegated)["routegate.stop_reason"] == result.stop_reason
+    assert delegated.status.status_code is StatusCode.ERROR

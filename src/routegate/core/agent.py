@@ -34,7 +34,7 @@ from routegate.core.gateway import RouteGateway
 from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
-from routegate.core.telemetry import Attr, decision_attributes, end_run, tracer
+from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
@@ -155,9 +155,7 @@ class RoutingAgent:
         if tr is None:
             result = await self._bounded(run, goal, context)
         else:
-            with tr.start_as_current_span(
-                "routegate.run", attributes={Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}
-            ) as root:
+            with span(tr, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}) as root:
                 result = await self._bounded(run, goal, context)
                 end_run(
                     root,
@@ -226,7 +224,7 @@ class RoutingAgent:
                 elif tr is None:
                     answered = await self._decide(request, ctx)
                 else:
-                    with tr.start_as_current_span("routegate.route", attributes={Attr.ATTEMPT: attempt}) as routed:
+                    with span(tr, "routegate.route", {Attr.ATTEMPT: attempt}) as routed:
                         answered = await self._decide(request, ctx)
                         if isinstance(answered, RouteDecision) and routed.is_recording():
                             routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
@@ -293,7 +291,7 @@ class RoutingAgent:
             elif tr is None:
                 answer = await self._finish(request, run.ctx)
             else:
-                with tr.start_as_current_span("routegate.finalize"):
+                with span(tr, "routegate.finalize"):
                     answer = await self._finish(request, run.ctx)
         except RunStopError as stop:
             return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.trace import Span, StatusCode
+from opentelemetry.trace import Span
 from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
@@ -42,7 +42,7 @@ from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
-from routegate.core.telemetry import Attr
+from routegate.core.telemetry import Attr, record_stop, span
 from routegate.errors import RunStopError
 
 ObservationCheck = Callable[[object], "tuple[str, str] | None"]
@@ -156,7 +156,7 @@ class GovernedStep:
                 decision.raw, previous_target=previous_target, previous_status=previous_status
             )
         else:
-            with tr.start_as_current_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}) as checked:
+            with span(tr, "routegate.policy", {Attr.ATTEMPT: attempt}) as checked:
                 verdict = self.policy.validate(
                     decision.raw, previous_target=previous_target, previous_status=previous_status
                 )
@@ -190,18 +190,36 @@ class GovernedStep:
         if emit is not None:
             emit(DelegationEvent(attempt, target, digest))
         tr = ctx.tracer
-        try:
-            if tr is None:
+        if tr is None:
+            try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
-            else:
-                attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
-                with tr.start_as_current_span("routegate.delegate", attributes=attributes) as delegated:
-                    done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
-                    _record_delegation(delegated, done)
-        except RunStopError as stop:
-            entry = _entry(attempt, target, t0, decision, "delegate", digest, stop.stop_reason)
-            phase = phase_of(stop.phase) or "delegate"
-            return Stopped(Outcome(False, stop.stop_reason, phase, stop.message), entry, intent)
+            except RunStopError as stop:
+                return _stopped_by(stop, intent, attempt, t0, decision, digest)
+            return self._observe(done, intent, attempt, t0, decision, digest, emit)
+        attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
+        with span(tr, "routegate.delegate", attributes) as delegated:  # the worker and the check of its answer
+            try:
+                done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+            except RunStopError as stop:
+                record_stop(delegated, stop.stop_reason)
+                return _stopped_by(stop, intent, attempt, t0, decision, digest)
+            result = self._observe(done, intent, attempt, t0, decision, digest, emit)
+            _record_delegation(delegated, done, result)
+            return result
+
+    def _observe(
+        self,
+        done: WorkerCalled | DelegationStop,
+        intent: RouteIntent,
+        attempt: int,
+        t0: float,
+        decision: RouteDecision,
+        digest: str,
+        emit: Callable[[Any], None] | None,
+    ) -> Delegated | Stopped:
+        """What the gateway's answer makes of the step: a gateway stop, or the worker's value under the
+        observation check."""
+        target = intent.target
         if isinstance(done, DelegationStop):
             entry = _entry(attempt, target, t0, decision, "delegate", digest, done.stop_reason)
             return Stopped(Outcome(False, done.stop_reason, "delegate", done.message), entry, intent)
@@ -258,23 +276,30 @@ def _record_verdict(sp: Span, verdict: RouteIntent | RouteRejection) -> None:
     if not sp.is_recording():
         return
     if isinstance(verdict, RouteRejection):
-        sp.set_attribute(Attr.STOP_REASON, verdict.stop_reason)
-        sp.set_status(StatusCode.ERROR, verdict.stop_reason)
+        record_stop(sp, verdict.stop_reason)
     else:
         sp.set_attribute(Attr.TARGET, verdict.target)
 
 
-def _record_delegation(sp: Span, done: WorkerCalled | DelegationStop) -> None:
+def _record_delegation(sp: Span, done: WorkerCalled | DelegationStop, result: Delegated | Stopped) -> None:
     if not sp.is_recording():
         return
-    if isinstance(done, DelegationStop):
-        sp.set_attribute(Attr.STOP_REASON, done.stop_reason)
-        sp.set_status(StatusCode.ERROR, done.stop_reason)
-        return
-    value = done.value
-    status = value.get("status") if isinstance(value, Mapping) else getattr(value, "status", None)
-    if isinstance(status, str):
-        sp.set_attribute(Attr.OBSERVATION_STATUS, status)
+    if isinstance(done, WorkerCalled):
+        value = done.value
+        status = value.get("status") if isinstance(value, Mapping) else getattr(value, "status", None)
+        if isinstance(status, str):
+            sp.set_attribute(Attr.OBSERVATION_STATUS, status)
+    if isinstance(result, Stopped):  # the gateway refused, or the observation check did
+        record_stop(sp, result.outcome.stop_reason)
+
+
+def _stopped_by(
+    stop: RunStopError, intent: RouteIntent, attempt: int, t0: float, decision: RouteDecision, digest: str
+) -> Stopped:
+    """A worker (or the gateway) raised the run-stop signal: the step stops with its stop reason and phase."""
+    entry = _entry(attempt, intent.target, t0, decision, "delegate", digest, stop.stop_reason)
+    phase = phase_of(stop.phase) or "delegate"
+    return Stopped(Outcome(False, stop.stop_reason, phase, stop.message), entry, intent)
 
 
 def phase_of(value: str | None) -> sr.Phase | None:

@@ -2,21 +2,26 @@
 
 routegate never configures OpenTelemetry itself (``routegate serve``/``up`` do, from the standard ``OTEL_*``
 variables, when they are set). Until an application installs a tracer provider, :func:`tracer` answers ``None``
-and the runtimes open no span at all — a run then pays one global lookup per span site, not the API's no-op spans
-(a no-op span still attaches and detaches a context: about 4 µs each).
+and the runtimes open no span at all — a run then pays one global lookup, not the API's no-op spans (a no-op span
+still attaches and detaches a context).
 
 Once a provider is installed (``opentelemetry.trace.set_tracer_provider``, or :func:`use_tracer_provider` to send
 only routegate's spans somewhere), every run is one span tree::
 
-    routegate.run (agent) | routegate.dispatch (technique dispatcher)
-    ├── routegate.attempt            one per route attempt
-    │   ├── routegate.route          the router's decision (layer, score, margin, runner-up)
-    │   ├── routegate.policy         the policy boundary's verdict
-    │   └── routegate.delegate       the gateway and the worker (tool and LLM spans hang below)
+    routegate.run (agent) | routegate.dispatch (technique) | routegate.turn (desk) | routegate.plan (Plan)
+    ├── routegate.route          the router's decision (layer, score, margin, runner-up)
+    ├── routegate.policy         the policy boundary's verdict
+    ├── routegate.delegate       the gateway and the worker (tool and LLM spans hang below)
+    ├── routegate.step           a Plan step (its target's own spans hang below)
     └── routegate.finalize
 
+Every span is opened the same way: :func:`span` (a ``with`` block) or :func:`open_span` (a span whose end is not
+the end of a block, closed with :meth:`CurrentSpan.close`). Both start the span with the tracer's ``start_span``
+and make it current with one context attach: the API's ``start_as_current_span`` wraps the same in two
+generator-based context managers, which cost more than a bare span's attach and detach (``bench/telemetry.py``).
+
 Attribute names are in :class:`Attr`; message text is never recorded (a run's spans carry ids, routes, scores and
-stop reasons only).
+stop reasons only), and an exception marks a span by its type alone — never its message.
 """
 
 from __future__ import annotations
@@ -25,15 +30,30 @@ import contextlib
 import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from contextvars import Token
+from types import TracebackType
 from typing import Any, Final
 
 from opentelemetry import trace as _trace
+from opentelemetry.context import Context, attach, detach
 from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
-from opentelemetry.trace import INVALID_SPAN, NoOpTracerProvider, Span, SpanKind, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    NoOpTracerProvider,
+    Span,
+    SpanKind,
+    StatusCode,
+    Tracer,
+    TracerProvider,
+    set_span_in_context,
+)
+
+from routegate.errors import RunStopError
 
 _NAME: Final = "routegate"
 _NO_SPAN: Final = contextlib.nullcontext(INVALID_SPAN)
 _FROM_ENV: Final = OTEL_PYTHON_TRACER_PROVIDER in os.environ  # a provider named by the environment
+ERROR_TYPE: Final = "error.type"  # the OpenTelemetry convention: what kind of error ended the operation
 
 _override: TracerProvider | None = None
 _cached: tuple[object, Tracer | None] = (None, None)
@@ -57,8 +77,13 @@ class Attr:
     ROUTER_SCORE: Final = "routegate.router.score"
     ROUTER_MARGIN: Final = "routegate.router.margin"
     ROUTER_RUNNER_UP: Final = "routegate.router.runner_up"
-    STEP: Final = "routegate.step"
-    NEXT: Final = "routegate.next"
+    PLAN: Final = "routegate.plan"  # a Plan's name (when it has one)
+    STEP: Final = "routegate.step"  # a Plan step's name
+    ITERATION: Final = "routegate.iteration"  # which iteration of its Plan run a step ran in (1-based)
+    ITERATIONS: Final = "routegate.iterations"  # iterations a Plan run used (its max_iterations budget)
+    STEPS: Final = "routegate.steps"  # steps a Plan run executed (each member of a parallel band counts)
+    NEXT: Final = "routegate.next"  # the step a Plan step routed to
+    RESUMED: Final = "routegate.resumed"  # a durable Plan run that continued from a checkpoint
     SESSION: Final = "routegate.session_id"
     PARTS: Final = "routegate.parts"  # parts of a technique output
     OUTPUT_KIND: Final = "routegate.output_kind"  # prose, code_block, tool_call, a2a_request
@@ -92,6 +117,49 @@ def tracer() -> Tracer | None:
     return found
 
 
+class CurrentSpan:
+    """A started span that is the current one until it is closed: as a ``with`` block (:func:`span`), or until
+    :meth:`close` (:func:`open_span`). Closing ends the span; an :class:`Exception` marks it as an error by its
+    type (``error.type``), never by its message, which may hold user text."""
+
+    __slots__ = ("_token", "span")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> Span:
+        self._token = attach(set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close(exc)
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Stop being the current span and end it (``exc``: the exception that is leaving its block, if any).
+
+        The run-stop signal (:class:`~routegate.errors.RunStopError`) marks the span with its stop reason; any
+        other :class:`Exception` with its class name, unless the span's code already marked it as an error. A
+        :class:`BaseException` that is not an :class:`Exception` (a cancellation, Ctrl-C) is no error of the
+        operation and leaves no mark."""
+        token = self._token
+        if token is not None:
+            self._token = None
+            detach(token)
+        current = self.span
+        if isinstance(exc, Exception) and current.is_recording():
+            if isinstance(exc, RunStopError):
+                record_stop(current, exc.stop_reason)
+            else:
+                status = getattr(current, "status", None)  # the SDK's spans show it; the API's Span does not
+                if status is None or status.status_code is StatusCode.UNSET:
+                    current.set_attribute(ERROR_TYPE, type(exc).__name__)
+                    current.set_status(StatusCode.ERROR, type(exc).__name__)
+        current.end()
+
+
 def span(
     active: Tracer | None,
     name: str,
@@ -99,22 +167,36 @@ def span(
     *,
     kind: SpanKind = SpanKind.INTERNAL,
 ) -> AbstractContextManager[Span]:
-    """A child span of the current one when ``active`` (from :func:`tracer`) is a tracer; else a shared no-op."""
+    """A child span of the current one for a ``with`` block when ``active`` (from :func:`tracer`) is a tracer;
+    else a shared no-op that opens nothing."""
     if active is None:
         return _NO_SPAN
-    return active.start_as_current_span(name, kind=kind, attributes=attributes, record_exception=False)
+    return CurrentSpan(active.start_span(name, kind=kind, attributes=attributes))
+
+
+def open_span(active: Tracer, name: str, attributes: Mapping[str, Any] | None = None) -> CurrentSpan:
+    """A child span of the current one, current from now until :meth:`CurrentSpan.close` (for a span that does
+    not end with a block, such as a Plan step's: it ends once the step's routing is decided)."""
+    opened = CurrentSpan(active.start_span(name, attributes=attributes))
+    opened.__enter__()
+    return opened
+
+
+def record_stop(span_: Span, stop_reason: str) -> None:
+    """Mark ``span_`` as where a run stopped: the stop reason, and an error status carrying it."""
+    span_.set_attribute(Attr.STOP_REASON, stop_reason)
+    span_.set_status(StatusCode.ERROR, stop_reason)
 
 
 def end_run(span_: Span, stop_reason: str, phase: str | None, **attributes: Any) -> None:
     """Record how a run ended on its root span: the stop reason, the phase, and an error status when it stopped."""
     if not span_.is_recording():
         return
-    span_.set_attribute(Attr.STOP_REASON, stop_reason)
+    ended = {key: value for key, value in attributes.items() if value is not None}
+    ended[Attr.STOP_REASON] = stop_reason
     if phase is not None:
-        span_.set_attribute(Attr.PHASE, phase)
-    for key, value in attributes.items():
-        if value is not None:
-            span_.set_attribute(key, value)
+        ended[Attr.PHASE] = phase
+    span_.set_attributes(ended)
     if stop_reason != "success":
         span_.set_status(StatusCode.ERROR, stop_reason)
 

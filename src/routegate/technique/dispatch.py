@@ -42,7 +42,7 @@ from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
-from routegate.core.telemetry import Attr, end_run
+from routegate.core.telemetry import Attr, end_run, span
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.technique._guard import (
@@ -323,7 +323,7 @@ class TechniqueDispatcher:
             Attr.PARTS: len(classified.items()),
             Attr.OUTPUT_KIND: classified.kind.value,
         }
-        with tr.start_as_current_span("routegate.dispatch", attributes=attributes) as root:
+        with span(tr, "routegate.dispatch", attributes) as root:
             result = await self._bounded(run, handler, classified, ctx)
             end_run(root, result.stop_reason, result.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
             return result

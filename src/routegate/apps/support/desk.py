@@ -42,7 +42,7 @@ from routegate.core import Budget, Deadline, GovernedStep, RouteGateway, RoutePo
 from routegate.core._stream import stream_events
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, InvalidMessageError, check_message
 from routegate.core.stop_reasons import Phase
-from routegate.core.telemetry import Attr, end_run
+from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel
@@ -198,7 +198,7 @@ class SupportAgent:
             Attr.RUN_ID: turn.run.run_id if turn.run is not None else "",
             Attr.SESSION: hashlib.sha256(turn.session_id.encode()).hexdigest()[:16],  # hashed: never the id itself
         }
-        with tr.start_as_current_span("routegate.turn", attributes=attributes) as root:
+        with span(tr, "routegate.turn", attributes) as root:
             final = await self._bounded(turn)
             end_run(root, final.stop_reason, final.phase, **{Attr.ROUTE: final.route})
             return final
