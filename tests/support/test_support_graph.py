@@ -159,13 +159,25 @@ async def test_the_postgres_node_reads_the_conversation_from_its_run_context(des
 async def test_a_turn_is_one_span_tree_without_its_text_or_session_id(desk: SupportAgent, otel_spans: Any) -> None:
     result = await desk.ask("What is the status of ticket 1?", session_id="span-session")
     assert result.route == "POSTGRES"
-    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    finished = otel_spans.get_finished_spans()
+    spans = {s.name: s for s in finished if s.name != "routegate.step"}
+    steps = {(s.attributes or {})["routegate.step"]: s for s in finished if s.name == "routegate.step"}
     root = spans["routegate.turn"]
     attributes = dict(root.attributes or {})
     assert attributes["routegate.runtime"] == "desk"
     assert attributes["routegate.route"] == "POSTGRES" and attributes["routegate.stop_reason"] == "success"
     assert attributes["routegate.session_id"] != "span-session" and len(attributes["routegate.session_id"]) == 16
-    for name in ("routegate.policy", "routegate.delegate"):
-        assert spans[name].parent is not None and spans[name].parent.span_id == root.context.span_id
+
+    def below(child: Any, parent: Any) -> None:
+        assert child.parent is not None and child.parent.span_id == parent.context.span_id
+
+    # the turn runs the desk's Plan: turn → plan → a span per step, the governed spans below their step
+    below(spans["routegate.plan"], root)
+    assert set(steps) == {"router", "POSTGRES", "LLM"}
+    for step in steps.values():
+        below(step, spans["routegate.plan"])
+    assert (steps["router"].attributes or {})["routegate.next"] == "POSTGRES"
+    below(spans["routegate.policy"], steps["router"])
+    below(spans["routegate.delegate"], steps["POSTGRES"])
     everything = " ".join(str(v) for s in otel_spans.get_finished_spans() for v in (s.attributes or {}).values())
     assert "status of ticket" not in everything and "span-session" not in everything

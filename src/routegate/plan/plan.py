@@ -7,6 +7,10 @@ the step's input, call its target, wrap the output in an :class:`Envelope`, pick
 There is one interpreter, :meth:`Plan._steps`. ``arun`` and ``run`` call it with no listener; ``iter`` (and its
 alias ``astream``) streams its events through :func:`routegate.core._stream.stream_events`. ``run`` of a plan
 whose targets are all synchronous drives the same coroutine without an event loop (it never suspends).
+
+With a tracer provider installed, a run is a ``routegate.plan`` span with a ``routegate.step`` span per step
+(:mod:`routegate.plan._spans`); the entry points look for a tracer once per run and, without one, run exactly as
+before: a traced run is never lean, and the interpreter opens step spans only where it already watches a run.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import contextvars
 import logging
 import time
 import types
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
+
+from opentelemetry.trace import Span, Tracer
 
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
@@ -25,6 +31,7 @@ from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
 from routegate.core.contracts import Budget
 from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
+from routegate.core.telemetry import Attr, CurrentSpan, record_stop, span, tracer
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan._compiled import (
     ASYNC,
@@ -41,6 +48,7 @@ from routegate.plan._compiled import (
     is_sync,
     wants_context,
 )
+from routegate.plan._spans import PLAN_SPAN, STEP_SPAN, begin_step, end_plan, end_step, plan_attributes
 from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import INTERRUPTED, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
@@ -172,6 +180,9 @@ class Plan:
         interrupted durable run, handing the answer to the step that asked (see :func:`routegate.plan.interrupt`).
         When resuming, ``payload`` may be ``None``: the checkpointed input is used.
         """
+        tr = tracer()
+        if tr is not None:
+            return await self._traced(tr, payload, store, deps, None, not self._all_sync, checkpoint_key, answer)
         if self._lean and checkpoint_key is None and answer is NO_ANSWER:
             return await self._steps(payload, store, None, _perf())
         return await self._start(payload, store, deps, None, not self._all_sync, checkpoint_key, answer)
@@ -199,7 +210,10 @@ class Plan:
             raise ConfigurationError(
                 "run() was called from inside a running event loop; use 'await ...arun(...)' there instead"
             )
-        if self._lean and checkpoint_key is None and answer is NO_ANSWER:
+        tr = tracer()
+        if tr is not None:
+            coro = self._traced(tr, payload, store, deps, None, False, checkpoint_key, answer)
+        elif self._lean and checkpoint_key is None and answer is NO_ANSWER:
             coro = self._steps(payload, store, None, _perf())
         else:
             coro = self._start(payload, store, deps, None, False, checkpoint_key, answer)
@@ -224,9 +238,14 @@ class Plan:
         decided, then a :class:`~routegate.plan.PlanFinalEvent` with the result. Closing the iterator early
         cancels the run."""
         timed = not self._all_sync
-        return stream_events(
-            lambda emit: self._start(payload, store, deps, emit, timed, checkpoint_key, answer), _is_final
-        )
+
+        def start(emit: Callable[[PlanEvent], None]) -> Coroutine[Any, Any, PlanResult]:
+            tr = tracer()
+            if tr is not None:
+                return self._traced(tr, payload, store, deps, emit, timed, checkpoint_key, answer)
+            return self._start(payload, store, deps, emit, timed, checkpoint_key, answer)
+
+        return stream_events(start, _is_final)
 
     def astream(
         self,
@@ -241,6 +260,23 @@ class Plan:
         return self.iter(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer)
 
     # -- one run -----------------------------------------------------------------------------------------------
+    async def _traced(
+        self,
+        tr: Tracer,
+        value: Any,
+        store: Any,
+        deps: Any,
+        emit: Callable[[PlanEvent], None] | None,
+        timed: bool,
+        key: str | None,
+        answer: Any,
+    ) -> PlanResult:
+        """A run under its ``routegate.plan`` span (a tracer provider is installed)."""
+        with span(tr, PLAN_SPAN, plan_attributes(self.name)) as root:
+            result = await self._start(value, store, deps, emit, timed, key, answer, tr, root)
+            end_plan(root, result)
+        return result
+
     async def _start(
         self,
         value: Any,
@@ -250,6 +286,8 @@ class Plan:
         timed: bool,
         key: str | None = None,
         answer: Any = NO_ANSWER,
+        tr: Tracer | None = None,
+        root: Span | None = None,
     ) -> PlanResult:
         """A run on its own: its context and deadline, the interpreter, the final event.
 
@@ -270,12 +308,14 @@ class Plan:
             raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
         if key is not None:
             opened = open_run(self, self._backend(given_store), key, self.resume, self.on_concurrent, answer, store)
+            if root is not None:  # a finished run answered from its checkpoint, or one that continues
+                root.set_attribute(Attr.RESUMED, isinstance(opened, PlanResult) or opened.state is not None)
             if isinstance(opened, PlanResult):
                 if emit is not None:
                     emit(PlanFinalEvent(opened))
                 return opened
             try:
-                result = await self._timed(value, store, deps, emit, timed, started, opened)
+                result = await self._timed(value, store, deps, emit, timed, started, opened, tr, root)
             except BaseException as exc:
                 opened.abort(exc)
                 raise
@@ -285,9 +325,9 @@ class Plan:
             if emit is not None:
                 emit(PlanFinalEvent(result))
             return result
-        if self._lean and emit is None:
+        if self._lean and emit is None and tr is None:
             return await self._steps(value, store, None, started)
-        result = await self._timed(value, store, deps, emit, timed, started, None)
+        result = await self._timed(value, store, deps, emit, timed, started, None, tr, root)
         if emit is not None:
             emit(PlanFinalEvent(result))
         return result
@@ -316,6 +356,8 @@ class Plan:
         timed: bool,
         started: float,
         durable: DurableRun | None,
+        tr: Tracer | None = None,
+        root: Span | None = None,
     ) -> PlanResult:
         """The run with its context and deadline (see :meth:`_start`); emits the step events, not the final one."""
         budget = self.budget
@@ -328,22 +370,31 @@ class Plan:
             else:
                 deadline = _monotonic() + budget.max_seconds
         elif self._wants_ctx:
-            ctx = RunContext(deps, emit=emit)
-        run = _Run(value, store, ctx, deadline, None if budget is None else budget.max_seconds, emit)
-        if budget is None or not timed:
-            result = await self._steps(value, store, run, started, durable)
-        else:
-            timer = Deadline(budget.max_seconds)
-            try:
-                async with timer:
-                    result = await self._steps(value, store, run, started, durable)
-            except TimeoutError:
-                if not timer.expired:
-                    raise
-                stop = self._cut_off(run, started)
-                result = self._result(run.input, store, run.envelopes, run.decisions, stop, started)
+            ctx = RunContext(deps, emit=emit, tracer=tr)
+        run = _Run(value, store, ctx, deadline, None if budget is None else budget.max_seconds, emit, tr)
+        try:
+            if budget is None or not timed:
+                result = await self._steps(value, store, run, started, durable)
+            else:
+                timer = Deadline(budget.max_seconds)
+                try:
+                    async with timer:
+                        result = await self._steps(value, store, run, started, durable)
+                except TimeoutError:
+                    if not timer.expired:
+                        raise
+                    stop = self._cut_off(run, started)
+                    if tr is not None and run.step is not None:  # the cut-off step's span, with its envelope
+                        _end_step(run)
+                    result = self._result(run.input, store, run.envelopes, run.decisions, stop, started)
+        except BaseException as exc:  # a plan bug or a cancellation: the open step span ends with it
+            if tr is not None and run.step is not None:
+                _end_step(run, exc)
+            raise
         if emit is not None:
             _flush(run)
+        if root is not None:
+            root.set_attribute(Attr.ITERATIONS, run.iteration)
         return result
 
     async def _nested(self, value: Any, store: Any, outer: _Run | None) -> PlanResult:
@@ -352,10 +403,25 @@ class Plan:
         started = _perf()
         if store is None and self._has_writes:
             store = Store()
+        if outer is not None and outer.tracer is not None:
+            return await self._nested_traced(value, store, outer, outer.tracer, started)
         run = None
         if outer is not None and (outer.ctx is not None or outer.deadline is not None):
             run = _Run(value, store, outer.ctx, outer.deadline, outer.max_seconds, None)
         return await self._steps(value, store, run, started)
+
+    async def _nested_traced(self, value: Any, store: Any, outer: _Run, tr: Tracer, started: float) -> PlanResult:
+        """:meth:`_nested` under its own ``routegate.plan`` span, below the outer step's."""
+        with span(tr, PLAN_SPAN, plan_attributes(self.name)) as root:
+            run = _Run(value, store, outer.ctx, outer.deadline, outer.max_seconds, None, tr)
+            try:
+                result = await self._steps(value, store, run, started)
+            except BaseException as exc:
+                if run.step is not None:
+                    _end_step(run, exc)
+                raise
+            end_plan(root, result, run.iteration)
+        return result
 
     def _result(
         self,
@@ -419,12 +485,20 @@ class Plan:
         emit: Callable[[PlanEvent], None] | None = None
         envelopes: list[Envelope]
         decisions: list[tuple[str | None, str]]
-        if run is None:
+        traced: Tracer | None = None
+        if run is None:  # a lean run: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
+            watched = False
         else:
-            envelopes, decisions, deadline, emit = run.envelopes, run.decisions, run.deadline, run.emit
-        # one test per step when none is set
-        watched = deadline is not None or emit is not None or durable is not None
+            envelopes, decisions, deadline, emit, traced = (
+                run.envelopes,
+                run.decisions,
+                run.deadline,
+                run.emit,
+                run.tracer,
+            )
+            # one test per step when none is set
+            watched = deadline is not None or emit is not None or durable is not None or traced is not None
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
@@ -447,6 +521,8 @@ class Plan:
                 break
             if watched:
                 assert run is not None
+                if traced is not None and run.step is not None:  # the previous step's routing is decided
+                    _end_step(run)
                 if durable is not None:
                     durable.save(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions, store)
                 if emit is not None:
@@ -455,6 +531,11 @@ class Plan:
                     error = _deadline_stop(run, names[i])
                     break
                 run.at = i
+                if traced is not None:
+                    run.iteration = iterations + 1
+                    if not compiled[i].band_end:  # a band's members each open their own span
+                        run.step_at = len(envelopes)
+                        run.step = begin_step(traced, names[i], iterations + 1)
             iterations += 1
             step = compiled[i]
             if step.band_end:
@@ -545,6 +626,11 @@ class Plan:
                 decisions.append((None, step.why_end if step.by_field is None else _by_miss(step, out, "end")))
                 break
             decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
+        if traced is not None:
+            assert run is not None
+            run.iteration = iterations
+            if run.step is not None:
+                _end_step(run)
         result = PlanResult(
             value, None if error is not None else prev, error, envelopes, decisions, store, (_perf() - started) * 1000.0
         )
@@ -619,9 +705,13 @@ class _Run:
         "emit",
         "envelopes",
         "input",
+        "iteration",
         "max_seconds",
         "sent",
+        "step",
+        "step_at",
         "store",
+        "tracer",
     )
 
     def __init__(
@@ -632,6 +722,7 @@ class _Run:
         deadline: float | None,
         max_seconds: float | None,
         emit: Callable[[PlanEvent], None] | None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.input = value
         self.store = store
@@ -643,6 +734,11 @@ class _Run:
         self.decisions: list[tuple[str | None, str]] = []
         self.at = 0  # the step (or band) running now
         self.sent = 0  # step events emitted so far
+        self.tracer = tracer  # None: no spans (no tracer provider installed)
+        if tracer is not None:  # read only where the run is traced: an untraced run does not set them
+            self.step: CurrentSpan | None = None  # the span of the step whose routing is being decided
+            self.step_at = 0  # the index of that step's envelope
+            self.iteration = 0  # the iteration running now (at the end: the iterations used)
 
 
 def _flush(run: _Run) -> None:
@@ -653,6 +749,20 @@ def _flush(run: _Run) -> None:
         index = run.sent
         run.sent = index + 1
         emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
+
+
+def _end_step(run: _Run, exc: BaseException | None = None) -> None:
+    """Close the open step span with what the step did (its envelope and routing, once they exist)."""
+    opened, at = run.step, run.step_at
+    assert opened is not None
+    run.step = None
+    envelopes, decisions = run.envelopes, run.decisions
+    end_step(
+        opened,
+        envelopes[at] if at < len(envelopes) else None,
+        decisions[at] if at < len(decisions) else None,
+        exc,
+    )
 
 
 def _rejoin(pending: Compiled | None) -> int:
@@ -760,7 +870,13 @@ async def _durable_band(
 
 
 async def _member(step: Compiled, given: Any, run: _Run | None, store: Any) -> Envelope:
-    """Run a parallel band member, whatever its kind."""
+    """Run a parallel band member, whatever its kind (under its own step span when the run is traced)."""
+    if run is not None and run.tracer is not None:
+        with span(run.tracer, STEP_SPAN, {Attr.STEP: step.name, Attr.ITERATION: run.iteration}) as member:
+            env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
+            if env.error is not None and member.is_recording():
+                record_stop(member, env.error.stop_reason)
+            return env
     return _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
 
 
