@@ -83,6 +83,19 @@ def test_a_request_span_continues_the_callers_trace(
     assert any(s.name == "POST /chat" for s in served)
 
 
+def test_a_streamed_answer_is_one_server_span(start_server: StartServer, otel_spans: InMemorySpanExporter) -> None:
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        response = client.post(
+            "/chat",
+            json={"message": "How do I reset my password?", "session_id": "s1"},
+            headers={"Accept": "text/event-stream"},
+        )
+    assert response.status_code == 200 and response.text.count("data:") > 2  # several server-sent events
+    # no `http send` span per event (nor `http receive`): the request is one span, whatever it streams
+    assert [(s.name, s.kind) for s in otel_spans.get_finished_spans()] == [("POST /chat", SpanKind.SERVER)]
+
+
 def test_json_logs_carry_the_trace_and_span_ids(otel_spans: InMemorySpanExporter) -> None:
     formatter = JsonFormatter()
     record = logging.LogRecord("routegate.x", logging.WARNING, __file__, 1, "turn %s failed", ("t1",), None)

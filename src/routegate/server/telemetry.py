@@ -91,12 +91,19 @@ def configure_tracing() -> Any:
 
 
 def instrument(app: FastAPI) -> None:
-    """Server spans for every request (when a tracer provider is installed) and ``X-Request-Id`` on every answer."""
+    """Server spans for every request (when a tracer provider is installed) and ``X-Request-Id`` on every answer.
+
+    One server span per request: the ASGI instrumentation's ``http send`` / ``http receive`` spans are left out —
+    a streamed answer would otherwise record a span per server-sent event (per token), each costing as much as
+    any other span, and saying nothing the request span and the turn's spans do not."""
     if telemetry.tracer() is not None:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(
-            app, tracer_provider=telemetry.current_provider(), excluded_urls="healthz,metrics"
+            app,
+            tracer_provider=telemetry.current_provider(),
+            excluded_urls="healthz,metrics",
+            exclude_spans=["receive", "send"],
         )
     app.add_middleware(RequestId)
 
