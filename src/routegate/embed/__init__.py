@@ -1,6 +1,7 @@
 """routegate.embed: text encoders (embedded offline default; others behind the same protocol).
 
-* :class:`MiniLMEncoder` — all-MiniLM-L6-v2 as int8 ONNX (onnxruntime + tokenizers), offline, no torch.
+* :class:`MiniLMEncoder` — all-MiniLM-L6-v2 as int8 ONNX (onnxruntime + tokenizers), offline, no torch; its linear
+  layers run as int8 products with fixed activation scales, so vectors do not depend on batch mates.
 * :func:`default_encoder` — the process-wide :class:`MiniLMEncoder` (loads lazily on first use).
 * :class:`BatchingEncoder` — wraps an encoder so that concurrent calls share forward passes (servers);
   :func:`encode_async` embeds from a coroutine without blocking the event loop.

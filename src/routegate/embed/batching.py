@@ -16,8 +16,10 @@ Two ways in:
   executor's few threads, callers queued behind the executor, not the encoder: measured p99 of the vector tool's
   embedding 194-203 ms that way, against ~110 ms with threads to spare.)
 
-Both kinds of call share the same queue and passes. Rows do not depend on their batch mates for the embedded
-MiniLM encoder (dynamic padding with an attention mask), which the tests check.
+Both kinds of call share the same queue and passes. Sharing a pass is safe only for an encoder whose rows do not
+depend on their batch mates: the embedded MiniLM encoder's do not (padding is masked out, and its int8 activation
+scales are fixed, not taken from the batch); the tests check it bit for bit. A dynamically quantised model would
+not qualify: its activation scale comes from the whole batch.
 """
 
 from __future__ import annotations

