@@ -32,12 +32,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DATABASE_UNAVAILABLE = "database_unavailable"
+SESSION_BUSY = "session_busy"
 _UNAVAILABLE_MESSAGE = "the database is unavailable right now; try again shortly"
 
 
 class SessionLocks:
-    """One :class:`asyncio.Lock` per active session so a session's turns never interleave in its history.
-    Entries are dropped when nobody holds or waits for them."""
+    """One :class:`asyncio.Lock` per active session: a process runs a session's turns one at a time, in the order
+    they arrived, whatever desk it serves. Entries are dropped when nobody holds or waits for them.
+
+    Across processes (workers, servers, Ray Serve replicas over one database) the support desk serialises a
+    session itself, on a PostgreSQL advisory lock (:meth:`routegate.apps.support.memory.MessageStore.hold`)."""
 
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -217,6 +221,7 @@ _MESSAGES = {
     "empty_message": "message is empty; send the user's text in `message`",
     "message_too_long": "message is over the support desk's length limit; send a shorter text",
     "bad_session_id": "the session id is not valid: use 1-128 letters, digits and ._:@- (starting with a letter or digit)",
+    SESSION_BUSY: "this session's previous turn is still running (turns of a session run one at a time); try again",
 }
 _TIMEOUT_MESSAGE = "the support desk took too long on this turn; try again"
 _FAILED_MESSAGE = "the support desk failed on this turn; the details are in the server log"
@@ -243,7 +248,7 @@ async def _refine(services: Services, error: TurnError) -> TurnError:
 
 
 def status_for(error: TurnError) -> int:
-    if error.code == DATABASE_UNAVAILABLE or error.code.endswith("_unavailable"):
+    if error.code in (DATABASE_UNAVAILABLE, SESSION_BUSY) or error.code.endswith("_unavailable"):
         return 503
     if error.code.endswith("timeout"):
         return 504

@@ -30,6 +30,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
+from routegate.apps.support.advisory import AdvisoryLocks
 from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
 from routegate.apps.support.embedded import DatabaseUnavailableError as DatabaseUnavailableError
 from routegate.apps.support.embedded import EmbeddedPostgres as EmbeddedPostgres  # its home until it moved
@@ -101,6 +102,8 @@ class SupportDatabase:
             },
             name=f"routegate-support-{self.schema}",
         )
+        # cross-process locks (a session's turns, one at a time) on a connection of their own, opened on first use
+        self.locks = AdvisoryLocks(url, connect_timeout=connect_timeout)
 
     async def open(self) -> None:
         """Connect once directly, then open the pool. The pool retries quietly until its timeout and then says only
@@ -128,6 +131,7 @@ class SupportDatabase:
             raise DatabaseUnavailableError(f"could not connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
+        await self.locks.close()
         await self._pool.close()
 
     async def __aenter__(self) -> SupportDatabase:

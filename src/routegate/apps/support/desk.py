@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import psycopg
 
+from routegate.apps.support.advisory import LockTimeoutError
 from routegate.apps.support.contracts import (
     ROUTES,
     AnswerToken,
@@ -225,17 +226,25 @@ class SupportAgent:
             if self.router is not None:
                 for text in self.router.texts_to_embed(message, verdict):
                     self.encoder.prefetch(text)
-            try:
-                history = tuple(await self.memory.recent(session_id))
-            except Exception as exc:
-                logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
-                emit(
-                    TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
-                )
-                return
-            turn = self.new_turn(message, session_id=session_id, history=history, emit=emit)
+            # the turn's deadline runs from here: waiting for the session's previous turn counts against it
+            turn = self.new_turn(message, session_id=session_id, emit=emit)
             turn.rules_verdict = verdict
-            await self._run(turn, emit)
+            try:
+                # one turn of a session at a time, in this process and any other on the database
+                async with self.memory.hold(session_id, within=self.budget.max_seconds):
+                    try:
+                        turn.history = tuple(await self.memory.recent(session_id))
+                    except Exception as exc:
+                        logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
+                        emit(_unavailable(exc))
+                        return
+                    await self._run(turn, emit)
+            except LockTimeoutError:
+                limit = f"{self.budget.max_seconds:g} s"
+                emit(TurnError(message=f"the session's previous turn still ran after {limit}", code="session_busy"))
+            except Exception as exc:  # taking the session's lock failed: the database
+                logger.warning("taking the session failed: %s", type(exc).__name__, exc_info=True)
+                emit(_unavailable(exc))
 
     async def _run(self, turn: Turn, emit: Callable[[SupportEvent], None]) -> None:
         try:
@@ -295,6 +304,10 @@ class SupportAgent:
             phase=phase,
             message=why,
         )
+
+
+def _unavailable(exc: Exception) -> TurnError:
+    return TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
 
 
 def _is_last(event: SupportEvent) -> bool:

@@ -2,16 +2,21 @@
 
 The spec's rule is "Last 10 messages only, passed unchanged through all nodes": :meth:`MessageStore.append`
 writes a message and deletes everything older than the session's last ``limit`` messages in the same
-statement, so the table itself never holds more than ``limit`` messages per session. The desk's connections
-commit asynchronously (:class:`~routegate.apps.support.db.SupportDatabase`): a crash may lose the last turn,
-never corrupt the table.
+statement, so the table itself never holds more than ``limit`` messages per session. A turn's two messages are
+written by one statement: a process that dies mid-turn leaves the turn wholly written or not at all.
+
+A turn reads the history, runs, and writes its messages while it holds its session (:meth:`MessageStore.hold`,
+a PostgreSQL advisory lock: :mod:`.advisory`), so the turns of one session run one at a time whichever processes
+run them, and each reads what the one before it wrote.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
+from routegate.apps.support.advisory import lock_key
 from routegate.apps.support.contracts import Message, Role
 from routegate.apps.support.db import SupportDatabase
 from routegate.errors import ConfigurationError
@@ -33,6 +38,16 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
+def session_lock_name(schema: str, session_id: str) -> str:
+    """The advisory lock's name of a session's turns (its key: :func:`session_lock_key`)."""
+    return f"routegate.support:{schema}:{session_id}"
+
+
+def session_lock_key(schema: str, session_id: str) -> int:
+    """The ``pg_advisory_lock`` key a turn of ``session_id`` (in the desk's ``schema``) holds while it runs."""
+    return lock_key(session_lock_name(schema, session_id))
+
+
 class MessageStore:
     """Per-session message history in the ``support_messages`` table."""
 
@@ -42,6 +57,13 @@ class MessageStore:
         self._db = db
         self.limit = limit
         self.max_chars = max_chars
+
+    def hold(self, session_id: str, *, within: float) -> AbstractAsyncContextManager[None]:
+        """``async with store.hold(session_id, within=s):`` — no other turn of the session, in this process or
+        another on the same database, runs meanwhile. Waits at most ``within`` seconds, then raises
+        :class:`~routegate.apps.support.advisory.LockTimeoutError`."""
+        name = session_lock_name(self._db.schema, check_session_id(session_id))
+        return self._db.locks.hold(name, within=within)
 
     async def append(self, session_id: str, role: Role, content: str) -> None:
         await self.extend(session_id, [(role, content)])

@@ -1,0 +1,304 @@
+"""Named locks that hold across processes, on PostgreSQL advisory locks: the support desk runs one session's turns
+one at a time whichever process runs them (``routegate serve`` workers, two servers over one database, Ray Serve
+replicas), so a follow-up always reads the history its predecessor wrote.
+
+How a lock is held (:meth:`AdvisoryLocks.hold`):
+
+* **In the process first.** One :class:`asyncio.Lock` per name (first come, first served): only the first of a
+  process's turns of a session talks to PostgreSQL; the others queue in memory, and the database lock passes from
+  one to the next without a round trip. It is let go when the last of them leaves.
+* **Then in PostgreSQL**, with ``pg_try_advisory_lock`` on a connection of this object's own, opened on first use
+  outside the pool. Holding or waiting for a lock never takes one of the pool's connections: the pool stays for the
+  turns' own queries, and turns that hold locks can never starve turns that need a connection (with a pool of
+  four, four lock holders each waiting for a fifth connection would deadlock). The try never blocks that shared
+  connection: while another process holds the lock, the waiter tries again after 2, 4, 8 … 50 ms.
+* **One statement for many.** The takes and releases that wait while a statement runs go together in the next
+  one (``unnest`` of the keys), and a release waits up to 5 ms for a take to go with, so a turn's two lock
+  operations cost about one statement, shared with other turns under load.
+* **Bounded.** ``within`` seconds bound the wait for other holders (in the process and in PostgreSQL); then
+  :class:`LockTimeoutError`. A caller that is cancelled while waiting leaves nothing held.
+* **Let go in the background** when the last holder in the process leaves (a cancelled holder lets go too);
+  :meth:`AdvisoryLocks.close` waits for the releases under way.
+* **A process that dies lets go**: PostgreSQL ends its backend when the connection drops, and the backend's
+  advisory locks go with it, so a killed worker or replica never blocks a session.
+* **The connection lost** (the database restarted, a network cut): its locks are gone with it. The holders of
+  that moment finish their turns unprotected (the log says how many); the next take reconnects.
+
+Keys are 64-bit (BLAKE2b of the name), in the bigint space of ``pg_advisory_lock`` shared by the whole database:
+name them with a prefix of your own (the desk uses ``routegate.support:<schema>:<session id>``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+
+from routegate.errors import RuntimeFaultError
+
+logger = logging.getLogger(__name__)
+
+APPLICATION_NAME: Final = "routegate-advisory-locks"
+"""How the locks' connection shows in ``pg_stat_activity``."""
+FIRST_RETRY_SECONDS: Final = 0.002
+LAST_RETRY_SECONDS: Final = 0.05
+RELEASE_LINGER_SECONDS: Final = 0.005
+"""How long a release waits for a take to share its statement (another process sees the lock free that much
+later; its waiters retry every 2-50 ms anyway)."""
+_NOT_HELD: Final = -1
+
+
+class LockTimeoutError(RuntimeFaultError):
+    """A lock was not free within the time the caller allowed."""
+
+
+def lock_key(name: str) -> int:
+    """The signed 64-bit advisory-lock key of ``name`` (BLAKE2b): what ``pg_advisory_lock(key)`` takes."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+@dataclass(slots=True)
+class _Gate:
+    """One name's lock in this process: its queue, how many hold or wait for it, and the connection generation
+    its database lock was taken on (``_NOT_HELD``: none)."""
+
+    key: int
+    queue: asyncio.Lock
+    users: int = 0
+    generation: int = _NOT_HELD
+
+
+@dataclass(slots=True)
+class _Op:
+    """One take (``pg_try_advisory_lock``) or release (``pg_advisory_unlock``) waiting for the next statement.
+    A take's ``done`` gets the generation it was taken on, or ``_NOT_HELD``; a release's ``generation`` is the one
+    its lock was taken on."""
+
+    key: int
+    take: bool
+    generation: int = _NOT_HELD
+    done: asyncio.Future[int] | None = None
+
+
+_STATEMENT: Final = (
+    "SELECT CASE WHEN o.take THEN pg_try_advisory_lock(o.key) ELSE pg_advisory_unlock(o.key) END"
+    " FROM unnest(%s::int8[], %s::bool[]) WITH ORDINALITY AS o(key, take, n) ORDER BY o.n"
+)
+
+
+class AdvisoryLocks:
+    """Cross-process named locks on one PostgreSQL database (``url``); see the module's description.
+
+    Open nothing up front: the connection is made by the first :meth:`hold`. :meth:`close` it when done
+    (:class:`~routegate.apps.support.db.SupportDatabase` closes its own with the pool)."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._connecting = asyncio.Lock()
+        self._generation = 0  # +1 whenever the connection is dropped: the locks taken on it are gone
+        self._gates: dict[str, _Gate] = {}
+        self._queue: list[_Op] = []  # takes and releases for the next statement
+        self._sender: asyncio.Task[None] | None = None
+        self._linger: asyncio.TimerHandle | None = None  # releases waiting for a take to go with
+        self._closed = False
+
+    def __len__(self) -> int:
+        """How many names are held or waited for in this process."""
+        return len(self._gates)
+
+    @asynccontextmanager
+    async def hold(self, name: str, *, within: float) -> AsyncIterator[None]:
+        """``async with locks.hold(name, within=s):`` — the block runs while no other holder of ``name``, in this
+        process or another, runs. Waits at most ``within`` seconds (:class:`LockTimeoutError`); a database fault
+        while taking the lock propagates (``psycopg.OperationalError``)."""
+        gate = self._gates.get(name)
+        if gate is None:
+            gate = self._gates[name] = _Gate(lock_key(name), asyncio.Lock())
+        gate.users += 1
+        try:
+            await self._enter(gate, name, within)
+            try:
+                yield
+            finally:
+                gate.queue.release()
+        finally:
+            gate.users -= 1
+            if gate.users == 0:
+                del self._gates[name]
+                if gate.generation != _NOT_HELD:
+                    # let go in the background: the caller is done, and a cancelled caller must still let go.
+                    # A later holder of the name in this process is not hurt by a release still under way: its
+                    # own take counts once more on the same connection (advisory locks count their takes).
+                    self._submit(_Op(gate.key, take=False, generation=gate.generation))
+
+    async def close(self) -> None:
+        """Close the connection (every lock it holds goes with it) after the releases still under way."""
+        self._closed = True
+        self._start()
+        while self._sender is not None:
+            await asyncio.wait([self._sender])
+        await self._drop(self._conn)
+
+    # -- taking ---------------------------------------------------------------------------------------------
+    async def _enter(self, gate: _Gate, name: str, within: float) -> None:
+        """Take the gate's queue, then the database lock. ``within`` bounds the waits for other holders (the
+        queue behind this process's own, the retries while another process holds it), not the first try's
+        round trip: with nobody else there, a lock is taken whatever the bound."""
+        loop = asyncio.get_running_loop()
+        deadline = None if math.isinf(within) else loop.time() + within
+        try:
+            if gate.users > 1:  # another turn of the name in this process holds or waits
+                async with asyncio.timeout_at(deadline):
+                    await gate.queue.acquire()
+            else:
+                await gate.queue.acquire()  # free: does not wait
+            try:
+                if gate.generation != self._generation and not await self._try(gate):
+                    async with asyncio.timeout_at(deadline):
+                        await self._retry(gate)
+            except BaseException:
+                gate.queue.release()
+                raise
+        except TimeoutError:
+            if deadline is None or loop.time() < deadline:
+                raise
+            raise LockTimeoutError(
+                f"lock {name!r} was not free within {within:.3g} s (another holder still runs)"
+            ) from None
+
+    async def _retry(self, gate: _Gate) -> None:
+        delay = FIRST_RETRY_SECONDS
+        while True:
+            await asyncio.sleep(delay)
+            if await self._try(gate):
+                return
+            delay = min(delay * 2, LAST_RETRY_SECONDS)
+
+    async def _try(self, gate: _Gate) -> bool:
+        """One ``pg_try_advisory_lock`` (in the next statement); ``gate.generation`` records the connection it
+        was taken on."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._submit(_Op(gate.key, take=True, done=done))
+        try:
+            generation = await done
+        except asyncio.CancelledError:
+            # granted before the caller was cancelled (a future cancelled still waiting is seen to by the sender)
+            if done.done() and not done.cancelled() and done.exception() is None and done.result() != _NOT_HELD:
+                self._submit(_Op(gate.key, take=False, generation=done.result()))
+            raise
+        if generation == _NOT_HELD:
+            return False
+        gate.generation = generation
+        return True
+
+    # -- the statements: every take and release waiting goes in the next one ------------------------------------
+    def _submit(self, op: _Op) -> None:
+        """Queue ``op`` for the next statement. A take starts one at once; a release waits up to
+        :data:`RELEASE_LINGER_SECONDS` for a take to go with (under load most do: one statement per turn)."""
+        self._queue.append(op)
+        if self._sender is not None:
+            return  # the running sender sends it next
+        if op.take or self._closed:
+            self._start()
+        elif self._linger is None:
+            self._linger = asyncio.get_running_loop().call_later(RELEASE_LINGER_SECONDS, self._start)
+
+    def _start(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        if self._sender is None and self._queue:
+            self._sender = asyncio.ensure_future(self._send())
+
+    async def _send(self) -> None:
+        """While takes or releases wait: send them all in one statement, then the ones that came meanwhile."""
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                await self._run(batch)
+        finally:
+            self._sender = None
+
+    async def _run(self, batch: list[_Op]) -> None:
+        # a release of a lock taken on a connection since dropped has nothing left to let go
+        ops = [op for op in batch if op.take or op.generation == self._generation]
+        if not ops:
+            return
+        conn: psycopg.AsyncConnection[Any] | None = None
+        fresh = True  # a connection that cannot be opened is not tried again
+        try:
+            conn, fresh = await self._connection()
+            generation = self._generation
+            cur = await conn.execute(_STATEMENT, ([op.key for op in ops], [op.take for op in ops]))
+            rows = await cur.fetchall()
+        except Exception as exc:
+            await self._failed(conn, ops, exc, again=not fresh and isinstance(exc, psycopg.OperationalError))
+            return
+        for op, (granted,) in zip(ops, rows, strict=True):
+            if op.done is None:
+                continue
+            if op.done.cancelled():  # its caller is gone: a lock granted to it is given back
+                if granted:
+                    self._queue.append(_Op(op.key, take=False, generation=generation))
+            else:
+                op.done.set_result(generation if granted else _NOT_HELD)
+
+    async def _failed(
+        self, conn: psycopg.AsyncConnection[Any] | None, ops: list[_Op], exc: Exception, *, again: bool
+    ) -> None:
+        """A statement that failed. The connection is dropped, so the releases in it (and every lock it held) are
+        let go with it. Its takes are tried ``again`` on a new connection when this one was found broken (the
+        database restarted since it was opened); otherwise they get the error."""
+        if not isinstance(exc, psycopg.OperationalError):
+            logger.warning("an advisory-lock statement failed (%s): reconnecting", type(exc).__name__)
+        await self._drop(conn)
+        for op in ops:
+            if op.done is None or op.done.done():
+                continue
+            if again:
+                self._queue.append(op)
+            else:
+                op.done.set_exception(exc)
+
+    # -- the connection --------------------------------------------------------------------------------------
+    async def _connection(self) -> tuple[psycopg.AsyncConnection[Any], bool]:
+        """The connection, and whether it was opened just now."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn, False
+        async with self._connecting:
+            if self._closed:
+                raise RuntimeFaultError("the advisory locks are closed")
+            if self._conn is not None and not self._conn.closed:
+                return self._conn, False
+            self._conn = await psycopg.AsyncConnection.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=max(1, round(self._connect_timeout)),
+                application_name=APPLICATION_NAME,
+            )
+            return self._conn, True
+
+    async def _drop(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
+        """Forget ``conn`` when it is still the connection (its locks go with it: those held are counted in the log)
+        and close it. A connection already replaced is left alone with its successor."""
+        if conn is None or conn is not self._conn:
+            return
+        held = sum(1 for gate in self._gates.values() if gate.generation == self._generation)
+        self._conn = None
+        self._generation += 1
+        if held and not self._closed:
+            logger.warning("the advisory-lock connection was lost while %d lock(s) were held: they are gone", held)
+        try:
+            await conn.close()
+        except Exception:  # pragma: no cover - closing a broken connection
+            logger.debug("closing the advisory-lock connection failed", exc_info=True)

@@ -1,0 +1,353 @@
+"""One session's turns run one at a time across processes: the advisory locks on PostgreSQL
+(:mod:`routegate.apps.support.advisory`), two desks over one database, a turn that cannot get its session in time
+(503 ``session_busy``), and two real ``routegate serve`` processes over one PostgreSQL.
+
+How serialisation is observed: a first turn names customer 2, then N follow-ups ("Which tickets does she have?")
+run at once. A follow-up finds "she" in the memory window (the last 10 messages), so when the turns run one after
+the other exactly the first five follow-ups see the first turn (the sixth has pushed it out of the window), and
+the stored history is the last five turns in the order they ran. Turns that overlap read the same history: more
+than five would find customer 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+
+from routegate.apps.support.advisory import AdvisoryLocks, LockTimeoutError, lock_key
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.desk import SUPPORT_BUDGET, SupportAgent
+from routegate.apps.support.memory import session_lock_key
+from routegate.apps.support.semantic import FittedSemanticLayer
+from routegate.core import Budget
+from routegate.embed import MiniLMEncoder
+from routegate.server import create_app
+from routegate.server.testing import ServerThread, free_port, wait_until_serving
+from routegate.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+FIRST = "Which city is customer 2 from?"
+FOLLOW_UP = "Which tickets does she have? (request {})"
+WINDOW_TURNS = 5  # the memory window holds 10 messages: 5 turns
+
+
+def _saw_the_first_turn(tools: Sequence[Mapping[str, Any]]) -> bool:
+    """The follow-up resolved "she" to customer 2: the first turn was in the history it read."""
+    return any(t.get("call", {}).get("template") == "tickets_by_customer_id" for t in tools)
+
+
+def _check_serialised(
+    first_seen: dict[int, bool], stored: Sequence[Mapping[str, Any]], answers: dict[int, str]
+) -> None:
+    """Exactly the first five follow-ups saw the first turn; the history is the last five turns in the order they
+    ran (those that saw it before those that did not), each user message followed by its own answer."""
+    assert sum(first_seen.values()) == WINDOW_TURNS, first_seen
+    assert [m["role"] for m in stored] == ["user", "assistant"] * WINDOW_TURNS
+    order = [int(m["content"].rsplit(" ", 1)[1].rstrip(")")) for m in stored[::2]]
+    assert [answers[n] for n in order] == [m["content"] for m in stored[1::2]]  # each pair is whole
+    seen = [first_seen[n] for n in order]
+    assert seen == sorted(seen, reverse=True), (order, seen)  # the turns that saw it ran first
+
+
+def _held(conn: psycopg.Connection[Any], key: int) -> int:
+    """How many sessions hold the advisory lock ``key`` (pg_locks splits a bigint key into classid/objid)."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+        " AND classid::bigint = %s AND objid::bigint = %s",
+        (unsigned >> 32, unsigned & 0xFFFF_FFFF),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture
+def other_process(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of the test's own, standing for another process holding a lock."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        yield conn
+
+
+# -- the locks ----------------------------------------------------------------------------------------------------
+
+
+async def test_a_lock_held_elsewhere_keeps_the_waiter_out_until_it_is_let_go(
+    pg_url: str, other_process: psycopg.Connection[Any]
+) -> None:
+    name = f"test:{uuid.uuid4().hex}"
+    await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_lock(%s)", (lock_key(name),))
+    locks = AdvisoryLocks(pg_url)
+    try:
+        with pytest.raises(LockTimeoutError, match=r"not free within 0\.05 s"):
+            async with locks.hold(name, within=0.05):
+                pytest.fail("entered a lock another session holds")
+        waiter = asyncio.create_task(_enter_and_leave(locks, name, pg_url))
+        await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_unlock(%s)", (lock_key(name),))
+        assert await asyncio.wait_for(waiter, 30) == 1  # inside: this process's lock, and only it
+        assert len(locks) == 0
+        await locks.close()  # waits for the release under way
+        assert await asyncio.to_thread(_held, other_process, lock_key(name)) == 0  # let go on leaving
+    finally:
+        await locks.close()
+
+
+async def _enter_and_leave(locks: AdvisoryLocks, name: str, url: str, *, within: float = 30.0) -> int:
+    """Holds ``name``; returns how many sessions held its key meanwhile (1: only this one)."""
+    async with locks.hold(name, within=within):
+        return await asyncio.to_thread(_holders, url, lock_key(name))
+
+
+def _holders(url: str, key: int) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return _held(conn, key)
+
+
+async def test_a_holder_whose_connection_dies_lets_go(pg_url: str) -> None:
+    """A killed process's backend ends with its connection, and its advisory locks go with it."""
+    name = f"test:{uuid.uuid4().hex}"
+    holder = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+    await holder.execute("SELECT pg_advisory_lock(%s)", (lock_key(name),))
+    locks = AdvisoryLocks(pg_url)
+    try:
+        waiter = asyncio.create_task(_enter_and_leave(locks, name, pg_url))
+        await holder.close()  # as a SIGKILL would: no unlock, the socket closes
+        assert await asyncio.wait_for(waiter, 30) == 1
+    finally:
+        await locks.close()
+
+
+async def test_a_cancelled_waiter_holds_nothing_afterwards(pg_url: str, other_process: psycopg.Connection[Any]) -> None:
+    """Cancelled at any point around the moment the lock comes free (between tries, during one that the server
+    grants, inside), a waiter leaves no lock behind: another process gets it, and nothing is held at the end."""
+    name = f"test:{uuid.uuid4().hex}"
+    key = lock_key(name)
+    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
+    try:
+        for steps in range(16):  # cancel 0, 1, 2 … turns of the event loop after the lock came free
+            await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_lock(%s)", (key,))
+            waiter = asyncio.create_task(_enter_and_leave(locks, name, pg_url))
+            for _ in range(3):
+                await asyncio.sleep(0)  # lets it start trying
+            await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_unlock(%s)", (key,))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
+            assert await _enter_and_leave(rival, name, pg_url) == 1, steps  # free for another process
+        await rival.close()  # after its last release
+        assert await asyncio.to_thread(_held, other_process, key) == 0  # the waiter's process holds nothing
+    finally:
+        await locks.close()
+        await rival.close()
+
+
+async def test_a_process_queues_its_own_turns_in_arrival_order(pg_url: str) -> None:
+    name = f"test:{uuid.uuid4().hex}"
+    locks = AdvisoryLocks(pg_url)
+    order: list[int] = []
+    inside = 0
+
+    async def turn(n: int) -> None:
+        nonlocal inside
+        async with locks.hold(name, within=30):
+            inside += 1
+            assert inside == 1
+            await asyncio.sleep(0)
+            order.append(n)
+            inside -= 1
+
+    try:
+        await asyncio.gather(*(turn(n) for n in range(8)))
+        assert order == list(range(8))
+        assert len(locks) == 0
+    finally:
+        await locks.close()
+
+
+async def test_a_lock_taken_again_while_its_release_is_under_way_is_held_once(pg_url: str) -> None:
+    """A session's next turn in the same process often starts while the release of the last one is still on its
+    way: the lock counts both, and another process gets it once the last turn has left."""
+    name = f"test:{uuid.uuid4().hex}"
+    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
+    try:
+        for _ in range(3):
+            async with locks.hold(name, within=30):
+                pass  # leaving queues the release; the next hold comes before it is sent
+        assert await _enter_and_leave(locks, name, pg_url) == 1
+        assert await _enter_and_leave(rival, name, pg_url) == 1  # let go for good when the last one left
+    finally:
+        await locks.close()
+        await rival.close()
+
+
+async def test_a_lost_connection_is_replaced(pg_url: str, other_process: psycopg.Connection[Any]) -> None:
+    """The locks' connection terminated under a holder: its lock is gone (another process may enter), leaving
+    does not raise, and the next lock reconnects."""
+    name = f"test:{uuid.uuid4().hex}"
+    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
+    try:
+        async with locks.hold(name, within=30):
+            await asyncio.to_thread(
+                other_process.execute,
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s",
+                ((lock_key(name) & 0xFFFF_FFFF_FFFF_FFFF) >> 32, lock_key(name) & 0xFFFF_FFFF),
+            )
+            assert await _enter_and_leave(rival, name, pg_url) == 1
+        assert await _enter_and_leave(locks, name, pg_url) == 1
+    finally:
+        await locks.close()
+        await rival.close()
+
+
+# -- desks over one database ---------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _desks(
+    pg_url: str, encoder: MiniLMEncoder, semantic: FittedSemanticLayer, count: int, budget: Budget = SUPPORT_BUDGET
+) -> AsyncIterator[tuple[str, list[SupportAgent]]]:
+    """``count`` desks, each with its own pool and locks (as separate processes have), over one schema."""
+    schema = f"sess_{uuid.uuid4().hex[:12]}"
+    async with contextlib.AsyncExitStack() as stack:
+        desks = []
+        for _ in range(count):
+            db = await stack.enter_async_context(SupportDatabase(pg_url, schema=schema, max_size=4))
+            desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=budget)
+            await desk.start()
+            desks.append(desk)
+        try:
+            yield schema, desks
+        finally:
+            async with desks[0].db.connection() as conn:
+                await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def test_two_desks_over_one_database_run_a_session_one_turn_at_a_time(
+    pg_url: str, encoder: MiniLMEncoder, semantic: FittedSemanticLayer
+) -> None:
+    async with _desks(pg_url, encoder, semantic, 2) as (_, desks):
+        await desks[0].ask(FIRST, session_id="chain")
+        results = await asyncio.gather(*(desks[n % 2].ask(FOLLOW_UP.format(n), session_id="chain") for n in range(12)))
+        seen = {
+            n: _saw_the_first_turn([t for t in r.trace if t.get("node") == "postgres"]) for n, r in enumerate(results)
+        }
+        stored = [m.to_dict() for m in await desks[1].history("chain")]
+        _check_serialised(seen, stored, {n: r.answer for n, r in enumerate(results)})
+
+
+@contextlib.asynccontextmanager
+async def _app(
+    pg_url: str, encoder: MiniLMEncoder, semantic: FittedSemanticLayer, budget: Budget
+) -> AsyncIterator[FastAPI]:
+    async with _desks(pg_url, encoder, semantic, 1, budget) as (schema, desks):
+        app = create_app(desk=desks[0], settings=Settings())
+        app.state.schema = schema
+        yield app
+
+
+def test_a_turn_that_cannot_get_its_session_in_time_is_a_503_and_stores_nothing(
+    pg_url: str, encoder: MiniLMEncoder, semantic: FittedSemanticLayer, other_process: psycopg.Connection[Any]
+) -> None:
+    budget = Budget(max_route_attempts=1, max_delegations=1, max_seconds=1.0)
+    with ServerThread(app_factory=lambda: _app(pg_url, encoder, semantic, budget)) as server:
+        assert server.app is not None
+        key = session_lock_key(server.app.state.schema, "busy")
+        other_process.execute("SELECT pg_advisory_lock(%s)", (key,))  # another process's turn of "busy" runs
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            body = {"message": "What is the status of ticket 1?", "session_id": "busy"}
+            for headers in ({"Accept": "application/json"}, {}):  # JSON, then SSE: no event came before it
+                r = c.post("/chat", json=body, headers=headers)
+                assert r.status_code == 503, r.text
+                assert r.headers["Retry-After"] == "5"
+                assert r.json()["error"]["code"] == "session_busy"
+            assert c.get("/sessions/busy").json()["messages"] == []
+            other_process.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            r = c.post("/chat", json=body, headers={"Accept": "application/json"})
+            assert r.status_code == 200, r.text
+            assert len(c.get("/sessions/busy").json()["messages"]) == 2
+
+
+# -- two `routegate serve` processes ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="routegate-sessions-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _serve(pg_url: str, data_dir: Path) -> Iterator[str]:
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=pg_url, ROUTEGATE_DATA_DIR=str(data_dir))
+    env.pop("OPENAI_API_KEY", None)
+    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(f"{url}/healthz", proc, timeout=120)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                assert proc.wait(timeout=60) == 130
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+
+@pytest.mark.e2e
+def test_two_serve_processes_over_one_database_run_a_session_one_turn_at_a_time(pg_url: str, data_dir: Path) -> None:
+    session = f"two-{uuid.uuid4().hex[:8]}"
+    with _serve(pg_url, data_dir) as first, _serve(pg_url, data_dir) as second:
+
+        async def run() -> tuple[dict[int, bool], list[dict[str, Any]], dict[int, str]]:
+            json_mode = {"Accept": "application/json"}
+            async with httpx.AsyncClient(timeout=60) as c:
+                opening = await c.post(
+                    f"{first}/chat", json={"message": FIRST, "session_id": session}, headers=json_mode
+                )
+                assert opening.status_code == 200, opening.text
+
+                async def follow_up(n: int) -> dict[str, Any]:
+                    server = (first, second)[n % 2]
+                    body = {"message": FOLLOW_UP.format(n), "session_id": session}
+                    r = await c.post(f"{server}/chat", json=body, headers=json_mode)
+                    assert r.status_code == 200, r.text
+                    answer: dict[str, Any] = r.json()
+                    return answer
+
+                answers = await asyncio.gather(*(follow_up(n) for n in range(12)))
+                stored = (await c.get(f"{second}/sessions/{session}")).json()["messages"]
+            seen = {n: _saw_the_first_turn(a["tools"]) for n, a in enumerate(answers)}
+            return seen, stored, {n: a["answer"] for n, a in enumerate(answers)}
+
+        seen, stored, answers = asyncio.run(run())
+    _check_serialised(seen, stored, answers)
