@@ -61,6 +61,29 @@ def register(subparsers: Any) -> None:
         help="onnxruntime intra-op threads (default: all cores; fit encodes in batches)",
     )
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tune = fit.add_argument_group(
+        "fine-tuning (the routegate[train] extra)",
+        "--finetune fine-tunes the encoder on the routes of --train, chooses objective, epochs and learning rate on "
+        "--val (each candidate measured as the router it would make; the encoder as shipped is a candidate too), "
+        "and saves the chosen int8 ONNX encoder inside the router directory: routing it needs onnxruntime only.",
+    )
+    tune.add_argument("--finetune", action="store_true", help="fine-tune the encoder (needs --val)")
+    tune.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="time budget of the fine-tune sweep: training stops early enough to measure what it has, and no run "
+        "starts that cannot be measured in time (default: none)",
+    )
+    tune.add_argument(
+        "--finetune-objectives",
+        default="contrastive,cross-entropy",
+        help="objectives to try, comma-separated (default: contrastive,cross-entropy)",
+    )
+    tune.add_argument(
+        "--finetune-epochs", type=int, default=2, help="epochs of each run, each one measured (default 2)"
+    )
+    tune.add_argument("--finetune-lr", default="5e-5", help="learning rates to try, comma-separated (default 5e-5)")
     fit.set_defaults(handler=run_fit)
 
     ev: argparse.ArgumentParser = subparsers.add_parser(
@@ -196,10 +219,50 @@ class ProgressEncoder:
         return getattr(self.inner, name)
 
 
+def finetune_config(args: argparse.Namespace) -> Any:
+    """The fine-tune sweep the flags ask for; misuse is refused before anything loads or trains."""
+    from routegate.routers.finetune import FinetuneConfig, require_train_extra
+
+    require_train_extra()  # the missing extra is named before the long part
+    if not args.val:
+        raise ConfigurationError(
+            "--finetune chooses its objective, epochs and learning rate on held-out data: pass --val"
+        )
+    try:
+        rates = tuple(float(v) for v in args.finetune_lr.split(","))
+    except ValueError as exc:
+        raise ConfigurationError(f"--finetune-lr takes numbers separated by commas, got {args.finetune_lr!r}") from exc
+    return FinetuneConfig(
+        objectives=tuple(v.strip() for v in args.finetune_objectives.split(",")),
+        epochs=args.finetune_epochs,
+        learning_rates=rates,
+        max_minutes=args.max_minutes,
+        threads=args.threads,
+    )
+
+
+def finetune_warnings(args: argparse.Namespace) -> list[str]:
+    """Fine-tune options given without --finetune do nothing; say so."""
+    if args.finetune:
+        return []
+    given = [
+        flag
+        for flag, value, default in (
+            ("--max-minutes", args.max_minutes, None),
+            ("--finetune-objectives", args.finetune_objectives, "contrastive,cross-entropy"),
+            ("--finetune-epochs", args.finetune_epochs, 2),
+            ("--finetune-lr", args.finetune_lr, "5e-5"),
+        )
+        if value != default
+    ]
+    return [f"{', '.join(given)} only apply with --finetune"] if given else []
+
+
 def run_fit(args: argparse.Namespace) -> int:
     from routegate.embed import MiniLMEncoder
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter, load_examples
 
+    finetune = finetune_config(args) if args.finetune else None
     defaults = FitConfig()
     config = FitConfig(
         oos_recall_floor=defaults.oos_recall_floor if args.oos_recall_floor is None else args.oos_recall_floor,
@@ -215,21 +278,46 @@ def run_fit(args: argparse.Namespace) -> int:
     val = load_examples(args.val) if args.val else None
     output = writable_dir(args.output)  # before fitting, not after
     n_oos = sum(e.label == args.oos_label for e in [*train, *(val or [])])
-    for line in objective_warnings(args, n_oos, config):
+    for line in [*objective_warnings(args, n_oos, config), *finetune_warnings(args)]:
         print(f"warning: {line}", file=sys.stderr)
     started = time.perf_counter()
     print(f"fitting on {len(train)} examples ...", file=sys.stderr)
     encoder: Any = MiniLMEncoder(intra_op_num_threads=args.threads)
     if not args.no_progress:
         encoder = ProgressEncoder(encoder, sys.stderr)
-    router = SemanticRouter.fit(
-        train,
-        val=val,
-        encoder=encoder,
-        default_route=args.default_route,
-        oos_label=args.oos_label,
-        config=config,
-    )
+    sweep: dict[str, Any] | None = None
+    if finetune is not None:
+        from routegate.routers.finetune import fit_finetuned
+
+        assert val is not None  # finetune_config refuses a fit without --val
+        result = fit_finetuned(
+            train,
+            val=val,
+            finetune=finetune,
+            config=config,
+            default_route=args.default_route,
+            oos_label=args.oos_label,
+            baseline_encoder=encoder,
+            progress=None if args.no_progress else sys.stderr,
+        )
+        router = result.router
+        sweep = {
+            "chosen": result.best.to_dict(),
+            "finetuned": result.finetuned,
+            "candidates": len(result.candidates),
+            "stopped_by_budget": result.stopped_by_budget,
+            "not_started": list(result.skipped),
+            "seconds": round(result.seconds, 1),
+        }
+    else:
+        router = SemanticRouter.fit(
+            train,
+            val=val,
+            encoder=encoder,
+            default_route=args.default_route,
+            oos_label=args.oos_label,
+            config=config,
+        )
     path = router.save(output)
     cal = router.calibration
     print(f"objective: {describe_objective(cal.objective, cal.target, n_oos, args.oos_label)}", file=sys.stderr)
@@ -239,14 +327,16 @@ def run_fit(args: argparse.Namespace) -> int:
         "fit_seconds": round(time.perf_counter() - started, 2),
         "calibration": {k: v for k, v in cal.to_dict().items() if k != "grid"},
     }
+    if sweep is not None:
+        summary["finetune"] = sweep
     print(json.dumps(summary, indent=2))
     return 0
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from routegate.embed import MiniLMEncoder
     from routegate.routers import SemanticRouter, evaluate, load_examples, plot_report
     from routegate.routers.evaluation import UnknownLabels, progress_bar
+    from routegate.routers.persist import saved_encoder
 
     if args.plot:
         _check_plot_path(args.plot)
@@ -254,7 +344,8 @@ def run_eval(args: argparse.Namespace) -> int:
         from routegate.routers.ray_batch import import_ray
 
         import_ray()  # the missing extra is said before the long part
-    router = SemanticRouter.load(args.router, encoder=MiniLMEncoder(intra_op_num_threads=args.threads))
+    # the encoder the router was fitted with: the embedded MiniLM, or the fine-tuned model it holds
+    router = SemanticRouter.load(args.router, encoder=saved_encoder(args.router, intra_op_num_threads=args.threads))
     data = load_examples(args.data)
     progress = None if args.no_progress else progress_bar(sys.stderr)
     unknown: UnknownLabels = "oos" if args.unknown_as_oos else "refuse"

@@ -4,11 +4,17 @@ A saved router is a directory: ``manifest.json`` (routes, calibration, head para
 plus ``.npy`` arrays and the char n-gram vocabulary as JSON. Loading reads arrays with ``allow_pickle=False``, so
 a router file from elsewhere cannot run code; every shape is checked against the manifest. Loading takes
 milliseconds (the encoder model itself loads lazily on the first query).
+
+A router fitted on a fine-tuned encoder (:mod:`routegate.routers.finetune`) also holds that encoder's int8 ONNX
+model (``encoder.onnx``); the manifest's ``encoder`` entry names the file, its hash and its provenance
+(``finetune``: base model, data hashes, hyper-parameters, validation figures). Loading it needs onnxruntime only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,8 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
             json.dumps(head.char.ngrams.ordered_vocabulary(), ensure_ascii=False), encoding="utf-8"
         )
         char_meta = {"lo": head.char.ngrams.lo, "hi": head.char.ngrams.hi, "vocabulary": "char_vocab.json"}
+    encoder_meta: dict[str, Any] = {"model_id": router.encoder.model_id, "dim": router.encoder.dim}
+    encoder_meta |= _save_finetuned_model(router.encoder, path)
     files = {}
     for name, array in arrays.items():
         np.save(path / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
@@ -49,7 +57,7 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
     manifest = {
         "format": FORMAT,
         "version": VERSION,
-        "encoder": {"model_id": router.encoder.model_id, "dim": router.encoder.dim},
+        "encoder": encoder_meta,
         "routes": list(head.routes),
         "default_route": router.default_route,
         "clarify_target": router.clarify_target,
@@ -62,12 +70,34 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
     return path
 
 
-def _load_array(path: Path, spec: Any, name: str) -> np.ndarray[Any, Any]:
-    if not isinstance(spec, dict) or not isinstance(spec.get("file"), str):
-        raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no file entry")
-    file = path / spec["file"]
+def _save_finetuned_model(encoder: Encoder, path: Path) -> dict[str, Any]:
+    """A fine-tuned encoder's model copied into the router directory; its manifest entries (none otherwise)."""
+    from routegate.routers.finetune._encoder import MODEL_FILE, finetuned_of
+
+    finetuned = finetuned_of(encoder)
+    if finetuned is None:
+        return {}
+    target = path / MODEL_FILE
+    if finetuned.model_path.resolve() != target.resolve():
+        shutil.copyfile(finetuned.model_path, target)
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    return {"file": MODEL_FILE, "sha256": digest, "finetune": finetuned.card}
+
+
+def _inside(path: Path, name: object, what: str) -> Path:
+    """``path / name`` for a plain file name in the manifest; refused when it points outside the directory."""
+    if not isinstance(name, str):
+        raise ConfigurationError(f"{path / MANIFEST}: {what} has no file entry")
+    file = path / name
     if file.resolve().parent != path.resolve():
-        raise ConfigurationError(f"{path / MANIFEST}: array {name!r} points outside the router directory")
+        raise ConfigurationError(f"{path / MANIFEST}: {what} points outside the router directory")
+    return file
+
+
+def _load_array(path: Path, spec: Any, name: str) -> np.ndarray[Any, Any]:
+    if not isinstance(spec, dict):
+        raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no file entry")
+    file = _inside(path, spec.get("file"), f"array {name!r}")
     try:
         array: np.ndarray[Any, Any] = np.load(file, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -77,7 +107,7 @@ def _load_array(path: Path, spec: Any, name: str) -> np.ndarray[Any, Any]:
     return array
 
 
-def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) -> SemanticRouter:
+def _read_manifest(path: Path) -> dict[str, Any]:
     manifest_file = path / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
@@ -91,6 +121,39 @@ def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) ->
         raise ConfigurationError(
             f"{manifest_file}: version {manifest.get('version')!r}, this routegate reads {VERSION}"
         )
+    return manifest
+
+
+def saved_encoder(path: str | Path, *, intra_op_num_threads: int | None = None) -> Encoder:
+    """The encoder the router saved at ``path`` was fitted with: its own fine-tuned model when it holds one (run
+    one text per pass), otherwise a new embedded MiniLM encoder. ``intra_op_num_threads`` as for
+    :class:`~routegate.embed.MiniLMEncoder`."""
+    path = Path(path)
+    return _encoder_of(path, _read_manifest(path).get("encoder"), intra_op_num_threads)
+
+
+def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) -> Encoder:
+    if isinstance(expected, dict) and "file" in expected:
+        from routegate.routers.finetune._encoder import FinetunedEncoder
+
+        model = _inside(path, expected["file"], "the encoder model")
+        if not model.is_file():
+            raise ConfigurationError(f"{path} holds a fine-tuned router but its encoder model {model} is missing")
+        card = expected.get("finetune")
+        return FinetunedEncoder(
+            model,
+            model_id=str(expected.get("model_id")),
+            card=card if isinstance(card, dict) else None,
+            intra_op_num_threads=intra_op_num_threads,
+        )
+    from routegate.embed.minilm import MiniLMEncoder
+
+    return MiniLMEncoder(intra_op_num_threads=intra_op_num_threads)
+
+
+def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) -> SemanticRouter:
+    manifest_file = path / MANIFEST
+    manifest = _read_manifest(path)
     try:
         routes = tuple(str(r) for r in manifest["routes"])
         arrays = {name: _load_array(path, spec, name) for name, spec in manifest["arrays"].items()}
@@ -133,6 +196,8 @@ def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) ->
         raise ConfigurationError(f"{manifest_file}: example offsets are inconsistent with the example bank")
     if char is not None and (char.coef.shape != (k, char.ngrams.size) or char.ngrams.idf.shape != (char.ngrams.size,)):
         raise ConfigurationError(f"{manifest_file}: char n-gram arrays do not match the vocabulary")
+    if encoder is None and isinstance(expected, dict) and "file" in expected:
+        encoder = _encoder_of(path, expected, None)  # the router's own fine-tuned model
     if encoder is None:
         from routegate.embed import default_encoder
 
