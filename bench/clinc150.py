@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""CLINC150 (Full): routegate's SemanticRouter side by side with semantic-router, same MiniLM encoder.
+"""CLINC150 (Full): routegate's SemanticRouter side by side with semantic-router, same MiniLM encoder — and, with
+``--finetune``, routegate on its own fine-tuned encoder.
 
 Protocol: fit on train, tune (calibrate) on val, report on test — test is never used to choose anything.
 
 * routegate: ``SemanticRouter.fit(train, val=val)`` (learned head, OOS threshold calibrated on val for an OOS
   recall floor); the whole trade-off curve comes from recalibrating the same head on val for several floors.
+* routegate fine-tuned (``--finetune``): ``fit_finetuned(train, val=val)`` — what ``routegate fit --finetune``
+  runs: the encoder fine-tuned on train, objective / epochs / learning rate chosen on val, exported to int8 ONNX,
+  the router fitted and calibrated on it; curve and val-chosen point as for the frozen encoder. Which of the two
+  encoders the val figures prefer is reported too.
 * semantic-router (PyPI ``semantic-router``): ``IndexedRouter`` with the 100 train utterances of each intent,
   ``fit`` (its Platt calibration) on val, then its confidence threshold chosen on val with the same objective
   (its own default, no threshold, never says out-of-scope).
@@ -12,7 +17,8 @@ Protocol: fit on train, tune (calibrate) on val, report on test — test is neve
 Both use routegate's MiniLM int8 encoder (semantic-router through a ``DenseEncoder`` wrapper). Accuracy is computed
 with batched encoding (through a cache shared by both); latency is single-query calls without the cache.
 
-    .venv/bin/python bench/clinc150.py --data ../shared/data/clinc150 [--latency-queries 300] [--skip-peer]
+    .venv/bin/python bench/clinc150.py --data ../shared/data/clinc150 [--latency-queries 300] [--skip-peer] \
+        [--finetune [--max-minutes 45] [--finetune-epochs 2] [--finetune-out DIR]]
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from routegate.embed import MiniLMEncoder
-from routegate.embed.protocol import Vectors
+from routegate.embed.protocol import Encoder, Vectors
 from routegate.embed.wrapper import EncoderWrapper
 from routegate.routers import FitConfig, LabelledExample, SemanticRouter, load_examples
 from routegate.routers.calibration import fit_threshold
@@ -44,7 +50,7 @@ FLOORS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 class CachedEncoder(EncoderWrapper):
     """Memoises vectors by text: the accuracy passes of both routers embed each text once."""
 
-    def __init__(self, inner: MiniLMEncoder) -> None:
+    def __init__(self, inner: Encoder) -> None:
         super().__init__(inner)
         self.cache: dict[str, np.ndarray[Any, Any]] = {}
 
@@ -84,18 +90,22 @@ def run_routegate(
     print("routegate: fit on train, calibrate on val ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     router = SemanticRouter.fit(train, val=val, encoder=encoder)  # the real, uncached fit time
-    fit_seconds = time.perf_counter() - started
+    return measure_router(router, time.perf_counter() - started, val, test, cached), router.route
+
+
+def measure_router(
+    router: SemanticRouter, fit_seconds: float, val: list[LabelledExample], test: list[LabelledExample], cached: Encoder
+) -> dict[str, Any]:
+    """The val-chosen point on test (batched through ``cached``) and the curve: the same head recalibrated on val
+    for each floor, reported on test."""
     cal = router.calibration
-    # accuracy: batched, through the cache
-    fast = SemanticRouter(router.head, cal, encoder=cached, default_route=router.default_route)
+    fast = SemanticRouter(router._trained, cal, encoder=cached, default_route=router.default_route)
     texts, labels = [e.text for e in test], [e.label for e in test]
     decisions = fast.route_many(texts)
     report = score_decisions(decisions, labels, router.default_route)
-    # the trade-off curve: the same head recalibrated on val for each floor, reported on test
     curve = []
-    full = SemanticRouter(router._trained, cal, encoder=cached, default_route=router.default_route)
     for floor in FLOORS:
-        again = full.recalibrate(val, config=FitConfig(oos_recall_floor=floor))
+        again = fast.recalibrate(val, config=FitConfig(oos_recall_floor=floor))
         m = metrics([d.route for d in again.route_many(texts)], labels)
         curve.append(
             {
@@ -115,12 +125,38 @@ def run_routegate(
             "oos_recall": report.oos_recall,
             "oos_precision": report.oos_precision,
             "oos_f1": report.oos_f1,
+            "oos_auroc": report.oos_auroc,
         },
         "closed_set_accuracy": float(
             np.mean([d.top == label for d, label in zip(decisions, labels, strict=True) if label != "oos"])
         ),
         "curve": curve,
-    }, router.route
+    }
+
+
+def run_finetuned(
+    train: list[LabelledExample], val: list[LabelledExample], test: list[LabelledExample], args: argparse.Namespace
+) -> tuple[dict[str, Any], Callable[[str], Any]]:
+    from routegate.routers.finetune import FinetuneConfig, fit_finetuned
+
+    print("routegate fine-tuned: the sweep on train, chosen on val ...", file=sys.stderr, flush=True)
+    config = FinetuneConfig(
+        epochs=args.finetune_epochs,
+        baseline=False,  # the frozen encoder is measured beside it (run_routegate); which wins on val is reported
+        max_minutes=args.max_minutes,
+        threads=args.threads,
+    )
+    result = fit_finetuned(train, val=val, finetune=config, progress=sys.stderr)
+    router = result.router
+    if args.finetune_out:
+        router.save(args.finetune_out)
+    cached = CachedEncoder(router.encoder)
+    out = measure_router(router, result.seconds, val, test, cached)
+    out["sweep"] = [c.to_dict() for c in result.candidates]
+    out["chosen"] = result.chosen
+    out["stopped_by_budget"] = result.stopped_by_budget
+    out["skipped"] = list(result.skipped)
+    return out, router.route
 
 
 def run_semantic_router(
@@ -201,7 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-queries", type=int, default=300, help="single-query calls timed per router")
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads")
     parser.add_argument("--skip-peer", action="store_true", help="routegate only")
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file (after each stage)")
+    parser.add_argument("--finetune", action="store_true", help="also fit routegate on a fine-tuned encoder")
+    parser.add_argument("--finetune-epochs", type=int, default=2, help="epochs of each fine-tune run (each measured)")
+    parser.add_argument("--max-minutes", type=float, default=None, help="budget of the fine-tune sweep")
+    parser.add_argument("--finetune-out", type=Path, help="save the fine-tuned router to this directory")
     args = parser.parse_args(argv)
     train, val, test = (load_examples(args.data / f"{split}.jsonl") for split in ("train", "val", "test"))
     encoder = MiniLMEncoder(intra_op_num_threads=args.threads)
@@ -212,9 +252,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "data": {"train": len(train), "val": len(val), "test": len(test)},
     }
     calls: dict[str, Callable[[str], Any]] = {}
+
+    def stage_done() -> None:
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+
     results["routegate"], calls["routegate"] = run_routegate(train, val, test, encoder, cached)
+    stage_done()
     if not args.skip_peer:
         results["semantic_router"], calls["semantic_router"] = run_semantic_router(train, val, test, encoder, cached)
+        stage_done()
+    if args.finetune:
+        results["routegate_finetuned"], calls["routegate_finetuned"] = run_finetuned(train, val, test, args)
+        frozen, tuned = results["routegate"]["calibration"], results["routegate_finetuned"]["calibration"]
+        key = lambda c: (c["feasible"], c["in_scope_accuracy"] or 0.0, c["oos_recall"] or 0.0)  # noqa: E731
+        results["val_prefers"] = "routegate_finetuned" if key(tuned) > key(frozen) else "routegate"
+        stage_done()
     # latency: single public calls with the real (uncached) encoder, the routers interleaved query by query so
     # that load from other processes hits both alike
     queries = [e.text for e in test[: args.latency_queries]]
@@ -236,6 +289,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  p50 {ours['latency_ms_p50']:.2f} ms  fit {ours['fit_seconds']:.1f} s",
         file=sys.stderr,
     )
+    if "routegate_finetuned" in results:
+        tuned = results["routegate_finetuned"]
+        print(
+            f"routegate tuned  in-scope {tuned['test']['in_scope_accuracy']:.4f}  OOS recall "
+            f"{tuned['test']['oos_recall']:.4f}  p50 {tuned['latency_ms_p50']:.2f} ms  fit {tuned['fit_seconds']:.1f} s"
+            f"  (val prefers {results['val_prefers']})",
+            file=sys.stderr,
+        )
     if "semantic_router" in results:
         peer = results["semantic_router"]
         print(
