@@ -1,10 +1,14 @@
 """``routegate serve --ray --replicas 2`` on a local Ray cluster, from outside: JSON, SSE and ``/v1`` answered
-through Ray Serve's proxy, both replicas serve (``X-Routegate-Replica``), and Ctrl-C stops everything: exit 130 and
-no process the command started (Ray's daemons and workers, the replicas, PostgreSQL) is left in the process table.
+through Ray Serve's proxy, both replicas serve (``X-Routegate-Replica``), concurrent turns of one session on both
+replicas run one at a time, and Ctrl-C stops everything: exit 130 and no process the command started (Ray's daemons
+and workers, the replicas, PostgreSQL) is left in the process table. A replica killed under load: its requests end
+with a clean 503, no acknowledged turn is lost, Ray replaces it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import os
 import shutil
 import signal
@@ -19,7 +23,7 @@ import httpx
 import pytest
 
 from routegate.cli import build_parser
-from routegate.server.testing import free_port
+from routegate.server.testing import free_port, parse_sse, wait_until_serving
 
 pytest.importorskip("ray", reason="needs the routegate[ray] extra")
 
@@ -72,6 +76,37 @@ def test_serve_ray_options_are_checked_before_anything_starts() -> None:
             parse_autoscale(bad)
 
 
+def _chain_runs_one_turn_at_a_time(url: str) -> set[str]:
+    """A first turn names customer 2, then 12 follow-ups ("Which tickets does she have?") are sent at once and
+    spread over the replicas. One at a time, exactly the first five find "she" in the memory window (10 messages),
+    and the history holds the last five in the order they ran; turns that overlapped would read the same history.
+    Returns the replicas that answered the follow-ups."""
+    session = "chain"
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+            json_mode = {"Accept": "application/json"}
+            first = {"message": "Which city is customer 2 from?", "session_id": session}
+            assert (await c.post("/chat", json=first, headers=json_mode)).status_code == 200
+            follow_ups = [
+                {"message": f"Which tickets does she have? (request {n})", "session_id": session} for n in range(12)
+            ]
+            return await asyncio.gather(*(c.post("/chat", json=body, headers=json_mode) for body in follow_ups))
+
+    answers = asyncio.run(run())
+    assert all(r.status_code == 200 for r in answers), [r.text for r in answers]
+    saw = {
+        n: any(t["call"].get("template") == "tickets_by_customer_id" for t in r.json()["tools"])
+        for n, r in enumerate(answers)
+    }
+    assert sum(saw.values()) == 5, saw
+    stored = httpx.get(f"{url}/sessions/{session}", timeout=60).json()["messages"]
+    order = [int(m["content"].rsplit(" ", 1)[1].rstrip(")")) for m in stored[::2]]
+    assert [answers[n].json()["answer"] for n in order] == [m["content"] for m in stored[1::2]]  # pairs whole
+    assert [saw[n] for n in order] == sorted((saw[n] for n in order), reverse=True)  # in the order they ran
+    return {r.headers["X-Routegate-Replica"] for r in answers}
+
+
 @pytest.mark.e2e
 @pytest.mark.integration
 def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
@@ -112,6 +147,7 @@ def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
                 replicas.add(answer.headers["X-Routegate-Replica"])
             assert len(replicas) == 2, replicas  # both replicas served
             assert len(c.get("/sessions/r").json()["messages"]) == 10  # the memory window, whichever replica
+            assert _chain_runs_one_turn_at_a_time(url) == replicas  # concurrent turns of a session, both replicas
 
             with c.stream("POST", "/chat", json={"message": "What is your refund policy?"}) as sse:
                 assert sse.status_code == 200
@@ -147,17 +183,44 @@ def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+async def _turn(c: httpx.AsyncClient, session: str, *, stream: bool) -> tuple[str, str | None]:
+    """One turn; how it ended: ``("answered", answer)``, ``("503", None)`` or ``("stream error", None)``. Anything
+    else (a bare 500, a cut-off stream, a hang: the client's 60 s timeout) fails the test."""
+    body = {"message": "I cannot log in", "session_id": session}
+    if not stream:
+        r = await c.post("/chat", json=body, headers={"Accept": "application/json"})
+        if r.status_code == 503:
+            assert r.headers["Retry-After"] == "1", r.headers
+            assert r.json()["error"]["code"] == "replica_unavailable", r.text
+            return "503", None
+        assert r.status_code == 200, r.text
+        answer: str = r.json()["answer"]
+        return "answered", answer
+    async with c.stream("POST", "/chat", json=body) as r:
+        if r.status_code == 503:
+            assert (await r.aread()) and r.headers["Retry-After"] == "1"
+            return "503", None
+        assert r.status_code == 200
+        events = parse_sse((await r.aread()).decode())  # a stream cut off mid-body raises here
+    name, data = events[-1]
+    if name == "error":
+        assert data["code"] == "replica_unavailable", events
+        return "stream error", None
+    assert name == "final", events
+    return "answered", data["answer"]
+
+
 @pytest.mark.e2e
 @pytest.mark.integration
 def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: Path) -> None:
-    """SIGKILL one replica's process under load: no request hangs, the ones it held fail with a 5xx (Ray Serve's
-    proxy answers 500), every turn answered 200 is in PostgreSQL, and Ray starts a replacement."""
-    import asyncio
-    import collections
-
+    """SIGKILL one replica's process under load (6 JSON clients, 2 streaming): no request hangs, the ones it held
+    end cleanly (503 ``replica_unavailable`` with Retry-After, or a stream's final ``error`` event; never Ray
+    Serve's bare 500), every answered turn is in PostgreSQL and no turn is half-written, and Ray starts a
+    replacement that serves."""
     port = free_port()
     env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", None)
     cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
     proc = subprocess.Popen(
         [*cmd, "serve", "--ray", "--replicas", "2", "--port", str(port)],
@@ -180,34 +243,23 @@ def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: P
         return found
 
     try:
-        from routegate.server.testing import wait_until_serving
-
         wait_until_serving(f"{url}/healthz", proc, timeout=240)
         before = replicas()
         assert len(before) == 2, before
         started = _descendants(proc.pid)
-        statuses: collections.Counter[int] = collections.Counter()
-        acknowledged: list[str] = []
+        endings: dict[str, tuple[str, str | None]] = {}
         load_done = asyncio.Event()
         under_load, after_kill = asyncio.Event(), asyncio.Event()
-        killed_at: list[int] = []  # the count of answers when the replica was killed
+        killed_at: list[int] = []  # how many turns had ended when the replica was killed
 
         async def client(c: httpx.AsyncClient, w: int) -> None:
             i = 0
             while not load_done.is_set():
                 session = f"kill-{w}-{i}"
-                r = await c.post(
-                    "/chat",
-                    json={"message": "I cannot log in", "session_id": session},
-                    headers={"Accept": "application/json"},
-                )
-                statuses[r.status_code] += 1
-                if r.status_code == 200:
-                    acknowledged.append(session)
-                total = sum(statuses.values())
-                if total >= 40:
+                endings[session] = await _turn(c, session, stream=w < 2)
+                if len(endings) >= 40:
                     under_load.set()
-                if killed_at and total >= killed_at[0] + 80:  # the load went on, on what is left
+                if killed_at and len(endings) >= killed_at[0] + 80:  # the load went on, on what is left
                     after_kill.set()
                 i += 1
 
@@ -216,17 +268,23 @@ def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: P
                 tasks = [asyncio.create_task(client(c, w)) for w in range(8)]
                 await asyncio.wait_for(under_load.wait(), 120)
                 os.kill(min(before), signal.SIGKILL)
-                killed_at.append(sum(statuses.values()))
+                killed_at.append(len(endings))
                 await asyncio.wait_for(after_kill.wait(), 120)  # a hung or failed client ends here
                 load_done.set()
                 await asyncio.gather(*tasks)
-                for session in acknowledged:
+                for session, (how, answer) in endings.items():
                     history = (await c.get(f"/sessions/{session}")).json()["messages"]
-                    assert [m["role"] for m in history] == ["user", "assistant"], (session, history)
+                    if how == "answered":  # acknowledged: stored, whole
+                        assert [(m["role"], m["content"]) for m in history] == [
+                            ("user", "I cannot log in"),
+                            ("assistant", answer),
+                        ], (session, history)
+                    else:  # failed: the turn is wholly there or not at all
+                        assert [m["role"] for m in history] in ([], ["user", "assistant"]), (session, history)
 
         asyncio.run(load())
-        assert set(statuses) <= {200, 500, 503}, statuses
-        assert statuses[200] >= 100, statuses
+        counts = collections.Counter(how for how, _ in endings.values())
+        assert counts["answered"] >= 100, counts
         deadline = time.monotonic() + 120
         while len(replicas() - before) < 1:  # Ray replaces the dead replica
             assert time.monotonic() < deadline, "no replacement replica within 120 s"

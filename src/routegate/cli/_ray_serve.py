@@ -2,7 +2,8 @@
 
 It starts the embedded PostgreSQL once (unless ``DATABASE_URL``), primes the schema and the router's fitted layer,
 starts a local Ray cluster on loopback or joins ``RAY_ADDRESS``, starts Ray Serve's HTTP proxy on ``--host/--port``
-and deploys the replicas, then waits. Ctrl-C (130) or SIGTERM (143) shuts Ray Serve down, then Ray (a local
+(with :mod:`routegate.server.ray_proxy` around it: a request whose replica died is a 503) and deploys the replicas,
+then waits. Ctrl-C (130) or SIGTERM (143) shuts Ray Serve down, then Ray (a local
 cluster stops with it), then PostgreSQL, and prints ``routegate: stopped.``.
 """
 
@@ -36,6 +37,7 @@ def parse_autoscale(text: str) -> tuple[int, int]:
 def serve_on_ray(settings: Settings, *, replicas: int, autoscale: tuple[int, int] | None) -> int:
     from routegate.apps.support.factory import database_url, open_support_desk
     from routegate.routers.ray_batch import ray_session
+    from routegate.server.ray_proxy import PROXY_CALLBACK, PROXY_CALLBACK_ENV
 
     url, embedded = database_url(settings)
     stopped_by = 0
@@ -47,6 +49,8 @@ def serve_on_ray(settings: Settings, *, replicas: int, autoscale: tuple[int, int
                 pass
 
         asyncio.run(prime())
+        # a request whose replica dies is a 503 (not Ray Serve's bare 500): the local cluster's proxy inherits this
+        os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)
         most = autoscale[1] if autoscale else replicas
         with terminate_like_interrupt(), ray_session(num_cpus=max(os.cpu_count() or 1, most)) as ray:
             signal.signal(signal.SIGTERM, _raise_terminated)  # Ray's driver installs its own on init
