@@ -242,3 +242,23 @@ def test_progress_is_written_to_the_stream_it_is_given() -> None:
     text = stream.getvalue()
     assert text.startswith("stage\n") and text.endswith("\rlast\ndone\n")
     assert text.count("\r") == 4  # every 10 clock seconds, plus the forced one
+
+
+def test_a_router_fitted_before_int8_products_loads_with_the_encoder_it_was_fitted_with(tmp_path: Path) -> None:
+    from routegate.embed import MiniLMEncoder
+    from routegate.embed.minilm import MODEL_IDS
+
+    examples = [e for e in load_examples(TRAIN) if e.label in {"weather", "timer"}]
+    router = SemanticRouter.fit(examples, encoder=MiniLMEncoder(compute="float32"), config=_no_char())
+    path = router.save(tmp_path / "router")
+    encoder = saved_encoder(path, intra_op_num_threads=1)
+    assert encoder.model_id == MODEL_IDS["float32"] and not isinstance(encoder, FinetunedEncoder)
+    loaded = SemanticRouter.load(path)  # no encoder given: the one it was fitted with, not the int8 default
+    assert loaded.encoder.model_id == MODEL_IDS["float32"]
+    assert loaded.route("what's the weather like").route == router.route("what's the weather like").route
+
+
+def _no_char() -> Any:
+    from routegate.routers import FitConfig
+
+    return FitConfig(char_ngrams=False)

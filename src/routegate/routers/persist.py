@@ -126,7 +126,8 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 def saved_encoder(path: str | Path, *, intra_op_num_threads: int | None = None) -> Encoder:
     """The encoder the router saved at ``path`` was fitted with: its own fine-tuned model when it holds one (run
-    one text per pass), otherwise a new embedded MiniLM encoder. ``intra_op_num_threads`` as for
+    one text per pass), otherwise a new embedded MiniLM encoder computing as the one it was fitted with
+    (``compute="float32"`` for routers saved before int8 products). ``intra_op_num_threads`` as for
     :class:`~routegate.embed.MiniLMEncoder`."""
     path = Path(path)
     return _encoder_of(path, _read_manifest(path).get("encoder"), intra_op_num_threads)
@@ -146,9 +147,11 @@ def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) 
             card=card if isinstance(card, dict) else None,
             intra_op_num_threads=intra_op_num_threads,
         )
-    from routegate.embed.minilm import MiniLMEncoder
+    from routegate.embed.minilm import MODEL_IDS, Compute, MiniLMEncoder
 
-    return MiniLMEncoder(intra_op_num_threads=intra_op_num_threads)
+    model_id = expected.get("model_id") if isinstance(expected, dict) else None
+    compute: Compute | None = next((c for c in ("int8", "float32") if MODEL_IDS[c] == model_id), None)
+    return MiniLMEncoder(intra_op_num_threads=intra_op_num_threads, compute=compute)
 
 
 def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) -> SemanticRouter:
@@ -196,12 +199,12 @@ def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) ->
         raise ConfigurationError(f"{manifest_file}: example offsets are inconsistent with the example bank")
     if char is not None and (char.coef.shape != (k, char.ngrams.size) or char.ngrams.idf.shape != (char.ngrams.size,)):
         raise ConfigurationError(f"{manifest_file}: char n-gram arrays do not match the vocabulary")
-    if encoder is None and isinstance(expected, dict) and "file" in expected:
-        encoder = _encoder_of(path, expected, None)  # the router's own fine-tuned model
     if encoder is None:
         from routegate.embed import default_encoder
 
-        encoder = default_encoder()
+        encoder = default_encoder()  # the shared instance, unless the router was fitted with another encoder:
+        if isinstance(expected, dict) and ("file" in expected or expected.get("model_id") != encoder.model_id):
+            encoder = _encoder_of(path, expected, None)  # its own fine-tuned model, or MiniLM computing in float32
     if encoder.model_id != expected.get("model_id") or encoder.dim != expected.get("dim"):
         raise ConfigurationError(
             f"{path} was fitted with encoder {expected.get('model_id')!r} ({expected.get('dim')}-dim); "
