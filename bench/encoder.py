@@ -12,7 +12,8 @@ calls, wall-clock and the calling thread's CPU time (with one onnxruntime thread
 and moves much less with the machine's load than wall time). ``invariance``: every text alone vs in 32-text
 batches of mixed lengths (max abs difference). ``accuracy``: ``SemanticRouter.fit`` on train with calibration on
 val for each variant, then val closed-set accuracy (top route), in-scope accuracy and OOS recall of the routed
-decision; test is never used.
+decision; test is never used. Then ``route()`` latency of the fitted routers, one val query at a time with the
+variants interleaved query by query (``--threads``, default 1 like ``routegate eval``).
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ def accuracy(args: argparse.Namespace) -> int:
     texts = list(dict.fromkeys([e.text for e in train] + [e.text for e in val]))
     labels = [e.label for e in val]
     results: list[dict[str, Any]] = []
-    for label, encoder in _variants(args.model, args.threads[0]).items():
+    routers: dict[str, Any] = {}
+    encoders = _variants(args.model, args.threads[0])
+    for label, encoder in encoders.items():
         started = time.perf_counter()
         vectors = encoder.encode(texts)
         embed_s = time.perf_counter() - started
@@ -168,7 +171,24 @@ def accuracy(args: argparse.Namespace) -> int:
             "embed_seconds": embed_s,
         }
         results.append(row)
+        routers[label] = SemanticRouter(
+            router.head, router.calibration, encoder=encoder, default_route=router.default_route
+        )
         print(json.dumps(row), flush=True)
+    # route() latency, one query at a time, the variants interleaved query by query (load hits them alike)
+    queries = [e.text for e in val][: args.latency_queries]
+    latency: dict[str, list[float]] = {label: [] for label in routers}
+    for r in routers.values():
+        r.route(queries[0])  # warm
+    for query in queries:
+        for label, r in routers.items():
+            started = time.perf_counter()
+            r.route(query)
+            latency[label].append((time.perf_counter() - started) * 1e3)
+    for row in results:
+        values = latency[str(row["variant"])]
+        row["route_p50_ms"], row["route_p99_ms"] = float(np.percentile(values, 50)), float(np.percentile(values, 99))
+        print(f"{row['variant']:10s} route() p50 {row['route_p50_ms']:.2f} ms, p99 {row['route_p99_ms']:.2f} ms")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
@@ -189,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             help="variants as label=int8|float32 or label=path.onnx[:batch_size]",
         )
         p.add_argument("--json")
+        p.add_argument("--latency-queries", type=int, default=500, help="accuracy: route() calls timed per variant")
         p.add_argument("--out", help="calibrate: where to write the ranges (default: the package's data file)")
     args = parser.parse_args(argv)
     command = {"calibrate": calibrate, "speed": speed, "invariance": invariance, "accuracy": accuracy}[args.command]

@@ -12,7 +12,14 @@ import onnxruntime as ort
 import pytest
 
 from routegate.embed import MiniLMEncoder, _onnx
-from routegate.embed.minilm import MODEL_IDS, RANGES_FILE, _data_path, _default_model_path, packaged_int8_model
+from routegate.embed.minilm import (
+    MODEL_IDS,
+    RANGES_FILE,
+    _data_path,
+    _default_model_path,
+    encoder_for_model_id,
+    packaged_int8_model,
+)
 from routegate.embed.quantize import (
     activation_ranges,
     calibration_batches,
@@ -225,3 +232,11 @@ def test_compute_modes_have_their_own_model_ids(tmp_path: Path) -> None:
         MiniLMEncoder(compute="int4")  # type: ignore[arg-type]  # the misuse under test
     with pytest.raises(ConfigurationError, match="runs as it is"):
         MiniLMEncoder(model_path=tmp_path / "m.onnx", compute="int8")
+
+
+def test_a_saved_model_id_finds_its_encoder() -> None:
+    for compute, model_id in MODEL_IDS.items():
+        encoder = encoder_for_model_id(model_id, intra_op_num_threads=1)
+        assert encoder is not None and (encoder.compute, encoder.model_id) == (compute, model_id)
+        assert encoder.intra_op_num_threads == 1
+    assert encoder_for_model_id("hashing-256") is None

@@ -244,6 +244,15 @@ def _mean_pool_normalise(hidden: np.ndarray[Any, np.dtype[np.float32]], mask: np
     return result
 
 
+def encoder_for_model_id(model_id: str, *, intra_op_num_threads: int | None = None) -> MiniLMEncoder | None:
+    """The packaged MiniLM encoder whose ``model_id`` is ``model_id`` (either ``compute``), or None: what a saved
+    router fitted with it needs (routers saved before int8 products carry the ``"float32"`` id)."""
+    for compute in get_args(Compute):
+        if MODEL_IDS[compute] == model_id:
+            return MiniLMEncoder(compute=compute, intra_op_num_threads=intra_op_num_threads)
+    return None
+
+
 _default: MiniLMEncoder | None = None
 _default_lock = threading.Lock()
 
