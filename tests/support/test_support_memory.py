@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
+from routegate.apps.support.errors import InvalidSessionIdError
 from routegate.apps.support.memory import MessageStore
 from routegate.errors import ConfigurationError
 
@@ -41,7 +42,7 @@ async def test_sessions_are_separate_and_clear_works(db: SupportDatabase) -> Non
 
 @pytest.mark.parametrize("session_id", ["", "has space", "x" * 200, "semi;colon", "new\nline"])
 async def test_bad_session_ids_are_refused(db: SupportDatabase, session_id: str) -> None:
-    with pytest.raises(ConfigurationError, match="session_id"):
+    with pytest.raises(InvalidSessionIdError, match="session_id"):
         await MessageStore(db).recent(session_id)
 
 

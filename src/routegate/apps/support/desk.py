@@ -28,10 +28,12 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
-from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
+from routegate.apps.support.errors import TurnFailedError
 from routegate.apps.support.external_tool import ExternalTool
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore, check_session_id
+from routegate.apps.support.inputs import check_session_id, turn_refusal
+from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
 from routegate.apps.support.nodes import TextToSql, build_tool_workers
 from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.respond import RespondNode, tokens_of
@@ -41,11 +43,11 @@ from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, Deadline, GovernedStep, RouteGateway, RoutePolicy, RunContext, stop_reasons
 from routegate.core._stream import stream_events
-from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, InvalidMessageError, check_message
+from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
-from routegate.errors import ConfigurationError, RuntimeFaultError
+from routegate.errors import ConfigurationError
 from routegate.llm.protocol import ChatModel
 from routegate.plan import Plan, PlanResult
 
@@ -139,7 +141,7 @@ class SupportAgent:
 
         The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
         iterator early cancels it."""
-        problem = _check_input(message, session_id, self.max_message_chars)
+        problem = turn_refusal(message, session_id, self.max_message_chars)
         if problem is not None:
             return _single(problem)
         if self._plan is None:
@@ -151,24 +153,34 @@ class SupportAgent:
         return self.iter(message, session_id=session_id)
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
-        """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message
-        and :class:`RuntimeFaultError` when the turn ends with an ``error`` event."""
+        """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message,
+        :class:`~routegate.apps.support.errors.InvalidSessionIdError` for a refused session id and
+        :class:`~routegate.apps.support.errors.TurnFailedError` (with the event's code) when the turn ends with an
+        ``error`` event."""
         check_message(message, max_chars=self.max_message_chars)
-        final: TurnResult | None = None
+        check_session_id(session_id)
         async for event in self.iter(message, session_id=session_id):
             if isinstance(event, TurnResult):
-                final = event
-            elif isinstance(event, TurnError):
-                raise RuntimeFaultError(f"{event.code}: {event.message}")
-        if final is None:  # pragma: no cover - astream always ends with final or error
-            raise RuntimeFaultError("the turn ended without a result")
-        return final
+                return event
+            if isinstance(event, TurnError):
+                raise TurnFailedError(event.code, event.message)
+        raise TurnFailedError("internal_error", "the turn ended without a result")  # pragma: no cover
 
     async def history(self, session_id: str) -> list[Message]:
-        return await self.memory.recent(check_session_id(session_id))
+        """The session's last messages, oldest first; :class:`DatabaseUnavailableError` when the database is."""
+        check_session_id(session_id)
+        try:
+            return await self.memory.recent(session_id)
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
     async def reset(self, session_id: str) -> None:
-        await self.memory.clear(check_session_id(session_id))
+        """Forget the session's messages; :class:`DatabaseUnavailableError` when the database is unavailable."""
+        check_session_id(session_id)
+        try:
+            await self.memory.clear(session_id)
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
     async def healthy(self) -> bool:
         return self._plan is not None and await self.db.ping()
@@ -316,16 +328,3 @@ def _is_last(event: SupportEvent) -> bool:
 
 async def _single(event: SupportEvent) -> AsyncIterator[SupportEvent]:
     yield event
-
-
-def _check_input(message: object, session_id: object, max_chars: int) -> TurnError | None:
-    try:
-        check_session_id(session_id)
-    except ConfigurationError as exc:
-        return TurnError(message=str(exc), code="bad_session_id")
-    try:
-        check_message(message, max_chars=max_chars)
-    except InvalidMessageError as exc:
-        code = "empty_message" if exc.code == "not_text" else exc.code
-        return TurnError(message=str(exc), code=code)
-    return None

@@ -12,30 +12,18 @@ run them, and each reads what the one before it wrote.
 
 from __future__ import annotations
 
-import re
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 from routegate.apps.support.advisory import lock_key
 from routegate.apps.support.contracts import Message, Role
 from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.inputs import check_session_id
 from routegate.errors import ConfigurationError
 
 MEMORY_LIMIT: Final = 10
 MAX_STORED_CHARS: Final = 32_000
 """The default bound on one stored message (user or assistant); the desk raises it with its message limit."""
-# 160, not 128: the HTTP server stores a client's session id (up to 128 characters) behind its API key's owner id
-# (``<16 hex>:<session id>``, see routegate.server._auth)
-_SESSION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,160}\Z")
-
-
-def check_session_id(session_id: object) -> str:
-    """Session ids are 1-160 characters of letters, digits and ``._:@-``."""
-    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
-        raise ConfigurationError(
-            f"session_id must be 1-160 characters of letters, digits and ._:@- ; got {str(session_id)[:60]!r}"
-        )
-    return session_id
 
 
 def session_lock_name(schema: str, session_id: str) -> str:
