@@ -39,7 +39,7 @@ from routegate.core.contracts import ArgLimits, Budget, RouteIntent, jsonable
 from routegate.core.gateway import DelegationStop, RouteGateway
 from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.core.hashing import args_hash
-from routegate.core.outcome import Outcome
+from routegate.core.outcome import HasOutcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.telemetry import Attr, end_run, span
@@ -133,7 +133,7 @@ class HandlerRegistry:
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchOutcome:
+class DispatchOutcome(HasOutcome):
     """What happened to one extracted part. ``value`` is the handler's result (a ``CodeRun``, ...), if it ran."""
 
     target: str
@@ -145,11 +145,6 @@ class DispatchOutcome:
     @property
     def ok(self) -> bool:
         return self.stop_reason == sr.SUCCESS
-
-    @property
-    def outcome(self) -> Outcome:
-        """How this part ended, in the form every runtime's result shares."""
-        return Outcome.stopped(self.stop_reason, self.phase, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"target": self.target, "stop_reason": self.stop_reason}
@@ -163,7 +158,7 @@ class DispatchOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchResult:
+class DispatchResult(HasOutcome):
     """How a dispatch ended: ``ok`` when every part of the winning kind succeeded (prose: nothing to do)."""
 
     kind: OutputKind
@@ -177,11 +172,6 @@ class DispatchResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    @property
-    def outcome(self) -> Outcome:
-        """How the dispatch ended, in the form every runtime's result shares (``ok`` as :attr:`ok`)."""
-        return Outcome.stopped(self.stop_reason, self.phase, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.value, "status": self.status, "stop_reason": self.stop_reason}
