@@ -29,10 +29,9 @@ from routegate.apps.support.contracts import (
     TurnResult,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
-from routegate.apps.support.errors import TurnFailedError
 from routegate.apps.support.external_tool import ExternalTool
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.inputs import check_session_id, turn_refusal
+from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
 from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
 from routegate.apps.support.nodes import TextToSql, build_tool_workers
 from routegate.apps.support.postgres_tool import PostgresTool
@@ -157,14 +156,8 @@ class SupportAgent:
         :class:`~routegate.apps.support.errors.InvalidSessionIdError` for a refused session id and
         :class:`~routegate.apps.support.errors.TurnFailedError` (with the event's code) when the turn ends with an
         ``error`` event."""
-        check_message(message, max_chars=self.max_message_chars)
-        check_session_id(session_id)
-        async for event in self.iter(message, session_id=session_id):
-            if isinstance(event, TurnResult):
-                return event
-            if isinstance(event, TurnError):
-                raise TurnFailedError(event.code, event.message)
-        raise TurnFailedError("internal_error", "the turn ended without a result")  # pragma: no cover
+        check_input(message, session_id, self.max_message_chars)
+        return await turn_result(self.iter(message, session_id=session_id))
 
     async def history(self, session_id: str) -> list[Message]:
         """The session's last messages, oldest first; :class:`DatabaseUnavailableError` when the database is."""

@@ -39,8 +39,8 @@ from routegate.apps.support.contracts import (
 )
 from routegate.apps.support.embedded import DatabaseUnavailableError
 from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
-from routegate.apps.support.inputs import check_session_id, turn_refusal
-from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
+from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
+from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS
 
 _KEYWORDS: tuple[tuple[SupportRoute, tuple[str, ...]], ...] = (
     ("POSTGRES", ("customer", "ticket", "account", "status")),
@@ -143,14 +143,8 @@ class FakeSupportDesk:
             self.closed_streams += 1
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
-        check_message(message, max_chars=self.max_message_chars)
-        check_session_id(session_id)
-        async for event in self.iter(message, session_id=session_id):
-            if isinstance(event, TurnResult):
-                return event
-            if isinstance(event, TurnError):
-                raise TurnFailedError(event.code, event.message)
-        raise TurnFailedError("internal_error", "the turn ended without a result")  # pragma: no cover
+        check_input(message, session_id, self.max_message_chars)
+        return await turn_result(self.iter(message, session_id=session_id))
 
     async def history(self, session_id: str) -> list[Message]:
         self._check_up()

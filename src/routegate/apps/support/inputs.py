@@ -1,4 +1,5 @@
-"""What the desk accepts from a client before a turn starts: a session id and a message.
+"""What the desk accepts from a client before a turn starts (a session id and a message), and what ``ask`` makes of
+a turn's events.
 
 Both desks (the real one and :mod:`.fake`) check a turn's input here, so they refuse the same input with the same
 ``error`` event.
@@ -7,9 +8,10 @@ Both desks (the real one and :mod:`.fake`) check a turn's input here, so they re
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 
-from routegate.apps.support.contracts import TurnError
-from routegate.apps.support.errors import InvalidSessionIdError
+from routegate.apps.support.contracts import SupportEvent, TurnError, TurnResult
+from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
 from routegate.core.messages import InvalidMessageError, check_message
 
 # 160, not 128: the HTTP server stores a client's session id (up to 128 characters) behind its API key's owner id
@@ -24,6 +26,23 @@ def check_session_id(session_id: object) -> str:
             f"session_id must be 1-160 characters of letters, digits and ._:@- ; got {str(session_id)[:60]!r}"
         )
     return session_id
+
+
+def check_input(message: object, session_id: object, max_chars: int) -> None:
+    """Raise what a refused message (:class:`InvalidMessageError`) or session id (:class:`InvalidSessionIdError`)
+    raises; the checks of :func:`turn_refusal` as exceptions, for ``ask``."""
+    check_message(message, max_chars=max_chars)
+    check_session_id(session_id)
+
+
+async def turn_result(events: AsyncIterator[SupportEvent]) -> TurnResult:
+    """A turn's result from its events (``ask``); :class:`TurnFailedError` when it ends with an ``error`` event."""
+    async for event in events:
+        if isinstance(event, TurnResult):
+            return event
+        if isinstance(event, TurnError):
+            raise TurnFailedError(event.code, event.message)
+    raise TurnFailedError("internal_error", "the turn ended without a result")  # pragma: no cover
 
 
 def turn_refusal(message: object, session_id: object, max_chars: int) -> TurnError | None:
