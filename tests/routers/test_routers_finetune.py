@@ -262,3 +262,23 @@ def _no_char() -> Any:
     from routegate.routers import FitConfig
 
     return FitConfig(char_ngrams=False)
+
+
+def test_a_run_trains_the_same_whatever_is_stepped_between_its_steps() -> None:
+    import torch
+
+    from routegate.routers.finetune._torch import Trainer
+
+    rows = [e for e in load_examples(TRAIN) if e.label != "oos"]
+    texts, labels = [e.text for e in rows], [e.label for e in rows]
+
+    def trained(interleaved: bool) -> Any:
+        run = Trainer(texts, labels, "contrastive", 5e-5, TINY)
+        other = Trainer(texts, labels, "cross-entropy", 5e-5, TINY) if interleaved else None
+        for batch in run.plan(0)[:3]:
+            run.step(batch)
+            if other is not None:  # the sweep steps other runs between a run's epochs
+                other.step(other.plan(0)[0])
+        return run.model.encoder.layer[0].attention.self.query.weight.detach().clone()
+
+    assert torch.equal(trained(False), trained(True))

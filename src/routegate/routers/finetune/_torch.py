@@ -118,6 +118,9 @@ class Trainer:
             return (step + 1) / warm if step < warm else max(0.0, (total - step) / max(1, total - warm))
 
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
+        # dropout draws from torch's global generator: each run keeps its own state, so that a run gives the same
+        # model whether or not other runs are stepped between its epochs (the sweep goes breadth first)
+        self._rng = torch.get_rng_state()
 
     def plan(self, epoch: int) -> list[Batch]:
         """The batches of ``epoch`` (seeded): every training text once."""
@@ -154,6 +157,7 @@ class Trainer:
 
     def step(self, batch: Batch) -> float:
         """One optimiser step; returns the batch's loss."""
+        torch.set_rng_state(self._rng)
         left, right = batch
         if self.head is not None:
             logits = self.head(self._embed(left))
@@ -169,6 +173,7 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
         self.scheduler.step()
+        self._rng = torch.get_rng_state()
         value: float = float(loss.detach())
         if not math.isfinite(value):
             raise RuntimeFaultError(f"fine-tuning diverged ({self.objective}, loss {value}): try a lower learning rate")
