@@ -65,7 +65,10 @@ def test_the_manifest_records_model_data_hyper_parameters_and_val_figures(tuned:
     assert card["data"]["val_sha256"] == data_sha256(load_examples(VAL))
     assert (card["data"]["train_examples"], card["data"]["train_in_scope"]) == (240, 200)
     assert card["hyper_parameters"]["batch_size"] == 8 and card["hyper_parameters"]["max_tokens"] == 32
-    assert card["quantization"].startswith("onnxruntime quantize_dynamic: int8 weights per channel")
+    assert (
+        card["quantization"].startswith("static int8")
+        and "(activation ranges from 200 training texts)" in card["quantization"]
+    )
     cal = result.router.calibration
     assert card["val"]["in_scope_accuracy"] == cal.in_scope_accuracy and card["val"]["oos_recall"] == cal.oos_recall
     assert [row["objective"] for row in card["sweep"]] == ["contrastive", "cross-entropy"]

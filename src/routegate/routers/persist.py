@@ -125,8 +125,8 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 def saved_encoder(path: str | Path, *, intra_op_num_threads: int | None = None) -> Encoder:
-    """The encoder the router saved at ``path`` was fitted with: its own fine-tuned model when it holds one (run
-    one text per pass), otherwise a new embedded MiniLM encoder computing as the one it was fitted with
+    """The encoder the router saved at ``path`` was fitted with: its own fine-tuned model when it holds one,
+    otherwise a new embedded MiniLM encoder computing as the one it was fitted with
     (``compute="float32"`` for routers saved before int8 products). ``intra_op_num_threads`` as for
     :class:`~routegate.embed.MiniLMEncoder`."""
     path = Path(path)

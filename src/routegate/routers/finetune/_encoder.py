@@ -1,10 +1,9 @@
-"""The encoder a fine-tuned router carries: its own int8 ONNX model, run by onnxruntime one text per pass.
+"""The encoder a fine-tuned router carries: its own int8 ONNX model, run by onnxruntime.
 
-No torch here: a saved fine-tuned router loads and routes with onnxruntime only. The model is quantised with
-dynamic int8 activations (:mod:`routegate.routers.finetune._quantize`), whose scale is taken from the whole input
-of a pass — a text's vector would depend on the texts batched with it, and routing must not depend on which other
-requests are in flight. So every pass holds exactly one text, unpadded: the vector of a text is the same whichever
-wrapper (a server's :class:`~routegate.embed.BatchingEncoder`, a fit's batches) hands it over.
+No torch here: a saved fine-tuned router loads and routes with onnxruntime only. The model is quantised with fixed
+activation scales (:mod:`routegate.routers.finetune._quantize`), so a text's vector is the same alone and in any
+batch: routing never depends on which other requests share a pass (a server's
+:class:`~routegate.embed.BatchingEncoder`, a fit's batches).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ MODEL_ID_PREFIX = "routegate-finetuned:all-MiniLM-L6-v2"
 
 
 class FinetunedEncoder(EncoderWrapper):
-    """A fine-tuned all-MiniLM-L6-v2 as int8 ONNX (``model_path``), one text per onnxruntime pass.
+    """A fine-tuned all-MiniLM-L6-v2 as int8 ONNX (``model_path``), batch-invariant.
 
     ``model_id`` names this model (a saved router refuses any other encoder); ``card`` is its provenance (base
     model, data hashes, hyper-parameters, validation figures), written into a saved router's manifest.
@@ -36,7 +35,7 @@ class FinetunedEncoder(EncoderWrapper):
         card: Mapping[str, Any] | None = None,
         intra_op_num_threads: int | None = None,
     ) -> None:
-        super().__init__(MiniLMEncoder(model_path=model_path, batch_size=1, intra_op_num_threads=intra_op_num_threads))
+        super().__init__(MiniLMEncoder(model_path=model_path, intra_op_num_threads=intra_op_num_threads))
         self.model_path = Path(model_path)
         self.card: dict[str, Any] = dict(card or {})
         self._model_id = model_id
@@ -55,7 +54,7 @@ class FinetunedEncoder(EncoderWrapper):
         inner.warm_up()
 
     def encode(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts`` (one pass per text): ``(len(texts), 384)`` float32 unit rows."""
+        """Embed ``texts``: ``(len(texts), 384)`` float32 unit rows."""
         return self.inner.encode(texts)
 
 

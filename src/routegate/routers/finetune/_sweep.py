@@ -30,7 +30,7 @@ from routegate.routers._fit import FitConfig, check_training_data
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.finetune._config import BASE_MODEL, Candidate, FinetuneConfig, Objective
 from routegate.routers.finetune._encoder import MODEL_ID_PREFIX, FinetunedEncoder
-from routegate.routers.finetune._quantize import SCHEME, quantize_int8
+from routegate.routers.finetune._quantize import quantize_int8
 from routegate.routers.semantic import SemanticRouter
 
 if TYPE_CHECKING:
@@ -171,6 +171,7 @@ class _Sweep:
         self.epoch_seconds: list[float] = []
         self.stopped_by_budget = False
         self.skipped: list[str] = []
+        self.scheme = ""
         self.epochs_left = len(config.objectives) * len(config.learning_rates) * config.epochs
 
     # -------------------------------------------------------------- time
@@ -247,7 +248,7 @@ class _Sweep:
         model = self.workdir / f"{tag}.onnx"
         started = self.clock()
         run.trainer.export(float_model)
-        quantize_int8(float_model, model)
+        self.scheme = quantize_int8(float_model, model, [e.text for e in self.in_scope], seed=self.config.seed)
         float_model.unlink()
         digest = hashlib.sha256(model.read_bytes()).hexdigest()
         model_id = f"{MODEL_ID_PREFIX}:{digest[:16]}"
@@ -377,7 +378,7 @@ class _Sweep:
                 "seed": config.seed,
                 "planned_epochs": config.epochs,
             },
-            "quantization": SCHEME,
+            "quantization": self.scheme,
             "data": {
                 "train_sha256": data_sha256(self.train),
                 "train_examples": len(self.train),
