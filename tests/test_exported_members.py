@@ -129,6 +129,15 @@ PINNED: dict[str, list[str]] = {
         "load_examples",
         "plot_report",
     ],
+    "routegate.routers.finetune": [
+        "Candidate",
+        "FinetuneConfig",
+        "FinetuneResult",
+        "FinetunedEncoder",
+        "Objective",
+        "fit_finetuned",
+        "require_train_extra",
+    ],
     "routegate.technique": [
         "A2AArgs",
         "A2ADelegator",

@@ -285,3 +285,14 @@ def test_a_run_trains_the_same_whatever_is_stepped_between_its_steps() -> None:
         return run.model.encoder.layer[0].attention.self.query.weight.detach().clone()
 
     assert torch.equal(trained(False), trained(True))
+
+
+def test_batch_routing_on_ray_actors_loads_a_fine_tuned_router_with_its_own_encoder(
+    tuned: tuple[FinetuneResult, Path],
+) -> None:
+    from routegate.routers.ray_batch import _semantic_worker
+
+    result, path = tuned
+    texts = [e.text for e in load_examples(TEST)][:24]
+    routed = _semantic_worker(str(path), 1)(texts)  # what each Ray Data actor builds and runs, without Ray
+    assert [(d.route, d.outcome) for d, _ in routed] == [(d.route, d.outcome) for d in map(result.router.route, texts)]

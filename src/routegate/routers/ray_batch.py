@@ -133,10 +133,10 @@ def map_in_order(
 
 def _semantic_worker(router_dir: str, threads: int) -> BatchWorker:
     """Loads the saved router once; routes each batch with one encoder pass, timing it."""
-    from routegate.embed import MiniLMEncoder
+    from routegate.routers.persist import saved_encoder
     from routegate.routers.semantic import SemanticRouter
 
-    router = SemanticRouter.load(router_dir, encoder=MiniLMEncoder(intra_op_num_threads=threads))
+    router = SemanticRouter.load(router_dir, encoder=saved_encoder(router_dir, intra_op_num_threads=threads))
     router.route("warm up")  # load the encoder before timing
 
     def route_batch(texts: list[str]) -> list[Any]:
