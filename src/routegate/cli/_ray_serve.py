@@ -9,7 +9,6 @@ cluster stops with it), then PostgreSQL, and prints ``routegate: stopped.``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -35,7 +34,7 @@ def parse_autoscale(text: str) -> tuple[int, int]:
 
 
 def serve_on_ray(settings: Settings, *, replicas: int, autoscale: tuple[int, int] | None) -> int:
-    from routegate.apps.support.factory import database_url, open_support_desk
+    from routegate.apps.support.factory import database_url, prime_support_desk
     from routegate.routers.ray_batch import ray_session
     from routegate.server.ray_proxy import PROXY_CALLBACK, PROXY_CALLBACK_ENV
 
@@ -43,12 +42,7 @@ def serve_on_ray(settings: Settings, *, replicas: int, autoscale: tuple[int, int
     stopped_by = 0
     try:
         primed = settings.model_copy(update={"database_url": url})
-
-        async def prime() -> None:
-            async with open_support_desk(primed):
-                pass
-
-        asyncio.run(prime())
+        prime_support_desk(settings, url)
         # a request whose replica dies is a 503 (not Ray Serve's bare 500): the local cluster's proxy inherits this
         os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)
         most = autoscale[1] if autoscale else replicas

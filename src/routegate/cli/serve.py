@@ -138,19 +138,13 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def _serve_workers(settings: Settings, workers: int) -> int:
     """Several uvicorn worker processes over one PostgreSQL: the parent starts the embedded server (unless
     DATABASE_URL), primes the schema and the router's fitted layer once, then hands the URL to the workers."""
-    from routegate.apps.support.factory import database_url, open_support_desk
+    from routegate.apps.support.factory import database_url, prime_support_desk
     from routegate.cli._uvicorn import SignalledSupervisor
     from routegate.server.serving import server_config
 
     url, embedded = database_url(settings)
     try:
-        primed = settings.model_copy(update={"database_url": url})
-
-        async def prime() -> None:
-            async with open_support_desk(primed):
-                pass
-
-        asyncio.run(prime())
+        prime_support_desk(settings, url)
         os.environ["DATABASE_URL"] = url  # the workers' Settings() read it
         host, port = settings.server_host, settings.server_port
         print(

@@ -94,3 +94,14 @@ async def open_support_desk(
             await asyncio.to_thread(database.stop)
         elif server is not None:
             await asyncio.to_thread(server.stop)
+
+
+def prime_support_desk(settings: Settings, url: str) -> None:
+    """Create the schema, seed it and fit the router's layer once on the database at ``url``, then close: what a
+    parent process does before its workers or replicas open their own desks on the same database."""
+
+    async def prime() -> None:
+        async with open_support_desk(settings.model_copy(update={"database_url": url})):
+            pass
+
+    asyncio.run(prime())
