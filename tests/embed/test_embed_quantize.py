@@ -8,10 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+from onnx import TensorProto
+from onnx.helper import make_graph, make_model, make_node, make_opsetid, make_tensor_value_info
+from onnx.numpy_helper import from_array, to_array
 
-from routegate.embed import MiniLMEncoder, _onnx
+from routegate.embed import MiniLMEncoder
 from routegate.embed.minilm import (
     MODEL_IDS,
     RANGES_FILE,
@@ -59,41 +63,37 @@ def _tiny_model(*, int8_weights: bool) -> tuple[bytes, dict[str, np.ndarray[Any,
     rng = np.random.default_rng(0)
     weights = {name: rng.normal(size=(8, 8)).astype(np.float32) for name in ("w1", "w2", "w3")}
     b1 = rng.normal(size=8).astype(np.float32)
-    inits = [_onnx.from_array(b1, "b1")]
+    inits = [from_array(b1, "b1")]
     nodes = []
     for name, w in weights.items():
         if int8_weights:
             scale = (np.abs(w).max(axis=0) / 127).astype(np.float32)
             q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
             weights[name] = q.astype(np.float32) * scale
-            inits += [_onnx.from_array(q, f"{name}_q"), _onnx.from_array(scale.reshape(1, 8), f"{name}_s")]
-            to_float = _onnx.new("AttributeProto", name="to", type=_onnx.ATTR_INT, i=_onnx.FLOAT)
+            inits += [from_array(q, f"{name}_q"), from_array(scale.reshape(1, 8), f"{name}_s")]
             nodes += [
-                _onnx.new("NodeProto", op_type="Cast", input=[f"{name}_q"], output=[f"{name}_f"], attribute=[to_float]),
-                _onnx.new("NodeProto", op_type="Mul", input=[f"{name}_f", f"{name}_s"], output=[name]),
+                make_node("Cast", [f"{name}_q"], [f"{name}_f"], to=TensorProto.FLOAT),
+                make_node("Mul", [f"{name}_f", f"{name}_s"], [name]),
             ]
         else:
-            inits.append(_onnx.from_array(w, name))
+            inits.append(from_array(w, name))
     nodes += [  # unnamed nodes, bias first in the Add: both occur in real exports
-        _onnx.new("NodeProto", op_type="MatMul", input=["x", "w1"], output=["h1"]),
-        _onnx.new("NodeProto", op_type="Add", input=["b1", "h1"], output=["h2"]),
-        _onnx.new("NodeProto", op_type="Relu", input=["h2"], output=["h3"]),
-        _onnx.new("NodeProto", op_type="MatMul", input=["h3", "w2"], output=["h4"]),
-        _onnx.new("NodeProto", op_type="MatMul", input=["x", "w3"], output=["h5"]),
-        _onnx.new("NodeProto", op_type="MatMul", input=["h4", "h5"], output=["h6"]),  # two activations: stays float
-        _onnx.new("NodeProto", op_type="Add", input=["h4", "h6"], output=["y"]),
+        make_node("MatMul", ["x", "w1"], ["h1"]),
+        make_node("Add", ["b1", "h1"], ["h2"]),
+        make_node("Relu", ["h2"], ["h3"]),
+        make_node("MatMul", ["h3", "w2"], ["h4"]),
+        make_node("MatMul", ["x", "w3"], ["h5"]),
+        make_node("MatMul", ["h4", "h5"], ["h6"]),  # two activations: stays float
+        make_node("Add", ["h4", "h6"], ["y"]),
     ]
-    graph = _onnx.new(
-        "GraphProto",
-        name="tiny",
-        node=nodes,
+    graph = make_graph(
+        nodes,
+        "tiny",
+        [make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [make_tensor_value_info("y", TensorProto.FLOAT, None)],
         initializer=inits,
-        input=[_onnx.float_output("x")],
-        output=[_onnx.float_output("y")],
     )
-    model = _onnx.new(
-        "ModelProto", ir_version=8, graph=graph, opset_import=[_onnx.new("OperatorSetIdProto", domain="", version=17)]
-    )
+    model = make_model(graph, ir_version=8, opset_imports=[make_opsetid("", 17)])
     return model.SerializeToString(), weights
 
 
@@ -106,7 +106,7 @@ def test_linear_layers_become_int8_products_close_to_float(int8_weights: bool) -
     ranges = activation_ranges(model, calibration)
     assert set(ranges) == {"h3", "x"} and ranges["h3"][0] == 0.0  # after a Relu
     quantized = quantize_model(model, ranges)
-    graph = _onnx.parse_model(quantized).graph
+    graph = onnx.load_model_from_string(quantized).graph
     ops = [n.op_type for n in graph.node]
     assert ops.count("MatMulIntegerToFloat") == 3
     assert ops.count("QuantizeLinear") == 2  # x is quantised once for the two layers that read it
@@ -122,8 +122,8 @@ def test_linear_layers_become_int8_products_close_to_float(int8_weights: bool) -
 def test_int8_weights_are_kept_as_stored() -> None:
     model, _ = _tiny_model(int8_weights=True)
     quantized = quantize_model(model, {"x": (-3.0, 3.0), "h3": (0.0, 9.0)})
-    stored = {t.name: _onnx.to_array(t) for t in _onnx.parse_model(model).graph.initializer}
-    rewritten = {t.name: _onnx.to_array(t) for t in _onnx.parse_model(quantized).graph.initializer}
+    stored = {t.name: to_array(t) for t in onnx.load_model_from_string(model).graph.initializer}
+    rewritten = {t.name: to_array(t) for t in onnx.load_model_from_string(quantized).graph.initializer}
     int8 = [a for a in rewritten.values() if a.dtype == np.int8]
     assert len(int8) == 3
     assert any(np.array_equal(a, stored["w1_q"]) for a in int8)
@@ -139,23 +139,8 @@ def test_missing_ranges_and_empty_calibration_are_refused() -> None:
         activation_ranges(model, [])
 
 
-def test_onnx_subset_round_trips_the_packaged_model() -> None:
-    data = _default_model_path().read_bytes()
-    model = _onnx.parse_model(data)
-    assert len(model.graph.initializer) > 100
-    again = model.SerializeToString()
-    ids = np.array([[101, 7592, 2088, 102]], dtype=np.int64)
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-    first, second = (
-        ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, feeds)[0] for m in (data, again)
-    )
-    np.testing.assert_array_equal(first, second)
-    weights = next(t for t in model.graph.initializer if t.name.endswith("word_embeddings.weight_q"))
-    assert _onnx.to_array(weights).shape == (30522, 384)
-
-
 def test_packaged_int8_model_has_int8_products() -> None:
-    graph = _onnx.parse_model(packaged_int8_model()).graph
+    graph = onnx.load_model_from_string(packaged_int8_model()).graph
     ops = [n.op_type for n in graph.node]
     assert ops.count("MatMulIntegerToFloat") == 36  # 6 layers x (q, k, v, attention output, 2 feed-forward)
     assert ops.count("MatMul") == 12  # attention scores and weighted values, float32

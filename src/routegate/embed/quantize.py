@@ -14,7 +14,8 @@ per output column; float32 weights are quantised symmetrically per output column
 product is folded into it, and products that read the same tensor share one ``QuantizeLinear``. Products of two
 activations (attention scores) stay in float32.
 
-Torch-free and ``onnx``-free (onnxruntime and numpy only): it runs wherever the encoder runs. Entry points:
+Torch-free: the graph is read and rewritten with the ``onnx`` package, run by onnxruntime; it runs wherever the
+encoder runs (this module is imported only when an int8 encoder loads). Entry points:
 
 * :func:`quantize_file` — a float32 ONNX file and calibration texts in, the int8 file out (e.g. a fine-tuned
   export);
@@ -30,8 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
+import onnx.helper
+import onnx.numpy_helper
 
-from routegate.embed import _onnx
 from routegate.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -79,7 +82,11 @@ def _linears(model: Any) -> list[_Linear]:
         if len(users) == 1 and output not in graph_outputs and users[0].op_type == "Add" and not users[0].domain:
             add = users[0]
             other = add.input[1] if add.input[0] == output else add.input[0]
-            if other in inits and tuple(inits[other].dims) == (q.shape[1],) and inits[other].data_type == _onnx.FLOAT:
+            if (
+                other in inits
+                and tuple(inits[other].dims) == (q.shape[1],)
+                and inits[other].data_type == onnx.TensorProto.FLOAT
+            ):
                 bias, bias_sum, output = other, add.output[0], add.output[0]
         found.append(_Linear(node.output[0], node.input[0], q, scale, bias, bias_sum, output))
     return found
@@ -91,9 +98,9 @@ def _int8_weights(
     """The int8 weights (K, N) and per-column scales (N,) behind the constant ``name``, or None if it is not one."""
     if name in inits:
         tensor = inits[name]
-        if tensor.data_type != _onnx.FLOAT or len(tensor.dims) != 2:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.dims) != 2:
             return None
-        w = _onnx.to_array(tensor)
+        w = onnx.numpy_helper.to_array(tensor)
         scale = np.maximum(np.abs(w).max(axis=0) / 127.0, np.finfo(np.float32).tiny).astype(np.float32)
         return np.clip(np.rint(w / scale), -127, 127).astype(np.int8), scale
     mul = producer.get(name)  # Mul(Cast(W_q), scale): int8 weights stored per output column, dequantised at load
@@ -103,10 +110,14 @@ def _int8_weights(
     if cast is None or cast.op_type != "Cast" or cast.input[0] not in inits or mul.input[1] not in inits:
         return None
     q_tensor, s_tensor = inits[cast.input[0]], inits[mul.input[1]]
-    if q_tensor.data_type != _onnx.INT8 or len(q_tensor.dims) != 2 or s_tensor.data_type != _onnx.FLOAT:
+    if (
+        q_tensor.data_type != onnx.TensorProto.INT8
+        or len(q_tensor.dims) != 2
+        or s_tensor.data_type != onnx.TensorProto.FLOAT
+    ):
         return None
-    q = _onnx.to_array(q_tensor)
-    scale = _onnx.to_array(s_tensor).astype(np.float32)
+    q = onnx.numpy_helper.to_array(q_tensor)
+    scale = onnx.numpy_helper.to_array(s_tensor).astype(np.float32)
     if scale.size == 1:
         scale = np.full(q.shape[1], float(scale.reshape(())), dtype=np.float32)
     if scale.size != q.shape[1] or scale.shape not in ((q.shape[1],), (1, q.shape[1])):
@@ -116,7 +127,7 @@ def _int8_weights(
 
 def linear_inputs(model_bytes: bytes) -> list[str]:
     """The activations the linear layers of ``model_bytes`` read: what :func:`activation_ranges` measures."""
-    return sorted({lin.input for lin in _linears(_onnx.parse_model(model_bytes))})
+    return sorted({lin.input for lin in _linears(onnx.load_model_from_string(model_bytes))})
 
 
 def activation_ranges(model_bytes: bytes, batches: Iterable[Feeds]) -> Ranges:
@@ -125,12 +136,14 @@ def activation_ranges(model_bytes: bytes, batches: Iterable[Feeds]) -> Ranges:
     positions are not text and would widen the ranges."""
     import onnxruntime as ort
 
-    model = _onnx.parse_model(model_bytes)
+    model = onnx.load_model_from_string(model_bytes)
     names = sorted({lin.input for lin in _linears(model)})
     if not names:
         raise ConfigurationError("the model has no MatMul with a constant weight: nothing to quantise")
     existing = {o.name for o in model.graph.output}
-    model.graph.output.extend(_onnx.float_output(n) for n in names if n not in existing)
+    model.graph.output.extend(
+        onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in names if n not in existing
+    )
     options = ort.SessionOptions()
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
@@ -174,7 +187,7 @@ def _uint8_params(low: float, high: float) -> tuple[np.float32, np.uint8]:
 def quantize_model(model_bytes: bytes, ranges: Mapping[str, Sequence[float]]) -> bytes:
     """Rewrite every linear layer of ``model_bytes`` into static int8 (see the module doc) with the activation
     ``ranges`` (from :func:`activation_ranges`); returns the new model's bytes."""
-    model = _onnx.parse_model(model_bytes)
+    model = onnx.load_model_from_string(model_bytes)
     graph = model.graph
     linears = _linears(model)
     if not linears:
@@ -197,21 +210,23 @@ def quantize_model(model_bytes: bytes, ranges: Mapping[str, Sequence[float]]) ->
             quantized.add(lin.input)
             graph.initializer.extend(
                 [
-                    _onnx.from_array(np.asarray(a_scale), f"{a_in}/scale"),
-                    _onnx.from_array(np.asarray(a_zero), f"{a_in}/zero_point"),
+                    onnx.numpy_helper.from_array(np.asarray(a_scale), f"{a_in}/scale"),
+                    onnx.numpy_helper.from_array(np.asarray(a_zero), f"{a_in}/zero_point"),
                 ]
             )
             nodes.append(
-                _onnx.new(
-                    "NodeProto",
-                    op_type="QuantizeLinear",
+                onnx.helper.make_node(
+                    "QuantizeLinear",
+                    [lin.input, f"{a_in}/scale", f"{a_in}/zero_point"],
+                    [f"{a_in}/u8"],
                     name=f"{a_in}/quantize",
-                    input=[lin.input, f"{a_in}/scale", f"{a_in}/zero_point"],
-                    output=[f"{a_in}/u8"],
                 )
             )
         graph.initializer.extend(
-            [_onnx.from_array(lin.weight, f"{prefix}/weight"), _onnx.from_array(lin.scale, f"{prefix}/weight_scale")]
+            [
+                onnx.numpy_helper.from_array(lin.weight, f"{prefix}/weight"),
+                onnx.numpy_helper.from_array(lin.scale, f"{prefix}/weight_scale"),
+            ]
         )
         inputs = [f"{a_in}/u8", f"{prefix}/weight", f"{a_in}/scale", f"{prefix}/weight_scale", f"{a_in}/zero_point"]
         if lin.bias is not None:
@@ -219,13 +234,8 @@ def quantize_model(model_bytes: bytes, ranges: Mapping[str, Sequence[float]]) ->
             assert lin.bias_sum is not None
             dropped.add(lin.bias_sum)
         nodes.append(
-            _onnx.new(
-                "NodeProto",
-                op_type="MatMulIntegerToFloat",
-                domain=MS_DOMAIN,
-                name=f"{prefix}/matmul",
-                input=inputs,
-                output=[lin.output],
+            onnx.helper.make_node(
+                "MatMulIntegerToFloat", inputs, [lin.output], name=f"{prefix}/matmul", domain=MS_DOMAIN
             )
         )
         replaced[lin.product] = nodes
@@ -238,7 +248,7 @@ def quantize_model(model_bytes: bytes, ranges: Mapping[str, Sequence[float]]) ->
     graph.node.extend(rebuilt)
     _prune(graph)
     if not any(op.domain == MS_DOMAIN for op in model.opset_import):
-        model.opset_import.append(_onnx.new("OperatorSetIdProto", domain=MS_DOMAIN, version=1))
+        model.opset_import.append(onnx.helper.make_opsetid(MS_DOMAIN, 1))
     data: bytes = model.SerializeToString()
     return data
 
@@ -286,6 +296,6 @@ def quantize_file(
 
 
 def _input_names(model_bytes: bytes) -> list[str]:
-    model = _onnx.parse_model(model_bytes)
+    model = onnx.load_model_from_string(model_bytes)
     initializers = {t.name for t in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in initializers]
