@@ -120,24 +120,12 @@ async def test_a_route_cannot_set_the_context_parameter() -> None:
     assert handler.seen[0].args == {"q": 1}
     assert len(handler.seen[0].run_id) == 16  # the worker got a RunContext, not the string
 
-    @dataclass
-    class Strict:
+    class Strict(RecordingToolHandler):
         """A worker with named parameters: ``ctx`` is not one a route may pass."""
-
-        calls: list[object] = field(default_factory=list)
-        kind: OutputKind = OutputKind.TOOL_CALL
-        prefix: str = "mcp"
-
-        def route(self, item: TechniqueItem) -> tuple[str, dict[str, Any]]:
-            assert isinstance(item, ToolCallRequest)
-            return f"mcp:{item.qualified_name}", dict(item.arguments)
-
-        def schema(self, target: str) -> type[BaseModel] | None:
-            return None
 
         def worker(self, target: str) -> Worker:
             def run(ctx: RunContext[Any], q: int = 0) -> dict[str, Any]:
-                self.calls.append(ctx)
+                self.calls.append({"ctx": ctx})
                 return {"ok": True}
 
             return Worker(name=target, fn=run, inline=True)

@@ -7,21 +7,18 @@ deadline, and a dispatch made by a ``technique_worker`` while a routing agent's 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from pydantic import BaseModel
 
 from routegate.core import Budget, FinalEvent, RoutingAgent, Worker, worker
 from routegate.technique import (
     ClassifiedOutput,
     OutputKind,
     TechniqueDispatcher,
-    TechniqueItem,
     ToolCallRequest,
     technique_worker,
 )
@@ -49,19 +46,8 @@ def no_secret(exporter: InMemorySpanExporter) -> bool:
     return "4111" not in str([(s.attributes, s.status.description) for s in exporter.get_finished_spans()])
 
 
-@dataclass
-class Waiting:
+class Waiting(RecordingToolHandler):
     """Tool calls whose workers wait until cancelled."""
-
-    kind: OutputKind = OutputKind.TOOL_CALL
-    prefix: str = "mcp"
-
-    def route(self, item: TechniqueItem) -> tuple[str, dict[str, Any]]:
-        assert isinstance(item, ToolCallRequest)
-        return f"mcp:{item.qualified_name}", dict(item.arguments)
-
-    def schema(self, target: str) -> type[BaseModel] | None:
-        return None
 
     def worker(self, target: str) -> Worker:
         async def wait(**args: Any) -> dict[str, Any]:
