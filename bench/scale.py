@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from routegate.server.testing import free_port, wait_until_serving
+from routegate.server.testing import serve_process
 from server_load import MIXES, cpu_probe_seconds, run_level
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,29 +37,11 @@ CLI = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.ex
 
 @contextlib.contextmanager
 def server(extra: list[str], data_dir: str) -> Iterator[str]:
-    port = free_port()
     env = dict(os.environ, ROUTEGATE_DATA_DIR=data_dir)
     env.pop("OPENAI_API_KEY", None)
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", str(port), *extra],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(f"{url}/healthz", proc, timeout=240)
+    with serve_process(*extra, env=env, start_timeout=240, stop_timeout=120) as (url, _):
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
 
 
 def online(rounds: int, seconds: float, concurrency: int) -> list[dict[str, object]]:

@@ -15,9 +15,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -37,7 +34,7 @@ from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.core import Budget
 from routegate.embed import MiniLMEncoder
 from routegate.server import create_app
-from routegate.server.testing import ServerThread, free_port, wait_until_serving
+from routegate.server.testing import ServerThread, serve_process
 from routegate.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -297,30 +294,11 @@ def data_dir() -> Iterator[Path]:
 
 @contextlib.contextmanager
 def _serve(pg_url: str, data_dir: Path) -> Iterator[str]:
-    port = free_port()
     env = dict(os.environ, DATABASE_URL=pg_url, ROUTEGATE_DATA_DIR=str(data_dir))
     env.pop("OPENAI_API_KEY", None)
-    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
-    proc = subprocess.Popen(
-        [*cmd, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(f"{url}/healthz", proc, timeout=120)
+    with serve_process(env=env) as (url, proc):
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                assert proc.wait(timeout=60) == 130
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+    assert proc.returncode == 130  # Ctrl-C stopped it cleanly
 
 
 @pytest.mark.e2e

@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -228,3 +231,33 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 15.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def serve_process(
+    *args: str, env: dict[str, str], start_timeout: float = 120.0, stop_timeout: float = 60.0
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``routegate serve --port <free port> *args`` in a process group of its own, with ``env``; yields its URL and
+    the process once ``/healthz`` answers. On exit it stops the group as Ctrl-C does (SIGINT; the exit status is
+    then ``process.returncode``, 130 when it stopped cleanly) and kills it after ``stop_timeout``."""
+    port = free_port()
+    cli = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cli, "serve", "--port", str(port), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(f"{url}/healthz", proc, timeout=start_timeout)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
