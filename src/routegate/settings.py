@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     ui_port: int = Field(default=8501, ge=0, le=65535)
     ui_server_url: str = "http://127.0.0.1:8000"  # where the UI finds the server
 
+    # the support desk's SQL tool: bounds PostgreSQL applies before a result leaves the server (docs/support.md)
+    sql_max_rows: int = Field(default=100, ge=1, le=10_000)
+    sql_max_bytes: int = Field(default=64 * 1024, ge=256, le=64 * 1024 * 1024)  # row data per result (JSON text)
+    sql_max_field_chars: int = Field(default=2000, ge=16)  # longer values are cut to this many characters
+    sql_statement_timeout_ms: int = Field(default=2000, ge=1)  # server-side; the client cancels 250 ms later
+
     @model_validator(mode="after")
     def _former_message_limit(self) -> Settings:
         if self.server_max_message_chars is not None and "max_message_chars" not in self.model_fields_set:

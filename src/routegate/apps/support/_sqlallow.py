@@ -13,6 +13,14 @@ from sqlglot import exp
 ALLOWED_TABLES: Final = frozenset({"customers", "tickets"})
 """The relations the desk's SQL tool may read by default (``PostgresTool(tables=...)`` changes it)."""
 
+ALLOWED_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
+    "customers": ("id", "name", "city"),
+    "tickets": ("id", "customer_id", "issue", "status"),
+}
+"""The columns of the default tables, in table order (the desk's DDL). The Postgres tool passes the columns it
+reads from the catalog instead; a column reference must name one of them (PostgreSQL reads ``c.f`` that names no
+column as the function call ``f(c)``)."""
+
 # Functions, by the sqlglot node the PostgreSQL parser gives them (never by a name typed in the query: a function
 # sqlglot does not know parses as ``exp.Anonymous`` and is refused). Pure, read-only, bounded work.
 FUNCTION_NODES: Final[dict[type[exp.Expression], str]] = {

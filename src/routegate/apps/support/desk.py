@@ -34,7 +34,13 @@ from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
 from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
 from routegate.apps.support.nodes import TextToSql, build_tool_workers
-from routegate.apps.support.postgres_tool import PostgresTool
+from routegate.apps.support.postgres_tool import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_FIELD_CHARS,
+    DEFAULT_ROW_CAP,
+    DEFAULT_STATEMENT_TIMEOUT_MS,
+    PostgresTool,
+)
 from routegate.apps.support.respond import RespondNode, tokens_of
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
@@ -74,8 +80,10 @@ class SupportAgent:
         chat_model: ChatModel | None = None,
         budget: Budget = SUPPORT_BUDGET,
         memory_limit: int = MEMORY_LIMIT,
-        row_cap: int = 100,
-        statement_timeout_ms: int = 2000,
+        row_cap: int = DEFAULT_ROW_CAP,
+        statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
+        sql_max_bytes: int = DEFAULT_MAX_BYTES,
+        sql_max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
         vector_min_score: float = DEFAULT_MIN_SCORE,
         semantic: EmbeddingLayer | None = None,
         max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
@@ -89,7 +97,13 @@ class SupportAgent:
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
-        self.postgres = PostgresTool(db, row_cap=row_cap, statement_timeout_ms=statement_timeout_ms)
+        self.postgres = PostgresTool(
+            db,
+            row_cap=row_cap,
+            statement_timeout_ms=statement_timeout_ms,
+            max_bytes=sql_max_bytes,
+            max_field_chars=sql_max_field_chars,
+        )
         self.vector = VectorTool(db, self.encoder, min_score=vector_min_score)
         self.external = ExternalTool()
         self.semantic = semantic

@@ -81,7 +81,15 @@ async def open_support_desk(
             enc = MemoEncoder(encoder or default_encoder())
             semantic = await asyncio.to_thread(FittedSemanticLayer.load_or_fit, enc, settings.data_dir)
             desk = SupportAgent(
-                db=db, encoder=enc, chat_model=model, semantic=semantic, max_message_chars=settings.max_message_chars
+                db=db,
+                encoder=enc,
+                chat_model=model,
+                semantic=semantic,
+                max_message_chars=settings.max_message_chars,
+                row_cap=settings.sql_max_rows,
+                statement_timeout_ms=settings.sql_statement_timeout_ms,
+                sql_max_bytes=settings.sql_max_bytes,
+                sql_max_field_chars=settings.sql_max_field_chars,
             )
             await desk.start()
             yield desk

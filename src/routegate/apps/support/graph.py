@@ -110,9 +110,12 @@ class ToolStep:
         turn.fallback = fallback if isinstance(fallback, str) else None
         if isinstance(tool, str):
             call_args = dict(call) if isinstance(call, Mapping) else {}
-            turn.notes.append({"node": tool, "call": call_args, "fallback": turn.fallback})
-            summary = summarize(intent.target, observation)
             evidence = observation.get("result")
+            note: dict[str, Any] = {"node": tool, "call": call_args, "fallback": turn.fallback}
+            if isinstance(evidence, Mapping) and evidence.get("truncated"):
+                note["truncated"] = evidence.get("truncation") or True  # a bound cut the tool's result
+            turn.notes.append(note)
+            summary = summarize(intent.target, observation)
             turn.send(ToolUsed(tool=tool, call=call_args, summary=summary, ok=not fallback, evidence=evidence))
         return observation
 
@@ -131,7 +134,7 @@ def summarize(route: str, observation: Mapping[str, Any]) -> str:
         return f"no data ({fallback})"
     if route == "POSTGRES" and isinstance(result, Mapping):
         n = result.get("row_count", 0)
-        return f"{n} row{'s' if n != 1 else ''}"
+        return f"{n} row{'s' if n != 1 else ''}" + (" (truncated)" if result.get("truncated") else "")
     if route == "VECTOR" and isinstance(result, Mapping):
         docs = result.get("documents") or []
         return f"{len(docs)} document{'s' if len(docs) != 1 else ''} (top score {docs[0]['score']:.2f})"

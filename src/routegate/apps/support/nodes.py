@@ -37,6 +37,7 @@ Tables (nothing else exists):
 Rules: a single SELECT; simple joins only; named placeholders like :customer_id for values taken from the
 question, with their values in "params"; no other tables, no functions except count, sum, avg, min, max,
 lower, upper, coalesce, length, trim, concat.
+Name only the columns listed (alias.column); select only the columns the question needs.
 Answer with one JSON object: {"query": "<SQL>", "params": {"name": value}}"""
 
 
@@ -100,7 +101,7 @@ def build_tool_workers(
         except RunStopError as stop:  # the text-to-SQL model failed: the database was never asked
             logger.warning("text-to-SQL failed: %s", stop.stop_reason)
             return _observation("POSTGRES", "postgres", None, None, f"llm_failed:{stop.stop_reason}")
-        fallback = None if result.row_count else "empty"
+        fallback = None if result.row_count or result.truncated else "empty"
         return _observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback)
 
     async def vector_node(query: str) -> dict[str, Any]:

@@ -1,26 +1,35 @@
 """The Postgres tool: ``query`` (read-only SQL) + optional ``params`` → ``rows``, ``row_count``.
 
-Layers, outermost first: the SQL guard (:mod:`.sqlguard`) parses the query, resolves every table reference by
-scope, checks it against its allowlists and renders what runs; the statement then runs in a transaction that is
-``READ ONLY`` and always rolled back, with a ``statement_timeout``, with ``search_path`` pinned to
-``pg_catalog, <desk schema>, pg_temp`` (an unqualified name means a built-in or a desk table, never one in
-``public``, and a temporary table cannot shadow a desk table), as the restricted reader role when the database
-has one, and at most ``row_cap`` rows are fetched. An empty result is a normal result (``row_count == 0``), not
-an error.
+Layers, outermost first: the SQL guard (:mod:`.sqlguard`) parses the query, resolves every table and column
+reference by scope against the readable tables' real columns (read from the catalog once), checks it against its
+allowlists and renders what runs; the statement then runs in a transaction that is ``READ ONLY`` and always rolled
+back, with a ``statement_timeout``, with ``search_path`` pinned to ``pg_catalog, <desk schema>, pg_temp`` (an
+unqualified name means a built-in or a desk table, never one in ``public``, and a temporary table cannot shadow a
+desk table), as the restricted reader role when the database has one. An empty result is a normal result
+(``row_count == 0``), not an error.
+
+The result is bounded at the server, before it leaves PostgreSQL (:mod:`._bounded`): at most ``row_cap`` rows,
+every value longer than ``max_field_chars`` characters cut to that length, and rows only while their running total
+stays within ``max_bytes``. A cut result says so (``truncated`` and a ``truncation`` sentence). A client-side
+deadline (the statement timeout plus a short grace) cancels the statement on the server if PostgreSQL's own
+timeout has not ended it by then.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import decimal
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from routegate.apps.support._bounded import Bounds, bounded_query, describe_query, read_bounded
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.sqlguard import check_sql
@@ -28,17 +37,37 @@ from routegate.errors import ConfigurationError
 
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
+DEFAULT_ROW_CAP: Final = 100
+DEFAULT_MAX_BYTES: Final = 64 * 1024
+DEFAULT_MAX_FIELD_CHARS: Final = 2000
+DEFAULT_STATEMENT_TIMEOUT_MS: Final = 2000
+DEADLINE_GRACE_SECONDS: Final = 0.25
+"""How long after ``statement_timeout`` the client stops waiting and cancels the statement itself."""
+
+_COLUMNS_SQL: Final = (
+    "SELECT c.relname AS table, a.attname AS column FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped "
+    "ORDER BY c.relname, a.attnum"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class SqlResult:
-    """The tool's output: ``rows`` (objects), ``row_count``, and whether the row cap cut the result."""
+    """The tool's output: ``rows`` (objects), ``row_count``, and whether a bound cut the result (``truncated``,
+    with ``truncation`` saying which bound, for the answer and the trace)."""
 
     rows: tuple[Mapping[str, Any], ...]
     row_count: int
     truncated: bool = False
+    truncation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": [dict(r) for r in self.rows], "row_count": self.row_count, "truncated": self.truncated}
+        out: dict[str, Any] = {"rows": [dict(r) for r in self.rows], "row_count": self.row_count}
+        out["truncated"] = self.truncated
+        if self.truncation:
+            out["truncation"] = self.truncation
+        return out
 
 
 def _plain(value: object) -> object:
@@ -54,14 +83,33 @@ class PostgresTool:
 
     name = "postgres"
 
-    def __init__(self, db: SupportDatabase, *, row_cap: int = 100, statement_timeout_ms: int = 2000) -> None:
-        if row_cap < 1:
-            raise ConfigurationError(f"row_cap must be >= 1, got {row_cap}")
-        if statement_timeout_ms < 1:
-            raise ConfigurationError(f"statement_timeout_ms must be >= 1, got {statement_timeout_ms}")
+    def __init__(
+        self,
+        db: SupportDatabase,
+        *,
+        row_cap: int = DEFAULT_ROW_CAP,
+        statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    ) -> None:
+        for label, value, least in (
+            ("row_cap", row_cap, 1),
+            ("statement_timeout_ms", statement_timeout_ms, 1),
+            ("max_bytes", max_bytes, 256),
+            ("max_field_chars", max_field_chars, 16),
+        ):
+            if value < least:
+                raise ConfigurationError(f"{label} must be >= {least}, got {value}")
         self._db = db
         self.row_cap = row_cap
         self.statement_timeout_ms = statement_timeout_ms
+        self.bounds = Bounds(rows=row_cap, bytes=max_bytes, field_chars=max_field_chars)
+        self._columns: dict[str, tuple[str, ...]] | None = None
+
+    @property
+    def deadline_seconds(self) -> float:
+        """The client-side bound on one statement: ``statement_timeout`` plus :data:`DEADLINE_GRACE_SECONDS`."""
+        return self.statement_timeout_ms / 1000 + DEADLINE_GRACE_SECONDS
 
     def _begin(self) -> sql.Composed:
         """``BEGIN READ ONLY`` with the statement timeout, the pinned search path and the reader role, all local to
@@ -75,27 +123,58 @@ class PostgresTool:
             statements.append(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._db.reader_role)))
         return sql.SQL("; ").join(statements)
 
+    async def _readable_columns(self) -> dict[str, tuple[str, ...]]:
+        """The readable tables' real columns, in table order, from the catalog (read once)."""
+        if self._columns is None:
+            tables = sorted(self._db.readable_tables)
+            try:
+                async with self._db.connection() as conn:
+                    cursor = await conn.execute(_COLUMNS_SQL, (self._db.schema, tables))
+                    found = await cursor.fetchall()
+            except psycopg.Error as exc:
+                raise ToolError("database_error", f"could not read the tables' columns: {exc}") from exc
+            columns: dict[str, list[str]] = {}
+            for row in found:
+                columns.setdefault(str(row["table"]), []).append(str(row["column"]))
+            self._columns = {table: tuple(names) for table, names in columns.items()}
+        return self._columns
+
     async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
         """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
-        checked = check_sql(query, params, tables=self._db.readable_tables, schema=self._db.schema)
+        columns = await self._readable_columns()
+        checked = check_sql(query, params, tables=self._db.readable_tables, schema=self._db.schema, columns=columns)
         try:
             async with self._db.connection() as conn:
-                # three round trips: the transaction set-up as one simple-protocol batch, the query, the rollback
-                await conn.execute(self._begin())
                 try:
-                    cursor = await conn.execute(checked.sql, checked.params)
-                    fetched = await cursor.fetchmany(self.row_cap + 1)
+                    # the whole exchange under one client deadline: if it passes, the task is cancelled and psycopg
+                    # sends PostgreSQL a cancel request for the running statement
+                    async with asyncio.timeout(self.deadline_seconds):
+                        # four round trips: the transaction set-up as one simple-protocol batch, the query's
+                        # column names, the bounded query, the rollback
+                        await conn.execute(self._begin())
+                        described = await conn.execute(describe_query(checked.sql), checked.params)
+                        names = [column.name for column in described.description or ()]
+                        statement = bounded_query(checked.sql, len(names), self.bounds)
+                        fetched = await read_bounded(await conn.execute(statement, checked.params), self.bounds)
                 finally:
-                    # a failed statement leaves the transaction open; nothing to do if the query is still running
-                    # (cancelled turn) or the connection is gone: the pool discards such connections
+                    # a failed or cancelled statement leaves the transaction open; nothing to do if the connection
+                    # is gone: the pool discards such connections
                     if conn.info.transaction_status in _OPEN:
                         await conn.execute("ROLLBACK")
-        except psycopg.errors.QueryCanceled as exc:
+        except (psycopg.errors.QueryCanceled, TimeoutError) as exc:
             raise ToolError(
                 "statement_timeout", f"the query ran longer than statement_timeout={self.statement_timeout_ms} ms"
             ) from exc
         except psycopg.Error as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ToolError("database_error", f"the database refused the query: {detail}") from exc
-        rows = tuple({str(k): _plain(v) for k, v in row.items()} for row in fetched[: self.row_cap])
-        return SqlResult(rows=rows, row_count=len(rows), truncated=len(fetched) > self.row_cap)
+        rows = tuple(
+            {
+                name: _plain(value)
+                for name, value in zip(names, json.loads(text, parse_float=decimal.Decimal), strict=True)
+            }
+            for text in fetched.rows
+        )
+        return SqlResult(
+            rows=rows, row_count=len(rows), truncated=fetched.truncation is not None, truncation=fetched.truncation
+        )

@@ -4,7 +4,11 @@
   and invents nothing — every fact is a field of the evidence; the LLM route is answered from a description of
   what the desk can do; a fallback says what was looked for and why nothing came back.
 * With a chat model: the model answers from the same evidence and the last 10 messages (streamed), told to use
-  nothing else. If it fails before its first token, the composer answers and the trace says why.
+  nothing else. If it fails before its first token, the composer answers and the trace says why. The evidence is
+  at most ``max_evidence_chars`` characters of JSON (:data:`MAX_EVIDENCE_CHARS`): rows that do not fit are left
+  out and the result says it was cut, whatever the tool returned.
+
+A result cut by the SQL tool's bounds (rows, bytes, long values) says so in the answer, either way.
 
 Either way the answer is streamed as ``token`` events (after the router's ``route`` and the tool step's ``tool``
 event) and the node returns the whole text as the plan's payload: the turn's answer.
@@ -38,7 +42,10 @@ sentences, using ONLY the evidence given (database rows, help articles or a mock
 If the evidence is empty or a tool failed, say plainly that you could not find the information and what the user
 can try; never invent records, prices, policies or numbers. If the route is LLM (no tool), answer conversational
 questions briefly and describe what you can do: look up customers and tickets, answer from help articles
-(password reset, ticket escalation, refunds), and give weather or Bitcoin prices from a mock service."""
+(password reset, ticket escalation, refunds), and give weather or Bitcoin prices from a mock service.
+If the result says it was truncated, say that what you list is not the whole result."""
+MAX_EVIDENCE_CHARS: Final = 96_000
+"""The most characters of evidence (tool output as JSON) the answer prompt receives."""
 
 _GREETING = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
 _THANKS = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
@@ -141,6 +148,12 @@ def _compose_llm_route(message: str) -> str:
     return CAPABILITIES + " What would you like to know?"
 
 
+def _truncation_note(result: Mapping[str, Any]) -> str:
+    if not result.get("truncated"):
+        return ""
+    return f"\n(This is not the whole result: {result.get('truncation') or 'it was cut'}.)"
+
+
 def compose(message: str, route: str, observation: Mapping[str, Any]) -> str:
     """The offline grounded answer for one turn."""
     fallback = observation.get("fallback")
@@ -149,7 +162,8 @@ def compose(message: str, route: str, observation: Mapping[str, Any]) -> str:
     if isinstance(fallback, str) and fallback:
         return _compose_fallback(route, fallback, call if isinstance(call, Mapping) else None)
     if route == "POSTGRES" and isinstance(result, Mapping):
-        return _compose_rows(message, call if isinstance(call, Mapping) else None, result.get("rows") or [])
+        rows = result.get("rows") or []
+        return _compose_rows(message, call if isinstance(call, Mapping) else None, rows) + _truncation_note(result)
     if route == "VECTOR" and isinstance(result, Mapping):
         documents = result.get("documents") or []
         top = documents[0]
@@ -163,7 +177,40 @@ def compose(message: str, route: str, observation: Mapping[str, Any]) -> str:
     return _compose_llm_route(message)
 
 
-def llm_messages(turn: Turn, route: str, observation: Mapping[str, Any]) -> list[ChatMessage]:
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def evidence_json(evidence: Mapping[str, Any], max_chars: int = MAX_EVIDENCE_CHARS) -> str:
+    """The evidence as JSON, at most ``max_chars`` characters: the result's rows that do not fit are left out (the
+    result then says it was cut); anything still too long is cut as text."""
+    text = _dumps(evidence)
+    result = evidence.get("result")
+    if len(text) > max_chars and isinstance(result, Mapping) and isinstance(result.get("rows"), list):
+        rows: list[Any] = result["rows"]
+        earlier = result.get("truncation")
+        budget = max_chars - len(_dumps({**evidence, "result": {**result, "rows": []}})) - 200  # room for the note
+        kept = 0
+        for row in rows:
+            budget -= len(_dumps(row)) + 2
+            if budget < 0:
+                break
+            kept += 1
+        note = f"only the first {kept} rows fit the answer's {max_chars}-character evidence bound"
+        cut = {
+            **result,
+            "rows": rows[:kept],
+            "row_count": kept,
+            "truncated": True,
+            "truncation": f"{earlier}; {note}" if earlier else note,
+        }
+        text = _dumps({**evidence, "result": cut})
+    return text[:max_chars]
+
+
+def llm_messages(
+    turn: Turn, route: str, observation: Mapping[str, Any], *, max_evidence_chars: int = MAX_EVIDENCE_CHARS
+) -> list[ChatMessage]:
     evidence = {
         "route": route,
         "tool": observation.get("tool"),
@@ -176,7 +223,7 @@ def llm_messages(turn: Turn, route: str, observation: Mapping[str, Any]) -> list
     messages.append(
         {
             "role": "user",
-            "content": f"{turn.message}\n\nEvidence (JSON):\n{json.dumps(evidence, ensure_ascii=False, default=str)}",
+            "content": f"{turn.message}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
         }
     )
     return messages
@@ -190,8 +237,9 @@ class RespondNode:
     exception with ``finalize_error:<Exception>``; a blank answer with ``llm_empty``.
     """
 
-    def __init__(self, *, chat_model: ChatModel | None = None) -> None:
+    def __init__(self, *, chat_model: ChatModel | None = None, max_evidence_chars: int = MAX_EVIDENCE_CHARS) -> None:
         self.chat_model = chat_model
+        self.max_evidence_chars = max_evidence_chars
 
     async def run_step(self, payload: object, ctx: StepContext) -> str:
         turn = turn_of(ctx)
@@ -216,7 +264,9 @@ class RespondNode:
         if self.chat_model is not None:
             started = False
             try:
-                async for delta in self.chat_model.stream(llm_messages(turn, route, observation)):
+                async for delta in self.chat_model.stream(
+                    llm_messages(turn, route, observation, max_evidence_chars=self.max_evidence_chars)
+                ):
                     if delta:
                         started = True
                         yield delta

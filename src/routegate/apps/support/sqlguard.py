@@ -7,6 +7,11 @@ PostgreSQL would see that CTE (the outer query and nested subqueries of its ``WI
 body only under ``WITH RECURSIVE``); everywhere else it is a real relation and must be an allowed table, in the
 desk's schema or unqualified. A reference the scope machinery cannot place is refused (fail closed).
 
+Every column reference is resolved the same way, against the real columns of the tables it reads (and the output
+names of CTEs and derived tables): PostgreSQL reads ``c.f`` that names no column of ``c`` as the function call
+``f(c)`` (``c.row_to_json``, ``c.pg_typeof``, ``c.text``), and a bare table alias as its whole row, so a reference
+that resolves to no real column is refused — the function allowlist stays closed.
+
 What is executed is the guard's own rendering of the checked tree, with every identifier quoted — not the text
 it was given — so a comment, a quoting trick, case folding or a keyword that PostgreSQL reads as a function
 (``user``, ``current_role``) cannot give the text a second meaning. Placeholders are ``:name`` (or
@@ -20,21 +25,24 @@ may only read the allowed tables when the server allows one (:mod:`routegate.app
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.qualify_columns import qualify_columns, validate_qualify_columns
+from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.schema import MappingSchema
 from sqlglot.tokenizer_core import Token, TokenType
 
 from routegate.apps.support import _sqlallow as allow
-from routegate.apps.support._sqlallow import ALLOWED_FUNCTIONS, ALLOWED_TABLES
+from routegate.apps.support._sqlallow import ALLOWED_COLUMNS, ALLOWED_FUNCTIONS, ALLOWED_TABLES
 from routegate.errors import RoutegateError
 
-__all__ = ["ALLOWED_FUNCTIONS", "ALLOWED_TABLES", "CheckedQuery", "SqlRefusedError", "check_sql"]
+__all__ = ["ALLOWED_COLUMNS", "ALLOWED_FUNCTIONS", "ALLOWED_TABLES", "CheckedQuery", "SqlRefusedError", "check_sql"]
 
 MAX_SQL_CHARS: Final = 4000
 MAX_PARAM_CHARS: Final = 500
@@ -103,11 +111,14 @@ def check_sql(
     *,
     tables: Collection[str] = ALLOWED_TABLES,
     schema: str | None = None,
+    columns: Mapping[str, Sequence[str]] = ALLOWED_COLUMNS,
 ) -> CheckedQuery:
     """Check one query; return what to execute or raise :class:`SqlRefusedError` naming the problem.
 
     ``tables`` are the relations it may read; ``schema`` is the desk's schema, the one qualifier allowed
-    (``support.customers``); unqualified names are looked up there by the tool's pinned ``search_path``."""
+    (``support.customers``); unqualified names are looked up there by the tool's pinned ``search_path``.
+    ``columns`` are the real columns of those tables, in table order (a table missing here has none: every
+    column reference to it is refused)."""
     if not isinstance(query, str):
         raise _refuse("not_text", f"the query must be a string, got {type(query).__name__}")
     if not query.strip():
@@ -116,7 +127,8 @@ def check_sql(
         raise _refuse("too_long", f"the query has {len(query)} characters, over the {MAX_SQL_CHARS} limit")
     if "\x00" in query:
         raise _refuse("nul_byte", "the query contains a NUL byte")
-    analysed = _analyse(query, frozenset(tables), schema)
+    known = tuple(sorted((t, tuple(columns.get(t, ()))) for t in set(tables)))
+    analysed = _analyse(query, frozenset(tables), schema, known)
     checked_params = _check_params(params, analysed.placeholders)
     rendered = analysed.sql_for_params if checked_params is not None else analysed.sql
     return CheckedQuery(sql=rendered, params=checked_params, tables=analysed.tables)
@@ -131,11 +143,13 @@ class _Analysed:
 
 
 @functools.lru_cache(maxsize=512)
-def _analyse(query: str, allowed: frozenset[str], schema: str | None) -> _Analysed:
+def _analyse(
+    query: str, allowed: frozenset[str], schema: str | None, columns: tuple[tuple[str, tuple[str, ...]], ...]
+) -> _Analysed:
     """Parse, resolve and check the query text (cached: the templates and repeated model queries are checked
     once; refusals raise and are never cached)."""
     try:
-        return _analyse_uncached(query, allowed, schema)
+        return _analyse_uncached(query, allowed, schema, dict(columns))
     except SqlRefusedError:
         raise
     except RecursionError:
@@ -145,7 +159,9 @@ def _analyse(query: str, allowed: frozenset[str], schema: str | None) -> _Analys
         raise _refuse("parse_error", f"not a query the guard can read: {first}") from None
 
 
-def _analyse_uncached(query: str, allowed: frozenset[str], schema: str | None) -> _Analysed:
+def _analyse_uncached(
+    query: str, allowed: frozenset[str], schema: str | None, columns: Mapping[str, tuple[str, ...]]
+) -> _Analysed:
     tokens = _POSTGRES.tokenize(query)
     _check_statement_start(tokens)
     statements = [s for s in _POSTGRES.parser().parse(tokens, query) if s is not None]
@@ -158,6 +174,7 @@ def _analyse_uncached(query: str, allowed: frozenset[str], schema: str | None) -
     tree = normalize_identifiers(tree, dialect="postgres")
     placeholders = _check_nodes(tree)
     tables = _resolve_tables(tree, allowed, schema)
+    _resolve_columns(tree, columns)
     plain = _render(tree)
     # psycopg reads "%" as the start of a placeholder when params are passed: escape it in string literals, and
     # write the modulo operator as mod() (identifiers with "%" are refused)
@@ -279,3 +296,81 @@ def _resolve_tables(tree: exp.Expression, allowed: frozenset[str], schema: str |
             )
         read.add(table.name)
     return frozenset(read)
+
+
+def _resolve_columns(tree: exp.Expression, columns: Mapping[str, tuple[str, ...]]) -> None:
+    """Every column reference names a real column of the source it resolves to, by scope (PostgreSQL's rules):
+    ``alias.name`` a column of that table, CTE or derived table (or of an enclosing query's, when correlated); an
+    unqualified name a column of exactly one source in reach, or an output name in ORDER BY / GROUP BY. Anything
+    else — ``c.row_to_json`` (a function call), ``c`` or ``c.customers`` (the whole row), ``a.b.c`` — is refused.
+
+    Resolution runs on a copy (the tables' schema qualifier dropped: :func:`_resolve_tables` has checked it), with
+    sqlglot's column qualifier, then every reference it qualified is checked again here (fail closed)."""
+    copy = tree.copy()
+    for table in copy.find_all(exp.Table):
+        table.set("db", None)
+        table.set("catalog", None)
+    known = MappingSchema(
+        {name: dict.fromkeys(cols, "text") for name, cols in columns.items() if cols},
+        dialect="postgres",
+        normalize=False,
+    )
+    try:
+        qualified = validate_qualify_columns(qualify_columns(copy, schema=known, dialect="postgres"))
+    except OptimizeError as exc:
+        first = str(exc).splitlines()[0][:200] if str(exc) else "unresolved"
+        raise _refuse(
+            "unknown_column",
+            f"{first} (PostgreSQL reads alias.f that names no column as the function f(alias)): "
+            "name only real columns of the tables the query reads",
+        ) from None
+    for node in qualified.walk():
+        if isinstance(node, exp.TableColumn | exp.Dot):
+            raise _refuse("unknown_column", f"{node.sql('postgres')} is a whole row or a field of one, not a column")
+    checked: set[int] = set()
+    for scope in traverse_scope(qualified):
+        for column in scope.columns:
+            _check_column(scope, column, columns)
+            checked.add(id(column))
+    for column in qualified.find_all(exp.Column):
+        if id(column) in checked:
+            continue
+        query = column.find_ancestor(exp.Query)
+        # what scope leaves out is an output name referenced in ORDER BY / GROUP BY / HAVING of its query
+        if column.table or query is None or column.name not in query.named_selects:
+            raise _refuse("unknown_column", f"column {column.sql('postgres')} could not be resolved")
+
+
+def _check_column(scope: Scope, column: exp.Column, columns: Mapping[str, tuple[str, ...]]) -> None:
+    ref = column.sql("postgres")
+    if not column.table or column.args.get("db") or column.args.get("catalog"):
+        raise _refuse("unknown_column", f"column {ref} could not be resolved to one table's column")
+    reach: Scope | None = scope
+    while reach is not None and column.table not in reach.sources:
+        reach = reach.parent
+    if reach is None:
+        raise _refuse("unknown_column", f"{column.table!r} in {ref} is not a table or alias of the query")
+    names = _source_columns(reach.sources[column.table], columns)
+    if column.name not in names:
+        raise _refuse(
+            "unknown_column",
+            f"{ref}: {column.table!r} has no column {column.name!r} (it has {', '.join(names) or 'none'}); "
+            "PostgreSQL would read it as a function call",
+        )
+
+
+def _source_columns(source: exp.Expression | Scope, columns: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The column names a FROM item exposes: a table's (renamed by its alias list), a CTE's or a subquery's."""
+    if isinstance(source, Scope):
+        node = source.expression
+        alias = node.parent.args.get("alias") if node.parent is not None else None
+        names = tuple(node.named_selects) if isinstance(node, exp.Query) else ()
+        if "*" in names:
+            return ()
+    elif isinstance(source, exp.Table):
+        alias = source.args.get("alias")
+        names = columns.get(source.name, ())
+    else:  # pragma: no cover - sources are tables or scopes
+        return ()
+    renamed = tuple(c.name for c in alias.columns) if isinstance(alias, exp.TableAlias) else ()
+    return renamed + names[len(renamed) :]
