@@ -436,6 +436,66 @@ _OTHER_CONSTRUCTS: Final[list[Entry]] = [
 ]
 
 
+# PostgreSQL reads ``c.f`` that names no column of ``c`` as the call ``f(c)`` (and ``c.sometype`` as a cast of the
+# whole row): every column reference must resolve to a real column, or the function allowlist is not closed
+ATTRIBUTE_FUNCTIONS: Final = ("row_to_json", "to_jsonb", "to_json", "pg_typeof", "pg_column_size", "quote_literal")
+_ATTRIBUTE_NOTATION: Final[list[Entry]] = [
+    *[(f"SELECT c.{f} FROM customers c", None, "refuse") for f in ATTRIBUTE_FUNCTIONS],
+    *[(f'SELECT c."{f}" FROM customers c', None, "refuse") for f in ATTRIBUTE_FUNCTIONS],
+    *[(f"SELECT customers.{f} FROM customers", None, "refuse") for f in ATTRIBUTE_FUNCTIONS],
+    *[(f"SELECT {{schema}}.customers.{f} FROM {{schema}}.customers", None, "refuse") for f in ATTRIBUTE_FUNCTIONS],
+    ("SELECT (c).row_to_json FROM customers c", None, "refuse"),
+    ("SELECT ((c)).to_jsonb FROM customers c", None, "refuse"),
+    ("SELECT (c.name).quote_literal FROM customers c", None, "refuse"),
+    ("SELECT c.name.quote_literal FROM customers c", None, "refuse"),
+    ("SELECT c.customers FROM customers c", None, "refuse"),  # the whole row, cast to its own type
+    ("SELECT c.text FROM customers c", None, "refuse"),  # the whole row as text
+    ("SELECT t.tickets FROM tickets t", None, "refuse"),
+    ("SELECT c FROM customers c", None, "refuse"),
+    ("SELECT customers FROM customers", None, "refuse"),
+    ("SELECT count(c) FROM customers c", None, "refuse"),
+    ("SELECT name FROM customers c ORDER BY c", None, "refuse"),
+    ("SELECT c.xmin, c.ctid FROM customers c", None, "refuse"),  # system columns are not the table's columns
+    ("SELECT name FROM customers c WHERE c.pg_column_size > 0", None, "refuse"),
+    ("SELECT name FROM customers c ORDER BY c.row_to_json", None, "refuse"),
+    ("SELECT name FROM customers c GROUP BY name, c.to_jsonb", None, "refuse"),
+    ("SELECT t.id FROM tickets t JOIN customers c ON c.row_to_json IS NOT NULL", None, "refuse"),
+    (
+        "SELECT * FROM customers c WHERE EXISTS (SELECT 1 FROM tickets t WHERE c.row_to_json IS NOT NULL)",
+        None,
+        "refuse",
+    ),
+    ("SELECT (SELECT c.to_jsonb) FROM customers c", None, "refuse"),
+    ("SELECT q.row_to_json FROM (SELECT * FROM customers) AS q", None, "refuse"),
+    ("WITH a AS (SELECT * FROM customers) SELECT a.row_to_json FROM a", None, "refuse"),
+    ("WITH a AS (SELECT name FROM customers) SELECT a.pg_typeof FROM a", None, "refuse"),
+    ("SELECT id FROM customers UNION SELECT t.quote_literal FROM tickets t", None, "refuse"),
+    (
+        "WITH RECURSIVE r(s, n) AS (SELECT 'x', 0 UNION ALL SELECT r.row_to_json, n + 1 FROM r WHERE n < 2) SELECT s FROM r",
+        None,
+        "refuse",
+    ),
+    ("SELECT c.name FROM customers c(a, b, c2)", None, "refuse"),  # renamed by the alias list
+    ("SELECT nosuch FROM customers", None, "refuse"),
+    ('SELECT c."Name" FROM customers c', None, "refuse"),
+    # real columns, however they are named, still run
+    ("SELECT c.name, c.city FROM customers c", None, "accept"),
+    ('SELECT c."name" FROM customers c', None, "accept"),
+    ("SELECT customers.name FROM customers", None, "accept"),
+    ("SELECT c.a, c.b FROM customers c(a, b)", None, "accept"),
+    ("SELECT q.name FROM (SELECT * FROM customers) AS q", None, "accept"),
+    ("WITH a AS (SELECT name AS n FROM customers) SELECT a.n FROM a ORDER BY n", None, "accept"),
+    ("SELECT upper(name) AS u FROM customers GROUP BY u ORDER BY u", None, "accept"),
+    ("SELECT status, count(*) AS n FROM tickets GROUP BY 1 ORDER BY 2", None, "accept"),
+    (
+        "WITH RECURSIVE t(s, n) AS (SELECT 'x', 0 UNION ALL SELECT s || s, n + 1 FROM t WHERE n < 3) "
+        "SELECT t.s FROM t, customers",
+        None,
+        "accept",
+    ),
+]
+
+
 def corpus() -> list[Entry]:
     """The whole corpus, in a stable order."""
     return [
@@ -448,4 +508,5 @@ def corpus() -> list[Entry]:
         *_LITERALS,
         *_LEGITIMATE,
         *_OTHER_CONSTRUCTS,
+        *_ATTRIBUTE_NOTATION,
     ]

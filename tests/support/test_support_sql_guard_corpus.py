@@ -32,9 +32,9 @@ from routegate.apps.support import postgres_tool as postgres_tool_module
 from routegate.apps.support.db import READER_ROLE, SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.postgres_tool import PostgresTool, SqlResult
-from routegate.apps.support.sqlguard import ALLOWED_TABLES, CheckedQuery, SqlRefusedError, check_sql
+from routegate.apps.support.sqlguard import ALLOWED_COLUMNS, ALLOWED_TABLES, CheckedQuery, SqlRefusedError, check_sql
 from routegate.embed import MiniLMEncoder
-from support.sql_corpus import SECRET_RELATIONS, Entry, corpus
+from support.sql_corpus import ATTRIBUTE_FUNCTIONS, SECRET_RELATIONS, Entry, corpus
 
 CORPUS = corpus()
 # any of these in a result means something other than customers / tickets was read
@@ -334,6 +334,74 @@ async def test_the_tool_pins_search_path_to_the_desk_schema(with_reader_role: De
     finally:
         async with await _admin(with_reader_role.admin_url) as conn:
             await conn.execute("DROP TABLE public.customers")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("function", ATTRIBUTE_FUNCTIONS)
+@pytest.mark.parametrize("form", ["SELECT c.{f} FROM customers c", 'SELECT c."{f}" FROM customers c'])
+async def test_attribute_notation_cannot_call_a_function(desk: Desk, function: str, form: str) -> None:
+    with pytest.raises(SqlRefusedError) as refused:
+        await PostgresTool(desk.db).run(form.format(f=function))
+    assert refused.value.code == "unknown_column"
+    assert function in str(refused.value)
+
+
+@pytest.mark.integration
+async def test_without_the_column_check_attribute_notation_calls_the_function(
+    with_reader_role: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exploit is real: what the guard renders for ``c.row_to_json``, run as the tool runs it, is a call of
+    ``row_to_json(c)`` — a function that is not on the allowlist."""
+    rendered = 'SELECT "c"."row_to_json" FROM "customers" AS "c" ORDER BY "c"."id" LIMIT 1'
+
+    def passthrough(query: object, params: object = None, **_: object) -> CheckedQuery:
+        return CheckedQuery(sql=rendered, params=None, tables=frozenset({"customers"}))
+
+    monkeypatch.setattr(postgres_tool_module, "check_sql", passthrough)
+    result = await PostgresTool(with_reader_role.db).run("ignored")
+    assert result.rows[0]["row_to_json"] == {"id": 1, "name": "John Doe", "city": "New York"}
+
+
+@pytest.mark.integration
+async def test_the_guards_default_columns_are_the_desk_tables_columns(db: SupportDatabase) -> None:
+    async with db.connection() as conn:
+        for table, columns in ALLOWED_COLUMNS.items():
+            cursor = await conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(sql.Identifier(table)))
+            assert tuple(c.name for c in cursor.description or ()) == columns
+
+
+_COLUMNS = {name for cols in ALLOWED_COLUMNS.values() for name in cols}
+_IDENTIFIER = st.from_regex(r"[a-z_][a-z0-9_$]{0,30}", fullmatch=True) | st.text(
+    st.characters(codec="utf-8", exclude_characters='"%\\', exclude_categories=("Cc", "Cs", "Zl", "Zp")),
+    min_size=1,
+    max_size=20,
+).map(lambda name: f'"{name}"')
+_PLACES = [
+    "SELECT c.{i} FROM customers c",
+    "SELECT c.name FROM customers c WHERE c.{i} IS NOT NULL",
+    "SELECT c.name FROM customers c ORDER BY c.{i}",
+    "SELECT t.id FROM tickets t JOIN customers c ON c.id = t.customer_id AND c.{i} IS NULL",
+    "SELECT name FROM customers c WHERE EXISTS (SELECT 1 FROM tickets t WHERE t.{i} = c.id)",
+    "SELECT q.{i} FROM (SELECT * FROM customers) AS q",
+    "WITH w AS (SELECT id, name FROM tickets t, customers c WHERE c.id = t.customer_id) SELECT w.{i} FROM w",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_IDENTIFIER, st.sampled_from(_PLACES))
+def test_a_reference_to_no_real_column_is_refused(identifier: str, place: str) -> None:
+    """For any identifier that is not a column of the table it qualifies, ``alias.<identifier>`` is refused."""
+    if identifier.strip('"') in _COLUMNS:
+        return
+    with pytest.raises(SqlRefusedError):
+        check_sql(place.format(i=identifier), schema="support")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(sorted(ALLOWED_COLUMNS["customers"])), st.booleans())
+def test_a_reference_to_a_real_column_runs(column: str, quoted: bool) -> None:
+    name = f'"{column}"' if quoted else column
+    assert check_sql(f"SELECT c.{name} FROM customers c ORDER BY c.{name}").tables == {"customers"}
 
 
 # -- defence in depth: with the guard switched off, the reader role and the transaction still hold -------------
