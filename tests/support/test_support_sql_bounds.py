@@ -80,6 +80,17 @@ async def test_values_keep_their_json_types_and_names(db: SupportDatabase) -> No
     }
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("char", ["x", "é", "€", "😀"])
+async def test_a_value_is_cut_by_characters_not_bytes(db: SupportDatabase, char: str) -> None:
+    tool = PostgresTool(db, max_field_chars=16)
+    fits = await tool.run(f"SELECT '{char * 16}' AS s FROM customers WHERE id = 1")
+    assert fits.rows == ({"s": char * 16},) and not fits.truncated
+    cut = await tool.run(f"SELECT '{char * 17}' AS s, 7 AS n FROM customers WHERE id = 1")
+    assert cut.rows == ({"s": char * 16, "n": 7},)
+    assert cut.truncation == "values longer than 16 characters were cut to that length"
+
+
 _CHILD = """
 import asyncio, json, sys
 from routegate.apps.support.db import SupportDatabase

@@ -39,9 +39,15 @@ FROM (SELECT count(*) AS "seen" FROM "rg_rows") AS "k"
 LEFT JOIN "rg_sized" AS "s" ON "s"."total" <= {bytes}
 ORDER BY "s"."n"
 """
+# whether a value is longer than field_chars characters, without counting the characters of a huge one (a
+# character is 1-4 bytes in UTF-8, so the byte length, which PostgreSQL knows without a scan, mostly decides)
+_LONG: Final = (
+    "CASE WHEN octet_length({c}::text) <= {chars} THEN false WHEN octet_length({c}::text) > 4 * {chars} THEN true "
+    "ELSE length({c}::text) > {chars} END"
+)
 # one value, cut to field_chars characters before it is turned into JSON (a short value keeps its JSON type)
-_VALUE: Final = "CASE WHEN length({c}::text) > {chars} THEN to_json(left({c}::text, {chars})) ELSE to_json({c}) END"
-_CUT: Final = "coalesce(length({c}::text) > {chars}, false)"
+_VALUE: Final = "CASE WHEN {long} THEN to_json(left({c}::text, {chars})) ELSE to_json({c}) END"
+_CUT: Final = "coalesce({long}, false)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +81,12 @@ def bounded_query(query: str, width: int, bounds: Bounds) -> sql.Composed:
     names = [sql.Identifier(f"c{i}") for i in range(width)]
     chars = sql.Literal(bounds.field_chars)
     refs = [sql.SQL('"rg_q".{}').format(name) for name in names]
-    cuts = [sql.SQL(_CUT).format(c=ref, chars=chars) for ref in refs]
+    longs = [sql.SQL(_LONG).format(c=ref, chars=chars) for ref in refs]
+    cuts = [sql.SQL(_CUT).format(long=long) for long in longs]
     return sql.SQL(_WRAPPER).format(
-        values=sql.SQL(", ").join(sql.SQL(_VALUE).format(c=ref, chars=chars) for ref in refs),
+        values=sql.SQL(", ").join(
+            sql.SQL(_VALUE).format(long=long, c=ref, chars=chars) for long, ref in zip(longs, refs, strict=True)
+        ),
         cuts=sql.SQL("({})").format(sql.SQL(" OR ").join(cuts)) if cuts else sql.SQL("false"),
         query=sql.SQL(query),  # the guard's rendering of the checked tree
         columns=sql.SQL("({})").format(sql.SQL(", ").join(names)) if names else sql.SQL(""),
