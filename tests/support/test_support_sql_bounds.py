@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -25,6 +26,7 @@ from routegate.apps.support.contracts import ToolUsed, TurnResult
 from routegate.apps.support.db import READER_ROLE, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.errors import ToolError
+from routegate.apps.support.factory import open_support_desk
 from routegate.apps.support.postgres_tool import DEADLINE_GRACE_SECONDS, PostgresTool
 from routegate.apps.support.respond import MAX_EVIDENCE_CHARS
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
@@ -266,3 +268,25 @@ def test_the_bounds_are_settings_with_defaults(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("ROUTEGATE_SQL_MAX_BYTES", "10")
     with pytest.raises(ValidationError, match="sql_max_bytes"):
         Settings()
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("fitted")  # the router's layer, fitted once into data_dir
+async def test_the_desk_built_from_settings_uses_the_sql_bounds(
+    pg_url: str, data_dir: Path, encoder: MiniLMEncoder
+) -> None:
+    settings = Settings(
+        database_url=pg_url, data_dir=data_dir, sql_max_rows=2, sql_max_field_chars=16, sql_statement_timeout_ms=1500
+    )
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    async with open_support_desk(settings, encoder=encoder, schema=schema) as desk:
+        try:
+            result = await desk.postgres.run("SELECT id, 'abcdefghijklmnopqrstuvwxyz' AS s FROM customers ORDER BY id")
+            assert result.rows == ({"id": 1, "s": "abcdefghijklmnop"}, {"id": 2, "s": "abcdefghijklmnop"})
+            assert result.truncation == (
+                "only the first 2 rows (row cap); values longer than 16 characters were cut to that length"
+            )
+            assert desk.postgres.deadline_seconds == 1.5 + DEADLINE_GRACE_SECONDS
+        finally:
+            async with desk.db.connection() as conn:
+                await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
