@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg import sql
 from pydantic import ValidationError
 
@@ -28,19 +30,18 @@ from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.factory import open_support_desk
 from routegate.apps.support.postgres_tool import DEADLINE_GRACE_SECONDS, PostgresTool
-from routegate.apps.support.respond import MAX_EVIDENCE_CHARS
+from routegate.apps.support.respond import MAX_EVIDENCE_CHARS, evidence_json
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.apps.support.sqlguard import CheckedQuery
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 from routegate.testing import ScriptedChatModel
 
-# 2^22 characters in its longest row, about 50 MB of text in all (75 rows): allowed by the guard
+# 2^23 characters in its longest row, about 50 MB of text in all (72 rows): allowed by the guard
 DOUBLING = (
     "WITH RECURSIVE t(s, n) AS (SELECT 'x', 0 UNION ALL SELECT s || s, n + 1 FROM t WHERE n < 23) "
     "SELECT t.s FROM t, customers"
 )
-DOUBLING_CHARS = 3 * (2**24 - 1)
 # generous: the point is the bytes, not the time, on a machine shared with other work
 LONG_TIMEOUT_MS = 60_000
 RSS_GROWTH_BOUND_MIB = 40
@@ -55,7 +56,7 @@ async def test_a_huge_allowed_result_is_cut_at_the_server_and_says_so(db: Suppor
     out = result.to_dict()
     assert result.truncated and out["truncated"] is True
     assert "16384-byte cap" in out["truncation"] and "500 characters" in out["truncation"]
-    assert 0 < result.row_count < 75
+    assert 0 < result.row_count < 72
     assert all(len(row["s"]) <= 500 for row in result.rows)
     # the byte cap counts each row's values as JSON text (what PostgreSQL sends), the column names apart
     assert sum(len(json.dumps(list(row.values()), separators=(",", ":"))) for row in result.rows) <= 16 * 1024
@@ -204,6 +205,24 @@ async def test_the_offline_answer_says_the_result_was_cut(
     assert "This is not the whole result: only the first 1 rows (row cap)." in result.answer
 
 
+_ROWS = st.lists(st.dictionaries(st.sampled_from(["id", "name", "issue"]), st.integers() | st.text()), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ROWS, st.integers(min_value=1000, max_value=5000))
+def test_the_answer_prompts_evidence_is_bounded(rows: list[dict[str, object]], limit: int) -> None:
+    evidence = {"route": "POSTGRES", "call": {"query": "SELECT 1"}, "result": {"rows": rows, "row_count": len(rows)}}
+    text = evidence_json(evidence, limit)
+    assert len(text) <= limit
+    whole = json.dumps(evidence, ensure_ascii=False)
+    if len(whole) <= limit:
+        assert text == whole
+    else:  # rows left out, and the result says so
+        cut = json.loads(text)["result"]
+        assert cut["truncated"] is True and "evidence bound" in cut["truncation"]
+        assert cut["rows"] == rows[: len(cut["rows"])]
+
+
 # -- time -------------------------------------------------------------------------------------------------
 @pytest.mark.integration
 async def test_a_heavy_allowed_query_ends_at_its_timeout(db: SupportDatabase) -> None:
@@ -275,11 +294,11 @@ def test_the_bounds_are_settings_with_defaults(monkeypatch: pytest.MonkeyPatch) 
 async def test_the_desk_built_from_settings_uses_the_sql_bounds(
     pg_url: str, data_dir: Path, encoder: MiniLMEncoder
 ) -> None:
-    settings = Settings(
+    configured = Settings(
         database_url=pg_url, data_dir=data_dir, sql_max_rows=2, sql_max_field_chars=16, sql_statement_timeout_ms=1500
     )
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    async with open_support_desk(settings, encoder=encoder, schema=schema) as desk:
+    async with open_support_desk(configured, encoder=encoder, schema=schema) as desk:
         try:
             result = await desk.postgres.run("SELECT id, 'abcdefghijklmnopqrstuvwxyz' AS s FROM customers ORDER BY id")
             assert result.rows == ({"id": 1, "s": "abcdefghijklmnop"}, {"id": 2, "s": "abcdefghijklmnop"})

@@ -63,8 +63,11 @@ class SqlResult:
     truncation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rows": [dict(r) for r in self.rows], "row_count": self.row_count}
-        out["truncated"] = self.truncated
+        out: dict[str, Any] = {
+            "rows": [dict(r) for r in self.rows],
+            "row_count": self.row_count,
+            "truncated": self.truncated,
+        }
         if self.truncation:
             out["truncation"] = self.truncation
         return out
@@ -132,7 +135,8 @@ class PostgresTool:
                     cursor = await conn.execute(_COLUMNS_SQL, (self._db.schema, tables))
                     found = await cursor.fetchall()
             except psycopg.Error as exc:
-                raise ToolError("database_error", f"could not read the tables' columns: {exc}") from exc
+                detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ToolError("database_error", f"could not read the readable tables' columns: {detail}") from exc
             columns: dict[str, list[str]] = {}
             for row in found:
                 columns.setdefault(str(row["table"]), []).append(str(row["column"]))

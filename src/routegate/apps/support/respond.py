@@ -25,7 +25,7 @@ from typing import Any, Final
 from routegate.apps.support.contracts import AnswerToken
 from routegate.apps.support.turn import Turn, turn_of
 from routegate.core import stop_reasons
-from routegate.errors import RunStopError
+from routegate.errors import ConfigurationError, RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
 from routegate.plan import StepContext
 
@@ -238,6 +238,8 @@ class RespondNode:
     """
 
     def __init__(self, *, chat_model: ChatModel | None = None, max_evidence_chars: int = MAX_EVIDENCE_CHARS) -> None:
+        if max_evidence_chars < 1000:
+            raise ConfigurationError(f"max_evidence_chars must be >= 1000, got {max_evidence_chars}")
         self.chat_model = chat_model
         self.max_evidence_chars = max_evidence_chars
 
