@@ -487,6 +487,17 @@ _ATTRIBUTE_NOTATION: Final[list[Entry]] = [
     ("WITH a AS (SELECT name AS n FROM customers) SELECT a.n FROM a ORDER BY n", None, "accept"),
     ("SELECT upper(name) AS u FROM customers GROUP BY u ORDER BY u", None, "accept"),
     ("SELECT status, count(*) AS n FROM tickets GROUP BY 1 ORDER BY 2", None, "accept"),
+    ("SELECT id FROM customers UNION SELECT customer_id FROM tickets ORDER BY id", None, "accept"),
+    ("SELECT id, name FROM customers UNION ALL SELECT id, issue FROM tickets ORDER BY name DESC, 1", None, "accept"),
+    ("SELECT id FROM customers UNION SELECT customer_id FROM tickets ORDER BY customer_id", None, "refuse"),
+    ("SELECT id FROM customers c UNION SELECT id FROM tickets ORDER BY c", None, "refuse"),
+    ("SELECT id FROM customers JOIN tickets USING (id)", None, "accept"),
+    (
+        "SELECT c.name, (SELECT count(*) FROM tickets t WHERE t.customer_id = c.id) AS n FROM customers c "
+        "ORDER BY n DESC",
+        None,
+        "accept",
+    ),
     (
         "WITH RECURSIVE t(s, n) AS (SELECT 'x', 0 UNION ALL SELECT s || s, n + 1 FROM t WHERE n < 3) "
         "SELECT t.s FROM t, customers",

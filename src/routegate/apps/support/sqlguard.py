@@ -18,8 +18,9 @@ it was given — so a comment, a quoting trick, case folding or a keyword that P
 ``%(name)s``); ``params`` must supply exactly those names, with scalar values.
 
 The guard is the first of several layers: the Postgres tool also runs the statement in a read-only transaction,
-under ``statement_timeout``, with ``search_path`` pinned to the desk's schema, with a row cap, and as a role that
-may only read the allowed tables when the server allows one (:mod:`routegate.apps.support.postgres_tool`).
+under ``statement_timeout`` and a client deadline, with ``search_path`` pinned to the desk's schema, with bounds on
+its result that PostgreSQL applies itself (rows, bytes, value length), and as a role that may only read the
+allowed tables when the server allows one (:mod:`routegate.apps.support.postgres_tool`).
 """
 
 from __future__ import annotations
@@ -343,6 +344,9 @@ def _resolve_columns(tree: exp.Expression, columns: Mapping[str, tuple[str, ...]
 
 def _check_column(scope: Scope, column: exp.Column, columns: Mapping[str, tuple[str, ...]]) -> None:
     ref = column.sql("postgres")
+    query = scope.expression
+    if not column.table and isinstance(query, exp.SetOperation) and column.name in query.named_selects:
+        return  # ORDER BY of a UNION / INTERSECT / EXCEPT names its output columns
     if not column.table or column.args.get("db") or column.args.get("catalog"):
         raise _refuse("unknown_column", f"column {ref} could not be resolved to one table's column")
     reach: Scope | None = scope
