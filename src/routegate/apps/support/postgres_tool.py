@@ -127,7 +127,7 @@ class PostgresTool:
         return sql.SQL("; ").join(statements)
 
     async def _readable_columns(self) -> dict[str, tuple[str, ...]]:
-        """The readable tables' real columns, in table order, from the catalog (read once)."""
+        """The readable tables' real columns, in table order, from the catalog (read once all of them exist)."""
         if self._columns is None:
             tables = sorted(self._db.readable_tables)
             try:
@@ -140,7 +140,10 @@ class PostgresTool:
             columns: dict[str, list[str]] = {}
             for row in found:
                 columns.setdefault(str(row["table"]), []).append(str(row["column"]))
-            self._columns = {table: tuple(names) for table, names in columns.items()}
+            found_columns = {table: tuple(names) for table, names in columns.items()}
+            if set(found_columns) != set(tables):  # a table not created yet: look again next time
+                return found_columns
+            self._columns = found_columns
         return self._columns
 
     async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
