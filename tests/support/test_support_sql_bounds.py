@@ -277,6 +277,9 @@ async def test_the_client_deadline_cancels_a_statement_the_server_does_not_stop(
 
 # -- settings ---------------------------------------------------------------------------------------------
 def test_the_bounds_are_settings_with_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ROWS", "BYTES", "FIELD_CHARS"):
+        monkeypatch.delenv(f"ROUTEGATE_SQL_MAX_{name}", raising=False)
+    monkeypatch.delenv("ROUTEGATE_SQL_STATEMENT_TIMEOUT_MS", raising=False)
     defaults = Settings()
     assert (defaults.sql_max_rows, defaults.sql_max_bytes, defaults.sql_max_field_chars) == (100, 65536, 2000)
     assert defaults.sql_statement_timeout_ms == 2000
