@@ -102,13 +102,12 @@ def configure_tracing() -> Any:
     return provider
 
 
-def span_limits(environ: Mapping[str, str] | None = None) -> Any:
+def span_limits() -> Any:
     """The SDK's ``SpanLimits``: the ``OTEL_*`` limits when set, else attribute values cut at
     :data:`ATTRIBUTE_LENGTH_LIMIT` characters (the SDK's own default is no limit)."""
     from opentelemetry.sdk.trace import SpanLimits
 
-    env = os.environ if environ is None else environ
-    length = None if any(name in env for name in _LENGTH_LIMIT_VARIABLES) else ATTRIBUTE_LENGTH_LIMIT
+    length = None if any(name in os.environ for name in _LENGTH_LIMIT_VARIABLES) else ATTRIBUTE_LENGTH_LIMIT
     return SpanLimits(max_attribute_length=length)  # None: the SDK reads the variables itself
 
 
