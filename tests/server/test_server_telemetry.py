@@ -220,7 +220,7 @@ def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir
             assert time.monotonic() < deadline, "routegate serve did not get ready in 120 s"
             time.sleep(0.2)
         answer = httpx.post(
-            f"http://127.0.0.1:{port}/chat",
+            f"http://127.0.0.1:{port}/chat?session=abc",
             json={"message": "What is the status of ticket 1?"},
             headers={"Accept": "application/json", "traceparent": TRACEPARENT},
             timeout=60,
@@ -236,6 +236,9 @@ def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir
         turn = next(attributes for name, _, attributes in spans if name == "routegate.turn")
         assert turn["routegate.route"] == "POSTGRES" and turn["routegate.runtime"] == "desk"
         assert collector.service_names() == {"desk-under-test"}
+        exported = [str(value) for _, _, attributes in spans for value in attributes.values()]
+        assert all(len(value) <= server_telemetry.ATTRIBUTE_LENGTH_LIMIT for value in exported)
+        assert not any("session=abc" in value for value in exported)  # no query string in any span
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
