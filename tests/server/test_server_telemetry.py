@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -269,7 +270,7 @@ def test_request_spans_carry_no_query_string_session_id_or_long_text(
             headers={"Accept": "application/json"},
         )
         assert chat.status_code == 200
-    spans = otel_spans.get_finished_spans()
+    spans = _finished(otel_spans, 2)  # a request's span ends just after its last byte reached the client
     assert {s.name for s in spans} == {"GET /sessions/{session_id}", "POST /chat"}
     for span in spans:
         assert span.attributes is not None
@@ -279,6 +280,14 @@ def test_request_spans_carry_no_query_string_session_id_or_long_text(
             assert "session=abc" not in text and "secret-session-1" not in text, (span.name, key, text)
         assert span.attributes["http.target"] in ("/sessions/{session_id}", "/chat")
         assert str(span.attributes["http.user_agent"]).startswith("agent/xxx")
+
+
+def _finished(exporter: InMemorySpanExporter, count: int, *, timeout: float = 10.0) -> tuple[Any, ...]:
+    """The exporter's finished spans once there are ``count`` of them (bounded by ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while len(spans := exporter.get_finished_spans()) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return tuple(spans)
 
 
 @pytest.mark.parametrize(

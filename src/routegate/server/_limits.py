@@ -20,7 +20,6 @@ from typing import Final, NamedTuple
 
 from routegate.server._errors import error_body
 
-_LF: Final = 0x0A
 _CR: Final = 0x0D
 
 
