@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     server_header_timeout_seconds: float = Field(default=10.0, gt=0)
     server_body_timeout_seconds: float = Field(default=30.0, gt=0)
     server_keepalive_timeout_seconds: float = Field(default=5.0, gt=0)
+    # a request's head, bounded while it arrives (before authentication): the request line (414 over it), the
+    # header fields' total size and their number (431 over either); then the connection is closed
+    server_max_request_line_bytes: int = Field(default=8 * 1024, ge=256)
+    server_max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    server_max_headers: int = Field(default=100, ge=8)
     # the former name of max_message_chars (ROUTEGATE_SERVER_MAX_MESSAGE_CHARS), still accepted: it applies when
     # ROUTEGATE_MAX_MESSAGE_CHARS is not set
     server_max_message_chars: int | None = Field(default=None, ge=1)

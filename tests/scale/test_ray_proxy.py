@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from routegate.server._guard import BodyGuard
 from routegate.server.ray_proxy import PROXY_CALLBACK, ReplicaUnavailable, proxy_middlewares
 
 Message = dict[str, Any]
@@ -130,7 +131,16 @@ async def test_other_scopes_pass_through() -> None:
     assert seen == ["lifespan"]
 
 
+@pytest.fixture
+def proxy_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook changes uvicorn's "auto" protocol for the process it runs in (the proxy's): here, for this test."""
+    import uvicorn.config
+
+    monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])
+
+
 @pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20")  # Ray Serve's own models
+@pytest.mark.usefixtures("proxy_process")
 def test_ray_serve_accepts_the_proxy_callback() -> None:
     """Ray Serve's own loader takes the import path and the middlewares it returns."""
     pytest.importorskip("ray", reason="needs the routegate[ray] extra")
@@ -138,5 +148,25 @@ def test_ray_serve_accepts_the_proxy_callback() -> None:
     from ray.serve._private.utils import call_function_from_import_path
 
     middlewares = validate_http_proxy_callback_return(call_function_from_import_path(PROXY_CALLBACK))
-    assert [m.cls for m in middlewares] == [ReplicaUnavailable]
-    assert [m.cls for m in proxy_middlewares()] == [ReplicaUnavailable]
+    assert [m.cls for m in middlewares] == [ReplicaUnavailable, BodyGuard]
+    assert [m.cls for m in proxy_middlewares()] == [ReplicaUnavailable, BodyGuard]
+
+
+@pytest.mark.usefixtures("proxy_process")
+def test_after_the_hook_a_default_uvicorn_config_bounds_its_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Ray Serve's proxy builds (``uvicorn.Config`` without ``http``) serves with routegate's bounds, from
+    the ``ROUTEGATE_SERVER_*`` settings of the process's environment."""
+    import uvicorn
+
+    from routegate.server.serving import ConnectionBounds, GuardedHttpToolsProtocol
+    from routegate.settings import Settings
+
+    monkeypatch.setenv("ROUTEGATE_SERVER_MAX_HEADERS", "12")
+    monkeypatch.setenv("ROUTEGATE_SERVER_HEADER_TIMEOUT_SECONDS", "3")
+    proxy_middlewares()
+    config = uvicorn.Config(app=_replica_died, log_config=None)
+    config.load()
+    protocol = config.http_protocol_class
+    assert issubclass(protocol, GuardedHttpToolsProtocol)
+    assert protocol.default_bounds == ConnectionBounds.from_settings(Settings())
+    assert protocol.default_bounds.head.headers == 12 and protocol.default_bounds.header_timeout == 3

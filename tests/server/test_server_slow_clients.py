@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import select
 import socket
 import threading
 import time
@@ -19,12 +18,12 @@ from routegate.server import create_app
 from routegate.server.serving import GuardedH11Protocol, GuardedHttpToolsProtocol
 from routegate.server.testing import FakeSupportDesk, ServerThread
 from routegate.settings import Settings
+from server.rawhttp import STEP, closed_by_server, connect, trickle, wait_closed
 
 pytestmark = pytest.mark.e2e
 
 StartServer = Callable[..., ServerThread]
 BOUND = 1.0
-STEP = 0.5  # one byte every STEP seconds
 HEADER = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: trickle\r\nAccept: */*\r\n\r\n"  # 30 s of trickle
 
 
@@ -39,58 +38,12 @@ def bounded(request: pytest.FixtureRequest, desk: FakeSupportDesk) -> Iterator[S
 
 
 def _connect(server: ServerThread) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", server.port), timeout=10)
-
-
-def _closed_by_server(sock: socket.socket) -> tuple[bool, bytes]:
-    """Non-blocking look: has the server closed ``sock``? Returns (closed, bytes it sent before closing)."""
-    received = b""
-    while select.select([sock], [], [], 0)[0]:
-        try:
-            chunk = sock.recv(4096)
-        except ConnectionResetError:
-            return True, received
-        if not chunk:
-            return True, received
-        received += chunk
-    return False, received
-
-
-def _trickle(sock: socket.socket, data: bytes, *, limit: float = 15.0) -> tuple[float, bytes]:
-    """Send ``data`` one byte every STEP seconds until the server closes the socket; (seconds taken, its answer)."""
-    started = time.monotonic()
-    answer = b""
-    for byte in data:
-        try:
-            sock.sendall(bytes([byte]))
-        except (BrokenPipeError, ConnectionResetError):
-            return time.monotonic() - started, answer
-        ready = select.select([sock], [], [], STEP)[0]
-        if ready:
-            closed, got = _closed_by_server(sock)
-            answer += got
-            if closed:
-                return time.monotonic() - started, answer
-        if time.monotonic() - started > limit:
-            break
-    raise AssertionError(f"the server kept a trickling connection open for {time.monotonic() - started:.1f} s")
-
-
-def _wait_closed(sock: socket.socket, *, limit: float = 15.0) -> tuple[float, bytes]:
-    started = time.monotonic()
-    answer = b""
-    while time.monotonic() - started < limit:
-        if select.select([sock], [], [], 0.1)[0]:
-            closed, got = _closed_by_server(sock)
-            answer += got
-            if closed:
-                return time.monotonic() - started, answer
-    raise AssertionError(f"the server kept the connection open for {limit} s")
+    return connect(server.port)
 
 
 def test_a_trickled_header_is_cut_within_the_bound(bounded: ServerThread) -> None:
     with _connect(bounded) as sock:
-        took, answer = _trickle(sock, HEADER)
+        took, answer = trickle(sock, HEADER)
     assert BOUND * 0.9 <= took < BOUND + 3 * STEP + 1.0  # the whole header would take 30 s
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout")
     body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
@@ -100,7 +53,7 @@ def test_a_trickled_header_is_cut_within_the_bound(bounded: ServerThread) -> Non
 
 def test_a_silent_connection_is_closed_within_the_header_bound(bounded: ServerThread) -> None:
     with _connect(bounded) as sock:
-        took, answer = _wait_closed(sock)
+        took, answer = wait_closed(sock)
     assert took < BOUND + 1.5
     assert answer == b""  # nothing was asked, nothing is answered
 
@@ -113,7 +66,7 @@ def test_a_trickled_body_is_cut_within_the_bound(bounded: ServerThread) -> None:
     )
     with _connect(bounded) as sock:
         sock.sendall(head)
-        took, answer = _trickle(sock, body)
+        took, answer = trickle(sock, body)
     assert BOUND * 0.9 <= took < BOUND + 3 * STEP + 1.0  # the whole body would take 35 s
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout")
     assert b"the request body did not arrive within 1 s" in answer
@@ -124,7 +77,7 @@ def test_an_idle_keep_alive_connection_is_closed(bounded: ServerThread) -> None:
         sock.sendall(HEADER)
         first = sock.recv(4096)
         assert first.startswith(b"HTTP/1.1 200 ")
-        took, _ = _wait_closed(sock)
+        took, _ = wait_closed(sock)
     assert took < 1 + 1.5
 
 
@@ -167,7 +120,7 @@ def test_tricklers_do_not_stop_a_normal_client(start_server: StartServer) -> Non
                 assert c.get("/healthz").status_code == 200
                 chat = c.post("/chat", json={"message": "ticket 1"}, headers={"Accept": "application/json"})
                 assert chat.status_code == 200
-        assert all(not _closed_by_server(s)[0] for s in sockets)  # they were all still connected meanwhile
+        assert all(not closed_by_server(s)[0] for s in sockets)  # they were all still connected meanwhile
     finally:
         stop.set()
         for t in threads:
@@ -184,6 +137,6 @@ def pipelined(bounded: ServerThread) -> Iterator[socket.socket]:
 
 def test_pipelined_requests_are_served_then_the_connection_idles_out(pipelined: socket.socket) -> None:
     pipelined.sendall(HEADER * 3)
-    took, answer = _wait_closed(pipelined)
+    took, answer = wait_closed(pipelined)
     assert answer.count(b"HTTP/1.1 200 ") == 3
     assert took < 1 + 1.5

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -220,7 +221,7 @@ def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir
             assert time.monotonic() < deadline, "routegate serve did not get ready in 120 s"
             time.sleep(0.2)
         answer = httpx.post(
-            f"http://127.0.0.1:{port}/chat",
+            f"http://127.0.0.1:{port}/chat?session=abc",
             json={"message": "What is the status of ticket 1?"},
             headers={"Accept": "application/json", "traceparent": TRACEPARENT},
             timeout=60,
@@ -236,6 +237,9 @@ def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir
         turn = next(attributes for name, _, attributes in spans if name == "routegate.turn")
         assert turn["routegate.route"] == "POSTGRES" and turn["routegate.runtime"] == "desk"
         assert collector.service_names() == {"desk-under-test"}
+        exported = [str(value) for _, _, attributes in spans for value in attributes.values()]
+        assert all(len(value) <= server_telemetry.ATTRIBUTE_LENGTH_LIMIT for value in exported)
+        assert not any("session=abc" in value for value in exported)  # no query string in any span
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -249,3 +253,68 @@ def test_serve_exports_the_request_tree_over_otlp(collector: Collector, data_dir
     json_lines = [line for line in output.splitlines() if line.startswith("{")]
     assert json_lines, output  # ROUTEGATE_LOG_FORMAT=json: the server's log lines are JSON objects
     assert all("level" in json.loads(line) for line in json_lines)
+
+
+def test_request_spans_carry_no_query_string_session_id_or_long_text(
+    start_server: StartServer, otel_spans: InMemorySpanExporter
+) -> None:
+    """Whatever provider records them (this one has no length limit): the route template instead of the path and
+    query, a cut user agent, no attribute longer than the limit."""
+    server = start_server(server_max_header_bytes=4 * 1024 * 1024)  # let the 2 MiB User-Agent through
+    agent = "agent/" + "x" * (2 * 1024 * 1024)
+    with httpx.Client(base_url=server.url, timeout=10, headers={"User-Agent": agent}) as client:
+        assert client.get("/sessions/secret-session-1?session=abc").status_code == 200
+        chat = client.post(
+            "/chat?session=abc",
+            json={"message": "How do I reset my password?", "session_id": "secret-session-1"},
+            headers={"Accept": "application/json"},
+        )
+        assert chat.status_code == 200
+    spans = _finished(otel_spans, 2)  # a request's span ends just after its last byte reached the client
+    assert {s.name for s in spans} == {"GET /sessions/{session_id}", "POST /chat"}
+    for span in spans:
+        assert span.attributes is not None
+        for key, value in span.attributes.items():
+            text = str(value)
+            assert len(text) <= server_telemetry.ATTRIBUTE_LENGTH_LIMIT, (span.name, key, len(text))
+            assert "session=abc" not in text and "secret-session-1" not in text, (span.name, key, text)
+        assert span.attributes["http.target"] in ("/sessions/{session_id}", "/chat")
+        assert str(span.attributes["http.user_agent"]).startswith("agent/xxx")
+
+
+def _finished(exporter: InMemorySpanExporter, count: int, *, timeout: float = 10.0) -> tuple[Any, ...]:
+    """The exporter's finished spans once there are ``count`` of them (bounded by ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while len(spans := exporter.get_finished_spans()) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return tuple(spans)
+
+
+@pytest.mark.parametrize(
+    ("env", "limit"),
+    [
+        ({}, server_telemetry.ATTRIBUTE_LENGTH_LIMIT),
+        ({"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "50"}, 50),
+        ({"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "70"}, 70),
+    ],
+)
+def test_the_installed_sdk_cuts_every_attribute_value(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], limit: int
+) -> None:
+    """The SDK routegate installs (``OTEL_EXPORTER_OTLP_ENDPOINT`` set) has a length limit unless one is set."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    for name in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=server_telemetry.span_limits())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("test").start_as_current_span("request") as span:
+        span.set_attribute("http.user_agent", "u" * 5000)
+    provider.shutdown()
+    (recorded,) = exporter.get_finished_spans()
+    assert recorded.attributes is not None
+    assert len(str(recorded.attributes["http.user_agent"])) == limit

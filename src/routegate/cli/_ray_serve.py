@@ -10,6 +10,7 @@ cluster stops with it), then PostgreSQL, and prints ``routegate: stopped.``.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import threading
@@ -77,7 +78,13 @@ def _deploy(ray: Any, settings: Settings, *, replicas: int, autoscale: tuple[int
     from routegate.server.ray_serve import deployment
 
     host, port = settings.server_host, settings.server_port
-    serve.start(http_options={"host": host, "port": port}, logging_config={"log_level": "WARNING"})
+    # the proxy closes idle keep-alive connections as `routegate serve` does (Ray Serve's default is 90 s); the
+    # other connection bounds are applied by the proxy hook (routegate.server.ray_proxy)
+    keep_alive = max(1, math.ceil(settings.server_keepalive_timeout_seconds))
+    serve.start(
+        http_options={"host": host, "port": port, "keep_alive_timeout_s": keep_alive},
+        logging_config={"log_level": "WARNING"},
+    )
     started = time.monotonic()
     serve.run(deployment(settings, replicas=replicas, autoscale=autoscale), name="routegate", route_prefix="/")
     count = f"autoscaling {autoscale[0]}-{autoscale[1]} replicas" if autoscale else f"{replicas} replica(s)"

@@ -16,6 +16,14 @@ Ray Serve installs it through its proxy hook: the environment variable :data:`PR
 :data:`PROXY_CALLBACK` in the proxy's process. ``routegate serve --ray`` sets it for the Serve instance it starts;
 on a cluster whose Serve is already running, set it on the nodes (``ray start``) yourself.
 
+The same hook bounds the proxy's connections the way ``routegate serve`` bounds its own
+(:mod:`routegate.server.serving`): the request head's limits, the header and body deadlines (408), and the body
+size (413), from the ``ROUTEGATE_SERVER_*`` settings of the proxy's environment. Ray Serve's ``HTTPOptions`` pass
+no protocol to the ``uvicorn.Config`` of its proxy (it asks for uvicorn's ``"auto"`` protocol), and the hook runs
+in the proxy's process before that config is loaded; so :func:`bound_proxy_connections` points uvicorn's
+``"auto"`` protocol, in that process only, at routegate's guarded one. :func:`proxy_middlewares` checks that it
+took (a Ray Serve that names its protocol itself would escape it: then the proxy does not start, and says why).
+
 A turn whose replica died is either wholly in the session's history or not at all: its two messages are written by
 one statement, after the answer is complete.
 """
@@ -28,6 +36,7 @@ from typing import Any, Final
 
 from routegate.server._errors import error_body
 from routegate.server._sse import dumps, encode_data, encode_event
+from routegate.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +112,32 @@ async def _send_unavailable(send: Send) -> None:
 
 
 def proxy_middlewares() -> list[Any]:
-    """Ray Serve's proxy hook (:data:`PROXY_CALLBACK`): the middlewares around its HTTP proxy."""
+    """Ray Serve's proxy hook (:data:`PROXY_CALLBACK`): the middlewares around its HTTP proxy (a replica that
+    died is a 503; a body over ``server_max_request_bytes`` a 413), after bounding the proxy's connections."""
     from starlette.middleware import Middleware
 
-    return [Middleware(ReplicaUnavailable)]
+    from routegate.server._guard import BodyGuard
+
+    settings = Settings()  # the proxy's process: its ROUTEGATE_* environment is the driver's (or the node's)
+    bound_proxy_connections(settings)
+    return [Middleware(ReplicaUnavailable), Middleware(BodyGuard, max_bytes=settings.server_max_request_bytes)]
+
+
+def bound_proxy_connections(settings: Settings) -> None:
+    """Make uvicorn's ``"auto"`` HTTP protocol, in this process, the guarded one with ``settings``' bounds."""
+    import inspect
+
+    import uvicorn.config
+
+    from routegate.server.serving import ConnectionBounds, bounded_protocol
+
+    protocol = bounded_protocol(ConnectionBounds.from_settings(settings))
+    protocols: dict[str, Any] = uvicorn.config.HTTP_PROTOCOLS  # uvicorn resolves a non-string entry as given
+    protocols["auto"] = protocol
+    loaded = inspect.signature(uvicorn.config.Config).parameters["http"].default  # what Ray Serve's config asks for
+    if protocols.get(loaded) is not protocol:
+        raise RuntimeError(
+            f"uvicorn's default HTTP protocol is {loaded!r}, not 'auto': routegate cannot bound Ray Serve's proxy "
+            "connections in this uvicorn version; pin uvicorn to the version in routegate's requirements"
+        )
+    log.info("Ray Serve's proxy connections are bounded as routegate serve's are")

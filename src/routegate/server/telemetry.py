@@ -13,7 +13,14 @@ the SDK — and does, once per process, when (and only when) an exporter endpoin
   ``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` pick the sampler (the SDK reads them).
 
 Then every HTTP request gets a server span from ``opentelemetry-instrumentation-fastapi`` (an incoming
-``traceparent`` header continues the caller's trace), and the desk's turn hangs below it. Every response carries
+``traceparent`` header continues the caller's trace), and the desk's turn hangs below it.
+
+Span attributes are bounded: the SDK installed here truncates every attribute value to
+:data:`ATTRIBUTE_LENGTH_LIMIT` characters unless ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (or
+``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT``) says otherwise, and a request span never carries the query string or a
+path's ids, whatever provider records it: ``http.target`` / ``url.path`` and ``http.url`` name the route template
+(``/sessions/{session_id}``), ``url.query`` is emptied, the user agent is cut to :data:`USER_AGENT_LIMIT`
+characters and any other text attribute to :data:`ATTRIBUTE_LENGTH_LIMIT`. Every response carries
 ``X-Request-Id``: the caller's own (when it sent a sane one), else the trace id, else a fresh id.
 Nothing is exported when no endpoint is set; the SDK then is not even imported.
 """
@@ -24,7 +31,9 @@ import logging
 import os
 import re
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import FastAPI
 from opentelemetry import trace
@@ -38,6 +47,9 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'routegate[otel]'"
 _configured: Any = None  # the SDK TracerProvider this process installed, if any
 _SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+ATTRIBUTE_LENGTH_LIMIT: Final = 1024  # characters of one span attribute value, unless OTEL_*_LENGTH_LIMIT is set
+USER_AGENT_LIMIT: Final = 256
+_LENGTH_LIMIT_VARIABLES: Final = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
 
 
 def export_requested(environ: os._Environ[str] | dict[str, str] | None = None) -> bool:
@@ -82,12 +94,21 @@ def configure_tracing() -> Any:
     resource = Resource.create({"service.name": "routegate"}).merge(OTELResourceDetector().detect())
     if os.environ.get("OTEL_SERVICE_NAME"):
         resource = resource.merge(Resource.create({"service.name": os.environ["OTEL_SERVICE_NAME"]}))
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, span_limits=span_limits())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     _configured = provider
     log.info("exporting OpenTelemetry spans to %s", _endpoint())
     return provider
+
+
+def span_limits() -> Any:
+    """The SDK's ``SpanLimits``: the ``OTEL_*`` limits when set, else attribute values cut at
+    :data:`ATTRIBUTE_LENGTH_LIMIT` characters (the SDK's own default is no limit)."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    length = None if any(name in os.environ for name in _LENGTH_LIMIT_VARIABLES) else ATTRIBUTE_LENGTH_LIMIT
+    return SpanLimits(max_attribute_length=length)  # None: the SDK reads the variables itself
 
 
 def instrument(app: FastAPI) -> None:
@@ -104,8 +125,34 @@ def instrument(app: FastAPI) -> None:
             tracer_provider=telemetry.current_provider(),
             excluded_urls="healthz,metrics",
             exclude_spans=["receive", "send"],
+            server_request_hook=scrub_request_span,
         )
     app.add_middleware(RequestId)
+
+
+def scrub_request_span(span: trace.Span, scope: Mapping[str, Any]) -> None:
+    """Called with every request span as it starts: no query string, no path ids, no long text (module doc)."""
+    if not span.is_recording():
+        return
+    attributes: Mapping[str, Any] = getattr(span, "attributes", None) or {}
+    route = attributes.get("http.route")
+    target = route if isinstance(route, str) else str(scope.get("path", ""))[:ATTRIBUTE_LENGTH_LIMIT]
+    updates: dict[str, str] = {}
+    for key, value in attributes.items():
+        if not isinstance(value, str):
+            continue
+        if key in ("http.target", "url.path"):
+            updates[key] = target
+        elif key == "http.url":
+            parts = urlsplit(value)
+            updates[key] = urlunsplit((parts.scheme, parts.netloc[:ATTRIBUTE_LENGTH_LIMIT], target, "", ""))
+        elif key == "url.query":
+            updates[key] = ""
+        elif key in ("http.user_agent", "user_agent.original"):
+            updates[key] = value[:USER_AGENT_LIMIT]
+        elif len(value) > ATTRIBUTE_LENGTH_LIMIT:
+            updates[key] = value[:ATTRIBUTE_LENGTH_LIMIT]
+    span.set_attributes(updates)
 
 
 class RequestId:
