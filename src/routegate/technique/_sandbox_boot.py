@@ -157,6 +157,8 @@ def _set_limits(config: dict[str, Any]) -> None:
 def _setup(config: dict[str, Any]) -> bytes:
     """Everything before the code runs, ending with reading it; raises on any failure (exit SETUP_FAILED)."""
     if config["mode"] == "os":
+        # the loader read it at start-up; the code's environment holds the documented variables only
+        os.environ.pop("LD_LIBRARY_PATH", None)
         _set_limits(config)
         _install_seccomp(bytes.fromhex(config["seccomp"]))
     else:
