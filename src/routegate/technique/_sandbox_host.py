@@ -49,6 +49,7 @@ class Observed:
     processes_exceeded: bool = False
     cpu_seconds: float | None = None
     output_bytes: int = 0
+    cpu_stopped_at: float | None = None  # the run's CPU time when the supervisor stopped it for cpu_seconds
 
 
 def world_executable(path: str) -> bool:
@@ -97,6 +98,38 @@ def processes_of(uid: int) -> list[tuple[int, int]]:
             count = threads.split()[1] if len(threads.split()) > 1 else "1"
             found.append((int(entry.name), int(count) if count.isdigit() else 1))
     return found
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU time (user + system) of ``root`` and every process below it, from the host's ``/proc``.
+
+    The fallback meter where no control group counts a run: a process that ended and was waited for is in its
+    parent's ``cutime``/``cstime``; one not yet waited for is still listed (a zombie keeps its times).
+    """
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": the command may hold spaces
+        if len(fields) < 15:
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        ticks[pid] = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    total, pending, seen = 0, [root], set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += ticks.get(pid, 0)
+        pending += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def kill_uid(uid: int) -> None:

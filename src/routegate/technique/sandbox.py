@@ -58,6 +58,7 @@ from routegate.technique._sandbox_host import (
     read_bounded,
     read_info,
     shared_python,
+    tree_cpu_seconds,
     wait_gone,
     world_executable,
     write_main,
@@ -70,6 +71,8 @@ logger = logging.getLogger(__name__)
 _BOOT = Path(__file__).with_name("_sandbox_boot.py")
 _RUN_UIDS = (1_000_000, 1_999_999)
 _SANDBOX_OVERHEAD_TASKS = 2  # bwrap's init (pid 1 of the namespace) and the interpreter's main thread
+_CPU_CORES = 1.0  # the control group's CPU bandwidth: a run uses at most one CPU's worth of time per second
+_CPU_POLL_SECONDS = 0.05  # how often the supervisor reads the run's CPU time (the overshoot is at most this much)
 MAX_CODE_CHARS = 200_000
 
 Mode = Literal["os", "guard"]
@@ -245,7 +248,8 @@ class SandboxRunner:
         ready_r, ready_w = os.pipe()
         owned = {info_r, info_w, block_r, block_w, ready_r, ready_w}
         name = f"routegate-sandbox-{secrets.token_hex(6)}"
-        group = RunGroup.create(name, limits.memory_bytes, limits.max_processes + _SANDBOX_OVERHEAD_TASKS)
+        tasks = limits.max_processes + _SANDBOX_OVERHEAD_TASKS
+        group = RunGroup.create(name, limits.memory_bytes, tasks, cpu_cores=_CPU_CORES)
         # with a control group the memory limit is exact and observed; RLIMIT_AS only stops absurd reservations
         address_space = limits.memory_bytes * 4 if group else limits.memory_bytes
         layers = ["namespaces", "readonly-root", "tmpfs", "seccomp", "rlimits"]
@@ -295,6 +299,7 @@ class SandboxRunner:
         if identity is not None:
             credentials = {"user": identity[0], "group": identity[1], "extra_groups": []}
         timed_out = False
+        cpu_stopped_at: float | None = None
         child: int | None = None
         child_fd: int | None = None  # a pidfd: signalling it can never reach a recycled pid
         with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
@@ -322,7 +327,7 @@ class SandboxRunner:
                         return "could not move the run into its control group: nothing ran"
                     with contextlib.suppress(BrokenPipeError):  # bwrap already gone: seen below
                         os.write(pipes.block_w, b"go")
-                    await process.wait()
+                    cpu_stopped_at = await self._watch_cpu(process, group, child)
             except TimeoutError:
                 timed_out = True
             finally:
@@ -350,7 +355,36 @@ class SandboxRunner:
             processes_exceeded=bool(group and group.processes_exceeded()),
             cpu_seconds=group.cpu_seconds() if group else None,
             output_bytes=max((outdir / "stdout").stat().st_size, (outdir / "stderr").stat().st_size),
+            cpu_stopped_at=cpu_stopped_at,
         )
+
+    async def _watch_cpu(
+        self, process: asyncio.subprocess.Process, group: RunGroup | None, child: int | None
+    ) -> float | None:
+        """Wait for the run to end; stop it early when its processes together used ``cpu_seconds`` of CPU.
+
+        Returns the CPU time seen when the limit was reached (the caller kills the run), None when the run ended
+        by itself. Counted by the control group when there is one (dead processes included), else from ``/proc``
+        over the run's process tree. ``RLIMIT_CPU`` stays as each process's own backstop.
+        """
+        if child is None:  # bwrap failed before starting anything: nothing to count
+            await process.wait()
+            return None
+        counted = group if group is not None and group.cpu is not None else None
+        waiter = asyncio.ensure_future(process.wait())
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiter}, timeout=_CPU_POLL_SECONDS)
+                if done:
+                    return None
+                if counted is not None:
+                    used = counted.cpu_seconds()
+                else:
+                    used = await asyncio.to_thread(tree_cpu_seconds, child)
+                if used is not None and used >= self.limits.cpu_seconds:
+                    return used
+        finally:
+            waiter.cancel()
 
     async def _run_guard(self, python: str, language: str, code: str, outdir: Path, started: float) -> CodeRun:
         """The opt-in in-process mode: NOT a security boundary (see the class docs)."""
@@ -432,6 +466,9 @@ class SandboxRunner:
             return tsr.SANDBOX_MEMORY, f"the code went over the {limits.memory_bytes} byte memory limit"
         if seen.processes_exceeded:
             return tsr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes}"
+        if seen.cpu_stopped_at is not None:
+            used = f"{seen.cpu_stopped_at:.2f}"
+            return tsr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up ({used} s by all its processes)"
         signal_number = code - 128 if code is not None and code > 128 else (-code if code and code < 0 else 0)
         cpu = seen.cpu_seconds
         if (cpu is None and signal_number == signal.SIGXCPU) or (
