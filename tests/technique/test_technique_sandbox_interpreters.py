@@ -90,6 +90,10 @@ def _pyenv_like(base: Path) -> Path:
     dynload = stdlib / "lib-dynload"
     if info["dynload"] and not dynload.exists():
         shutil.copytree(info["dynload"], dynload, copy_function=_link_or_copy)
+    site_packages = stdlib / "site-packages"
+    site_packages.mkdir()
+    (site_packages / "routegate_site_probe.py").write_text("VALUE = 42\n")
+    (site_packages / "routegate-probe.pth").write_text("import os; os.environ['ROUTEGATE_PTH_RAN'] = '1'\n")
     library = Path(info["library"])
     if library.suffix != ".a" and library.exists():
         _link_or_copy(os.path.realpath(library), str(prefix / "lib" / (info["soname"] or library.name)))
@@ -176,3 +180,12 @@ async def test_the_root_lists_the_same_entries_for_every_interpreter(interpreter
     first = next(iter(roots.values()))
     assert all(root == first for root in roots.values()), roots
     assert set(first) <= {"dev", "lib", "lib64", "proc", "sandbox", "tmp", "usr"}  # lib, lib64: as the host has them
+
+
+@needs_os_sandbox
+async def test_the_installs_site_packages_import_without_its_pth_files(interpreters: dict[str, str]) -> None:
+    code = (
+        "import os, routegate_site_probe\nprint(routegate_site_probe.VALUE, 'ROUTEGATE_PTH_RAN' in os.environ)\nexit(4)"
+    )
+    run = await SandboxRunner(limits=LIMITS, python=interpreters["pyenv"]).run(code)
+    assert (run.stop_reason, run.stdout) == ("sandbox_exit:4", "42 False\n"), run.stderr[-1000:]

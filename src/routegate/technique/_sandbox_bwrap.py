@@ -105,6 +105,7 @@ def command(
         "--",
         EXECUTABLE,
         "-I",
+        "-S",
         "-B",
         "-c",
         boot,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -47,6 +46,7 @@ from routegate.core.stop_reasons import SUCCESS
 from routegate.core.workers import Worker, WorkerArgs
 from routegate.errors import ConfigurationError
 from routegate.technique import stop_reasons as tsr
+from routegate.technique._sandbox_boot import encode_config
 from routegate.technique._sandbox_bwrap import command, find_bwrap, missing_mechanism
 from routegate.technique._sandbox_cgroup import RunGroup
 from routegate.technique._sandbox_host import (
@@ -227,18 +227,18 @@ class SandboxRunner:
         finally:
             shutil.rmtree(outdir, ignore_errors=True)
 
-    def _config(self, identity: tuple[int, int] | None, ready_fd: int, address_space: int, overhead: int) -> str:
-        return json.dumps(
-            {
-                "mode": self.mode,
-                "cpu_seconds": self.limits.cpu_seconds,
-                "address_space_bytes": address_space,
-                "max_file_bytes": self.limits.max_file_bytes,
-                "nproc": self._nproc(identity, overhead),
-                "ready_fd": ready_fd,
-                "seccomp": _seccomp_hex() if self.mode == "os" else "",
-            }
-        )
+    def _config(
+        self, identity: tuple[int, int] | None, ready_fd: int, address_space: int, overhead: int
+    ) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "cpu_seconds": self.limits.cpu_seconds,
+            "address_space_bytes": address_space,
+            "max_file_bytes": self.limits.max_file_bytes,
+            "nproc": self._nproc(identity, overhead),
+            "ready_fd": ready_fd,
+            "seccomp": _seccomp_hex() if self.mode == "os" else "",
+        }
 
     async def _run_os(self, python: str, language: str, code: str, outdir: Path, started: float) -> CodeRun:
         limits = self.limits
@@ -265,7 +265,7 @@ class SandboxRunner:
                         find_bwrap() or "bwrap",
                         python,
                         _bootstrap_source(),
-                        self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1),
+                        encode_config(self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1)),
                         info_fd=info_w,
                         block_fd=block_r,
                         code_fd=code_file.fileno(),
@@ -396,9 +396,9 @@ class SandboxRunner:
             write_main(workdir, code, identity)
             if identity is not None:
                 layers += ["uid", "netns"]
-            config = json.loads(self._config(identity, ready_w, self.limits.memory_bytes, 1))
+            config = self._config(identity, ready_w, self.limits.memory_bytes, 1)
             config |= {"workdir": workdir, "isolate_network": os.geteuid() == 0, **_ids(identity)}
-            argv = [python, "-I", "-B", "-c", _bootstrap_source(), json.dumps(config)]
+            argv = [python, "-I", "-B", "-c", _bootstrap_source(), encode_config(config)]
             observed = await self._supervise_plain(argv, ready_w, ready_r, identity, workdir, outdir)
         finally:
             for fd in (ready_r, ready_w):
