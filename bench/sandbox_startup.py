@@ -69,14 +69,13 @@ def _runner_argv(python: str, bootstrap: bool) -> tuple[list[str], list[int]]:
     os.write(code, b"print(1)\n")
     os.lseek(code, 0, os.SEEK_SET)
     settings = {"mode": "os", "cpu_seconds": 5, "address_space_bytes": 2**31, "max_file_bytes": 2**24, "nproc": None}
-    config = encode_config(settings | {"ready_fd": ready_w, "seccomp": _seccomp_hex()})
+    config = encode_config(settings | {"ready_fd": ready_w, "go_fd": block_r, "seccomp": _seccomp_hex()})
     argv = command(
         find_bwrap() or "bwrap",
         python,
         _bootstrap_source(),
         config,
         info_fd=info_w,
-        block_fd=block_r,
         code_fd=code,
         tmpfs_bytes=64 * 1024 * 1024,
     )

@@ -10,6 +10,7 @@ answered and the test compares it.
 from __future__ import annotations
 
 import json
+import os
 import platform
 
 import pytest
@@ -134,3 +135,16 @@ print(json.dumps({
         "threads": 1,
         "cpus": True,
     }
+
+
+@needs_os_sandbox
+async def test_the_run_has_a_uid_of_its_own_no_groups_and_no_capabilities() -> None:
+    code = "import os\nstatus = open('/proc/self/status').read()\nprint(os.getuid(), os.getgid(), os.getgroups(), "
+    code += "status.split('CapEff:')[1].split()[0])"
+    run = await RUNNER.run(code)
+    uid, gid, groups, capabilities = run.stdout.split(" ", 3)
+    if os.geteuid() == 0:  # a fresh uid per run, switched to before bwrap starts (setpriv, or the credentials)
+        assert 1_000_000 <= int(uid) < 2_000_000 and gid == uid
+    else:
+        assert int(uid) == os.getuid()
+    assert (groups, capabilities) == ("[]", "0000000000000000\n")

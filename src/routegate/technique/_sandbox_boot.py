@@ -9,7 +9,10 @@ Inside the OS sandbox (``mode="os"``), before any sandboxed code runs: (1) set t
 address space, file size, processes, no core dumps), soft = hard so the code cannot raise them; (2) install
 the seccomp filter the supervisor built (``PR_SET_NO_NEW_PRIVS`` + ``PR_SET_SECCOMP``); (3) write one byte to
 the *ready* pipe and close it, so the supervisor knows set-up finished before the code ran (the code never
-holds that descriptor); (4) run ``main.py`` as ``__main__``. Anything that goes wrong before (4) exits with
+holds that descriptor); (4) run ``main.py`` as ``__main__``. Between (2) and (3) it waits for the supervisor's
+start signal on a second pipe: bubblewrap mounts and the interpreter starts while the supervisor moves the
+process into its control group (on cgroup v1 that move waits for an RCU grace period, ~10 ms), and no code runs
+before the move. Anything that goes wrong before (4) exits with
 status 70 and no ready byte: the supervisor reports ``sandbox_error:setup_failed``.
 
 ``mode="guard"`` is the explicit, weaker opt-in for hosts without the OS mechanism: no namespaces of its own
@@ -32,7 +35,9 @@ if TYPE_CHECKING:  # never at run time: importing typing costs every run a few m
     from typing import Any, NoReturn
 
 SETUP_FAILED = 70
-INT_SETTINGS = frozenset({"cpu_seconds", "address_space_bytes", "max_file_bytes", "nproc", "ready_fd", "uid", "gid"})
+INT_SETTINGS = frozenset(
+    {"cpu_seconds", "address_space_bytes", "max_file_bytes", "nproc", "ready_fd", "go_fd", "uid", "gid"}
+)
 
 
 def encode_config(config: dict[str, Any]) -> str:
@@ -206,6 +211,11 @@ def _setup(config: dict[str, Any]) -> bytes:
         _site_packages()
         _set_limits(config)
         _install_seccomp(bytes.fromhex(config["seccomp"]))
+        # the supervisor writes once this process is in the run's control group (it started up meanwhile)
+        started = os.read(config["go_fd"], 2)
+        os.close(config["go_fd"])
+        if started != b"go":
+            raise RuntimeError("the supervisor did not start the run")
     else:
         if config["isolate_network"] == "1":
             _isolate_network()

@@ -58,7 +58,6 @@ def command(
     config: str,
     *,
     info_fd: int,
-    block_fd: int,
     code_fd: int,
     tmpfs_bytes: int,
 ) -> list[str]:
@@ -80,8 +79,6 @@ def command(
         "ALL",
         "--info-fd",
         str(info_fd),
-        "--block-fd",
-        str(block_fd),
         *python_inside.mounts,
         "--proc",
         "/proc",

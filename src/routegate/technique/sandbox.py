@@ -52,6 +52,7 @@ from routegate.technique._sandbox_cgroup import RunGroup
 from routegate.technique._sandbox_host import (
     Observed,
     Pipes,
+    as_user,
     drain_ready,
     kill_uid,
     processes_of,
@@ -265,9 +266,11 @@ class SandboxRunner:
                         find_bwrap() or "bwrap",
                         python,
                         _bootstrap_source(),
-                        encode_config(self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1)),
+                        encode_config(
+                            self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1)
+                            | {"go_fd": block_r}
+                        ),
                         info_fd=info_w,
-                        block_fd=block_r,
                         code_fd=code_file.fileno(),
                         tmpfs_bytes=limits.tmpfs_bytes,
                     )
@@ -295,9 +298,7 @@ class SandboxRunner:
         group: RunGroup | None,
         outdir: Path,
     ) -> Observed | str:
-        credentials: dict[str, Any] = {}
-        if identity is not None:
-            credentials = {"user": identity[0], "group": identity[1], "extra_groups": []}
+        prefix, credentials = as_user(identity)
         timed_out = False
         cpu_stopped_at: float | None = None
         child: int | None = None
@@ -305,6 +306,7 @@ class SandboxRunner:
         with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
             try:
                 process = await asyncio.create_subprocess_exec(
+                    *prefix,
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=out,
@@ -319,11 +321,13 @@ class SandboxRunner:
             pipes.close_child_ends()
             try:
                 async with asyncio.timeout(self.limits.wall_seconds):
-                    child = await asyncio.to_thread(read_info, pipes.info_r)
+                    child = await read_info(pipes.info_r)
                     if child is not None:
                         with contextlib.suppress(OSError):  # already gone: nothing to stop later
                             child_fd = os.pidfd_open(child)
-                    if child is not None and group is not None and not _attach(group, child):
+                    # in a thread: on cgroup v1 the move waits for an RCU grace period (~10 ms), the event loop
+                    # should not; the sandbox meanwhile mounts and starts its interpreter, and waits for "go"
+                    if child is not None and group is not None and not await asyncio.to_thread(_attach, group, child):
                         return "could not move the run into its control group: nothing ran"
                     with contextlib.suppress(BrokenPipeError):  # bwrap already gone: seen below
                         os.write(pipes.block_w, b"go")
@@ -487,7 +491,7 @@ class SandboxRunner:
 
 
 def _attach(group: RunGroup, pid: int) -> bool:
-    """Put the blocked sandbox into its group; False (the caller kills it unstarted) when the kernel refuses."""
+    """Put the waiting sandbox into its group; False (the caller kills it unstarted) when the kernel refuses."""
     try:
         group.attach(pid)
     except ProcessLookupError:
