@@ -2,7 +2,7 @@
 """Where a sandbox run's start-up time goes: ``print(1)`` through each added layer, interleaved, medians.
 
     .venv/bin/python bench/sandbox_startup.py              # 30 interleaved rounds
-    .venv/bin/python bench/sandbox_startup.py --rounds 60
+    .venv/bin/python bench/sandbox_startup.py --rounds 60 --python /usr/bin/python3
 
 Every round runs each variant once, in turn, so a busy machine slows all of them alike. Each figure is the
 wall time of one ``print(1)`` as a caller sees it, spawned through asyncio. The variants add one layer each:
@@ -99,10 +99,9 @@ def _namespaces_only(bwrap: str, python: str) -> list[str]:
     return [*namespaces, "--ro-bind", "/", "/", "--proc", "/proc", "--", os.path.realpath(python), *PRINT]
 
 
-async def _measure(rounds: int) -> dict[str, list[float]]:
-    python = shared_python() or sys.executable
+async def _measure(rounds: int, python: str) -> dict[str, list[float]]:
     bwrap = find_bwrap() or "bwrap"
-    runner = SandboxRunner(limits=SandboxLimits(wall_seconds=30))
+    runner = SandboxRunner(limits=SandboxLimits(wall_seconds=30), python=python)
     interpreter(python)  # the one probe per interpreter, outside the timing (cached like the runner's)
 
     async def run() -> None:
@@ -148,15 +147,17 @@ def _cgroup() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--python", help="the interpreter to run (default: the runner's own choice)")
     args = parser.parse_args()
+    python = args.python or shared_python() or sys.executable
     missing = SandboxRunner().missing()
     if missing:
         print(f"the OS sandbox is unavailable here: {missing}")
         return 1
     load = os.getloadavg()[0]
-    times = asyncio.run(_measure(args.rounds))
+    times = asyncio.run(_measure(args.rounds, python))
     print(f"sandbox start-up, ms per print(1), {args.rounds} interleaved rounds, load average {load:.2f} at the start")
-    print(f"interpreter: {shared_python() or sys.executable}; as root: {os.geteuid() == 0}\n")
+    print(f"interpreter: {python}; as root: {os.geteuid() == 0}\n")
     print("| variant | p50 ms | p90 ms | p50 added, over |")
     print("|---|---:|---:|---|")
     p50s = {name: statistics.median(samples) for name, samples in times.items()}
