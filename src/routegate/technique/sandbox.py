@@ -11,7 +11,9 @@ root, a per-run control group (:mod:`._sandbox_cgroup`) holds every process of t
 and task count, and gives the supervisor counters the code cannot write.
 
 The verdict is the supervisor's own observation: its wall clock, the exit status, the control group's OOM,
-task-limit and CPU counters, and the size of the output files. Nothing the code prints decides a stop
+task-limit and CPU counters, and the size of the output files. ``cpu_seconds`` holds for the run as a whole:
+while it runs the supervisor reads the CPU time of all its processes (the control group's counter, or
+``/proc`` without a group) and stops it at the limit; ``RLIMIT_CPU`` is only each process's backstop. Nothing the code prints decides a stop
 reason. When ``run()`` returns, every process of the run is gone (the PID namespace dies with its first
 process; the control group is emptied and removed) and so are its files (the tmpfs mounts die with the mount
 namespace).
