@@ -48,6 +48,7 @@ class Hostile:
     code: str
     expect: str | None = None  # the stop reason the supervisor must report, when it is fixed
     stderr_has: str | None = None
+    stdout_has: str | None = None
 
 
 PRELUDE = "import ctypes, os, sys\nlibc = ctypes.CDLL(None, use_errno=True)\nsyscall = libc.syscall\n"
@@ -333,6 +334,36 @@ CORPUS = [
         "import socket\nsocket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
         expect="sandbox_exit:1",
     ),
+    *(
+        Hostile(
+            f"family_{name.lower()}",
+            f"open an {name} socket (outside the seccomp filter's allowlist of families)",
+            f"import socket\ns = socket.socket({number}, socket.{kind})\nprint('opened', s)",
+            expect="sandbox_exit:1",
+            stderr_has="[Errno 97] Address family not supported by protocol",
+        )
+        for name, number, kind in (
+            ("AF_PACKET", 17, "SOCK_DGRAM"),
+            ("AF_NETLINK", 16, "SOCK_RAW"),
+            ("AF_BLUETOOTH", 31, "SOCK_STREAM"),
+            ("AF_ALG", 38, "SOCK_SEQPACKET"),
+        )
+    ),
+    Hostile(
+        "vsock_listen",
+        "bind and listen on an AF_VSOCK socket: the network namespace does not isolate vsock (issue 23)",
+        "import socket\ns = socket.socket(40, socket.SOCK_STREAM)\ns.bind((0xFFFFFFFF, 5000))\ns.listen()\n"
+        "print('listening', s.getsockname())",
+        expect="sandbox_exit:1",
+        stderr_has="[Errno 97] Address family not supported by protocol",
+    ),
+    Hostile(
+        "vsock_connect_host",
+        "connect over AF_VSOCK to the host (CID 2) through ctypes, past the socket module",
+        "print('vsock', libc.socket(40, 1, 0), ctypes.get_errno())",
+        expect="success",
+        stdout_has="vsock -1 97",
+    ),
     # -- the verdict -------------------------------------------------------------------------------------------------
     Hostile(
         "spoof_marker",
@@ -486,6 +517,8 @@ def _check(case: Hostile, run: CodeRun) -> None:
         assert run.stop_reason == case.expect, (run.stop_reason, run.stderr[-500:])
     if case.stderr_has is not None:
         assert case.stderr_has in run.stderr, run.stderr[-500:]
+    if case.stdout_has is not None:
+        assert case.stdout_has in run.stdout, run.stdout[-500:]
 
 
 def test_the_corpus_is_large_enough() -> None:

@@ -1,4 +1,4 @@
-"""The seccomp program, evaluated instruction by instruction: architecture first, then the deny list.
+"""The seccomp program, evaluated instruction by instruction: architecture first, the deny list, socket families.
 
 A small classic-BPF interpreter (only the opcodes the builder emits; any other fails the test) runs the
 program against ``struct seccomp_data`` values, the way the kernel does. The real kernel is exercised by the
@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from routegate.technique._sandbox_seccomp import (
+    ALLOWED_FAMILIES,
     AUDIT_ARCH,
     RET_ALLOW,
     RET_ERRNO,
@@ -26,6 +27,8 @@ from routegate.technique._sandbox_seccomp import (
 
 EPERM = RET_ERRNO | errno.EPERM
 ENOSYS = RET_ERRNO | errno.ENOSYS
+EAFNOSUPPORT = RET_ERRNO | errno.EAFNOSUPPORT
+FAMILIES = {"AF_VSOCK": 40, "AF_PACKET": 17, "AF_NETLINK": 16, "AF_BLUETOOTH": 31, "AF_ALG": 38, "AF_KEY": 15}
 I386 = 0x40000003
 
 
@@ -52,7 +55,8 @@ def evaluate(program: bytes, nr: int, arch: int, arg0: int = 0) -> int:
 @pytest.mark.parametrize("machine", sorted(SYSCALLS))
 def test_every_denied_call_is_eperm_and_ordinary_calls_pass(machine: str) -> None:
     program, numbers, arch = build_filter(machine), SYSCALLS[machine], AUDIT_ARCH[machine]
-    for name in denied_syscalls():
+    assert len(denied_syscalls(machine)) >= 65
+    for name in denied_syscalls(machine):
         assert evaluate(program, numbers[name], arch) == EPERM, name
     assert evaluate(program, numbers["clone3"], arch) == ENOSYS
     assert evaluate(program, 0, arch) == RET_ALLOW  # read (x86_64) / io_setup (aarch64)
@@ -60,6 +64,29 @@ def test_every_denied_call_is_eperm_and_ordinary_calls_pass(machine: str) -> Non
     assert evaluate(program, numbers["clone"], arch, arg0=0x003D0F00) == RET_ALLOW  # a thread's flags
     for flag in (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000):
         assert evaluate(program, numbers["clone"], arch, arg0=flag | 17) == EPERM, hex(flag)
+
+
+@pytest.mark.parametrize("machine", sorted(SYSCALLS))
+def test_sockets_are_an_allowlist_of_families(machine: str) -> None:
+    program, numbers, arch = build_filter(machine), SYSCALLS[machine], AUDIT_ARCH[machine]
+    for call in ("socket", "socketpair"):
+        for family in ALLOWED_FAMILIES.values():
+            assert evaluate(program, numbers[call], arch, arg0=family) == RET_ALLOW, (call, family)
+        for name, family in FAMILIES.items():
+            assert evaluate(program, numbers[call], arch, arg0=family) == EAFNOSUPPORT, (call, name)
+        assert evaluate(program, numbers[call], arch, arg0=(1 << 32) | 40) == EAFNOSUPPORT  # the kernel reads an int
+    for name in ("modify_ldt", "personality", "kcmp", "pidfd_open", "landlock_create_ruleset"):
+        if name in numbers:
+            assert name in denied_syscalls(machine)
+
+
+@given(family=st.integers(min_value=0, max_value=2**64 - 1))
+def test_any_family_outside_the_allowlist_is_refused(family: int) -> None:
+    program, numbers = build_filter("x86_64"), SYSCALLS["x86_64"]
+    allowed = (family & 0xFFFFFFFF) in ALLOWED_FAMILIES.values()
+    for call in ("socket", "socketpair"):
+        answer = evaluate(program, numbers[call], AUDIT_ARCH["x86_64"], arg0=family)
+        assert answer == (RET_ALLOW if allowed else EAFNOSUPPORT)
 
 
 def test_the_architecture_is_checked_first() -> None:
@@ -75,15 +102,17 @@ def test_an_unknown_machine_is_refused() -> None:
 
 
 @given(nr=st.integers(min_value=0, max_value=2**31 - 1), arch=st.integers(min_value=0, max_value=2**32 - 1))
-def test_any_call_ends_in_one_of_the_four_answers(nr: int, arch: int) -> None:
+def test_any_call_ends_in_one_of_the_five_answers(nr: int, arch: int) -> None:
     program = build_filter("x86_64")
     answer = evaluate(program, nr, arch)
-    denied = {SYSCALLS["x86_64"][name] for name in denied_syscalls()}
+    denied = {SYSCALLS["x86_64"][name] for name in denied_syscalls("x86_64")}
     if arch != AUDIT_ARCH["x86_64"] or nr >= 0x40000000:
         assert answer == RET_KILL_PROCESS
     elif nr in denied:
         assert answer == EPERM
     elif nr == SYSCALLS["x86_64"]["clone3"]:
         assert answer == ENOSYS
+    elif nr in (SYSCALLS["x86_64"]["socket"], SYSCALLS["x86_64"]["socketpair"]):
+        assert answer == EAFNOSUPPORT  # family 0 (AF_UNSPEC) is not on the allowlist
     else:
         assert answer == RET_ALLOW  # clone is only refused with a namespace flag, and arg0 is 0 here

@@ -1,10 +1,18 @@
-"""The sandbox child's bootstrap. Its *source* is passed to ``python -I -B -c``: stdlib only, no routegate import.
+"""The sandbox child's bootstrap. Its *source* is passed to ``python -I -S -B -c``: stdlib only, no routegate import.
+
+It imports as little as it can (every run pays for it): no ``json``, no ``typing``, no ``site`` (``-S``: an
+install's ``site-packages`` can hold hundreds of ``.pth`` files, +60 ms per run for pyenv's); the install's own
+``site-packages`` directories are put on ``sys.path`` directly, so packages installed in the interpreter still
+import. The configuration is one ``key=value`` line per setting (:func:`encode_config`).
 
 Inside the OS sandbox (``mode="os"``), before any sandboxed code runs: (1) set the resource limits (CPU,
 address space, file size, processes, no core dumps), soft = hard so the code cannot raise them; (2) install
 the seccomp filter the supervisor built (``PR_SET_NO_NEW_PRIVS`` + ``PR_SET_SECCOMP``); (3) write one byte to
 the *ready* pipe and close it, so the supervisor knows set-up finished before the code ran (the code never
-holds that descriptor); (4) run ``main.py`` as ``__main__``. Anything that goes wrong before (4) exits with
+holds that descriptor); (4) run ``main.py`` as ``__main__``. Between (2) and (3) it waits for the supervisor's
+start signal on a second pipe: bubblewrap mounts and the interpreter starts while the supervisor moves the
+process into its control group (on cgroup v1 that move waits for an RCU grace period, ~10 ms), and no code runs
+before the move. Anything that goes wrong before (4) exits with
 status 70 and no ready byte: the supervisor reports ``sandbox_error:setup_failed``.
 
 ``mode="guard"`` is the explicit, weaker opt-in for hosts without the OS mechanism: no namespaces of its own
@@ -18,13 +26,51 @@ Nothing here reports a verdict: the supervisor decides from what it observes its
 from __future__ import annotations
 
 import errno
-import json
 import os
 import resource
 import sys
-from typing import Any, NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # never at run time: importing typing costs every run a few milliseconds
+    from typing import Any, NoReturn
 
 SETUP_FAILED = 70
+INT_SETTINGS = frozenset(
+    {"cpu_seconds", "address_space_bytes", "max_file_bytes", "nproc", "ready_fd", "go_fd", "uid", "gid"}
+)
+
+
+def encode_config(config: dict[str, Any]) -> str:
+    """The settings as ``key=value`` lines (None is empty, a bool 1 or 0); values hold no newline."""
+    lines = []
+    for key, value in config.items():
+        text = "" if value is None else str(int(value)) if isinstance(value, bool) else str(value)
+        if "\n" in text or "=" in key:
+            raise ValueError(f"sandbox setting {key!r} cannot be encoded: {text[:80]!r}")
+        lines.append(f"{key}={text}")
+    return "\n".join(lines)
+
+
+def decode_config(text: str) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for line in text.split("\n"):
+        key, _, value = line.partition("=")
+        config[key] = (int(value) if value else None) if key in INT_SETTINGS else value
+    return config
+
+
+def _site_packages() -> None:
+    """The install's own site-packages on sys.path and ``exit``/``quit``/``help`` in the builtins, as ``site``
+    would do, without its ``.pth`` processing (``import site`` under ``-S`` runs nothing by itself)."""
+    import site
+
+    site.setquit()
+    site.sethelper()
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    for lib in dict.fromkeys(("lib", sys.platlibdir)):
+        path = f"{sys.prefix}/{lib}/{version}/site-packages"
+        if os.path.isdir(path):
+            sys.path.append(path)
 
 
 def _isolate_network() -> bool:
@@ -49,6 +95,9 @@ def _install_seccomp(program: bytes) -> None:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     libc = ctypes.CDLL(None, use_errno=True)
+    # glibc reserves 64 MiB of address space per thread arena: with RLIMIT_AS as the backstop, a handful of
+    # threads would exhaust it before the task limit. Two arenas bound that (the control group bounds memory)
+    libc.mallopt(-8, 2)  # M_ARENA_MAX
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     ulong = ctypes.c_ulong
@@ -157,10 +206,18 @@ def _set_limits(config: dict[str, Any]) -> None:
 def _setup(config: dict[str, Any]) -> bytes:
     """Everything before the code runs, ending with reading it; raises on any failure (exit SETUP_FAILED)."""
     if config["mode"] == "os":
+        # the loader read it at start-up; the code's environment holds the documented variables only
+        os.environ.pop("LD_LIBRARY_PATH", None)
+        _site_packages()
         _set_limits(config)
         _install_seccomp(bytes.fromhex(config["seccomp"]))
+        # the supervisor writes once this process is in the run's control group (it started up meanwhile)
+        started = os.read(config["go_fd"], 2)
+        os.close(config["go_fd"])
+        if started != b"go":
+            raise RuntimeError("the supervisor did not start the run")
     else:
-        if config["isolate_network"]:
+        if config["isolate_network"] == "1":
             _isolate_network()
         _set_limits(config)
         if config["uid"] is not None:
@@ -178,7 +235,7 @@ def _setup(config: dict[str, Any]) -> bytes:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    config = decode_config(sys.argv[1])
     try:
         source = _setup(config)
     except BaseException as exc:

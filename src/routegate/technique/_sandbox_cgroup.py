@@ -1,14 +1,21 @@
 """A per-run control group: the supervisor's own view of a run's memory, processes and CPU, and its kill switch.
 
-The supervisor (root) creates one group per run below its own, sets ``memory`` and ``pids`` limits, moves the
-sandbox's first process into it before that process starts anything, and afterwards reads counters the
-sandboxed code cannot write (``/sys/fs/cgroup`` is not mounted inside the sandbox): ``memory.oom_control``'s
-``oom_kill`` (or ``memory.events``'s ``oom_kill`` on cgroup v2), ``pids.events``'s ``max`` and the CPU time.
-At the end it kills every task still listed in the group and removes it.
+The supervisor (root) creates one group per run below its own, sets ``memory``, ``pids`` and CPU bandwidth
+limits, moves the sandbox's first process into it before that process starts anything, and afterwards reads
+counters the sandboxed code cannot write (``/sys/fs/cgroup`` is not mounted inside the sandbox):
+``memory.oom_control``'s ``oom_kill`` (or ``memory.events``'s ``oom_kill`` on cgroup v2), ``pids.events``'s
+``max`` and the CPU time of every process of the run, dead ones included. While the run goes on, the
+supervisor reads that CPU time to stop the run when the run as a whole has used its ``cpu_seconds``
+(``RLIMIT_CPU`` only counts one process). At the end it kills every task still listed in the group and removes
+it.
 
-Both layouts are handled: cgroup v1 with the ``memory``, ``pids`` and ``cpuacct`` controllers mounted at
-``/sys/fs/cgroup/<controller>``, and a cgroup v2 tree whose group delegates ``memory`` and ``pids``. When no
-group can be made (not root, no controllers) the caller runs without one and says so in ``CodeRun.isolation``.
+Both layouts are handled: cgroup v1 with the ``memory``, ``pids``, ``cpuacct`` and (optionally) ``cpu``
+controllers mounted at ``/sys/fs/cgroup/<controller>`` (``cpu,cpuacct`` combined or apart), and a cgroup v2
+tree whose group delegates ``memory`` and ``pids`` (and optionally ``cpu``; the CPU time in ``cpu.stat`` is
+there without it). The CPU bandwidth limit (``cpu.cfs_quota_us`` on v1, ``cpu.max`` on v2) caps the run at
+``cpu_cores`` CPUs, so between two of the supervisor's readings it can use little more. When no group can be made
+(not root, no controllers) the caller runs without one, says so in ``CodeRun.isolation`` and counts the CPU
+time from ``/proc`` instead.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
+CFS_PERIOD_US = 100_000
 
 
 def _own_paths() -> dict[str, str]:
@@ -50,41 +58,54 @@ def _field(text: str, name: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class RunGroup:
-    """The directories of one run's group: per controller (v1) or one directory for all (v2)."""
+    """The directories of one run's group: per controller (v1) or one directory for all (v2).
+
+    ``cpu`` is where the CPU time is read (v1 ``cpuacct``, v2 the group), ``bandwidth`` where the CPU limit is
+    written (v1 ``cpu``, v2 the group when its parent delegates ``cpu``); either may be missing.
+    """
 
     memory: Path
     pids: Path
     cpu: Path | None
     unified: bool
+    bandwidth: Path | None = None
 
     @classmethod
-    def create(cls, name: str, memory_bytes: int, max_tasks: int) -> RunGroup | None:
+    def create(cls, name: str, memory_bytes: int, max_tasks: int, cpu_cores: float | None = None) -> RunGroup | None:
         """A new group ``name`` with the limits set, or None when this host does not let us make one."""
         if os.geteuid() != 0:
             return None
         own = _own_paths()
-        v1 = {c: ROOT / c / own.get(c, "/").lstrip("/") / name for c in ("memory", "pids", "cpuacct")}
+        v1 = {c: ROOT / c / own.get(c, "/").lstrip("/") / name for c in ("memory", "pids", "cpuacct", "cpu")}
         if (ROOT / "memory" / "memory.limit_in_bytes").exists() and (ROOT / "pids").is_dir():
-            group = cls(v1["memory"], v1["pids"], v1["cpuacct"] if (ROOT / "cpuacct").is_dir() else None, False)
+            cpuacct = v1["cpuacct"] if (ROOT / "cpuacct").is_dir() else None
+            bandwidth = v1["cpu"] if cpu_cores and (ROOT / "cpu" / "cpu.cfs_quota_us").exists() else None
+            group = cls(v1["memory"], v1["pids"], cpuacct, False, bandwidth)
         elif (ROOT / "cgroup.controllers").exists():
             parent = ROOT / own.get("", "/").lstrip("/")
             enabled = _read(parent / "cgroup.subtree_control").split()
             if not {"memory", "pids"} <= set(enabled):
                 return None
-            group = cls(parent / name, parent / name, parent / name, True)
+            bandwidth = parent / name if cpu_cores and "cpu" in enabled else None
+            group = cls(parent / name, parent / name, parent / name, True, bandwidth)
         else:
             return None
         try:
-            group._make(memory_bytes, max_tasks)
+            group._make(memory_bytes, max_tasks, cpu_cores)
         except OSError:
             group.remove()
             return None
         return group
 
     def _dirs(self) -> list[Path]:
-        return list(dict.fromkeys(d for d in (self.memory, self.pids, self.cpu) if d is not None))
+        """Each directory once, also where two controllers share a hierarchy (v1 ``cpu,cpuacct``)."""
+        unique: dict[str, Path] = {}
+        for directory in (self.memory, self.pids, self.cpu, self.bandwidth):
+            if directory is not None:
+                unique.setdefault(os.path.realpath(directory.parent) + "/" + directory.name, directory)
+        return list(unique.values())
 
-    def _make(self, memory_bytes: int, max_tasks: int) -> None:
+    def _make(self, memory_bytes: int, max_tasks: int, cpu_cores: float | None) -> None:
         for directory in self._dirs():
             directory.mkdir()
         if self.unified:
@@ -96,6 +117,13 @@ class RunGroup:
             with contextlib.suppress(OSError):
                 (self.memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
         (self.pids / "pids.max").write_text(str(max_tasks))
+        if self.bandwidth is not None and cpu_cores:
+            quota = max(1000, round(CFS_PERIOD_US * cpu_cores))
+            if self.unified:
+                (self.bandwidth / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
+            else:
+                (self.bandwidth / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+                (self.bandwidth / "cpu.cfs_quota_us").write_text(str(quota))
 
     def attach(self, pid: int) -> None:
         """Move ``pid`` into the group (in every controller); its later children are born inside."""
@@ -117,7 +145,7 @@ class RunGroup:
         return _field(_read(self.pids / "pids.events"), "max") > 0
 
     def cpu_seconds(self) -> float | None:
-        """CPU time used by every task of the group, dead ones included."""
+        """CPU time used by every task of the group, dead ones included (None: not counted here)."""
         if self.cpu is None:
             return None
         if self.unified:

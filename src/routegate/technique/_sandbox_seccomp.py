@@ -3,11 +3,16 @@
 The program checks the architecture first (any other ABI, including 32-bit ``int 0x80`` calls and x32 numbers
 on x86_64, kills the process), then answers ``EPERM`` for the system calls that would let code leave the
 sandbox or reach the kernel's larger attack surfaces: ``execve``/``execveat`` (no other program, and no
-``memfd_create`` + exec), ``ptrace`` and ``process_vm_*``, namespace and mount calls, ``bpf``,
-``userfaultfd``, ``perf_event_open``, the key ring, module and kexec loading, ``io_uring``; ``clone`` with a
-namespace flag; ``clone3`` answers ``ENOSYS`` (its flags sit behind a pointer the filter cannot read, and libc
-falls back to ``clone``). Everything else is allowed: the namespaces, the read-only mounts and the limits are
-the rest of the boundary.
+``memfd_create`` + exec), ``ptrace``, ``process_vm_*``, ``kcmp`` and the pidfd calls, namespace and mount calls,
+``bpf``, ``userfaultfd``, ``perf_event_open``, the key ring, module and kexec loading, ``io_uring``, Landlock,
+``modify_ldt``/``iopl``/``ioperm``/``personality``, the clock and host-name setters, NUMA placement,
+``syslog``, ``fanotify_init``; ``clone`` with a namespace flag; ``clone3`` answers ``ENOSYS`` (its flags sit
+behind a pointer the filter cannot read, and libc falls back to ``clone``). Sockets are an allowlist:
+``socket``/``socketpair`` succeed for ``AF_UNIX``, ``AF_INET`` and ``AF_INET6`` only and answer
+``EAFNOSUPPORT`` for every other family (``AF_VSOCK``, which no network namespace isolates, ``AF_PACKET``,
+``AF_NETLINK``, ``AF_BLUETOOTH``, ``AF_ALG``...). Everything else is allowed: the namespaces, the read-only
+mounts and the limits are the rest of the boundary. The refused calls follow what Docker's default profile
+refuses, narrowed to what a Python run never needs.
 
 The sandbox's bootstrap installs the filter on itself (``PR_SET_NO_NEW_PRIVS`` + ``PR_SET_SECCOMP``) after the
 interpreter has started and before any sandboxed code runs; it then applies to every thread and child.
@@ -83,7 +88,45 @@ _DENIED_NAMES: Final = (
     "reboot",
     "acct",
     "quotactl",
+    "quotactl_fd",
+    "kcmp",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "process_madvise",
+    "process_mrelease",
+    "landlock_create_ruleset",
+    "landlock_add_rule",
+    "landlock_restrict_self",
+    "modify_ldt",
+    "iopl",
+    "ioperm",
+    "personality",
+    "uselib",
+    "ustat",
+    "sysfs",
+    "_sysctl",
+    "lookup_dcookie",
+    "clock_adjtime",
+    "clock_settime",
+    "settimeofday",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "mbind",
+    "migrate_pages",
+    "move_pages",
+    "set_mempolicy",
+    "get_mempolicy",
+    "set_mempolicy_home_node",
+    "syslog",
+    "vhangup",
+    "fanotify_init",
+    "memfd_secret",
 )
+"""Answered with ``EPERM``. A name missing from a machine's table (``modify_ldt`` on aarch64) has no number there."""
+
+ALLOWED_FAMILIES: Final = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+"""The only address families ``socket``/``socketpair`` accept; any other is ``EAFNOSUPPORT``."""
 
 SYSCALLS: Final[dict[str, dict[str, int]]] = {
     "x86_64": {
@@ -95,7 +138,14 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "name_to_handle_at": 303, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
         "mount_setattr": 442, "swapon": 167, "swapoff": 168, "reboot": 169, "acct": 163, "quotactl": 179,
-        "clone": 56, "clone3": 435,
+        "clone": 56, "clone3": 435, "quotactl_fd": 443, "kcmp": 312, "pidfd_open": 434, "pidfd_send_signal": 424,
+        "process_madvise": 440, "process_mrelease": 448, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
+        "landlock_restrict_self": 446, "modify_ldt": 154, "iopl": 172, "ioperm": 173, "personality": 135,
+        "uselib": 134, "ustat": 136, "sysfs": 139, "_sysctl": 156, "lookup_dcookie": 212, "clock_adjtime": 305,
+        "clock_settime": 227, "settimeofday": 164, "adjtimex": 159, "sethostname": 170, "setdomainname": 171,
+        "mbind": 237, "migrate_pages": 256, "move_pages": 279, "set_mempolicy": 238, "get_mempolicy": 239,
+        "set_mempolicy_home_node": 450, "syslog": 103, "vhangup": 153, "fanotify_init": 300, "memfd_secret": 447,
+        "socket": 41, "socketpair": 53,
     },
     "aarch64": {
         "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
@@ -106,7 +156,13 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "name_to_handle_at": 264, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
         "mount_setattr": 442, "swapon": 224, "swapoff": 225, "reboot": 142, "acct": 89, "quotactl": 60,
-        "clone": 220, "clone3": 435,
+        "clone": 220, "clone3": 435, "quotactl_fd": 443, "kcmp": 272, "pidfd_open": 434, "pidfd_send_signal": 424,
+        "process_madvise": 440, "process_mrelease": 448, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
+        "landlock_restrict_self": 446, "personality": 92, "lookup_dcookie": 18, "clock_adjtime": 266,
+        "clock_settime": 112, "settimeofday": 170, "adjtimex": 171, "sethostname": 161, "setdomainname": 162,
+        "mbind": 235, "migrate_pages": 238, "move_pages": 239, "set_mempolicy": 237, "get_mempolicy": 236,
+        "set_mempolicy_home_node": 450, "syslog": 116, "vhangup": 58, "fanotify_init": 262, "memfd_secret": 447,
+        "socket": 198, "socketpair": 199,
     },
 }  # fmt: skip
 """System call numbers per machine (from the kernel's ``unistd`` tables)."""
@@ -133,11 +189,20 @@ def build_filter(machine: str | None = None) -> bytes:
     ]
     if machine == "x86_64":
         prog += [_insn(_JGE_K, X32_SYSCALL_BIT, jt=0, jf=1), _insn(_RET_K, RET_KILL_PROCESS)]
-    for name in _DENIED_NAMES:
+    for name in denied_syscalls(machine):
         prog += [_insn(_JEQ_K, numbers[name], jt=0, jf=1), _insn(_RET_K, RET_ERRNO | errno.EPERM)]
+    families = list(ALLOWED_FAMILIES.values())
     prog += [
         _insn(_JEQ_K, numbers["clone3"], jt=0, jf=1),
         _insn(_RET_K, RET_ERRNO | errno.ENOSYS),
+        # socket / socketpair: arg0 is the family, an int (the kernel reads the low 32 bits)
+        _insn(_JEQ_K, numbers["socket"], jt=1, jf=0),
+        _insn(_JEQ_K, numbers["socketpair"], jt=0, jf=len(families) + 3),
+        _insn(_LD_W_ABS, OFFSET_ARG0_LOW),
+        *(_insn(_JEQ_K, family, jt=len(families) - index, jf=0) for index, family in enumerate(families)),
+        _insn(_RET_K, RET_ERRNO | errno.EAFNOSUPPORT),
+        _insn(_RET_K, RET_ALLOW),
+        # clone: refused with any namespace flag (the accumulator still holds the call number here)
         _insn(_JEQ_K, numbers["clone"], jt=0, jf=3),
         _insn(_LD_W_ABS, OFFSET_ARG0_LOW),
         _insn(_JSET_K, NAMESPACE_FLAGS, jt=0, jf=1),
@@ -147,6 +212,8 @@ def build_filter(machine: str | None = None) -> bytes:
     return b"".join(prog)
 
 
-def denied_syscalls() -> tuple[str, ...]:
-    """The names answered with ``EPERM`` (plus ``clone`` with namespace flags, and ``clone3`` with ``ENOSYS``)."""
-    return tuple(_DENIED_NAMES)
+def denied_syscalls(machine: str | None = None) -> tuple[str, ...]:
+    """The names answered with ``EPERM`` on ``machine`` (plus ``clone`` with namespace flags; ``clone3`` is
+    ``ENOSYS``; ``socket``/``socketpair`` outside :data:`ALLOWED_FAMILIES` are ``EAFNOSUPPORT``)."""
+    numbers = SYSCALLS.get(machine or platform.machine(), {})
+    return tuple(name for name in _DENIED_NAMES if name in numbers)

@@ -11,7 +11,9 @@ root, a per-run control group (:mod:`._sandbox_cgroup`) holds every process of t
 and task count, and gives the supervisor counters the code cannot write.
 
 The verdict is the supervisor's own observation: its wall clock, the exit status, the control group's OOM,
-task-limit and CPU counters, and the size of the output files. Nothing the code prints decides a stop
+task-limit and CPU counters, and the size of the output files. ``cpu_seconds`` holds for the run as a whole:
+while it runs the supervisor reads the CPU time of all its processes (the control group's counter, or
+``/proc`` without a group) and stops it at the limit; ``RLIMIT_CPU`` is only each process's backstop. Nothing the code prints decides a stop
 reason. When ``run()`` returns, every process of the run is gone (the PID namespace dies with its first
 process; the control group is emptied and removed) and so are its files (the tmpfs mounts die with the mount
 namespace).
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -47,17 +48,20 @@ from routegate.core.stop_reasons import SUCCESS
 from routegate.core.workers import Worker, WorkerArgs
 from routegate.errors import ConfigurationError
 from routegate.technique import stop_reasons as tsr
+from routegate.technique._sandbox_boot import encode_config
 from routegate.technique._sandbox_bwrap import command, find_bwrap, missing_mechanism
 from routegate.technique._sandbox_cgroup import RunGroup
 from routegate.technique._sandbox_host import (
     Observed,
     Pipes,
+    as_user,
     drain_ready,
     kill_uid,
     processes_of,
     read_bounded,
     read_info,
     shared_python,
+    tree_cpu_seconds,
     wait_gone,
     world_executable,
     write_main,
@@ -70,6 +74,8 @@ logger = logging.getLogger(__name__)
 _BOOT = Path(__file__).with_name("_sandbox_boot.py")
 _RUN_UIDS = (1_000_000, 1_999_999)
 _SANDBOX_OVERHEAD_TASKS = 2  # bwrap's init (pid 1 of the namespace) and the interpreter's main thread
+_CPU_CORES = 1.0  # the control group's CPU bandwidth: a run uses at most one CPU's worth of time per second
+_CPU_POLL_SECONDS = 0.05  # how often the supervisor reads the run's CPU time (the overshoot is at most this much)
 MAX_CODE_CHARS = 200_000
 
 Mode = Literal["os", "guard"]
@@ -224,18 +230,18 @@ class SandboxRunner:
         finally:
             shutil.rmtree(outdir, ignore_errors=True)
 
-    def _config(self, identity: tuple[int, int] | None, ready_fd: int, address_space: int, overhead: int) -> str:
-        return json.dumps(
-            {
-                "mode": self.mode,
-                "cpu_seconds": self.limits.cpu_seconds,
-                "address_space_bytes": address_space,
-                "max_file_bytes": self.limits.max_file_bytes,
-                "nproc": self._nproc(identity, overhead),
-                "ready_fd": ready_fd,
-                "seccomp": _seccomp_hex() if self.mode == "os" else "",
-            }
-        )
+    def _config(
+        self, identity: tuple[int, int] | None, ready_fd: int, address_space: int, overhead: int
+    ) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "cpu_seconds": self.limits.cpu_seconds,
+            "address_space_bytes": address_space,
+            "max_file_bytes": self.limits.max_file_bytes,
+            "nproc": self._nproc(identity, overhead),
+            "ready_fd": ready_fd,
+            "seccomp": _seccomp_hex() if self.mode == "os" else "",
+        }
 
     async def _run_os(self, python: str, language: str, code: str, outdir: Path, started: float) -> CodeRun:
         limits = self.limits
@@ -245,7 +251,8 @@ class SandboxRunner:
         ready_r, ready_w = os.pipe()
         owned = {info_r, info_w, block_r, block_w, ready_r, ready_w}
         name = f"routegate-sandbox-{secrets.token_hex(6)}"
-        group = RunGroup.create(name, limits.memory_bytes, limits.max_processes + _SANDBOX_OVERHEAD_TASKS)
+        tasks = limits.max_processes + _SANDBOX_OVERHEAD_TASKS
+        group = RunGroup.create(name, limits.memory_bytes, tasks, cpu_cores=_CPU_CORES)
         # with a control group the memory limit is exact and observed; RLIMIT_AS only stops absurd reservations
         address_space = limits.memory_bytes * 4 if group else limits.memory_bytes
         layers = ["namespaces", "readonly-root", "tmpfs", "seccomp", "rlimits"]
@@ -261,9 +268,11 @@ class SandboxRunner:
                         find_bwrap() or "bwrap",
                         python,
                         _bootstrap_source(),
-                        self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1),
+                        encode_config(
+                            self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1)
+                            | {"go_fd": block_r}
+                        ),
                         info_fd=info_w,
-                        block_fd=block_r,
                         code_fd=code_file.fileno(),
                         tmpfs_bytes=limits.tmpfs_bytes,
                     )
@@ -291,15 +300,15 @@ class SandboxRunner:
         group: RunGroup | None,
         outdir: Path,
     ) -> Observed | str:
-        credentials: dict[str, Any] = {}
-        if identity is not None:
-            credentials = {"user": identity[0], "group": identity[1], "extra_groups": []}
+        prefix, credentials = as_user(identity)
         timed_out = False
+        cpu_stopped_at: float | None = None
         child: int | None = None
         child_fd: int | None = None  # a pidfd: signalling it can never reach a recycled pid
         with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
             try:
                 process = await asyncio.create_subprocess_exec(
+                    *prefix,
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=out,
@@ -314,15 +323,17 @@ class SandboxRunner:
             pipes.close_child_ends()
             try:
                 async with asyncio.timeout(self.limits.wall_seconds):
-                    child = await asyncio.to_thread(read_info, pipes.info_r)
+                    child = await read_info(pipes.info_r)
                     if child is not None:
                         with contextlib.suppress(OSError):  # already gone: nothing to stop later
                             child_fd = os.pidfd_open(child)
-                    if child is not None and group is not None and not _attach(group, child):
+                    # in a thread: on cgroup v1 the move waits for an RCU grace period (~10 ms), the event loop
+                    # should not; the sandbox meanwhile mounts and starts its interpreter, and waits for "go"
+                    if child is not None and group is not None and not await asyncio.to_thread(_attach, group, child):
                         return "could not move the run into its control group: nothing ran"
                     with contextlib.suppress(BrokenPipeError):  # bwrap already gone: seen below
                         os.write(pipes.block_w, b"go")
-                    await process.wait()
+                    cpu_stopped_at = await self._watch_cpu(process, group, child)
             except TimeoutError:
                 timed_out = True
             finally:
@@ -350,7 +361,36 @@ class SandboxRunner:
             processes_exceeded=bool(group and group.processes_exceeded()),
             cpu_seconds=group.cpu_seconds() if group else None,
             output_bytes=max((outdir / "stdout").stat().st_size, (outdir / "stderr").stat().st_size),
+            cpu_stopped_at=cpu_stopped_at,
         )
+
+    async def _watch_cpu(
+        self, process: asyncio.subprocess.Process, group: RunGroup | None, child: int | None
+    ) -> float | None:
+        """Wait for the run to end; stop it early when its processes together used ``cpu_seconds`` of CPU.
+
+        Returns the CPU time seen when the limit was reached (the caller kills the run), None when the run ended
+        by itself. Counted by the control group when there is one (dead processes included), else from ``/proc``
+        over the run's process tree. ``RLIMIT_CPU`` stays as each process's own backstop.
+        """
+        if child is None:  # bwrap failed before starting anything: nothing to count
+            await process.wait()
+            return None
+        counted = group if group is not None and group.cpu is not None else None
+        waiter = asyncio.ensure_future(process.wait())
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiter}, timeout=_CPU_POLL_SECONDS)
+                if done:
+                    return None
+                if counted is not None:
+                    used = counted.cpu_seconds()
+                else:
+                    used = await asyncio.to_thread(tree_cpu_seconds, child)
+                if used is not None and used >= self.limits.cpu_seconds:
+                    return used
+        finally:
+            waiter.cancel()
 
     async def _run_guard(self, python: str, language: str, code: str, outdir: Path, started: float) -> CodeRun:
         """The opt-in in-process mode: NOT a security boundary (see the class docs)."""
@@ -362,9 +402,9 @@ class SandboxRunner:
             write_main(workdir, code, identity)
             if identity is not None:
                 layers += ["uid", "netns"]
-            config = json.loads(self._config(identity, ready_w, self.limits.memory_bytes, 1))
+            config = self._config(identity, ready_w, self.limits.memory_bytes, 1)
             config |= {"workdir": workdir, "isolate_network": os.geteuid() == 0, **_ids(identity)}
-            argv = [python, "-I", "-B", "-c", _bootstrap_source(), json.dumps(config)]
+            argv = [python, "-I", "-B", "-c", _bootstrap_source(), encode_config(config)]
             observed = await self._supervise_plain(argv, ready_w, ready_r, identity, workdir, outdir)
         finally:
             for fd in (ready_r, ready_w):
@@ -432,6 +472,9 @@ class SandboxRunner:
             return tsr.SANDBOX_MEMORY, f"the code went over the {limits.memory_bytes} byte memory limit"
         if seen.processes_exceeded:
             return tsr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes}"
+        if seen.cpu_stopped_at is not None:
+            used = f"{seen.cpu_stopped_at:.2f}"
+            return tsr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up ({used} s by all its processes)"
         signal_number = code - 128 if code is not None and code > 128 else (-code if code and code < 0 else 0)
         cpu = seen.cpu_seconds
         if (cpu is None and signal_number == signal.SIGXCPU) or (
@@ -450,7 +493,7 @@ class SandboxRunner:
 
 
 def _attach(group: RunGroup, pid: int) -> bool:
-    """Put the blocked sandbox into its group; False (the caller kills it unstarted) when the kernel refuses."""
+    """Put the waiting sandbox into its group; False (the caller kills it unstarted) when the kernel refuses."""
     try:
         group.attach(pid)
     except ProcessLookupError:
