@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from routegate._extras import require
 from routegate.errors import ConfigurationError
 
 
@@ -339,6 +340,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from routegate.routers.persist import saved_encoder
 
     if args.plot:
+        require("plot")  # the missing extra is said before the long part
         _check_plot_path(args.plot)
     if args.ray:
         from routegate.routers.ray_batch import import_ray

@@ -15,7 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from routegate._extras import needs
+
+with needs("server"):
+    from fastapi import FastAPI
 
 from routegate.server.app import create_app
 from routegate.server.workers import DeferredDesk

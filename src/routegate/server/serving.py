@@ -24,8 +24,12 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import h11
-import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from routegate._extras import needs
+
+with needs("server"):
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from routegate.server._logs import log_config
 from routegate.settings import Settings

@@ -17,9 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from psycopg.pq import TransactionStatus
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
+    from psycopg import sql
+    from psycopg.pq import TransactionStatus
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError

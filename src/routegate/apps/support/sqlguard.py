@@ -24,11 +24,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
-from sqlglot.optimizer.scope import traverse_scope
-from sqlglot.tokenizer_core import Token, TokenType
+from routegate._extras import needs
+
+with needs("desk"):
+    from sqlglot import exp
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+    from sqlglot.optimizer.scope import traverse_scope
+    from sqlglot.tokenizer_core import Token, TokenType
 
 from routegate.apps.support import _sqlallow as allow
 from routegate.apps.support._sqlallow import ALLOWED_FUNCTIONS, ALLOWED_TABLES
