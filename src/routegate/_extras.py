@@ -70,12 +70,15 @@ def install_command(extra: str) -> str:
     return f"{shlex.quote(sys.executable)} -m pip install 'routegate[{extra}]'"
 
 
+def _modules(extra: str) -> tuple[str, ...]:
+    """The modules of ``extra`` and of the extras it includes."""
+    spec = EXTRAS[extra]
+    return spec.modules + tuple(module for included in spec.includes for module in _modules(included))
+
+
 def _provides(extra: str, module: str) -> bool:
     """True when ``module`` (or the package it is in) comes with ``extra`` or an extra it includes."""
-    spec = EXTRAS[extra]
-    if any(module == name or module.startswith(name + ".") for name in spec.modules):
-        return True
-    return any(_provides(included, module) for included in spec.includes)
+    return any(module == name or module.startswith(name + ".") for name in _modules(extra))
 
 
 def missing_extra(extra: str, module: str) -> MissingExtraError:
@@ -106,9 +109,7 @@ def importable(module: str) -> bool:
 def require(extra: str) -> None:
     """Raise :class:`MissingExtraError` unless ``extra`` (and each extra it includes) is installed; imports
     nothing, so a command can say what is missing before it starts anything."""
-    for included in EXTRAS[extra].includes:
-        require(included)
-    for module in EXTRAS[extra].modules:
+    for module in _modules(extra):
         if not importable(module):
             raise missing_extra(extra, module)
 
