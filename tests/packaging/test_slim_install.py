@@ -9,6 +9,7 @@ one. The wheel installed into a bare virtual environment is checked in ``test_wh
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -242,3 +243,18 @@ def test_the_extras_table_agrees_with_pyproject() -> None:
     names = {re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower() for requirement in project["dependencies"]}
     heavy = {"numpy", "onnxruntime", "onnx", "scikit-learn", "psycopg", "pgserver", "pgvector", "sqlglot", "fastapi"}
     assert names.isdisjoint(heavy | {"uvicorn", "streamlit", "mcp", "matplotlib", "ray", "torch", "tokenizers"})
+
+
+def test_dev_py_run_installs_what_up_and_the_readmes_commands_need() -> None:
+    """``up`` (server, ui), ask/route (desk), fit/eval (embed), ``eval --plot`` (plot); ``fit --finetune`` and
+    ``serve --ray`` are refused in that venv with the extra to add (see the test above)."""
+    spec = importlib.util.spec_from_file_location("dev_py", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+
+    def expand(extra: str) -> set[str]:
+        return {extra}.union(*(expand(included) for included in EXTRAS[extra].includes))
+
+    installed = set().union(*(expand(extra) for extra in dev.RUN_EXTRAS.split(",")))
+    assert installed == {"embed", "desk", "server", "ui", "plot"}
