@@ -258,3 +258,21 @@ def test_dev_py_run_installs_what_up_and_the_readmes_commands_need() -> None:
 
     installed = set().union(*(expand(extra) for extra in dev.RUN_EXTRAS.split(",")))
     assert installed == {"embed", "desk", "server", "ui", "plot"}
+
+
+def test_span_export_without_the_otel_extra_says_which_extra_and_what_else_to_do() -> None:
+    code = """
+import os
+os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:4318"
+from routegate.errors import MissingExtraError
+from routegate.server.telemetry import configure_tracing
+try:
+    configure_tracing()
+except MissingExtraError as exc:
+    print(exc.extra, exc, sep="\\n")
+"""
+    done = run_without(code, ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation"))
+    assert done.returncode == 0, done.stderr
+    extra, message = done.stdout.splitlines()
+    assert extra == "otel"
+    assert f"run {PIP} 'routegate[otel]', or unset the variable" in message
