@@ -8,8 +8,8 @@ the extra and the pip of the running interpreter::
     with needs("embed"):
         import numpy as np
 
-A command checks with :func:`require` before it starts anything long (a database, a fit).
-The CLI prints it as one ``error:`` line (exit 2). :data:`EXTRAS` must agree with pyproject.toml's
+The CLI prints it as one ``error:`` line (exit 2). A command checks with :func:`require` (no import) before it
+starts anything long (a database, a fit). :data:`EXTRAS` must agree with pyproject.toml's
 ``[project.optional-dependencies]`` (``tests/packaging`` checks it).
 """
 
@@ -89,11 +89,6 @@ def missing_extra(extra: str, module: str) -> MissingExtraError:
         extra=extra,
         module=module,
     )
-
-
-def extra_of(module: str) -> str | None:
-    """The smallest extra that installs ``module`` (``None``: no extra does)."""
-    return next((extra for extra in EXTRAS if _provides(extra, module)), None)
 
 
 def importable(module: str) -> bool:

@@ -9,6 +9,7 @@ one. The wheel installed into a bare virtual environment is checked in ``test_wh
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -276,3 +277,19 @@ except MissingExtraError as exc:
     extra, message = done.stdout.splitlines()
     assert extra == "otel"
     assert f"run {PIP} 'routegate[otel]', or unset the variable" in message
+
+
+def test_needs_turns_only_its_extras_modules_into_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from routegate._extras import needs
+    from routegate.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    with pytest.raises(MissingExtraError) as caught, needs("desk"):  # desk includes embed, which has numpy
+        importlib.import_module("numpy")
+    assert (caught.value.extra, caught.value.name) == ("desk", "numpy")
+    with pytest.raises(ModuleNotFoundError) as other, needs("embed"):
+        importlib.import_module("routegate.no_such_module")
+    assert not isinstance(other.value, MissingExtraError)
+    with pytest.raises(ModuleNotFoundError) as unrelated, needs("plot"):  # numpy is not the plot extra's
+        importlib.import_module("numpy")
+    assert not isinstance(unrelated.value, MissingExtraError)
