@@ -185,8 +185,7 @@ def run_up(args: argparse.Namespace) -> int:
 def run_ui(args: argparse.Namespace) -> int:
     from routegate.ui import streamlit_command, streamlit_env
 
-    require("ui")
-
+    require("ui")  # before Streamlit's child process would fail with a bare "No module named streamlit"
     settings = Settings()
     host = args.host or settings.ui_host
     port = settings.ui_port if args.port is None else args.port
