@@ -9,6 +9,7 @@ one. The wheel installed into a bare virtual environment is checked in ``test_wh
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import json
@@ -127,6 +128,7 @@ def test_routegate_triage_runs_with_no_extra_installed() -> None:
 def test_a_name_that_needs_an_extra_says_which_and_how_to_install_it(name: str, extra: str) -> None:
     package, attribute = name.rsplit(".", 1)
     code = f"""
+import ast
 import importlib
 from routegate.errors import ConfigurationError, MissingExtraError
 try:
@@ -293,3 +295,33 @@ def test_needs_turns_only_its_extras_modules_into_missing_extra(monkeypatch: pyt
     with pytest.raises(ModuleNotFoundError) as unrelated, needs("plot"):  # numpy is not the plot extra's
         importlib.import_module("numpy")
     assert not isinstance(unrelated.value, MissingExtraError)
+
+
+def _unguarded_imports(path: Path) -> list[str]:
+    """Imports of an extra's module in ``path`` outside ``with needs(...)``, a ``try`` (an optional fallback such
+    as uvloop) and ``if TYPE_CHECKING``."""
+    found: list[str] = []
+
+    def is_extra(module: str) -> bool:
+        return any(module == m or module.startswith(m + ".") for m in EVERY_EXTRA_MODULE)
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.With) and any("needs(" in ast.unparse(item.context_expr) for item in node.items):
+            return
+        if isinstance(node, ast.Try) or (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+            return
+        if isinstance(node, ast.Import):
+            found.extend(f"{path.name}:{node.lineno} {a.name}" for a in node.names if is_extra(a.name))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and is_extra(node.module):
+            found.append(f"{path.name}:{node.lineno} {node.module}")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_import_of_an_extras_module_goes_through_needs() -> None:
+    """Inside functions too: a missing module deep in a command must name its extra like one at import time."""
+    unguarded = [hit for path in sorted((ROOT / "src" / "routegate").rglob("*.py")) for hit in _unguarded_imports(path)]
+    assert unguarded == []

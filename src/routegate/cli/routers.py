@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from routegate._extras import require
+from routegate._extras import needs, require
 from routegate.errors import ConfigurationError
 
 
@@ -203,7 +203,8 @@ class ProgressEncoder:
         return str(self.inner.model_id)
 
     def encode(self, texts: Sequence[str]) -> Any:
-        import numpy as np
+        with needs("embed"):
+            import numpy as np
 
         from routegate.routers.evaluation import progress_bar
 

@@ -66,7 +66,8 @@ class _BatchActor:
         self.worker = make_worker()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        import numpy as np
+        with needs("embed"):
+            import numpy as np
 
         items = [pickle.loads(blob) for blob in batch["item"]]
         results = self.worker(items)
@@ -98,7 +99,8 @@ def map_in_order(
         return
     pool = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     pool = max(1, min(pool, -(-total // batch_size)))  # no idle actors loading a model for nothing
-    from ray.data import DataContext
+    with needs("ray"):  # ray installed without Ray Data
+        from ray.data import DataContext
 
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar and errors say what matters
     context = DataContext.get_current()

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
+from routegate._extras import needs
 from routegate.server._errors import error_body
 from routegate.server._sse import dumps, encode_data, encode_event
 
@@ -104,6 +105,7 @@ async def _send_unavailable(send: Send) -> None:
 
 def proxy_middlewares() -> list[Any]:
     """Ray Serve's proxy hook (:data:`PROXY_CALLBACK`): the middlewares around its HTTP proxy."""
-    from starlette.middleware import Middleware
+    with needs("server"):
+        from starlette.middleware import Middleware
 
     return [Middleware(ReplicaUnavailable)]

@@ -77,7 +77,8 @@ def replica_app(settings: Settings, replica_id: str) -> Any:
 def deployment(settings: Settings, *, replicas: int = 1, autoscale: tuple[int, int] | None = None) -> Any:
     """The bound Ray Serve application: ``replicas`` replicas, or ``autoscale=(min, max)`` with Ray Serve's
     request-based autoscaling. ``settings.database_url`` must name the PostgreSQL every replica uses."""
-    from ray import serve
+    with needs("ray"):
+        from ray import serve
 
     if not settings.database_url:
         raise ValueError("the replicas need a shared database: set settings.database_url")
