@@ -7,9 +7,10 @@
     python3 dev.py check    # lint + type check only
     python3 dev.py install  # only create/update .venv (with the development extras)
 
-The virtual environment lives in ./.venv and is reinstalled when pyproject.toml changes. ``run`` installs only
-what the product needs (routegate and its UI); ``test`` adds the development extras (pytest, mypy, the peers of
-the benchmarks...). As root with apt-get, they also install Debian's bubblewrap (the code sandbox) and ``test``
+The virtual environment lives in ./.venv and is reinstalled when pyproject.toml changes. ``run`` installs what
+``routegate up`` and the README's commands need (the extras server, ui and plot: the desk, the encoder, the HTTP
+server, the UI, ``eval --plot``); ``test`` installs the ``dev`` extra (every extra, pytest, mypy, the peers of the
+benchmarks...). As root with apt-get, they also install Debian's bubblewrap (the code sandbox) and ``test``
 Debian's chromium (the browser test), each announced in one line first.
 """
 
@@ -45,9 +46,14 @@ def _install_fingerprint() -> str:
     return digest.hexdigest()
 
 
+# what ``run`` installs: ``routegate up`` (server includes desk and embed; ui) and the README's commands (eval --plot);
+# fit --finetune (train), serve --ray (ray) and the rest say which extra to add when used
+RUN_EXTRAS = "server,ui,plot"
+
+
 def install(extras: str = "dev") -> None:
-    """Create .venv and install routegate with ``extras``: ``ui`` (the product: what ``run`` needs) or ``dev``
-    (tests, type checks, peers for the benchmarks: what ``test`` needs; it includes ``ui``)."""
+    """Create .venv and install routegate with ``extras``: :data:`RUN_EXTRAS` (the product: what ``run`` needs)
+    or ``dev`` (every extra, tests, type checks, peers for the benchmarks: what ``test`` needs)."""
     if sys.version_info < (3, 11):  # noqa: UP036  # dev.py may be started by an older python3
         sys.exit(f"routegate needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     if not PY.exists():
@@ -57,7 +63,7 @@ def install(extras: str = "dev") -> None:
     stamp = STAMP.read_text().split() if STAMP.exists() else []
     if stamp[:1] == [fingerprint] and (extras in stamp[1:] or "dev" in stamp[1:]):
         return
-    what = "its development extras" if extras == "dev" else "the UI (no development tools)"
+    what = "its development extras" if extras == "dev" else f"the extras {extras} (no development tools)"
     _say(f"installing routegate with {what} (first run takes a minute)")
     steps = (
         (PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip"),
@@ -117,7 +123,7 @@ _STOP_WITHIN = 30.0
 
 
 def run(extra: list[str]) -> int:
-    install("ui")
+    install(RUN_EXTRAS)
     ensure_bubblewrap()
     args = extra or ["up"]
     return _supervise([str(BIN / "routegate"), *args])

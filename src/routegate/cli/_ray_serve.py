@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from routegate._extras import needs
 from routegate.cli._signals import exit_status, terminate_like_interrupt
 from routegate.errors import ConfigurationError
 from routegate.settings import Settings
@@ -73,7 +74,8 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 
 def _deploy(ray: Any, settings: Settings, *, replicas: int, autoscale: tuple[int, int] | None) -> None:
-    from ray import serve
+    with needs("ray"):  # ray installed without Ray Serve
+        from ray import serve
 
     from routegate.server.ray_serve import deployment
 
@@ -97,7 +99,8 @@ def _deploy(ray: Any, settings: Settings, *, replicas: int, autoscale: tuple[int
 
 
 def _shutdown_serve() -> None:
-    from ray import serve
+    with needs("ray"):
+        from ray import serve
 
     with contextlib.suppress(Exception):  # Ray already going down (its processes got the terminal's Ctrl-C too)
         serve.shutdown()  # type: ignore[no-untyped-call]

@@ -13,8 +13,11 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-import uvicorn
-from uvicorn.supervisors import Multiprocess
+from routegate._extras import needs
+
+with needs("server"):
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
 
 class QuietSignalsServer(uvicorn.Server):

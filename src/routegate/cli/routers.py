@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from routegate._extras import needs, require
 from routegate.errors import ConfigurationError
 
 
@@ -202,7 +203,8 @@ class ProgressEncoder:
         return str(self.inner.model_id)
 
     def encode(self, texts: Sequence[str]) -> Any:
-        import numpy as np
+        with needs("embed"):
+            import numpy as np
 
         from routegate.routers.evaluation import progress_bar
 
@@ -339,6 +341,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from routegate.routers.persist import saved_encoder
 
     if args.plot:
+        require("plot")  # the missing extra is said before the long part
         _check_plot_path(args.plot)
     if args.ray:
         from routegate.routers.ray_batch import import_ray

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from routegate._extras import require
 from routegate.errors import RuntimeFaultError
 from routegate.settings import Settings
 
@@ -91,6 +92,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    require("server")  # the missing extra is said before any database starts
     settings = _settings(args)
     workers = getattr(args, "workers", 1)
     if workers < 1:
@@ -175,12 +177,15 @@ def _serve_workers(settings: Settings, workers: int) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    require("server")  # the missing extras are said before any database starts
+    require("ui")
     return _run(_serve(_settings(args), with_ui=True))
 
 
 def run_ui(args: argparse.Namespace) -> int:
     from routegate.ui import streamlit_command, streamlit_env
 
+    require("ui")  # before Streamlit's child process would fail with a bare "No module named streamlit"
     settings = Settings()
     host = args.host or settings.ui_host
     port = settings.ui_port if args.port is None else args.port

@@ -32,7 +32,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.embed.protocol import AsyncEncoder, Encoder, Vectors
 from routegate.embed.wrapper import EncoderWrapper

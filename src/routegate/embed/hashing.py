@@ -13,7 +13,10 @@ import re
 import zlib
 from collections.abc import Sequence
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.embed.protocol import Vectors
 from routegate.errors import ConfigurationError

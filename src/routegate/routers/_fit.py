@@ -11,7 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.errors import ConfigurationError
 from routegate.routers import _head
@@ -222,8 +225,9 @@ def try_detector(
 ) -> Calibration:
     """Fit the out-of-scope detector on the calibration data and keep it if its out-of-fold threshold does
     better on the objective than the best ``p(top) + beta * knn`` rule."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    with needs("embed"):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
     rule = apply_rule(head, replace(cal, beta=0.0), p_embed, p_char, vectors, None)
     knn_mean, knn_max = _head.knn_stats(head, vectors, rule.top)

@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
+    import numpy.typing as npt
 
 from routegate.routers._charngrams import CharNgrams
 
@@ -140,7 +143,8 @@ def train_head(
     seed: int = 0,
 ) -> Head:
     """Fit the head on in-scope examples (``labels`` are route names; no out-of-scope rows here)."""
-    from sklearn.linear_model import LogisticRegression
+    with needs("embed"):
+        from sklearn.linear_model import LogisticRegression
 
     routes = tuple(sorted(set(labels)))
     index = {r: i for i, r in enumerate(routes)}

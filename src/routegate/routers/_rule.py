@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.errors import ConfigurationError
 from routegate.routers import _head

@@ -15,8 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-import numpy.typing as npt
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
+    import numpy.typing as npt
 
 from routegate.errors import ConfigurationError
 

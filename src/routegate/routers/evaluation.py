@@ -31,7 +31,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.errors import ConfigurationError
 from routegate.routers.data import OOS_LABEL, LabelledExample
@@ -143,7 +146,8 @@ def _f1(p: float | None, r: float | None) -> float | None:
 
 def _separation(confidence: np.ndarray[Any, Any], is_oos: np.ndarray[Any, Any]) -> tuple[float, float]:
     """OOS AUROC and AUPR, scoring out of scope by low confidence (needs both kinds of rows)."""
-    from sklearn.metrics import average_precision_score, roc_auc_score
+    with needs("embed"):
+        from sklearn.metrics import average_precision_score, roc_auc_score
 
     oos_score = -confidence
     return float(roc_auc_score(is_oos, oos_score)), float(average_precision_score(is_oos, oos_score))
@@ -317,14 +321,12 @@ def score_decisions(
 
 
 def plot_report(report: EvalReport, path: str | Path, *, title: str = "routegate router") -> Path:
-    """Risk–coverage curve and OOS trade-off curve as a PNG (needs matplotlib: ``pip install routegate[plot]``)."""
-    try:
+    """Risk–coverage curve and OOS trade-off curve as a PNG (needs the ``plot`` extra: matplotlib)."""
+    with needs("plot"):
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - matplotlib is in the dev/plot extras
-        raise ConfigurationError("--plot needs matplotlib: pip install 'routegate[plot]'") from exc
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     if report.risk_coverage:
         cov, risk = zip(*report.risk_coverage, strict=True)

@@ -18,7 +18,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError

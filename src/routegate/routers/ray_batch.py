@@ -7,7 +7,7 @@ routes a whole batch per call, with one batched encoder pass. Results come back 
 (``preserve_order``), so the output is the single-process run's, row for row; progress is reported per batch.
 
 Ray is imported inside the functions that need it, never on the default path; without the extra the error says
-``pip install 'routegate[ray]'``. :func:`ray_session` starts a local cluster (loopback, no dashboard, bounded CPUs)
+``python -m pip install 'routegate[ray]'``. :func:`ray_session` starts a local cluster (loopback, no dashboard, bounded CPUs)
 or joins the one ``RAY_ADDRESS`` names.
 """
 
@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from routegate._extras import needs
 from routegate.errors import ConfigurationError
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.evaluation import EvalReport, Progress, UnknownLabels, known_labels, score_decisions
@@ -30,17 +31,11 @@ from routegate.routers.evaluation import EvalReport, Progress, UnknownLabels, kn
 BatchWorker = Callable[[list[Any]], list[Any]]
 """Routes a batch of items; returns one result per item, in order."""
 
-MISSING_EXTRA = (
-    "Ray is not installed: pip install 'routegate[ray]' (Ray Data for --ray batch runs, Ray Serve for serve --ray)"
-)
-
 
 def import_ray() -> Any:
-    """``ray``, or :class:`ConfigurationError` naming the extra to install."""
-    try:
+    """``ray``, or :class:`~routegate.errors.MissingExtraError` naming the extra to install."""
+    with needs("ray"):
         import ray
-    except ImportError as exc:
-        raise ConfigurationError(MISSING_EXTRA) from exc
     return ray
 
 
@@ -71,7 +66,8 @@ class _BatchActor:
         self.worker = make_worker()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        import numpy as np
+        with needs("embed"):
+            import numpy as np
 
         items = [pickle.loads(blob) for blob in batch["item"]]
         results = self.worker(items)
@@ -103,7 +99,8 @@ def map_in_order(
         return
     pool = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
     pool = max(1, min(pool, -(-total // batch_size)))  # no idle actors loading a model for nothing
-    from ray.data import DataContext
+    with needs("ray"):  # ray installed without Ray Data
+        from ray.data import DataContext
 
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar and errors say what matters
     context = DataContext.get_current()

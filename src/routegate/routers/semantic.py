@@ -25,7 +25,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.core.stop_reasons import safe_detail

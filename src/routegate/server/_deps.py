@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, cast
 
-from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from routegate._extras import needs
+
+with needs("server"):
+    from fastapi import Depends, Request
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from routegate.server._auth import ANONYMOUS, Caller
 from routegate.server._errors import ApiError

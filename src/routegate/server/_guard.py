@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from routegate._extras import needs
+
+with needs("server"):
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from routegate.server._errors import error_body
 

@@ -13,7 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
-from uvicorn.config import LOGGING_CONFIG
+
+from routegate._extras import needs
+
+with needs("server"):
+    from uvicorn.config import LOGGING_CONFIG
 
 from routegate.settings import Settings
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from routegate._extras import needs
+
+with needs("server"):
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from routegate.apps.support.contracts import RouteChosen, TurnResult
 

@@ -12,8 +12,11 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Response
-from fastapi.responses import JSONResponse
+from routegate._extras import needs
+
+with needs("server"):
+    from fastapi import APIRouter, Depends, Header, Response
+    from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import AnswerToken, SupportEvent, TurnError, TurnResult
 from routegate.server._deps import CallerDep, ServicesDep, require_api_key

@@ -8,8 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+
+from routegate._extras import needs
+
+with needs("server"):
+    from starlette.responses import StreamingResponse
+    from starlette.types import Receive, Scope, Send
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

@@ -6,9 +6,12 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
-from fastapi import FastAPI, Request
-from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from routegate._extras import needs
+
+with needs("server"):
+    from fastapi import FastAPI, Request
+    from fastapi.middleware.cors import CORSMiddleware
+    from fastapi.responses import JSONResponse
 
 from routegate import __version__
 from routegate.apps.support.contracts import SupportDesk

@@ -34,6 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
+from routegate._extras import needs
 from routegate.server._errors import error_body
 from routegate.server._sse import dumps, encode_data, encode_event
 from routegate.settings import Settings
@@ -114,7 +115,8 @@ async def _send_unavailable(send: Send) -> None:
 def proxy_middlewares() -> list[Any]:
     """Ray Serve's proxy hook (:data:`PROXY_CALLBACK`): the middlewares around its HTTP proxy (a replica that
     died is a 503; a body over ``server_max_request_bytes`` a 413), after bounding the proxy's connections."""
-    from starlette.middleware import Middleware
+    with needs("server"):
+        from starlette.middleware import Middleware
 
     from routegate.server._guard import BodyGuard
 
@@ -127,7 +129,8 @@ def bound_proxy_connections(settings: Settings) -> None:
     """Make uvicorn's ``"auto"`` HTTP protocol, in this process, the guarded one with ``settings``' bounds."""
     import inspect
 
-    import uvicorn.config
+    with needs("server"):
+        import uvicorn.config
 
     from routegate.server.serving import ConnectionBounds, bounded_protocol
 

@@ -15,7 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from routegate._extras import needs
+
+with needs("server"):
+    from fastapi import FastAPI
 
 from routegate.server.app import create_app
 from routegate.server.workers import DeferredDesk
@@ -74,7 +77,8 @@ def replica_app(settings: Settings, replica_id: str) -> Any:
 def deployment(settings: Settings, *, replicas: int = 1, autoscale: tuple[int, int] | None = None) -> Any:
     """The bound Ray Serve application: ``replicas`` replicas, or ``autoscale=(min, max)`` with Ray Serve's
     request-based autoscaling. ``settings.database_url`` must name the PostgreSQL every replica uses."""
-    from ray import serve
+    with needs("ray"):
+        from ray import serve
 
     if not settings.database_url:
         raise ValueError("the replicas need a shared database: set settings.database_url")

@@ -32,8 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import h11
-import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from routegate._extras import needs
+
+with needs("server"):
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from routegate.server._limits import (
     HeadLimits,

@@ -35,16 +35,19 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from fastapi import FastAPI
 from opentelemetry import trace
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from routegate._extras import install_command, needs
+
+with needs("server"):
+    from fastapi import FastAPI
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from routegate.core import telemetry
-from routegate.errors import ConfigurationError
+from routegate.errors import ConfigurationError, MissingExtraError
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'routegate[otel]'"
 _configured: Any = None  # the SDK TracerProvider this process installed, if any
 _SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
 ATTRIBUTE_LENGTH_LIMIT: Final = 1024  # characters of one span attribute value, unless OTEL_*_LENGTH_LIMIT is set
@@ -82,14 +85,17 @@ def configure_tracing() -> Any:
             "collector's HTTP port (4318)"
         )
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import OTELResourceDetector, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        raise ConfigurationError(
+        with needs("otel"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except MissingExtraError as exc:
+        raise MissingExtraError(
             f"OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed ({exc.name}); "
-            f"run {INSTALL_HINT}, or unset the variable"
+            f"run {install_command('otel')}, or unset the variable",
+            extra="otel",
+            module=exc.name,
         ) from exc
     resource = Resource.create({"service.name": "routegate"}).merge(OTELResourceDetector().detect())
     if os.environ.get("OTEL_SERVICE_NAME"):
@@ -118,7 +124,8 @@ def instrument(app: FastAPI) -> None:
     a streamed answer would otherwise record a span per server-sent event (per token), each costing as much as
     any other span, and saying nothing the request span and the turn's spans do not."""
     if telemetry.tracer() is not None:
-        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+        with needs("otel"):
+            from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(
             app,

@@ -20,8 +20,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import uvicorn
-from fastapi import FastAPI
+
+from routegate._extras import needs
+
+with needs("server"):
+    import uvicorn
+    from fastapi import FastAPI
 
 from routegate.apps.support.fake import FakeSupportDesk as FakeSupportDesk  # its home is beside the real desk
 from routegate.embed import Encoder

@@ -7,7 +7,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from routegate._extras import needs
+
+with needs("server"):
+    from fastapi import FastAPI
 
 from routegate.apps.support.contracts import Message, SupportDesk, SupportEvent, TurnResult
 from routegate.errors import RuntimeFaultError

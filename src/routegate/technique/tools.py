@@ -28,12 +28,16 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from jsonschema import Draft202012Validator, SchemaError, validators
-from jsonschema.exceptions import best_match
-from jsonschema.protocols import Validator
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict
+
+from routegate._extras import needs
+
+with needs("mcp"):
+    from jsonschema import Draft202012Validator, SchemaError, validators
+    from jsonschema.exceptions import best_match
+    from jsonschema.protocols import Validator
+    from mcp import Client, MCPError, StdioServerParameters
+    from mcp.types import CallToolResult, TextContent
 
 from routegate.core import stop_reasons as sr
 from routegate.core._bounds import check_bounds

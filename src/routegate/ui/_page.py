@@ -9,8 +9,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import streamlit as st
-from streamlit.runtime.state import SessionStateProxy
+from routegate._extras import needs
+
+with needs("ui"):
+    import streamlit as st
+    from streamlit.runtime.state import SessionStateProxy
 
 from routegate.settings import Settings
 from routegate.ui.client import ChatClient, ChatClientError, ServerEvent

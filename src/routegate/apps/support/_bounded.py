@@ -20,8 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-import psycopg
-from psycopg import sql
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
+    from psycopg import sql
 
 _DESCRIBE: Final = "SELECT * FROM ({query}) AS rg_q LIMIT 0"
 _WRAPPER: Final = """

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from sqlglot import exp
+from routegate._extras import needs
+
+with needs("desk"):
+    from sqlglot import exp
 
 ALLOWED_TABLES: Final = frozenset({"customers", "tickets"})
 """The relations the desk's SQL tool may read by default (``PostgresTool(tables=...)`` changes it)."""

@@ -39,7 +39,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
-import psycopg
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
 
 from routegate.errors import RuntimeFaultError
 

@@ -24,10 +24,13 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, cast
 
-import psycopg
-from psycopg import sql
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
+    from psycopg import sql
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
 
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.advisory import AdvisoryLocks

@@ -17,7 +17,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
-import psycopg
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
 
 from routegate.apps.support.advisory import LockTimeoutError
 from routegate.apps.support.contracts import (

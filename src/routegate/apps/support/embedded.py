@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Final
 
+from routegate._extras import needs
 from routegate.errors import RuntimeFaultError
 from routegate.settings import Settings
 
@@ -44,7 +45,8 @@ def _import_pgserver() -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeDirWarning)
-        import pgserver
+        with needs("desk"):
+            import pgserver
 
     return pgserver
 

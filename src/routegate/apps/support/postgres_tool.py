@@ -25,9 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import psycopg
-from psycopg import sql
-from psycopg.pq import TransactionStatus
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
+    from psycopg import sql
+    from psycopg.pq import TransactionStatus
 
 from routegate.apps.support._bounded import Bounds, bounded_query, describe_query, read_bounded
 from routegate.apps.support.db import SupportDatabase

@@ -25,7 +25,10 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("desk"):
+    import numpy as np
 
 from routegate import __version__
 from routegate.apps.support.contracts import ROUTES, SupportRoute

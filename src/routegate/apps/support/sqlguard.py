@@ -30,14 +30,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import OptimizeError
-from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
-from sqlglot.optimizer.qualify_columns import qualify_columns, validate_qualify_columns
-from sqlglot.optimizer.scope import Scope, traverse_scope
-from sqlglot.schema import MappingSchema
-from sqlglot.tokenizer_core import Token, TokenType
+from routegate._extras import needs
+
+with needs("desk"):
+    from sqlglot import exp
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import OptimizeError
+    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+    from sqlglot.optimizer.qualify_columns import qualify_columns, validate_qualify_columns
+    from sqlglot.optimizer.scope import Scope, traverse_scope
+    from sqlglot.schema import MappingSchema
+    from sqlglot.tokenizer_core import Token, TokenType
 
 from routegate.apps.support import _sqlallow as allow
 from routegate.apps.support._sqlallow import ALLOWED_COLUMNS, ALLOWED_FUNCTIONS, ALLOWED_TABLES

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import numpy as np
-import psycopg
+from routegate._extras import needs
+
+with needs("desk"):
+    import numpy as np
+    import psycopg
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
+from routegate._extras import needs
+
+with needs("embed"):
+    import numpy as np
 
 CALIBRATION_TEXTS = 1000
 

