@@ -111,7 +111,8 @@ def configure_tracing() -> Any:
 def span_limits() -> Any:
     """The SDK's ``SpanLimits``: the ``OTEL_*`` limits when set, else attribute values cut at
     :data:`ATTRIBUTE_LENGTH_LIMIT` characters (the SDK's own default is no limit)."""
-    from opentelemetry.sdk.trace import SpanLimits
+    with needs("otel"):
+        from opentelemetry.sdk.trace import SpanLimits
 
     length = None if any(name in os.environ for name in _LENGTH_LIMIT_VARIABLES) else ATTRIBUTE_LENGTH_LIMIT
     return SpanLimits(max_attribute_length=length)  # None: the SDK reads the variables itself
