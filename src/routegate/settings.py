@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     ui_port: int = Field(default=8501, ge=0, le=65535)
     ui_server_url: str = "http://127.0.0.1:8000"  # where the UI finds the server
 
+    # durable plans: the HMAC key `routegate plans` signs and checks checkpoints with (Store(signing_key=...));
+    # unset = checkpoints are neither signed nor checked for a signature
+    checkpoint_signing_key: SecretStr | None = None
+
     @model_validator(mode="after")
     def _former_message_limit(self) -> Settings:
         if self.server_max_message_chars is not None and "max_message_chars" not in self.model_fields_set:
