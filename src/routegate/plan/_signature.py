@@ -2,18 +2,20 @@
 forge one (an interrupt's answer, a route, a position).
 
 The MAC covers the run's key, its status and stop reason, and the whole document but its ``"sig"`` field. The
-canonical bytes are the same whichever backend stored the document: keys sorted, and every number written as
-its exact decimal value (PostgreSQL's ``jsonb`` reorders keys and rewrites ``1e+16`` as ``10000000000000000``).
-Numbers and lists are tagged (``["n", ...]``, ``["l", ...]``) so that no two different documents share bytes.
+canonical bytes are the same whichever backend stored the document: compact JSON with sorted keys and ASCII
+escapes, every number written in one form for its exact decimal value (an integral one as its integer digits,
+any other as ``<digits>e-<n>``), because PostgreSQL's ``jsonb`` reorders keys and rewrites ``1e+16`` as
+``10000000000000000``. Numerically equal numbers (``1`` and ``1.0``) share bytes; different values never do.
 """
 
 from __future__ import annotations
 
 import decimal
+import functools
 import hashlib
 import hmac
 import json
-import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,35 +40,37 @@ def signing_key(value: str | bytes | None) -> bytes | None:
     return raw
 
 
-def _number(value: int | float) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    sign, digits, exponent = decimal.Decimal(repr(value) if isinstance(value, float) else value).as_tuple()
+_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')  # a JSON string (ASCII, escapes included), kept by split
+# a number token with a fraction or an exponent (outside strings); integer tokens are canonical already
+_FLOAT = re.compile(r"-?[0-9]+(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _float_text(token: str) -> str:
+    """An integral value as its integer digits (``1e+16`` and ``10000000000000000`` alike), any other as
+    ``<digits>e-<n>`` without trailing zeros."""
+    value = decimal.Decimal(token)
+    if value == value.to_integral_value():
+        return str(int(value))
+    negative, digits, exponent = value.as_tuple()
     assert isinstance(exponent, int)
     text = "".join(map(str, digits)).lstrip("0")
-    if not text:
-        return "0"
     stripped = text.rstrip("0")
-    return f"{'-' if sign else ''}{stripped}e{exponent + len(text) - len(stripped)}"
+    return f"{'-' if negative else ''}{stripped}e{exponent + len(text) - len(stripped)}"
 
 
-def _canonical(value: Any) -> Any:
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int | float):
-        return ["n", _number(value)]
-    if isinstance(value, Mapping):
-        return {k if isinstance(k, str) else json.dumps(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return ["l", *map(_canonical, value)]
-    raise TypeError(f"a checkpoint holds only JSON values, not {type(value).__name__}")
+def _number(match: re.Match[str]) -> str:
+    return _float_text(match.group())
 
 
 def canonical(key: str, status: str, stop_reason: str, state: Mapping[str, Any]) -> bytes:
     """The bytes a checkpoint's signature covers."""
     doc = {k: v for k, v in state.items() if k != SIG}
-    body = {"key": key, "status": status, "stop_reason": stop_reason, "state": _canonical(doc)}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    body = {"key": key, "status": status, "stop_reason": stop_reason, "state": doc}
+    parts = _STRING.split(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True))
+    # the even parts lie outside strings (structure and numbers) and hold no quote: rewrite them in one pass
+    parts[::2] = _FLOAT.sub(_number, '"'.join(parts[::2])).split('"')
+    return "".join(parts).encode()
 
 
 def sign(secret: bytes, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
