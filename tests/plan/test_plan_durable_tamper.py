@@ -476,3 +476,44 @@ def test_a_symlinked_lock_directory_is_refused(tmp_path: Path) -> None:
     finally:
         store.close()
     assert list(elsewhere.iterdir()) == []
+
+
+_STORED_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=6), inner, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.mark.integration
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=_STORED_JSON)
+def test_a_signed_checkpoint_of_any_json_payload_verifies_after_postgres(plan_pg_url: str, payload: Any) -> None:
+    """jsonb reorders keys and rewrites numbers; the signature of whatever the steps produced still holds."""
+
+    def build(store: Store) -> Plan:
+        return Plan(
+            Step(lambda x: payload, name="produce"),
+            Step(lambda x: [x, interrupt("ok?")], name="ask"),
+            store=store,
+            checkpoint_key="any-json",
+        )
+
+    store = Store(db=plan_pg_url, signing_key=SECRET)
+    try:
+        store.checkpoints.delete("any-json")
+        assert build(store).run(0).stop_reason == "interrupted"
+        done = build(store).run(answer="yes")
+        assert done.ok and done.payload[1] == "yes"
+    finally:
+        store.checkpoints.delete("any-json")
+        store.close()
