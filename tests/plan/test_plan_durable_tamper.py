@@ -517,3 +517,20 @@ def test_a_signed_checkpoint_of_any_json_payload_verifies_after_postgres(plan_pg
     finally:
         store.checkpoints.delete("any-json")
         store.close()
+
+
+def test_a_finished_run_with_an_edited_result_is_refused(plan_db: str) -> None:
+    ran: list[str] = []
+    store = Store(db=plan_db)
+    store.checkpoints.delete(KEY)
+    try:
+        assert refund_plan(store, ran).run(0).payload == "notified: rejected"
+    finally:
+        store.close()
+    edit(plan_db, lambda state: state["result"].update(payload={"not": "a string"}))
+    with pytest.raises(CheckpointMismatchError, match="stored result does not validate"):
+        resume(plan_db, ran)
+    edit(plan_db, lambda state: state["result"]["envelopes"].pop() and state["result"]["decisions"].pop())
+    with pytest.raises(CheckpointMismatchError, match="marked successful but its path stops before the plan's end"):
+        resume(plan_db, ran)
+    assert ran == ["classify", "reject", "notify"]  # only the first run's steps

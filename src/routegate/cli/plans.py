@@ -122,7 +122,7 @@ def _readable(record: Any) -> dict[str, Any] | None:
             return _summary(record)
         except (TypeError, ValueError, OverflowError, OSError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
-    print(f"skipped run {_escaped(repr(record.key))}: {_escaped(problem)}", file=sys.stderr)
+    print(f"skipped run {record.key!r}: {_escaped(problem)}", file=sys.stderr)
     return None
 
 
@@ -153,9 +153,7 @@ def _load(store: Any, key: str, db: str) -> Any:
     record = store.checkpoints.load(key)
     if record is None:
         shown = db.split("://", 1)[0] + "://…" if "://" in db else db  # a URL may carry a password
-        raise ConfigurationError(
-            f"no run under key {_escaped(repr(key))} in {_escaped(shown)}; see `routegate plans list --db ...`"
-        )
+        raise ConfigurationError(f"no run under key {key!r} in {_escaped(shown)}; see `routegate plans list --db ...`")
     return record
 
 

@@ -405,7 +405,19 @@ class DurableRun(_Codec):
 
 
 def stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
-    """The result of a finished run, rebuilt from its checkpoint (nothing runs)."""
+    """The result of a finished run, rebuilt from its checkpoint (nothing runs); a stored payload that does not
+    validate as its step's ``output=`` type raises :class:`CheckpointMismatchError`."""
+    try:
+        return _stored_result(plan, record, store)
+    except (ValueError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
+        raise CheckpointMismatchError(
+            f"the checkpoint of {record.key!r} is damaged or was edited: its stored result does not validate as "
+            f"the plan's output types ({type(exc).__name__}: {exc}); start over with resume=False or another "
+            "checkpoint_key"
+        ) from exc
+
+
+def _stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
     run = _Codec(plan)
     doc = record.state.get("result", {})
     envelopes = [run.decode_env(e) for e in doc.get("envelopes", [])]
