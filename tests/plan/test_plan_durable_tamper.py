@@ -534,3 +534,25 @@ def test_a_finished_run_with_an_edited_result_is_refused(plan_db: str) -> None:
     with pytest.raises(CheckpointMismatchError, match="marked successful but its path stops before the plan's end"):
         resume(plan_db, ran)
     assert ran == ["classify", "reject", "notify"]  # only the first run's steps
+
+
+def test_a_run_paused_by_raising_interrupt_still_resumes(tmp_path: Path) -> None:
+    """``raise Interrupt(question)`` pauses without a key for an answer; its checkpoint is consistent too."""
+    from routegate.plan import Interrupt
+
+    asked: list[int] = []
+
+    def gate(x: int) -> int:
+        asked.append(x)
+        if len(asked) == 1:
+            raise Interrupt("hold on")
+        return x * 2
+
+    store = Store(db=tmp_path / "plans.sqlite")
+    try:
+        plan = Plan(Step(gate), store=store, checkpoint_key="gate")
+        assert plan.run(21).stop_reason == "interrupted"
+        assert plan.run().payload == 42
+    finally:
+        store.close()
+    assert asked == [21, 21]

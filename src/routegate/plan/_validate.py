@@ -196,7 +196,8 @@ def _check_status(plan: Plan, status: str, stop_reason: str, doc: _Document, key
     if status == INTERRUPTED:
         if stop_reason != INTERRUPTED or result.error is None or result.error.stop_reason != INTERRUPTED:
             _refuse("it is marked interrupted but its result is not an interrupt")
-        if doc.asked is None or doc.asked not in keys or result.error.key != doc.asked:
+        if result.error.key != doc.asked or (doc.asked is not None and doc.asked not in keys):
+            # asked is None only for ``raise Interrupt(...)``, which takes no answer
             _refuse(f"the question it waits on ({doc.asked!r}) is not the step about to run")
         return
     if doc.asked is not None:
@@ -280,7 +281,8 @@ def _move(
 def _rejoin_text(compiled: tuple[Compiled, ...], pending: int) -> str:
     if pending < 0:
         return "none"
-    return f"{compiled[pending].name!r} → {compiled[compiled[pending].rejoin].name!r}"
+    rejoin = compiled[pending].rejoin
+    return f"{compiled[pending].name!r} → {compiled[rejoin].name!r}" if rejoin >= 0 else f"{compiled[pending].name!r}"
 
 
 __all__ = ["FORMATS", "check_checkpoint", "check_readable", "walk"]
