@@ -164,3 +164,39 @@ def test_with_a_signing_key_resume_refuses_an_unsigned_run_and_show_says_so(
     monkeypatch.delenv("ROUTEGATE_CHECKPOINT_SIGNING_KEY")
     assert main(["plans", "resume", "job-1", "--db", db, "--plan", spec, "--answer", "yes"]) == 0
     assert json.loads(capsys.readouterr().out)["payload"] == "refund 42: yes"
+
+
+SIGNED_PLAN_MODULE = """
+from routegate.plan import Plan, Step, Store, interrupt
+
+def ask(amount):
+    return f"refund {amount}: {interrupt('approve?')}"
+
+def plan():
+    return Plan(Step(ask), store=Store(signing_key="the-plan-module-signing-key"))
+"""
+
+
+def test_resume_keeps_the_signing_of_the_plans_own_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib
+    import sqlite3
+
+    from routegate.plan import Store
+
+    name = f"signed_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(SIGNED_PLAN_MODULE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    db = str(tmp_path / "plans.sqlite")
+    store = Store(db=db, signing_key="the-plan-module-signing-key")
+    assert importlib.import_module(name).plan().run(5, store=store, checkpoint_key="s-1").stop_reason == "interrupted"
+    store.close()
+    with sqlite3.connect(db) as conn:  # a writer without the key answers for the approver
+        (text,) = conn.execute("SELECT state FROM plan_runs WHERE key = 's-1'").fetchone()
+        state = json.loads(text)
+        state["answers"] = {state["asked"]: ["yes"]}
+        conn.execute("UPDATE plan_runs SET state = ? WHERE key = 's-1'", (json.dumps(state),))
+    assert main(["plans", "resume", "s-1", "--db", db, "--plan", f"{name}:plan"]) == 2
+    assert "does not match its content" in capsys.readouterr().err

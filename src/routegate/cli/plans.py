@@ -7,8 +7,8 @@ question of an interrupted run; ``resume KEY --plan module:attribute`` resumes i
 
 What the store holds is untrusted: every string from it is printed with control characters and terminal escape
 sequences escaped (``\x1b``), and a row that cannot be read is skipped and named instead of failing the listing.
-With ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` set, ``resume`` signs and checks checkpoints with it and ``show`` says
-whether a run's signature holds.
+With ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` set, ``resume`` signs and checks checkpoints with it (without it, with
+the signing key of the plan's own store, if any) and ``show`` says whether a run's signature holds.
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ def register(subparsers: Any) -> None:
     resume.set_defaults(handler=run_resume)
 
 
-def _open(db: str) -> Any:
+def _open(db: str, fallback_key: bytes | None = None) -> Any:
+    """The store at ``--db``, signing with ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` (else ``fallback_key``: the key of
+    the resumed plan's own store, so a resume from the command line never drops the plan's signing)."""
     from routegate.plan import Store
 
     if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
@@ -65,7 +67,8 @@ def _open(db: str) -> Any:
             f"--db {_escaped(db)}: no such file; give the path Store(db=...) used, or a postgresql:// URL"
         )
     secret = Settings().checkpoint_signing_key
-    return Store(db=db, signing_key=(secret.get_secret_value() or None) if secret is not None else None)
+    key = secret.get_secret_value() if secret is not None else ""
+    return Store(db=db, signing_key=key or fallback_key)
 
 
 def _escaped(text: str) -> str:
@@ -222,7 +225,7 @@ def run_resume(args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"--answer-json is not JSON ({exc}); quote it, e.g. '{{\"ok\": true}}'") from exc
     plan = _plan(args.plan)
-    store = _open(args.db)
+    store = _open(args.db, getattr(plan.store, "signing_key", None))
     try:
         _load(store, args.key, args.db)
         result = plan.run(store=store, checkpoint_key=args.key, answer=answer)

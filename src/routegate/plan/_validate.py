@@ -140,7 +140,8 @@ def _mismatch(key: str, what: str) -> CheckpointMismatchError:
 def _shape(exc: ValidationError) -> str:
     problems = []
     for error in exc.errors()[:3]:
-        where = ".".join(str(part) for part in error.get("loc", ())) or "document"
+        parts = error.get("loc", ())  # dict keys of the document: shown with repr when not printable
+        where = ".".join(str(p) if str(p).isprintable() else repr(p) for p in parts) or "document"
         problems.append(f"{where}: {error.get('msg', 'invalid')}")
     more = exc.error_count() - len(problems)
     return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
