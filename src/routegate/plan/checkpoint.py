@@ -55,7 +55,7 @@ def read_row(key: object, status: object, stop_reason: object, updated: object, 
     if isinstance(state, str | bytes):
         try:
             state = json.loads(state)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             return RunRecord(shown, str(status), str(stop_reason), 0.0, {}, f"its document is not JSON ({exc})")
     problem = None
     if not isinstance(key, str):

@@ -241,7 +241,9 @@ class DurableRun(_Codec):
             return 0, value, 0, -1, value
         try:
             return self._restore(state, value, envelopes, decisions, latest, store)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except CheckpointMismatchError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # checked at open: a net
             raise CheckpointMismatchError(
                 f"the checkpoint of {self.key!r} is damaged or was edited ({type(exc).__name__}: {exc}); "
                 "start over with resume=False or another checkpoint_key"
