@@ -200,3 +200,12 @@ def test_resume_keeps_the_signing_of_the_plans_own_store(
         conn.execute("UPDATE plan_runs SET state = ? WHERE key = 's-1'", (json.dumps(state),))
     assert main(["plans", "resume", "s-1", "--db", db, "--plan", f"{name}:plan"]) == 2
     assert "does not match its content" in capsys.readouterr().err
+    monkeypatch.setenv("ROUTEGATE_CHECKPOINT_SIGNING_KEY", "the-plan-module-signing-key")
+    assert main(["plans", "show", "s-1", "--db", db]) == 0
+    assert json.loads(capsys.readouterr().out)["signature"] == "invalid"
+    with sqlite3.connect(db) as conn:  # the genuine document back
+        conn.execute("UPDATE plan_runs SET state = ? WHERE key = 's-1'", (text,))
+    assert main(["plans", "show", "s-1", "--db", db]) == 0
+    assert json.loads(capsys.readouterr().out)["signature"] == "valid"
+    assert main(["plans", "resume", "s-1", "--db", db, "--plan", f"{name}:plan", "--answer", "no"]) == 0
+    assert json.loads(capsys.readouterr().out)["payload"] == "refund 5: no"

@@ -395,7 +395,8 @@ def test_an_edited_checkpoint_resumes_identically_or_is_refused(data: st.DataObj
             assert plan.run(0).stop_reason == "step_error:ConnectionError"
             _, state = read_row(db)
             original = copy.deepcopy(state)
-            write_row(db, json.dumps(data.draw(mutation(state))))
+            status = data.draw(st.sampled_from([None, None, "running", "interrupted", "ended", "paused"]))
+            write_row(db, json.dumps(data.draw(mutation(state))), status=status)
             ran.clear()
             refusal = ""
             try:
