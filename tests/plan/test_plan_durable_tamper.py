@@ -259,6 +259,23 @@ def test_a_forged_interrupt_answer_is_refused_when_checkpoints_are_signed(signed
     assert (done.payload, ran) == ("notified: declined", ["refund", "refund:no", "notify"])
 
 
+def _switched_to_the_sibling_branch(state: dict[str, Any]) -> None:
+    """A forgery that stays on the plan's graph: classify "chose" reject, with a payload that routes there."""
+    state["envelopes"][0]["p"] = {"amount": 0}
+    state["decisions"][0][0] = "reject"
+    state["at"], state["next"], state["prev"] = 2, "reject", {"v": {"amount": 0}}
+    state["answers"], state["asked"] = {f"{KEY}/2/reject": []}, f"{KEY}/2/reject"
+    state["result"]["error"]["key"] = f"{KEY}/2/reject"
+
+
+def test_a_forgery_that_stays_on_the_graph_is_refused_when_signed(signed: tuple[str, list[str]]) -> None:
+    db, ran = signed
+    edit(db, _switched_to_the_sibling_branch)
+    with pytest.raises(CheckpointMismatchError, match="does not match its content"):
+        resume(db, ran, signing_key=SECRET)
+    assert ran == []
+
+
 def test_a_signed_checkpoint_is_bound_to_its_key_status_and_signer(signed: tuple[str, list[str]]) -> None:
     db, ran = signed
     status, state = read_row(db)
