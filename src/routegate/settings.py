@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     sql_max_field_chars: int = Field(default=2000, ge=16)  # longer values are cut to this many characters
     sql_statement_timeout_ms: int = Field(default=2000, ge=1)  # server-side; the client cancels 250 ms later
 
+    # durable plans: the HMAC key `routegate plans` signs and checks checkpoints with (Store(signing_key=...));
+    # unset = checkpoints are neither signed nor checked for a signature
+    checkpoint_signing_key: SecretStr | None = None
+
     @model_validator(mode="after")
     def _former_message_limit(self) -> Settings:
         if self.server_max_message_chars is not None and "max_message_chars" not in self.model_fields_set:

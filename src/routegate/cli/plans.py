@@ -4,6 +4,11 @@
 with its status (running / ended / interrupted); ``show KEY`` one run's path, next step, stop reason and the
 question of an interrupted run; ``resume KEY --plan module:attribute`` resumes it with that plan (a
 :class:`~routegate.plan.Plan`, or a function of no arguments that returns one), ``--answer`` answering an interrupt.
+
+What the store holds is untrusted: every string from it is printed with control characters and terminal escape
+sequences escaped (``\x1b``), and a row that cannot be read is skipped and named instead of failing the listing.
+With ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` set, ``resume`` signs and checks checkpoints with it (without it, with
+the signing key of the plan's own store, if any) and ``show`` says whether a run's signature holds.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from typing import Any
 
 from routegate.errors import ConfigurationError
+from routegate.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -51,30 +57,76 @@ def register(subparsers: Any) -> None:
     resume.set_defaults(handler=run_resume)
 
 
-def _open(db: str) -> Any:
+def _open(db: str, fallback_key: bytes | None = None) -> Any:
+    """The store at ``--db``, signing with ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` (else ``fallback_key``: the key of
+    the resumed plan's own store, so a resume from the command line never drops the plan's signing)."""
     from routegate.plan import Store
 
     if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
-        raise ConfigurationError(f"--db {db}: no such file; give the path Store(db=...) used, or a postgresql:// URL")
-    return Store(db=db)
+        raise ConfigurationError(
+            f"--db {_escaped(db)}: no such file; give the path Store(db=...) used, or a postgresql:// URL"
+        )
+    secret = Settings().checkpoint_signing_key
+    key = secret.get_secret_value() if secret is not None else ""
+    return Store(db=db, signing_key=key or fallback_key)
+
+
+def _escaped(text: str) -> str:
+    """``text`` with every character that is not printable (control characters, the ESC of terminal escape
+    sequences, C1 controls, bidirectional overrides) and the backslash written as Python escapes."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in text)
+
+
+def _cell(value: object) -> str:
+    if value is None or value == "":
+        return "-"
+    return _escaped(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _dumps(value: object, **options: Any) -> str:
+    """JSON whose strings hold no raw control or escape character (JSON leaves C1 controls and bidirectional
+    overrides as they are; here they become ``\\uXXXX``)."""
+    text = json.dumps(value, ensure_ascii=False, default=str, **options)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text)
+
+
+def _field(mapping: object, name: str) -> Any:
+    return mapping.get(name) if isinstance(mapping, dict) else None
 
 
 def _summary(record: Any) -> dict[str, Any]:
+    """One run for ``list`` and ``show``; a document of the wrong shape raises (the row is then skipped)."""
     state = record.state
-    result = state.get("result") or {}
-    error = result.get("error") or {}
+    result = _field(state, "result")
+    error = _field(result, "error")
     out: dict[str, Any] = {
         "key": record.key,
         "status": record.status,
         "stop_reason": record.stop_reason or None,
-        "next": state.get("next") if record.status != "ended" or record.stop_reason != "success" else None,
+        "next": _field(state, "next") if record.status != "ended" or record.stop_reason != "success" else None,
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.updated)),
     }
     if record.status == "interrupted":
-        out["question"] = error.get("question")
+        out["question"] = _field(error, "question")
     elif error:
-        out["message"] = error.get("message")
+        out["message"] = _field(error, "message")
     return out
+
+
+def _readable(record: Any) -> dict[str, Any] | None:
+    """The summary of a row, or ``None`` after naming on stderr why the row is skipped."""
+    problem = record.problem
+    if problem is None:
+        try:
+            return _summary(record)
+        except (TypeError, ValueError, OverflowError, OSError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+    print(f"skipped run {record.key!r}: {_escaped(problem)}", file=sys.stderr)
+    return None
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -83,24 +135,28 @@ def run_list(args: argparse.Namespace) -> int:
         records = store.checkpoints.runs()
     finally:
         store.close()
+    rows = [row for row in map(_readable, records) if row is not None]
     if args.json:
-        for record in records:
-            print(json.dumps(_summary(record), ensure_ascii=False))
+        for row in rows:
+            print(_dumps(row))
         return 0
     if not records:
         print("no runs")
         return 0
     print(f"{'KEY':<32} {'STATUS':<12} {'STOP REASON':<28} {'NEXT':<16} UPDATED")
-    for record in records:
-        s = _summary(record)
-        print(f"{s['key']:<32} {s['status']:<12} {s['stop_reason'] or '-':<28} {s['next'] or '-':<16} {s['updated']}")
+    for s in rows:
+        print(
+            f"{_cell(s['key']):<32} {_cell(s['status']):<12} {_cell(s['stop_reason']):<28} {_cell(s['next']):<16} "
+            f"{s['updated']}"
+        )
     return 0
 
 
 def _load(store: Any, key: str, db: str) -> Any:
     record = store.checkpoints.load(key)
     if record is None:
-        raise ConfigurationError(f"no run under key {key!r} in {db}; see `routegate plans list --db ...`")
+        shown = db.split("://", 1)[0] + "://…" if "://" in db else db  # a URL may carry a password
+        raise ConfigurationError(f"no run under key {key!r} in {_escaped(shown)}; see `routegate plans list --db ...`")
     return record
 
 
@@ -110,14 +166,29 @@ def run_show(args: argparse.Namespace) -> int:
         record = _load(store, args.key, args.db)
     finally:
         store.close()
-    out = _summary(record)
-    result = record.state.get("result") or {}
-    envelopes = result.get("envelopes") or record.state.get("envelopes", [])
-    out["path"] = [env.get("s") for env in envelopes]
+    out = _readable(record)
+    if out is None:
+        return 1
+    result = _field(record.state, "result")
+    envelopes = _field(result, "envelopes") or _field(record.state, "envelopes")
+    out["path"] = [_field(env, "s") for env in envelopes] if isinstance(envelopes, list) else []
     if record.status == "ended" and record.stop_reason == "success":
-        out["payload"] = result.get("payload")
-    print(json.dumps(out, ensure_ascii=False, indent=2))
+        out["payload"] = _field(result, "payload")
+    if store.signing_key is not None:
+        out["signature"] = _signature(store.signing_key, record)
+    print(_dumps(out, indent=2))
     return 0
+
+
+def _signature(secret: bytes, record: Any) -> str:
+    from routegate.plan._signature import verify
+    from routegate.plan.errors import CheckpointMismatchError
+
+    try:
+        verify(secret, record)
+    except CheckpointMismatchError:
+        return "missing" if not isinstance(record.state.get("sig"), str) else "invalid"
+    return "valid"
 
 
 def _plan(spec: str) -> Any:
@@ -154,7 +225,7 @@ def run_resume(args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"--answer-json is not JSON ({exc}); quote it, e.g. '{{\"ok\": true}}'") from exc
     plan = _plan(args.plan)
-    store = _open(args.db)
+    store = _open(args.db, getattr(plan.store, "signing_key", None))
     try:
         _load(store, args.key, args.db)
         result = plan.run(store=store, checkpoint_key=args.key, answer=answer)
@@ -164,5 +235,5 @@ def run_resume(args: argparse.Namespace) -> int:
     out.pop("trace", None)
     if result.question is not None:
         out["question"] = result.question
-    print(json.dumps(out, ensure_ascii=False, indent=2, default=str))
+    print(_dumps(out, indent=2))
     return 0 if result.ok or result.stop_reason == "interrupted" else 1

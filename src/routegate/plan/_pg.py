@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from routegate._extras import needs
-from routegate.plan.checkpoint import Lease, RunRecord, dumps
+from routegate.plan.checkpoint import Lease, RunRecord, dumps, read_row
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS routegate_plan_runs (
@@ -70,7 +70,7 @@ class PostgresCheckpoints:
             ).fetchone()
         if row is None:
             return None
-        return RunRecord(key, row[0], row[1], row[2], row[3])
+        return read_row(key, *row)
 
     def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
         doc = dumps(state)
@@ -87,7 +87,7 @@ class PostgresCheckpoints:
             rows = self._conn.execute(
                 "SELECT key, status, stop_reason, updated, state FROM routegate_plan_runs ORDER BY key"
             ).fetchall()
-        return [RunRecord(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+        return [read_row(*row) for row in rows]
 
     def delete(self, key: str) -> None:
         with self._mutex:

@@ -7,16 +7,18 @@ to the process that holds it and disappears when that process dies, so a crashed
 * :class:`MemoryCheckpoints` — a dict in this process (``Store()``); leases are a set of keys.
 * :class:`SqliteCheckpoints` — a SQLite file (``Store(db="plans.sqlite")``, stdlib :mod:`sqlite3`); a lease is an
   exclusive ``flock`` on a lock file next to the database (``plans.sqlite.locks/<hash>``), which the OS drops
-  when the process exits, however it exits.
+  when the process exits, however it exits. Lock files are opened without following symbolic links.
 * ``PostgresCheckpoints`` — ``Store(db="postgresql://...")`` (:mod:`routegate.plan._pg`, psycopg 3); a lease is a
   session advisory lock held on a connection of its own, which PostgreSQL drops when that session ends.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -25,19 +27,49 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from routegate.errors import RuntimeFaultError
+
 RUNNING, ENDED, INTERRUPTED = "running", "ended", "interrupted"
 
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
     """One key's checkpoint as stored: ``status`` (running / ended / interrupted), the stop reason of an ended or
-    interrupted run, when it was last written (Unix seconds) and the checkpoint document itself."""
+    interrupted run, when it was last written (Unix seconds) and the checkpoint document itself.
+
+    ``problem`` says why a row could not be read (its document is not a JSON object, a column has the wrong
+    type); such a record has an empty ``state``, is listed, and is refused by a resume."""
 
     key: str
     status: str
     stop_reason: str
     updated: float
     state: dict[str, Any]
+    problem: str | None = None
+
+
+def read_row(key: object, status: object, stop_reason: object, updated: object, state: object) -> RunRecord:
+    """A stored row as a :class:`RunRecord`; a row that does not parse comes back with its ``problem`` named
+    instead of raising, so one damaged row never hides the others."""
+    shown = key if isinstance(key, str) else repr(key)
+    if isinstance(state, str | bytes):
+        try:
+            state = json.loads(state)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+            return RunRecord(shown, str(status), str(stop_reason), 0.0, {}, f"its document is not JSON ({exc})")
+    problem = None
+    if not isinstance(key, str):
+        problem = f"its key is {type(key).__name__}, not text"
+    elif not isinstance(status, str) or not isinstance(stop_reason, str):
+        problem = "its status or stop reason is not text"
+    elif not isinstance(updated, int | float) or isinstance(updated, bool) or not math.isfinite(updated):
+        problem = f"its time of writing is {updated!r}, not a number"
+    elif not isinstance(state, dict):
+        problem = f"its document is a JSON {type(state).__name__}, not an object"
+    if problem is not None:
+        return RunRecord(shown, str(status), str(stop_reason), 0.0, {}, problem)
+    assert isinstance(state, dict) and isinstance(updated, int | float)
+    return RunRecord(shown, str(status), str(stop_reason), float(updated), state)
 
 
 class Lease(Protocol):
@@ -107,7 +139,7 @@ class MemoryCheckpoints:
         if row is None:
             return None
         status, reason, updated, doc = row
-        return RunRecord(key, status, reason, updated, json.loads(doc))
+        return read_row(key, status, reason, updated, doc)
 
     def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
         self._rows[key] = (status, stop_reason, time.time(), dumps(state))
@@ -171,7 +203,7 @@ class SqliteCheckpoints:
             ).fetchone()
         if row is None:
             return None
-        return RunRecord(key, row[0], row[1], row[2], json.loads(row[3]))
+        return read_row(key, *row)
 
     def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
         doc = dumps(state)
@@ -188,16 +220,24 @@ class SqliteCheckpoints:
             rows = self._conn.execute(
                 "SELECT key, status, stop_reason, updated, state FROM plan_runs ORDER BY key"
             ).fetchall()
-        return [RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+        return [read_row(*row) for row in rows]
 
     def delete(self, key: str) -> None:
         with self._mutex:
             self._conn.execute("DELETE FROM plan_runs WHERE key = ?", (key,))
 
     def acquire(self, key: str) -> Lease | None:
-        self._locks.mkdir(exist_ok=True)
+        """Lock ``<db>.locks/<first 32 hex digits of sha256(key)>``. Neither the directory nor the file is
+        reached through a symbolic link: one planted there (to make the lock create or open a file elsewhere)
+        is refused with :class:`~routegate.errors.RuntimeFaultError`."""
         name = hashlib.sha256(key.encode()).hexdigest()[:32]
-        fd = os.open(self._locks / name, os.O_RDWR | os.O_CREAT, 0o600)
+        directory = self._lock_dir()
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory)
+        except OSError as exc:
+            raise _refused(self._locks / name, "lock file", exc) from exc
+        finally:
+            os.close(directory)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -205,6 +245,23 @@ class SqliteCheckpoints:
             return None
         return _FileLease(fd)
 
+    def _lock_dir(self) -> int:
+        """A descriptor of ``<db>.locks`` (created 0700 if missing), opened without following a link."""
+        try:
+            self._locks.mkdir(mode=0o700, exist_ok=True)
+            return os.open(self._locks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise _refused(self._locks, "lock directory", exc) from exc
+
     def close(self) -> None:
         with self._mutex:
             self._conn.close()
+
+
+def _refused(path: Path, what: str, exc: OSError) -> RuntimeFaultError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR) or path.is_symlink():
+        return RuntimeFaultError(
+            f"the {what} {str(path)!r} of a durable run is a symbolic link; routegate does not follow links "
+            "there (one may have been planted to make the lock open another file): remove it and run again"
+        )
+    return RuntimeFaultError(f"cannot open the {what} {str(path)!r} of a durable run: {exc.strerror or exc}")

@@ -8,6 +8,11 @@ type (pydantic models come back as models).
 
 The step in flight when a process dies runs again on resume (at-least-once): :func:`step_key` gives it a key
 that is the same on every attempt, for idempotent side effects.
+
+A stored checkpoint is untrusted input: before it steers a run it is checked against the plan
+(:mod:`routegate.plan._validate`) and, when the store has a signing key, its signature
+(:mod:`routegate.plan._signature`); the position it resumes at is the one its recorded path leads to, and the
+payload the next step receives is read from that path.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from routegate.core.contracts import jsonable
 from routegate.core.stop_reasons import SUCCESS
+from routegate.errors import ConfigurationError
+from routegate.plan._signature import sign, verify
+from routegate.plan._validate import check_checkpoint, check_readable
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, Checkpoints, Lease, RunRecord
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import CheckpointConflictError, CheckpointMismatchError, Interrupt
@@ -29,7 +37,7 @@ if TYPE_CHECKING:
     from routegate.plan._compiled import Compiled
     from routegate.plan.plan import Plan
 
-FORMAT = 1
+FORMAT = 2  # format 1 and an optional "sig": the HMAC of a store with a signing key (routegate.plan._signature)
 NO_ANSWER: Any = object()
 
 
@@ -168,12 +176,13 @@ class _Codec:
 class DurableRun(_Codec):
     """One durable run: the backend, the lease on its key, and the checkpoint being written."""
 
-    def __init__(self, plan: Plan, backend: Checkpoints, key: str, lease: Lease, fp: str) -> None:
+    def __init__(self, plan: Plan, backend: Checkpoints, key: str, lease: Lease, fp: str, secret: bytes | None) -> None:
         super().__init__(plan)
         self.backend = backend
         self.key = key
         self.lease = lease
         self.fp = fp
+        self.secret = secret
         self.state: dict[str, Any] | None = None  # the checkpoint to resume from (None: a fresh run)
         self.retry = False  # resuming a run that ended with an error or a stop
         self.input: Any = None
@@ -193,17 +202,24 @@ class DurableRun(_Codec):
             return {"e": _error_doc(prev)}
         return {"v": jsonable(prev)}
 
-    def _decode_prev(self, doc: dict[str, Any], envelopes: list[Envelope], value: Any) -> Any:
-        if "e" in doc:
-            return _error_of(doc["e"])
-        raw = doc.get("v")
+    def _prev(self, envelopes: list[Envelope], value: Any) -> Any:
+        """What the next step receives, read from the path (the checkpoint's ``"prev"`` is not trusted): the
+        input, the last step's payload (its error, when a route caught it), or a band's joined payloads."""
         if not envelopes:
             return value
-        last = envelopes[-1].step or ""
-        first = self.band_of.get(last)
-        if first is not None and isinstance(raw, dict):
-            return {name: self.decode(raw.get(name), name) for name in raw}
-        return self.decode(raw, last)
+        last = envelopes[-1]
+        if last.error is not None:
+            return last.error
+        first = self.band_of.get(last.step or "")
+        if first is None:
+            return last.payload
+        size = first.band_end - first.index
+        return {env.step: env.payload for env in envelopes[-size:]}
+
+    def _put(self, status: str, stop_reason: str, doc: dict[str, Any]) -> None:
+        if self.secret is not None:
+            sign(self.secret, self.key, status, stop_reason, doc)
+        self.backend.save(self.key, status, stop_reason, doc)
 
     # -- the interpreter's hooks -----------------------------------------------------------------------------
     def restore(
@@ -216,7 +232,8 @@ class DurableRun(_Codec):
     ) -> tuple[int, Any, int, int, Any]:
         """Load the checkpoint into the run's lists and store; return ``(i, prev, iterations, rejoin, value)``.
 
-        A checkpoint that does not fit this plan (edited or damaged) raises :class:`CheckpointMismatchError`."""
+        The checkpoint was checked against the plan when the run was opened; a payload that does not validate
+        as its step's ``output=`` type raises :class:`CheckpointMismatchError` here."""
         self.token = _SCOPE.set(self.scope)
         state = self.state
         if state is None:
@@ -224,7 +241,9 @@ class DurableRun(_Codec):
             return 0, value, 0, -1, value
         try:
             return self._restore(state, value, envelopes, decisions, latest, store)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except CheckpointMismatchError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # checked at open: a net
             raise CheckpointMismatchError(
                 f"the checkpoint of {self.key!r} is damaged or was edited ({type(exc).__name__}: {exc}); "
                 "start over with resume=False or another checkpoint_key"
@@ -244,7 +263,7 @@ class DurableRun(_Codec):
         self.input = value
         position = {c.name: c.index for c in self.plan._compiled}
         for doc in state.get("envelopes", []):
-            env = self.decode_env(doc)
+            env = self._decoded(doc)
             envelopes.append(env)
             self.envs.append(doc)
             if latest is not None and env.step in position:
@@ -254,8 +273,10 @@ class DurableRun(_Codec):
             for k, v in state.get("store", {}).items():
                 store.write(k, self.decode(v, self._writer(k, envelopes)))
         self.band = dict(state.get("band", {}))
+        for doc in self.band.values():
+            self._decoded(doc)
         self.answers = {k: list(v) for k, v in state.get("answers", {}).items()}
-        prev = self._decode_prev(state.get("prev", {}), envelopes, value)
+        prev = self._prev(envelopes, value)
         iterations = int(state.get("iterations", 0))
         self.at, self.iterations = int(state.get("at", 0)), iterations
         self.allowance = int(state.get("allowance", 0))
@@ -267,6 +288,16 @@ class DurableRun(_Codec):
         if any(env.step not in self.index for env in envelopes):
             raise ValueError("the path names a step this plan does not have")
         return at, prev, iterations, rejoin, value
+
+    def _decoded(self, doc: dict[str, Any]) -> Envelope:
+        try:
+            return self.decode_env(doc)
+        except (ValueError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
+            raise CheckpointMismatchError(
+                f"the checkpoint of {self.key!r} is damaged or was edited: the payload of step {doc.get('s')!r} "
+                f"does not validate as its output type ({type(exc).__name__}: {exc}); it is not resumed: start "
+                "over with resume=False or another checkpoint_key"
+            ) from exc
 
     def save(
         self,
@@ -309,7 +340,7 @@ class DurableRun(_Codec):
             "band": self.band,
             "answers": live,
         }
-        self.backend.save(self.key, RUNNING, "", self.doc)
+        self._put(RUNNING, "", self.doc)
 
     def member_key(self, name: str) -> str:
         return f"{self.key}/{self.iterations + 1}/{name}"
@@ -328,7 +359,7 @@ class DurableRun(_Codec):
         if env.error is None and env.step is not None:
             self.band[env.step] = self.encode_env(env)
             self.doc["band"] = self.band
-            self.backend.save(self.key, RUNNING, "", self.doc)
+            self._put(RUNNING, "", self.doc)
 
     def finish(self, result: PlanResult) -> None:
         """Record how the run ended: ``ended`` (success, error, stop) or ``interrupted``, with the result."""
@@ -350,7 +381,7 @@ class DurableRun(_Codec):
             "decisions": [list(d) for d in result._decisions],
             "elapsed_ms": round(result.elapsed_ms, 3),
         }
-        self.backend.save(self.key, status, result.stop_reason, doc)
+        self._put(status, result.stop_reason, doc)
         result.checkpoint_key = self.key
 
     def abort(self, exc: BaseException) -> None:
@@ -366,7 +397,7 @@ class DurableRun(_Codec):
             "decisions": self.doc.get("decisions", []),
             "elapsed_ms": 0.0,
         }
-        self.backend.save(self.key, ENDED, reason, self.doc)
+        self._put(ENDED, reason, self.doc)
 
     def close(self) -> None:
         if self.token is not None:
@@ -376,7 +407,19 @@ class DurableRun(_Codec):
 
 
 def stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
-    """The result of a finished run, rebuilt from its checkpoint (nothing runs)."""
+    """The result of a finished run, rebuilt from its checkpoint (nothing runs); a stored payload that does not
+    validate as its step's ``output=`` type raises :class:`CheckpointMismatchError`."""
+    try:
+        return _stored_result(plan, record, store)
+    except (ValueError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
+        raise CheckpointMismatchError(
+            f"the checkpoint of {record.key!r} is damaged or was edited: its stored result does not validate as "
+            f"the plan's output types ({type(exc).__name__}: {exc}); start over with resume=False or another "
+            "checkpoint_key"
+        ) from exc
+
+
+def _stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
     run = _Codec(plan)
     doc = record.state.get("result", {})
     envelopes = [run.decode_env(e) for e in doc.get("envelopes", [])]
@@ -395,11 +438,35 @@ def stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
     return result
 
 
+def trust(plan: Plan, record: RunRecord, fp: str, secret: bytes | None) -> None:
+    """Refuse a stored checkpoint this plan must not resume: unreadable, of an unknown format, unsigned or badly
+    signed (when ``secret`` is set), written by another plan, or not consistent with this plan's graph."""
+    check_readable(record)
+    if secret is not None:
+        verify(secret, record)
+    found = record.state.get("fingerprint")
+    if found != fp:
+        raise CheckpointMismatchError(
+            f"the checkpoint of {record.key!r} was written by a different plan (its steps, targets or routes "
+            f"changed: fingerprint {found!r} != {fp!r}); resume it with the plan that wrote it, or start over with "
+            "resume=False or another checkpoint_key"
+        )
+    check_checkpoint(plan, record)
+
+
 def open_run(
-    plan: Plan, backend: Checkpoints, key: str, resume: bool, on_concurrent: str, answer: Any, store: Any
+    plan: Plan,
+    backend: Checkpoints,
+    key: str,
+    resume: bool,
+    on_concurrent: str,
+    answer: Any,
+    store: Any,
+    secret: bytes | None = None,
 ) -> DurableRun | PlanResult:
     """Take the lease of ``key`` (or fork it) and decide where the run starts: a :class:`DurableRun` to drive,
-    or the stored :class:`PlanResult` of a run that already finished successfully."""
+    or the stored :class:`PlanResult` of a run that already finished successfully. ``secret`` signs what the run
+    writes and is required of what it resumes."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"checkpoint_key must be a non-empty string, got {key!r}")
     fp = plan._fingerprint
@@ -418,25 +485,17 @@ def open_run(
         assert lease is not None  # a fresh random key
     try:
         record = backend.load(source) if resume else None
-        if record is not None and not isinstance(record.state, dict):
-            raise CheckpointMismatchError(
-                f"the checkpoint of {source!r} is not a JSON object; start over with resume=False or another key"
-            )
-        if record is not None and record.state.get("fingerprint") != fp:
-            raise CheckpointMismatchError(
-                f"the checkpoint of {source!r} was written by a different plan (its steps, targets or routes "
-                f"changed: fingerprint {record.state.get('fingerprint')} != {fp}); resume it with the plan that "
-                "wrote it, or start over with resume=False or another checkpoint_key"
-            )
+        if record is not None:
+            trust(plan, record, fp, secret)
         if answer is not NO_ANSWER and record is not None and record.status != INTERRUPTED:
-            raise ValueError(
+            raise ConfigurationError(
                 f"answer= was given but the run {source!r} is {record.status}, not interrupted; resume it without "
                 "answer="
             )
         if record is not None and record.status == ENDED and record.stop_reason == SUCCESS and source == key:
             lease.release()
             return stored_result(plan, record, store)
-        run = DurableRun(plan, backend, key, lease, fp)
+        run = DurableRun(plan, backend, key, lease, fp, secret)
         if record is not None:
             state = dict(record.state)
             state.pop("result", None)
@@ -445,7 +504,7 @@ def open_run(
             if answer is not NO_ANSWER:
                 asked = state.get("asked")
                 if record.status != INTERRUPTED or not isinstance(asked, str):
-                    raise ValueError(
+                    raise ConfigurationError(
                         f"answer= was given but the run {source!r} is {record.status}, not interrupted; resume it "
                         "without answer="
                     )
@@ -453,7 +512,7 @@ def open_run(
                 answers[asked] = [*answers.get(asked, []), answer]
                 state["answers"] = answers
         elif answer is not NO_ANSWER:
-            raise ValueError(
+            raise ConfigurationError(
                 f"answer= was given but there is no interrupted run to resume under {source!r}"
                 + ("" if resume else " (the plan has resume=False)")
             )

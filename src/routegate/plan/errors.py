@@ -73,8 +73,11 @@ class CheckpointConflictError(PlanRuntimeError):
 
 
 class CheckpointMismatchError(ConfigurationError):
-    """The checkpoint of a key was written by a plan whose steps differ from this plan's: resuming would continue
-    at the wrong step. Resume with the plan that wrote it, or start over (``resume=False`` or another key)."""
+    """The checkpoint of a key must not be resumed by this plan: it was written by a plan whose steps differ, it
+    cannot be read or is of an unknown format, it does not fit the plan's graph (edited or damaged: its path,
+    position or answers are not ones this plan could have written), or — with ``Store(signing_key=...)`` — it is
+    unsigned or its signature does not match. Raised before any step runs; the message names the run's key and
+    what does not fit. Resume with the plan that wrote it, or start over (``resume=False`` or another key)."""
 
 
 class Interrupt(RunStopError):

@@ -307,7 +307,8 @@ class Plan:
         if key is None and answer is not NO_ANSWER:
             raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
         if key is not None:
-            opened = open_run(self, self._backend(given_store), key, self.resume, self.on_concurrent, answer, store)
+            backend, secret = self._backend(given_store)
+            opened = open_run(self, backend, key, self.resume, self.on_concurrent, answer, store, secret)
             if root is not None:  # a finished run answered from its checkpoint, or one that continues
                 root.set_attribute(Attr.RESUMED, isinstance(opened, PlanResult) or opened.state is not None)
             if isinstance(opened, PlanResult):
@@ -332,8 +333,9 @@ class Plan:
             emit(PlanFinalEvent(result))
         return result
 
-    def _backend(self, store: Any) -> Any:
-        """The checkpoint backend of a durable run: its store's, else the plan's, else one in this process."""
+    def _backend(self, store: Any) -> tuple[Any, bytes | None]:
+        """The checkpoint backend of a durable run and the key that signs its checkpoints: its store's, else the
+        plan's, else one in this process (unsigned)."""
         for candidate in (store, self.store):
             if candidate is not None:
                 backend = getattr(candidate, "checkpoints", None)
@@ -342,10 +344,11 @@ class Plan:
                         f"a durable run keeps its checkpoints in a routegate.plan.Store; {candidate!r} is not one "
                         "(pass store=Store(db=...))"
                     )
-                return backend
+                secret = getattr(candidate, "signing_key", None)
+                return backend, secret if isinstance(secret, bytes) else None
         if self._checkpoints is None:
             self._checkpoints = Store()
-        return self._checkpoints.checkpoints
+        return self._checkpoints.checkpoints, None
 
     async def _timed(
         self,

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from routegate.plan._signature import signing_key as signing_key_bytes
 from routegate.plan.checkpoint import Checkpoints, open_checkpoints
 from routegate.plan.envelope import payload_text
 
@@ -21,14 +22,30 @@ class Store:
     ``db=`` is where the checkpoints of durable runs (``Plan(..., checkpoint_key=...)``) go: ``None`` keeps them
     in this process, a file path in SQLite, a ``postgresql://`` URL in PostgreSQL (see docs/plan.md, "Durable
     runs"). The backend is opened on first use; ``close()`` closes it.
+
+    ``signing_key=`` (at least 16 bytes; text is UTF-8) signs every checkpoint written through this store with
+    HMAC-SHA256, and a resume through it refuses a checkpoint that is unsigned or whose signature does not match:
+    whoever can write the database but has not the key cannot forge an interrupt's answer, a route or a position.
     """
 
-    __slots__ = ("_checkpoints", "_data", "db")
+    __slots__ = ("_checkpoints", "_data", "_signing_key", "db")
 
-    def __init__(self, initial: Mapping[str, Any] | None = None, *, db: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        initial: Mapping[str, Any] | None = None,
+        *,
+        db: str | os.PathLike[str] | None = None,
+        signing_key: str | bytes | None = None,
+    ) -> None:
         self._data: dict[str, Any] = dict(initial) if initial else {}
         self.db = db
+        self._signing_key = signing_key_bytes(signing_key)
         self._checkpoints: Checkpoints | None = None
+
+    @property
+    def signing_key(self) -> bytes | None:
+        """The key that signs and checks this store's checkpoints (``None``: they are neither signed nor checked)."""
+        return self._signing_key
 
     @property
     def checkpoints(self) -> Checkpoints:
