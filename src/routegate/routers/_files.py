@@ -78,7 +78,7 @@ def open_router_file(directory: Path, name: object, max_bytes: int, *, what: str
                     f"{file} ({what}) is a symbolic link; a saved router's files must be regular files in its "
                     "directory — copy the file in instead of linking it"
                 ) from exc
-            raise ConfigurationError(f"cannot read {file} ({what}): {exc.strerror or exc}") from exc
+            raise ConfigurationError(f"cannot read {file} ({what}): {exc.strerror or exc}; {_REMEDY}") from exc
     finally:
         os.close(dir_fd)
     try:
@@ -89,8 +89,8 @@ def open_router_file(directory: Path, name: object, max_bytes: int, *, what: str
             )
         if info.st_size > max_bytes:
             raise ConfigurationError(
-                f"{file} ({what}) is {info.st_size} bytes, more than the {max_bytes} a saved router's "
-                f"{what} may hold; {_REMEDY}"
+                f"{file} ({what}) is {info.st_size} bytes, more than the {max_bytes} bytes allowed for this kind "
+                f"of file; {_REMEDY}"
             )
         os.set_blocking(fd, True)
         yield fd, info.st_size

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,11 @@ def _load_array(path: Path, spec: object, name: str) -> np.ndarray[Any, Any]:
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     manifest_file = path / MANIFEST
-    if not path.is_dir():
-        raise ConfigurationError(f"no saved router at {path}: not a directory holding {MANIFEST}")
+    if not path.is_dir() or not os.path.lexists(manifest_file):
+        raise ConfigurationError(
+            f"no saved router at {path}: not a directory holding {MANIFEST} (SemanticRouter.save and routegate fit "
+            "write one)"
+        )
     manifest = read_router_json(path, MANIFEST, MANIFEST_MAX_BYTES, what="the manifest")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ConfigurationError(f"{manifest_file}: not a routegate semantic router (format != {FORMAT!r})")
