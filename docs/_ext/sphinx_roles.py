@@ -10,7 +10,8 @@ from typing import Any
 import griffe
 
 ROLE = re.compile(r":(?:py:)?(class|func|meth|attr|data|mod|exc|obj):`(~?)([^`<]+?)(?:\s*<([^>]+)>)?`")
-LITERAL_MARKER = re.compile(r"(?<=\S)::$", re.MULTILINE)
+LITERAL_MARKER = re.compile(r"(?<=\S)::$", re.MULTILINE)  # "text::" before an indented block: "text:"
+LONE_LITERAL_MARKER = re.compile(r"^[ \t]*::[ \t]*\n", re.MULTILINE)  # a line of its own: dropped
 
 
 class SphinxRoles(griffe.Extension):
@@ -21,7 +22,8 @@ class SphinxRoles(griffe.Extension):
         module = obj.path if obj.is_module else obj.module.path
         owner = obj if obj.is_class else obj.parent if obj.parent is not None and obj.parent.is_class else None
         scopes = {"module": module, "class": owner.path if owner is not None else module}
-        docstring.value = LITERAL_MARKER.sub(":", ROLE.sub(lambda m: _link(m, scopes), docstring.value))
+        text = ROLE.sub(lambda m: _link(m, scopes), docstring.value)
+        docstring.value = LONE_LITERAL_MARKER.sub("", LITERAL_MARKER.sub(":", text))
 
 
 def _link(match: re.Match[str], scopes: dict[str, str]) -> str:
