@@ -44,6 +44,7 @@ MODEL_MAX_BYTES = 2048 * MiB
 JSON_MAX_DEPTH = 64
 """Deepest nesting of lists and objects accepted in a saved router's JSON (a manifest nests 5 levels)."""
 
+_NPY_HEADER_WINDOW = 65536
 _REMEDY = "save the router again (SemanticRouter.save / routegate fit)"
 
 
@@ -118,13 +119,12 @@ def check_router_file(directory: Path, name: object, max_bytes: int, *, what: st
         return directory / str(name)
 
 
-def read_router_file(directory: Path, name: object, max_bytes: int, *, what: str) -> bytearray:
+def read_router_file(directory: Path, name: object, max_bytes: int, *, what: str) -> memoryview:
     """The bytes of ``directory/name``: a regular file inside ``directory`` of at most ``max_bytes`` (see the module
-    docstring); :class:`ConfigurationError` naming the file otherwise. Reads into one buffer of the file's size
-    (plus one byte, to notice a file that grew since its size was taken)."""
+    docstring); :class:`ConfigurationError` naming the file otherwise. Reads once, into one uninitialised buffer of
+    the file's size plus one byte (to notice a file that grew since its size was taken)."""
     with open_router_file(directory, name, max_bytes, what=what) as (fd, size):
-        buffer = bytearray(size + 1)
-        view = memoryview(buffer)
+        view = np.empty(size + 1, dtype=np.uint8).data
         got = 0
         try:
             while got <= size:
@@ -134,12 +134,9 @@ def read_router_file(directory: Path, name: object, max_bytes: int, *, what: str
                 got += n
         except OSError as exc:
             raise ConfigurationError(f"cannot read {directory / str(name)} ({what}): {exc.strerror or exc}") from exc
-        finally:
-            view.release()
     if got > size:
         raise ConfigurationError(f"{directory / str(name)} ({what}) grew while it was read; {_REMEDY}")
-    del buffer[got:]
-    return buffer
+    return view[:got]
 
 
 def read_router_json(directory: Path, name: object, max_bytes: int, *, what: str) -> Any:
@@ -147,7 +144,8 @@ def read_router_json(directory: Path, name: object, max_bytes: int, *, what: str
     data = read_router_file(directory, name, max_bytes, what=what)
     file = directory / str(name)
     try:
-        value = json.loads(data.decode("utf-8"))
+        text = str(data, "utf-8")
+        value = json.loads(text)
     except UnicodeDecodeError as exc:
         raise ConfigurationError(f"{file} ({what}): not UTF-8 text (byte offset {exc.start}); {_REMEDY}") from exc
     except json.JSONDecodeError as exc:
@@ -158,7 +156,8 @@ def read_router_json(directory: Path, name: object, max_bytes: int, *, what: str
         ) from exc
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
         raise ConfigurationError(f"{file} ({what}): not valid JSON ({exc}); {_REMEDY}") from exc
-    if _nested_deeper(value, JSON_MAX_DEPTH):
+    brackets = text.count("[") + text.count("{")  # an upper bound of the depth: most files need no walk
+    if brackets > JSON_MAX_DEPTH and _nested_deeper(value, JSON_MAX_DEPTH):
         raise ConfigurationError(
             f"{file} ({what}): nested deeper than the {JSON_MAX_DEPTH} levels a saved router's JSON may have; {_REMEDY}"
         )
@@ -185,7 +184,7 @@ def read_router_array(directory: Path, name: object, *, what: str) -> np.ndarray
     small file) is refused before anything is allocated; only plain bool, integer and float dtypes are accepted."""
     data = read_router_file(directory, name, ARRAY_MAX_BYTES, what=what)
     file = directory / str(name)
-    stream = io.BytesIO(data)
+    stream = io.BytesIO(data[:_NPY_HEADER_WINDOW])  # the header: numpy reads at most 10,000 bytes of it
     try:
         version = np.lib.format.read_magic(stream)
         if version == (1, 0):
@@ -210,4 +209,4 @@ def read_router_array(directory: Path, name: object, *, what: str) -> np.ndarray
             f"follow it — the file is truncated or forged; {_REMEDY}"
         )
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
-    return flat.reshape(shape, order="F" if fortran else "C")  # a view of the file's bytes, read once
+    return flat.reshape(shape, order="F" if fortran else "C")  # a view of the bytes read: the file is read once
