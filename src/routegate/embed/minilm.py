@@ -181,14 +181,18 @@ class MiniLMEncoder:
     def _load_tokenizer(self) -> Tokenizer:
         return load_tokenizer(self._tokenizer_path, max_tokens=self.max_tokens)
 
+    def _model(self) -> str | bytes:
+        """The ONNX model to run: a file path, or the model's bytes."""
+        path = self._model_path or _default_model_path()
+        if not path.is_file():
+            raise ConfigurationError(f"ONNX model not found at {path}")
+        return packaged_int8_model(path) if self.compute == "int8" else str(path)
+
     def _load_session(self) -> Any:
         with needs("embed"):
             import onnxruntime as ort
 
-        path = self._model_path or _default_model_path()
-        if not path.is_file():
-            raise ConfigurationError(f"ONNX model not found at {path}")
-        model: str | bytes = packaged_int8_model(path) if self.compute == "int8" else str(path)
+        model = self._model()
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.inter_op_num_threads = 1

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import pydantic
+
 from routegate._extras import needs
 
 with needs("embed"):
@@ -58,16 +60,26 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        """The calibration in ``data`` (a saved router's manifest: untrusted), every field checked for its type."""
         known = set(cls.__dataclass_fields__)
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["grid"] = tuple(dict(g) for g in kwargs.get("grid", ()))
-        for name in ("detector_weights", "detector_mean", "detector_scale"):
-            kwargs[name] = tuple(float(v) for v in kwargs.get(name, ()))
-        if len({len(kwargs[n]) for n in ("detector_weights", "detector_mean", "detector_scale")}) != 1 or (
-            kwargs["detector_weights"] and len(kwargs["detector_weights"]) != len(_head.DETECTOR_FEATURES)
+        try:
+            calibration = _CALIBRATION.validate_python({k: v for k, v in data.items() if k in known})
+        except pydantic.ValidationError as exc:
+            raise ConfigurationError(f"calibration: {exc.error_count()} bad field(s): {_first_error(exc)}") from exc
+        lengths = {len(calibration.detector_weights), len(calibration.detector_mean), len(calibration.detector_scale)}
+        if len(lengths) != 1 or (
+            calibration.detector_weights and len(calibration.detector_weights) != len(_head.DETECTOR_FEATURES)
         ):
             raise ConfigurationError("calibration: the OOS detector's weights, mean and scale do not match")
-        return cls(**kwargs)
+        return calibration
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+
+
+_CALIBRATION = pydantic.TypeAdapter(Calibration)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
 """Saving and loading a fitted :class:`~routegate.routers.semantic.SemanticRouter`.
 
 A saved router is a directory: ``manifest.json`` (routes, calibration, head parameters, encoder id, file list)
-plus ``.npy`` arrays and the char n-gram vocabulary as JSON. Loading reads arrays with ``allow_pickle=False``, so
-a router file from elsewhere cannot run code; every shape is checked against the manifest. Loading takes
-milliseconds (the encoder model itself loads lazily on the first query).
+plus ``.npy`` arrays and the char n-gram vocabulary as JSON. Every file is read by :mod:`routegate.routers._files`
+(regular files inside the directory only, size caps, bounded JSON nesting, arrays without pickle with their headers
+checked against their size), so a router directory from elsewhere can neither run code nor hang or exhaust the
+loader; every shape is checked against the manifest. Loading takes milliseconds (the encoder model itself loads
+lazily on the first query).
 
 A router fitted on a fine-tuned encoder (:mod:`routegate.routers.finetune`) also holds that encoder's int8 ONNX
 model (``encoder.onnx``); the manifest's ``encoder`` entry names the file, its hash and its provenance
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,14 @@ with needs("embed"):
 from routegate.embed.protocol import Encoder
 from routegate.errors import ConfigurationError
 from routegate.routers._charngrams import CharNgrams
+from routegate.routers._files import (
+    MANIFEST_MAX_BYTES,
+    MODEL_MAX_BYTES,
+    VOCABULARY_MAX_BYTES,
+    check_router_file,
+    read_router_array,
+    read_router_json,
+)
 from routegate.routers._head import CharHead, Head
 from routegate.routers._rule import Calibration
 from routegate.routers.semantic import SemanticRouter
@@ -33,6 +44,8 @@ from routegate.routers.semantic import SemanticRouter
 FORMAT = "routegate.semantic_router"
 VERSION = 1
 MANIFEST = "manifest.json"
+_REFIT = "save or fit the router again"
+_MAX_NGRAM = 64
 
 
 def save_router(router: SemanticRouter, path: Path) -> Path:
@@ -87,43 +100,33 @@ def _save_finetuned_model(encoder: Encoder, path: Path) -> dict[str, Any]:
     return {"file": MODEL_FILE, "sha256": digest, "finetune": finetuned.card}
 
 
-def _inside(path: Path, name: object, what: str) -> Path:
-    """``path / name`` for a plain file name in the manifest; refused when it points outside the directory."""
-    if not isinstance(name, str):
-        raise ConfigurationError(f"{path / MANIFEST}: {what} has no file entry")
-    file = path / name
-    if file.resolve().parent != path.resolve():
-        raise ConfigurationError(f"{path / MANIFEST}: {what} points outside the router directory")
-    return file
-
-
-def _load_array(path: Path, spec: Any, name: str) -> np.ndarray[Any, Any]:
+def _load_array(path: Path, spec: object, name: str) -> np.ndarray[Any, Any]:
     if not isinstance(spec, dict):
         raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no file entry")
-    file = _inside(path, spec.get("file"), f"array {name!r}")
-    try:
-        array: np.ndarray[Any, Any] = np.load(file, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot read {file}: {exc}") from exc
-    if list(array.shape) != list(spec.get("shape", [])):
-        raise ConfigurationError(f"{file}: shape {list(array.shape)} differs from the manifest's {spec.get('shape')}")
+    array = read_router_array(path, spec.get("file"), what=f"array {name!r}")
+    if list(array.shape) != spec.get("shape"):
+        raise ConfigurationError(
+            f"{path / str(spec.get('file'))}: shape {list(array.shape)} differs from the manifest's {spec.get('shape')}"
+        )
     return array
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     manifest_file = path / MANIFEST
-    try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigurationError(f"no saved router at {path}: cannot read {MANIFEST} ({exc.strerror or exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"{manifest_file}: not valid JSON ({exc.msg})") from exc
+    if not path.is_dir() or not os.path.lexists(manifest_file):
+        raise ConfigurationError(
+            f"no saved router at {path}: not a directory holding {MANIFEST} (SemanticRouter.save and routegate fit "
+            "write one)"
+        )
+    manifest = read_router_json(path, MANIFEST, MANIFEST_MAX_BYTES, what="the manifest")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ConfigurationError(f"{manifest_file}: not a routegate semantic router (format != {FORMAT!r})")
     if manifest.get("version") != VERSION:
         raise ConfigurationError(
             f"{manifest_file}: version {manifest.get('version')!r}, this routegate reads {VERSION}"
         )
+    if not isinstance(manifest.get("encoder"), dict):
+        raise ConfigurationError(f"{manifest_file}: no encoder entry; {_REFIT}")
     return manifest
 
 
@@ -140,15 +143,14 @@ def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) 
     if isinstance(expected, dict) and "file" in expected:
         from routegate.routers.finetune._encoder import FinetunedEncoder
 
-        model = _inside(path, expected["file"], "the encoder model")
-        if not model.is_file():
-            raise ConfigurationError(f"{path} holds a fine-tuned router but its encoder model {model} is missing")
-        card = expected.get("finetune")
+        model = check_router_file(path, expected["file"], MODEL_MAX_BYTES, what="the encoder model")
+        card, sha256 = expected.get("finetune"), expected.get("sha256")
         return FinetunedEncoder(
             model,
             model_id=str(expected.get("model_id")),
             card=card if isinstance(card, dict) else None,
             intra_op_num_threads=intra_op_num_threads,
+            sha256=sha256 if isinstance(sha256, str) else None,
         )
     from routegate.embed.minilm import MODEL_IDS, Compute, MiniLMEncoder
 
@@ -160,21 +162,14 @@ def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) 
 def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) -> SemanticRouter:
     manifest_file = path / MANIFEST
     manifest = _read_manifest(path)
+    expected: dict[str, Any] = manifest["encoder"]
     try:
         routes = tuple(str(r) for r in manifest["routes"])
         arrays = {name: _load_array(path, spec, name) for name, spec in manifest["arrays"].items()}
         head_meta = manifest["head"]
         char: CharHead | None = None
         if head_meta.get("char"):
-            meta = head_meta["char"]
-            vocab_list = json.loads((path / "char_vocab.json").read_text(encoding="utf-8"))
-            ngrams = CharNgrams(
-                {str(g): i for i, g in enumerate(vocab_list)},
-                arrays["char_idf"].astype(np.float32),
-                int(meta["lo"]),
-                int(meta["hi"]),
-            )
-            char = CharHead(ngrams, arrays["char_coef"].astype(np.float32), arrays["char_intercept"].astype(np.float32))
+            char = _char_head(path, head_meta["char"], arrays)
         head = Head(
             routes,
             arrays["coef"].astype(np.float32),
@@ -187,36 +182,71 @@ def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) ->
             int(head_meta["knn_k"]),
         )
         calibration = Calibration.from_dict(manifest["calibration"])
-        expected = manifest["encoder"]
-    except (KeyError, TypeError, ValueError, OSError) as exc:
-        raise ConfigurationError(f"{manifest_file}: incomplete or inconsistent saved router ({exc!r})") from exc
-    k, d = head.coef.shape
-    if (
-        k != len(routes)
-        or head.intercept.shape != (k,)
-        or head.bank.shape[1:] != (d,)
-        or head.offsets.shape != (k + 1,)
-    ):
-        raise ConfigurationError(f"{manifest_file}: array shapes do not match {len(routes)} routes of dimension {d}")
-    if int(head.offsets[-1]) != head.bank.shape[0] or bool((np.diff(head.offsets) < 0).any()):
-        raise ConfigurationError(f"{manifest_file}: example offsets are inconsistent with the example bank")
-    if char is not None and (char.coef.shape != (k, char.ngrams.size) or char.ngrams.idf.shape != (char.ngrams.size,)):
-        raise ConfigurationError(f"{manifest_file}: char n-gram arrays do not match the vocabulary")
+        options: dict[str, Any] = {
+            "default_route": str(manifest["default_route"]),
+            "clarify_target": _optional_str(manifest.get("clarify_target")),
+            "name": str(manifest.get("name") or "semantic"),
+        }
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, ConfigurationError):
+            raise
+        raise ConfigurationError(
+            f"{manifest_file}: incomplete or inconsistent saved router ({exc!r}); {_REFIT}"
+        ) from exc
+    _check_consistent(manifest_file, head)
     if encoder is None:
         from routegate.embed import default_encoder
 
         encoder = default_encoder()  # the shared instance, unless the router was fitted with another encoder:
-        if isinstance(expected, dict) and ("file" in expected or expected.get("model_id") != encoder.model_id):
+        if "file" in expected or expected.get("model_id") != encoder.model_id:
             encoder = _encoder_of(path, expected, None)  # its own fine-tuned model, or MiniLM computing in float32
     if encoder.model_id != expected.get("model_id") or encoder.dim != expected.get("dim"):
         raise ConfigurationError(
             f"{path} was fitted with encoder {expected.get('model_id')!r} ({expected.get('dim')}-dim); "
             f"got {encoder.model_id!r} ({encoder.dim}-dim) — refit the router or pass the matching encoder"
         )
-    options: dict[str, Any] = {
-        "default_route": str(manifest["default_route"]),
-        "clarify_target": manifest.get("clarify_target"),
-        "name": str(manifest.get("name") or "semantic"),
-    }
     options.update(kwargs)
     return SemanticRouter(head, calibration, encoder=encoder, **options)
+
+
+def _char_head(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> CharHead:
+    lo, hi = int(meta["lo"]), int(meta["hi"])
+    if not 1 <= lo <= hi <= _MAX_NGRAM:
+        raise ConfigurationError(f"{path / MANIFEST}: char n-gram lengths {lo}..{hi} outside 1..{_MAX_NGRAM}; {_REFIT}")
+    vocab_list = read_router_json(
+        path, meta.get("vocabulary", "char_vocab.json"), VOCABULARY_MAX_BYTES, what="the char n-gram vocabulary"
+    )
+    if not isinstance(vocab_list, list):
+        raise ConfigurationError(f"{path / str(meta.get('vocabulary'))}: the char n-gram vocabulary is not a list")
+    ngrams = CharNgrams({str(g): i for i, g in enumerate(vocab_list)}, arrays["char_idf"].astype(np.float32), lo, hi)
+    return CharHead(ngrams, arrays["char_coef"].astype(np.float32), arrays["char_intercept"].astype(np.float32))
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _check_consistent(manifest_file: Path, head: Head) -> None:
+    """The arrays fit together: one row per route, one dimension, offsets that cut the example bank."""
+    k = len(head.routes)
+    if head.coef.ndim != 2 or head.bank.ndim != 2 or head.coef.shape[0] != k:
+        raise ConfigurationError(f"{manifest_file}: array shapes do not match {k} routes; {_REFIT}")
+    d = head.coef.shape[1]
+    if head.intercept.shape != (k,) or head.bank.shape[1:] != (d,) or head.offsets.shape != (k + 1,):
+        raise ConfigurationError(f"{manifest_file}: array shapes do not match {k} routes of dimension {d}; {_REFIT}")
+    if (
+        int(head.offsets[0]) != 0
+        or int(head.offsets[-1]) != head.bank.shape[0]
+        or bool((np.diff(head.offsets) < 0).any())
+    ):
+        raise ConfigurationError(f"{manifest_file}: example offsets are inconsistent with the example bank; {_REFIT}")
+    if head.knn_k < 1 or not (np.isfinite(head.alpha) and np.isfinite(head.beta)):
+        raise ConfigurationError(
+            f"{manifest_file}: head parameters out of range (alpha={head.alpha}, beta={head.beta}, "
+            f"knn_k={head.knn_k}); {_REFIT}"
+        )
+    char = head.char
+    if char is not None and (char.coef.shape != (k, char.ngrams.size) or char.ngrams.idf.shape != (char.ngrams.size,)):
+        raise ConfigurationError(f"{manifest_file}: char n-gram arrays do not match the vocabulary; {_REFIT}")
+    if char is not None and char.intercept.shape != (k,):
+        raise ConfigurationError(f"{manifest_file}: char n-gram intercepts do not match {k} routes; {_REFIT}")
