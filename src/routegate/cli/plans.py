@@ -12,11 +12,13 @@ import argparse
 import importlib
 import json
 import os
+import sqlite3
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from routegate.errors import ConfigurationError
+from routegate.errors import ConfigurationError, RuntimeFaultError
 
 
 def register(subparsers: Any) -> None:
@@ -52,11 +54,39 @@ def register(subparsers: Any) -> None:
 
 
 def _open(db: str) -> Any:
+    """The store behind ``--db``, opened now: a path that is no plan store or a server that cannot be reached is
+    said here, in the words of ``--db`` (not of ``DATABASE_URL``, which ``plans`` does not read)."""
     from routegate.plan import Store
 
-    if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
+    postgres = db.startswith(("postgresql://", "postgres://"))
+    if not postgres and not os.path.exists(db):
         raise ConfigurationError(f"--db {db}: no such file; give the path Store(db=...) used, or a postgresql:// URL")
-    return Store(db=db)
+    store = Store(db=db)
+    try:
+        store.checkpoints  # noqa: B018  # opens the backend
+    except sqlite3.OperationalError as exc:
+        raise ConfigurationError(f"cannot open the plan store {db}: {exc}; check the path and its permissions") from None
+    except sqlite3.DatabaseError as exc:
+        raise ConfigurationError(
+            f"{db} is not a routegate plan store: {exc} (SQLite cannot read it); give the file Store(db=...) was given"
+        ) from None
+    except Exception as exc:
+        if not postgres or not type(exc).__module__.startswith("psycopg"):
+            raise
+        raise RuntimeFaultError(
+            f"cannot connect to the PostgreSQL server at {_without_password(db)}: {exc}; check that the server is "
+            "running and that --db is its URL"
+        ) from None
+    return store
+
+
+def _without_password(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``: the error line must not print it."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _summary(record: Any) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def register(subparsers: Any) -> None:
         'Give one message, or --file with one JSON object per line ({"text": ...}); one JSON line per input.',
     )
     route.add_argument("message", nargs="?", help="the message to route")
-    route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line')
+    route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line; - reads standard input')
     route.add_argument("--json", action="store_true", help="print JSON lines (default for --file)")
     from routegate.cli.routers import add_ray_options
 
@@ -116,10 +116,26 @@ def register(subparsers: Any) -> None:
 
 
 # -- ask / chat ---------------------------------------------------------------------------------------------
+def _session(given: str | None) -> str:
+    """``--session`` checked before anything starts (bad input: exit 2), or a new session id."""
+    if given is None:
+        return new_session_id()
+    from routegate.apps.support.inputs import check_session_id
+    from routegate.errors import ConfigurationError
+
+    try:
+        return check_session_id(given)
+    except ValueError:
+        raise ConfigurationError(
+            f"--session {given[:60]!r} is not a session id: use 1-160 letters, digits and ._:@-, "
+            "or leave --session out to start a new session"
+        ) from None
+
+
 def run_ask(args: argparse.Namespace) -> int:
     settings = Settings()
     message = checked(args.message, settings)  # before the database or a model starts
-    session = args.session or new_session_id()
+    session = _session(args.session)
     return asyncio.run(_ask(settings, message, session, as_json=args.json, announce=args.session is None))
 
 
@@ -160,7 +176,7 @@ async def _turn(
 
 def run_chat(args: argparse.Namespace) -> int:
     settings = Settings()
-    return asyncio.run(_chat(settings, args.session or new_session_id(), trace=args.trace))
+    return asyncio.run(_chat(settings, _session(args.session), trace=args.trace))
 
 
 def _lines() -> Iterator[str]:
@@ -218,26 +234,29 @@ def run_route(args: argparse.Namespace) -> int:
     settings = Settings()
     inputs: list[dict[str, Any]] = []
     if args.file is not None:
+        from routegate.routers.data import json_problem
+
+        source = "standard input" if str(args.file) == "-" else str(args.file)
         try:
-            lines = args.file.read_text(encoding="utf-8").splitlines()
+            lines = _read_queries(args.file)
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"error: cannot read {args.file}: {exc}; give a readable UTF-8 JSONL file", file=sys.stderr)
+            print(f"error: cannot read {source}: {exc}; give a readable UTF-8 JSONL file", file=sys.stderr)
             return 2
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
-            except ValueError:
-                print(f"error: line {number} of {args.file} is not JSON", file=sys.stderr)
+            except json.JSONDecodeError as exc:
+                print(f"error: {source}, line {number}, {json_problem(exc)}", file=sys.stderr)
                 return 2
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                print(f'error: line {number} of {args.file} needs a "text" string', file=sys.stderr)
+                print(f'error: line {number} of {source} needs a "text" string', file=sys.stderr)
                 return 2
             try:
                 checked(item["text"], settings, from_bytes=False)
             except InvalidMessageError as exc:
-                print(f"error: line {number} of {args.file}: {exc}", file=sys.stderr)
+                print(f"error: line {number} of {source}: {exc}", file=sys.stderr)
                 return 2
             inputs.append(item)
     else:
@@ -247,6 +266,13 @@ def run_route(args: argparse.Namespace) -> int:
 
         return route_on_ray(settings, inputs, as_json=args.json or args.file is not None, actors=args.ray_actors)
     return asyncio.run(_route(settings, inputs, as_json=args.json or args.file is not None))
+
+
+def _read_queries(path: Path) -> list[str]:
+    """The lines of ``path``, or of standard input for ``-`` (``... | routegate route --file -``)."""
+    if str(path) == "-":
+        return sys.stdin.buffer.read().decode("utf-8").splitlines()
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def support_router(settings: Settings, encoder: Any = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
