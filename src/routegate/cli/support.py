@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
+import re
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -93,7 +96,7 @@ def register(subparsers: Any) -> None:
         "chat",
         help="talk to the support desk interactively",
         description="An interactive support-desk conversation (the last 10 messages are remembered per session). "
-        "Commands: /history, /reset, /quit. Each run starts a new session unless --session names one. "
+        "Commands: /history, /reset, /quit, /help; Ctrl-D or Ctrl-C ends it. Each run starts a new session unless --session names one. "
         + _data_dir_note(),
     )
     chat.add_argument("--session", default=None, help=_SESSION_HELP)
@@ -179,16 +182,43 @@ def run_chat(args: argparse.Namespace) -> int:
     return asyncio.run(_chat(settings, _session(args.session), trace=args.trace))
 
 
+_COMMANDS = "/history /reset /quit (or /exit) /help"
+_COMMAND = re.compile(r"/[A-Za-z][\w-]*")
+"""A line that is one word like this is a chat command, never a message (``/etc/passwd is down`` is a message)."""
+
+
 def _lines() -> Iterator[str]:
+    """The lines typed at the ``you>`` prompt, until end of input (Ctrl-D). Ctrl-C at the prompt raises
+    :class:`KeyboardInterrupt` at once: while the prompt waits, SIGINT gets Python's own handler back (asyncio's,
+    installed by ``asyncio.run``, would only cancel the conversation once a line was entered)."""
     if isinstance(sys.stdin, io.TextIOWrapper):
         # bytes that are not UTF-8 become lone surrogates, refused with their position by the message check,
         # instead of a UnicodeDecodeError that would end the conversation
         sys.stdin.reconfigure(errors="surrogateescape")
     while True:
         try:
-            yield input("you> ")
+            with _interruptible():
+                line = input("you> ")
         except EOFError:
+            print()  # Ctrl-D: end the prompt's line, so the shell's prompt starts on a new one
             return
+        except KeyboardInterrupt:
+            print()
+            raise
+        yield line
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread (an embedding application): leave its handlers alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
@@ -197,7 +227,7 @@ async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
     async with open_support_desk(settings) as desk:
         print(
             f"routegate support desk — session {session!r} (continue it later with --session {session}). "
-            "/history, /reset, /quit.",
+            f"Commands: {_COMMANDS}.",
             file=sys.stderr,
         )
         for line in _lines():
@@ -209,19 +239,31 @@ async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
             except InvalidMessageError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 continue
-            if text in ("/quit", "/exit"):
-                break
-            if text == "/reset":
-                await desk.reset(session)
-                print("(conversation cleared)")
-                continue
-            if text == "/history":
-                for m in await desk.history(session):
-                    print(f"{m.role}: {m.content}")
+            if _COMMAND.fullmatch(text):
+                if text in ("/quit", "/exit"):
+                    break
+                await _command(desk, session, text)
                 continue
             sys.stdout.write("desk> ")
             await _turn(desk, text, session, out=sys.stdout, stream=True, trace=trace)
     return 0
+
+
+async def _command(desk: SupportAgent, session: str, command: str) -> None:
+    """A chat command other than /quit; an unknown one is said, and nothing is sent to the desk."""
+    if command == "/reset":
+        await desk.reset(session)
+        print("(conversation cleared)")
+    elif command == "/history":
+        messages = await desk.history(session)
+        for m in messages:
+            print(f"{m.role}: {m.content}")
+        if not messages:
+            print("(no messages in this session yet)")
+    elif command == "/help":
+        print(f"commands: {_COMMANDS}; anything else is sent to the desk")
+    else:
+        print(f"unknown command {command}; commands: {_COMMANDS} (nothing was sent)", file=sys.stderr)
 
 
 # -- route (dry run) -----------------------------------------------------------------------------------------
