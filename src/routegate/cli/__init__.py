@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "routegate.cli.serve",
     "routegate.cli.routers",
     "routegate.cli.plans",
+    "routegate.cli.data",
 )
 
 
