@@ -4,7 +4,9 @@ Postgres + server + UI together). Wiring only: the desk comes from ``open_suppor
 is built (every command's parser is).
 
 Ctrl-C exits 130 and SIGTERM 143 after everything the command started has stopped, with one line
-``routegate: stopped.``; with ``--workers N`` too, once every worker process has exited."""
+``routegate: stopped.``; with ``--workers N`` too, once every worker process has exited. The first Ctrl-C lets
+open requests finish; a second one ends them with an answer (an open ``/chat`` stream with an ``error`` event
+``server_shutting_down``) before the desk closes."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import functools
 import os
 import signal
 import socket
@@ -210,6 +213,7 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
     from routegate.apps.support.factory import open_support_desk
     from routegate.cli._uvicorn import QuietSignalsServer
     from routegate.server import create_app
+    from routegate.server.app import end_open_requests
 
     host, port = settings.server_host, listener.getsockname()[1]
     print(
@@ -250,6 +254,8 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
             if not serving.done():
                 server.should_exit = True
                 await serving
+            # before the desk closes: requests still open (a second Ctrl-C) end with an answer, not cancelled
+            await server.end_open_requests(functools.partial(end_open_requests, app))
     print("routegate: stopped.", flush=True)
     return 128 + server.stopped_by if server.stopped_by else 0
 
