@@ -130,8 +130,8 @@ def _path_hint() -> None:
     found = shutil.which("routegate")
     if found is not None and Path(found).resolve() == script.resolve():
         return  # the virtual environment is active already
-    shown = _shown(script)
-    _say(f"routegate is in {shown} (not on PATH): `source {_shown(BIN / 'activate')}` to type `routegate ...`, or run {shown} ...")
+    shown, activate = _shown(script), _shown(BIN / "activate")
+    _say(f"routegate is in {shown} (not on PATH): `source {activate}` to type `routegate ...`, or run {shown} ...")
 
 
 def _shown(path: Path) -> str:

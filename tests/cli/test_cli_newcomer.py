@@ -84,7 +84,11 @@ BAD_LINE = '{"text": "tab\there", "label": "x"}'  # a raw control character insi
 def test_a_malformed_jsonl_line_is_named_in_full(command: str, env: dict[str, str], tmp_path: Path) -> None:
     data = tmp_path / "q.jsonl"
     data.write_text('{"text": "fine", "label": "x"}\n' + BAD_LINE + "\n", encoding="utf-8")
-    argv = ["route", "--file", str(data)] if command == "route" else ["fit", "--train", str(data), "-o", str(tmp_path / "r")]
+    argv = (
+        ["route", "--file", str(data)]
+        if command == "route"
+        else ["fit", "--train", str(data), "-o", str(tmp_path / "r")]
+    )
     done = run(argv, env)
     assert done.returncode == 2
     line = one_error_line(done.stderr)
@@ -238,4 +242,3 @@ def test_a_busy_port_is_one_line_and_exit_2(
     )
     assert "Errno" not in done.stdout + done.stderr
     assert not (tmp_path / "data" / "support-pg").exists()  # said before anything started
-

@@ -52,7 +52,10 @@ def test_an_open_chat_stream_ends_with_an_error_event(stalled: tuple[ServerThrea
     assert [name for name, _ in events][:3] == ["route", "tool", "token"]
     assert events[-1] == (
         "error",
-        {"code": "server_shutting_down", "message": "the server is shutting down; send the request again once it is back"},
+        {
+            "code": "server_shutting_down",
+            "message": "the server is shutting down; send the request again once it is back",
+        },
     )
     deadline = time.monotonic() + WITHIN
     while desk.active_streams and time.monotonic() < deadline:  # the desk's stream was closed, bounded

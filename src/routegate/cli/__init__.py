@@ -60,8 +60,8 @@ class _CommandParser(argparse.ArgumentParser):
     """The parser of a command, nested ones included (``plans`` builds its actions' parsers with this class too,
     as ``add_subparsers`` reuses its parser's class): each has the common options as a parent."""
 
-    def __init__(self, *args: Any, parents: Sequence[argparse.ArgumentParser] = (), **kwargs: Any) -> None:
-        super().__init__(*args, parents=[*parents, _common_options()], **kwargs)
+    def __init__(self, *, parents: Sequence[argparse.ArgumentParser] = (), **kwargs: Any) -> None:
+        super().__init__(parents=[*parents, _common_options()], **kwargs)  # add_parser passes keywords only
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,6 @@ from typing import Final
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-
 _END_WITHIN: Final = 5.0  # seconds the requests ended at shutdown get to send their last bytes
 
 

@@ -65,7 +65,9 @@ def _open(db: str) -> Any:
     try:
         store.checkpoints  # noqa: B018  # opens the backend
     except sqlite3.OperationalError as exc:
-        raise ConfigurationError(f"cannot open the plan store {db}: {exc}; check the path and its permissions") from None
+        raise ConfigurationError(
+            f"cannot open the plan store {db}: {exc}; check the path and its permissions"
+        ) from None
     except sqlite3.DatabaseError as exc:
         raise ConfigurationError(
             f"{db} is not a routegate plan store: {exc} (SQLite cannot read it); give the file Store(db=...) was given"

@@ -279,9 +279,7 @@ def _listening_socket(host: str, port: int, *, flag: str = "--port") -> socket.s
 
 def _bind_error(exc: OSError, host: str, port: int, flag: str) -> ConfigurationError:
     if exc.errno == errno.EADDRINUSE:
-        return ConfigurationError(
-            f"port {port} on {host} is already in use: stop the other server or pass {flag} N"
-        )
+        return ConfigurationError(f"port {port} on {host} is already in use: stop the other server or pass {flag} N")
     if exc.errno == errno.EACCES:
         return ConfigurationError(f"no permission to listen on port {port} of {host}: pass {flag} N with N >= 1024")
     reason = exc.strerror or str(exc)

@@ -14,8 +14,8 @@ from routegate.server._deps import CallerDep, ServicesDep, require_api_key
 from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
 from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
-from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE
 from routegate.server._sessions import not_found, session_for_turn, session_to_delete
+from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE
 from routegate.server._sse import EventStreamResponse, encode_event
 from routegate.server._text import Text
 from routegate.server._turns import (
