@@ -97,8 +97,7 @@ def _caused_by_database(exc: BaseException) -> bool:
             return False
         if _is_database_error(seen):
             return True
-        # ``raise ... from None`` says the error was handled and restated: its context is not the cause
-        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+        seen = seen.__cause__ or seen.__context__
     return False
 
 

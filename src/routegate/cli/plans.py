@@ -65,21 +65,25 @@ def _open(db: str) -> Any:
     try:
         store.checkpoints  # noqa: B018  # opens the backend
     except sqlite3.OperationalError as exc:
-        raise ConfigurationError(
+        problem: Exception = ConfigurationError(
             f"cannot open the plan store {db}: {exc}; check the path and its permissions"
-        ) from None
+        )
     except sqlite3.DatabaseError as exc:
-        raise ConfigurationError(
+        problem = ConfigurationError(
             f"{db} is not a routegate plan store: {exc} (SQLite cannot read it); give the file Store(db=...) was given"
-        ) from None
+        )
     except Exception as exc:
         if not postgres or not type(exc).__module__.startswith("psycopg"):
             raise
-        raise RuntimeFaultError(
+        problem = RuntimeFaultError(
             f"cannot connect to the PostgreSQL server at {_without_password(db)}: {exc}; check that the server is "
             "running and that --db is its URL"
-        ) from None
-    return store
+        )
+    else:
+        return store
+    # raised outside the handler, without the driver's error as its context: the CLI would otherwise add its
+    # advice about DATABASE_URL, which plans do not read
+    raise problem
 
 
 def _without_password(url: str) -> str:
