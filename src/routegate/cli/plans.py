@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from routegate.errors import ConfigurationError, RuntimeFaultError
 
@@ -76,7 +76,7 @@ def _open(db: str) -> Any:
         if not postgres or not type(exc).__module__.startswith("psycopg"):
             raise
         problem = RuntimeFaultError(
-            f"cannot connect to the PostgreSQL server at {_without_password(db)}: {exc}; check that the server is "
+            f"cannot connect to the PostgreSQL server of --db ({_server_of(db)}): {exc}; check that the server is "
             "running and that --db is its URL"
         )
     else:
@@ -86,13 +86,15 @@ def _open(db: str) -> Any:
     raise problem
 
 
-def _without_password(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``: the error line must not print it."""
+def _server_of(url: str) -> str:
+    """``host:port`` of a PostgreSQL URL: enough to tell which server, without the user, password or database
+    (a URL is never printed whole)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        port = 5432
+    return f"{parts.hostname or 'localhost'}:{port}"
 
 
 def _summary(record: Any) -> dict[str, Any]:
