@@ -97,24 +97,19 @@ def test_a_malformed_jsonl_line_is_named_in_full(command: str, env: dict[str, st
 
 
 @given(st.text(max_size=30))
-def test_every_malformed_line_is_named_with_its_line_and_column(text: str) -> None:
-    line = text.replace("\n", " ").replace("\r", " ").replace("\x0b", " ").replace("\x0c", " ")
-    line = line.replace("\x1c", " ").replace("\x1d", " ").replace("\x1e", " ").replace("\x85", " ")
-    line = line.replace("\u2028", " ").replace("\u2029", " ")
+def test_every_malformed_line_is_named_with_its_line_and_column(line: str) -> None:
     try:
         json.loads(line)
     except json.JSONDecodeError as exc:
-        expected_column = exc.colno
-    except RecursionError:  # pragma: no cover - not reachable with 30 characters
-        return
+        column = exc.colno
     else:
         return
     if not line.strip():
-        return
+        return  # a blank line is skipped, not refused
     with pytest.raises(ConfigurationError) as refused:
         parse_examples(["", line], source="data.jsonl")
     message = str(refused.value)
-    assert message.startswith(f"data.jsonl, line 2, column {expected_column}: not valid JSON: ")
+    assert message.startswith(f"data.jsonl, line 2, column {column}: not valid JSON: ")
     assert " at;" not in message and not message.endswith(" at")
 
 
