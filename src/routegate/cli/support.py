@@ -96,8 +96,8 @@ def register(subparsers: Any) -> None:
         "chat",
         help="talk to the support desk interactively",
         description="An interactive support-desk conversation (the last 10 messages are remembered per session). "
-        "Commands: /history, /reset, /quit, /help; Ctrl-D or Ctrl-C ends it. Each run starts a new session unless --session names one. "
-        + _data_dir_note(),
+        "Commands: /history, /reset, /quit, /help; Ctrl-D or Ctrl-C ends it. Each run starts a new session "
+        "unless --session names one. " + _data_dir_note(),
     )
     chat.add_argument("--session", default=None, help=_SESSION_HELP)
     chat.add_argument("--trace", action="store_true", help="print the route, the tool call and the fallback")
