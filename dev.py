@@ -125,8 +125,27 @@ _STOP_WITHIN = 30.0
 def run(extra: list[str]) -> int:
     install(RUN_EXTRAS)
     ensure_bubblewrap()
+    _path_hint()
     args = extra or ["up"]
     return _supervise([str(BIN / "routegate"), *args])
+
+
+def _path_hint() -> None:
+    """Say once per run how to reach ``routegate`` itself: setup puts it in .venv, not on PATH."""
+    script = BIN / "routegate"
+    found = shutil.which("routegate")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return  # the virtual environment is active already
+    shown, activate = _shown(script), _shown(BIN / "activate")
+    _say(f"routegate is in {shown} (not on PATH): `source {activate}` to type `routegate ...`, or run {shown} ...")
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user can type it from here: relative below the current directory, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _supervise(command: list[str]) -> int:

@@ -13,10 +13,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from routegate.apps.support.db import EmbeddedPostgres
@@ -284,3 +286,51 @@ def test_serve_with_workers_stops_them_all_and_exits_with_the_signal(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.mark.e2e
+def test_a_second_ctrl_c_ends_an_open_stream_with_an_error_event(data_dir: Path) -> None:
+    """``routegate serve`` with a turn in flight (the LLM never answers): the first Ctrl-C stops accepting and
+    waits for it, the second stops waiting; the client's stream still ends with an ``error`` event, and the server
+    prints no traceback."""
+    from routegate.server.testing import parse_sse, serve_process
+    from routegate.testing import ScriptedOpenAIServer
+    from routegate.testing.steps import Hang
+
+    received: list[str] = []
+    routed = threading.Event()
+
+    def read_stream(url: str) -> None:
+        body = {"message": "What is the status of ticket 1?"}
+        with httpx.stream("POST", f"{url}/chat", json=body, timeout=120) as response:
+            for line in response.iter_lines():
+                received.append(line)
+                if line == "event: route":
+                    routed.set()
+
+    stderr_file = data_dir / "serve.stderr"
+    with ScriptedOpenAIServer(fallback=Hang()) as llm, stderr_file.open("wb") as stderr:
+        env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), OPENAI_API_KEY=llm.api_key)
+        env |= {"OPENAI_BASE_URL": llm.base_url, "ROUTEGATE_OPENAI_MAX_RETRIES": "0"}
+        env.pop("DATABASE_URL", None)
+        with serve_process(env=env, stderr=stderr, start_timeout=240) as (url, proc):
+            reader = threading.Thread(target=read_stream, args=(url,))
+            reader.start()
+            assert routed.wait(60), received  # the turn is under way: the LLM holds it
+            os.killpg(proc.pid, signal.SIGINT)
+            port = int(url.rsplit(":", 1)[1])
+            deadline = time.monotonic() + 30
+            while accepts(port):  # the first Ctrl-C was handled: no new connections, bounded
+                assert time.monotonic() < deadline, "the server still accepts connections after Ctrl-C"
+                time.sleep(0.05)
+            assert reader.is_alive()  # the open stream is waited for
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=60)
+            reader.join(60)
+    events = parse_sse("\n".join(received) + "\n")
+    assert events[0][0] == "route"
+    assert events[-1][0] == "error" and events[-1][1]["code"] == "server_shutting_down", events
+    assert proc.returncode == 130
+    err = stderr_file.read_text(errors="replace")
+    assert "Traceback" not in err and "CancelledError" not in err, err
+    assert wait_until_gone(str(data_dir)) == []

@@ -44,7 +44,7 @@ def readme_commands() -> list[list[str]]:
 
 def test_the_readme_lists_the_commands_this_test_knows() -> None:
     names = [argv[1] for argv in readme_commands()]
-    assert set(names) - NOT_RUN == {"ask", "route", "triage", "fit", "eval"}, names
+    assert set(names) - NOT_RUN == {"ask", "route", "triage", "fit", "eval", "data"}, names
     assert names.index("fit") < names.index("eval"), "eval reads the router that fit writes"
 
 
@@ -92,3 +92,4 @@ def test_readme_commands_run_as_written(tmp_path: Path) -> None:
     report = json.loads(outputs["eval"])
     assert (report["n"], report["n_in_scope"], report["n_oos"]) == (89, 64, 25)  # examples/clinc150/test.jsonl
     assert (tmp_path / "curve.png").read_bytes().startswith(b"\x89PNG")
+    assert f"data dir: {tmp_path / 'data'}" in outputs["data"] and "support-pg" in outputs["data"]

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "routegate.cli.serve",
     "routegate.cli.routers",
     "routegate.cli.plans",
+    "routegate.cli.data",
 )
 
 
@@ -47,6 +48,22 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _common_options() -> argparse.ArgumentParser:
+    """The options every command takes after its name too (``routegate plans list --db x --debug``): the one
+    parent parser of every command's parser. ``SUPPRESS`` keeps the value given before the command otherwise."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+    return common
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """The parser of a command, nested ones included (``plans`` builds its actions' parsers with this class too,
+    as ``add_subparsers`` reuses its parser's class): each has the common options as a parent."""
+
+    def __init__(self, *, parents: Sequence[argparse.ArgumentParser] = (), **kwargs: Any) -> None:
+        super().__init__(parents=[*parents, _common_options()], **kwargs)  # add_parser passes keywords only
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="routegate",
@@ -55,12 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
-    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_CommandParser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
-    for command in subparsers.choices.values():
-        # after the command too (``routegate ask "hi" --debug``); SUPPRESS keeps the top-level value otherwise
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     return parser
 
 

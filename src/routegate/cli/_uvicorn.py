@@ -9,15 +9,19 @@ Imported by ``serve`` / ``up`` only: uvicorn is not part of the one-shot command
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Final
 
 from routegate._extras import needs
 
 with needs("server"):
     import uvicorn
     from uvicorn.supervisors import Multiprocess
+
+_END_WITHIN: Final = 5.0  # seconds the requests ended at shutdown get to send their last bytes
 
 
 class QuietSignalsServer(uvicorn.Server):
@@ -35,6 +39,17 @@ class QuietSignalsServer(uvicorn.Server):
         if self.should_exit:
             self.force_exit = True  # a second Ctrl-C: stop waiting for open connections
         self.should_exit = True
+
+    async def end_open_requests(self, end: Callable[[], object], *, within: float = _END_WITHIN) -> None:
+        """After :meth:`serve` returned: when requests are still open (a second Ctrl-C cut the wait for them
+        short), ``end`` makes the app answer them (:func:`routegate.server.app.end_open_requests`), and their tasks
+        are given ``within`` seconds to finish, so none is cancelled mid-flight (a client reading a stream that just
+        stops, a ``CancelledError`` traceback)."""
+        tasks = set(self.server_state.tasks)
+        if not tasks:
+            return
+        end()
+        await asyncio.wait(tasks, timeout=within)
 
 
 class SignalledSupervisor(Multiprocess):

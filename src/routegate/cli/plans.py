@@ -17,11 +17,13 @@ import argparse
 import importlib
 import json
 import os
+import sqlite3
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
-from routegate.errors import ConfigurationError
+from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.settings import Settings
 
 
@@ -58,17 +60,43 @@ def register(subparsers: Any) -> None:
 
 
 def _open(db: str, fallback_key: bytes | None = None) -> Any:
-    """The store at ``--db``, signing with ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` (else ``fallback_key``: the key of
-    the resumed plan's own store, so a resume from the command line never drops the plan's signing)."""
+    """The store behind ``--db``, opened now, signing with ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` (else
+    ``fallback_key``: the key of the resumed plan's own store, so a resume from the command line never drops the
+    plan's signing). A path that is no plan store or a server that cannot be reached is said here, in the words of
+    ``--db`` (not of ``DATABASE_URL``, which ``plans`` does not read)."""
     from routegate.plan import Store
 
-    if not db.startswith(("postgresql://", "postgres://")) and not os.path.exists(db):
+    postgres = db.startswith(("postgresql://", "postgres://"))
+    if not postgres and not os.path.exists(db):
         raise ConfigurationError(
             f"--db {_escaped(db)}: no such file; give the path Store(db=...) used, or a postgresql:// URL"
         )
     secret = Settings().checkpoint_signing_key
     key = secret.get_secret_value() if secret is not None else ""
-    return Store(db=db, signing_key=key or fallback_key)
+    store = Store(db=db, signing_key=key or fallback_key)
+    try:
+        store.checkpoints  # noqa: B018  # opens the backend
+    except sqlite3.OperationalError as exc:
+        problem: Exception = ConfigurationError(
+            f"cannot open the plan store {_escaped(db)}: {exc}; check the path and its permissions"
+        )
+    except sqlite3.DatabaseError as exc:
+        problem = ConfigurationError(
+            f"{_escaped(db)} is not a routegate plan store: {exc} (SQLite cannot read it); give the file "
+            "Store(db=...) was given"
+        )
+    except Exception as exc:
+        if not postgres or not type(exc).__module__.startswith("psycopg"):
+            raise
+        problem = RuntimeFaultError(
+            f"cannot connect to the PostgreSQL server of --db ({_server_of(db)}): {exc}; check that the server is "
+            "running and that --db is its URL"
+        )
+    else:
+        return store
+    # raised outside the handler, without the driver's error as its context: the CLI would otherwise add its
+    # advice about DATABASE_URL, which plans do not read
+    raise problem
 
 
 def _escaped(text: str) -> str:
@@ -96,6 +124,17 @@ def _dumps(value: object, **options: Any) -> str:
 
 def _field(mapping: object, name: str) -> Any:
     return mapping.get(name) if isinstance(mapping, dict) else None
+
+
+def _server_of(url: str) -> str:
+    """``host:port`` of a PostgreSQL URL: enough to tell which server, without the user, password or database
+    (a URL is never printed whole)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        port = 5432
+    return f"{parts.hostname or 'localhost'}:{port}"
 
 
 def _summary(record: Any) -> dict[str, Any]:

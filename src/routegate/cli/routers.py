@@ -1,19 +1,22 @@
 """``routegate fit`` and ``routegate eval``: fit, calibrate and save a semantic router; evaluate a saved one.
 
-Everything that can be checked before the long part is: ``fit`` checks that ``-o`` is a writable directory before
-fitting, ``eval`` that the ``--plot`` directory exists before evaluating; ``eval`` prints its report before writing
-the plot, so a failed plot never loses the report. Errors are one ``error:`` line from :func:`routegate.cli.main`.
+Everything that can be checked before the long part is: ``fit`` checks that ``-o`` can be written before
+fitting, and writes the router into a directory beside it that is renamed into place at the end (a refused or
+interrupted fit leaves nothing behind); ``eval`` checks that the ``--plot`` directory exists before evaluating,
+and prints its report before writing the plot, so a failed plot never loses the report. Errors are one ``error:`` line from :func:`routegate.cli.main`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -133,20 +136,36 @@ def add_ray_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def writable_dir(path: str | Path) -> Path:
-    """Create ``path`` if needed and check a file can be written in it; :class:`ConfigurationError` otherwise."""
+@contextlib.contextmanager
+def staged_output(path: str | Path) -> Iterator[Path]:
+    """A new directory beside ``path`` to write the router into, checked writable before the long part; when the
+    block ends normally its files are renamed into ``path`` (the directory itself when ``path`` does not exist yet),
+    otherwise (the data refused, an error, Ctrl-C) it is removed, with any parent it had to create: a fit leaves
+    a whole router or nothing."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise ConfigurationError(f"the output {out} exists and is not a directory; choose a directory path")
+    parent = out.absolute().parent
+    created = next((p for p in reversed([parent, *parent.parents]) if not p.exists()), None)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
+        parent.mkdir(parents=True, exist_ok=True)
+        stage = parent / f".{out.name}.{uuid.uuid4().hex[:8]}.partial"
+        stage.mkdir()  # not mkdtemp: the router's directory gets the usual permissions (umask), not 0700
     except OSError as exc:
         raise ConfigurationError(
             f"cannot write to the output directory {out}: {exc.strerror or exc}; choose a writable place"
         ) from exc
-    return out
+    try:
+        yield stage
+        if out.exists():
+            for item in stage.iterdir():
+                os.replace(item, out / item.name)
+            stage.rmdir()
+        else:
+            stage.rename(out)
+    except BaseException:
+        shutil.rmtree(created or stage, ignore_errors=True)
+        raise
 
 
 def _check_plot_path(path: str) -> None:
@@ -278,53 +297,53 @@ def run_fit(args: argparse.Namespace) -> int:
         print(f"adding {len(extra)} labelled misroute(s) from {args.misroutes}", file=sys.stderr)
         train += extra
     val = load_examples(args.val) if args.val else None
-    output = writable_dir(args.output)  # before fitting, not after
     n_oos = sum(e.label == args.oos_label for e in [*train, *(val or [])])
     for line in [*objective_warnings(args, n_oos, config), *finetune_warnings(args)]:
         print(f"warning: {line}", file=sys.stderr)
-    started = time.perf_counter()
-    print(f"fitting on {len(train)} examples ...", file=sys.stderr)
-    encoder: Any = MiniLMEncoder(intra_op_num_threads=args.threads)
-    if not args.no_progress:
-        encoder = ProgressEncoder(encoder, sys.stderr)
-    sweep: dict[str, Any] | None = None
-    if finetune is not None:
-        from routegate.routers.finetune import fit_finetuned
+    with staged_output(args.output) as stage:  # checked before fitting; renamed into place at the end
+        started = time.perf_counter()
+        print(f"fitting on {len(train)} examples ...", file=sys.stderr)
+        encoder: Any = MiniLMEncoder(intra_op_num_threads=args.threads)
+        if not args.no_progress:
+            encoder = ProgressEncoder(encoder, sys.stderr)
+        sweep: dict[str, Any] | None = None
+        if finetune is not None:
+            from routegate.routers.finetune import fit_finetuned
 
-        assert val is not None  # finetune_config refuses a fit without --val
-        result = fit_finetuned(
-            train,
-            val=val,
-            finetune=finetune,
-            config=config,
-            default_route=args.default_route,
-            oos_label=args.oos_label,
-            baseline_encoder=encoder,
-            progress=None if args.no_progress else sys.stderr,
-        )
-        router = result.router
-        sweep = {
-            "chosen": result.best.to_dict(),
-            "finetuned": result.finetuned,
-            "candidates": len(result.candidates),
-            "stopped_by_budget": result.stopped_by_budget,
-            "not_started": list(result.skipped),
-            "seconds": round(result.seconds, 1),
-        }
-    else:
-        router = SemanticRouter.fit(
-            train,
-            val=val,
-            encoder=encoder,
-            default_route=args.default_route,
-            oos_label=args.oos_label,
-            config=config,
-        )
-    path = router.save(output)
+            assert val is not None  # finetune_config refuses a fit without --val
+            result = fit_finetuned(
+                train,
+                val=val,
+                finetune=finetune,
+                config=config,
+                default_route=args.default_route,
+                oos_label=args.oos_label,
+                baseline_encoder=encoder,
+                progress=None if args.no_progress else sys.stderr,
+            )
+            router = result.router
+            sweep = {
+                "chosen": result.best.to_dict(),
+                "finetuned": result.finetuned,
+                "candidates": len(result.candidates),
+                "stopped_by_budget": result.stopped_by_budget,
+                "not_started": list(result.skipped),
+                "seconds": round(result.seconds, 1),
+            }
+        else:
+            router = SemanticRouter.fit(
+                train,
+                val=val,
+                encoder=encoder,
+                default_route=args.default_route,
+                oos_label=args.oos_label,
+                config=config,
+            )
+        router.save(stage)
     cal = router.calibration
     print(f"objective: {describe_objective(cal.objective, cal.target, n_oos, args.oos_label)}", file=sys.stderr)
     summary = {
-        "router": str(path),
+        "router": str(Path(args.output)),
         "routes": len(router.routes),
         "fit_seconds": round(time.perf_counter() - started, 2),
         "calibration": {k: v for k, v in cal.to_dict().items() if k != "grid"},

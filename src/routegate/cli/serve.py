@@ -4,13 +4,17 @@ Postgres + server + UI together). Wiring only: the desk comes from ``open_suppor
 is built (every command's parser is).
 
 Ctrl-C exits 130 and SIGTERM 143 after everything the command started has stopped, with one line
-``routegate: stopped.``; with ``--workers N`` too, once every worker process has exited."""
+``routegate: stopped.``; with ``--workers N`` too, once every worker process has exited. The first Ctrl-C lets
+open requests finish; a second one ends them with an answer (an open ``/chat`` stream with an ``error`` event
+``server_shutting_down``) before the desk closes."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import errno
+import functools
 import os
 import signal
 import socket
@@ -21,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from routegate._extras import require
-from routegate.errors import RuntimeFaultError
+from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.settings import Settings
 
 _UI_START_TIMEOUT = 60.0
@@ -101,9 +105,10 @@ def run_serve(args: argparse.Namespace) -> int:
         return _serve_ray(settings, args, workers)
     if getattr(args, "replicas", None) is not None or getattr(args, "autoscale", None) is not None:
         raise SystemExit("--replicas and --autoscale need --ray (or use --workers N without Ray)")
+    listener = _listening_socket(settings.server_host, settings.server_port)  # a busy port is said before any start
     if workers > 1:
-        return _serve_workers(settings, workers)
-    return _run(_serve(settings, with_ui=False))
+        return _serve_workers(settings, workers, listener)
+    return _run(_serve(settings, listener, with_ui=False))
 
 
 def _serve_ray(settings: Settings, args: argparse.Namespace, workers: int) -> int:
@@ -137,7 +142,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def _serve_workers(settings: Settings, workers: int) -> int:
+def _serve_workers(settings: Settings, workers: int, listener: socket.socket) -> int:
     """Several uvicorn worker processes over one PostgreSQL: the parent starts the embedded server (unless
     DATABASE_URL), primes the schema and the router's fitted layer once, then hands the URL to the workers."""
     from routegate.apps.support.factory import database_url, prime_support_desk
@@ -148,7 +153,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
     try:
         prime_support_desk(settings, url)
         os.environ["DATABASE_URL"] = url  # the workers' Settings() read it
-        host, port = settings.server_host, settings.server_port
+        host, port = settings.server_host, listener.getsockname()[1]
         print(
             f"routegate server: http://{host}:{port}  ({workers} workers; API docs http://{host}:{port}/docs)",
             flush=True,
@@ -162,7 +167,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
             workers=workers,
             log_level="warning",
         )
-        supervisor = SignalledSupervisor(config, sockets=[_listening_socket(host, port)])
+        supervisor = SignalledSupervisor(config, sockets=[listener])
         supervisor.run()  # returns once every worker has exited
     finally:
         if embedded is not None:
@@ -179,7 +184,14 @@ def _serve_workers(settings: Settings, workers: int) -> int:
 def run_up(args: argparse.Namespace) -> int:
     require("server")  # the missing extras are said before any database starts
     require("ui")
-    return _run(_serve(_settings(args), with_ui=True))
+    settings = _settings(args)
+    listener = _listening_socket(settings.server_host, settings.server_port)
+    try:  # Streamlit binds the UI's port itself: only checked here, so that a busy one is said before any start
+        _listening_socket(settings.ui_host, settings.ui_port, flag="--ui-port").close()
+    except BaseException:
+        listener.close()
+        raise
+    return _run(_serve(settings, listener, with_ui=True))
 
 
 def run_ui(args: argparse.Namespace) -> int:
@@ -190,6 +202,7 @@ def run_ui(args: argparse.Namespace) -> int:
     host = args.host or settings.ui_host
     port = settings.ui_port if args.port is None else args.port
     server_url = args.server_url or settings.ui_server_url
+    _listening_socket(host, port).close()  # a busy port is one error line, not Streamlit's
     proc = subprocess.Popen(streamlit_command(host=host, port=port), env=streamlit_env(server_url=server_url))
     print(f"routegate UI: http://{host}:{port}  (server {server_url}; Ctrl-C to stop)", flush=True)
     try:
@@ -198,15 +211,16 @@ def run_ui(args: argparse.Namespace) -> int:
         _stop(proc)
 
 
-async def _serve(settings: Settings, *, with_ui: bool) -> int:
+async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) -> int:
     """Serve until SIGINT/SIGTERM, then stop the UI, the server, the desk and PostgreSQL in that order; the exit
     status is 130 after SIGINT (Ctrl-C), 143 after SIGTERM. A signal during start-up raises KeyboardInterrupt
     (:mod:`routegate.cli._signals`) and the same clean-up runs as the coroutine unwinds."""
     from routegate.apps.support.factory import open_support_desk
     from routegate.cli._uvicorn import QuietSignalsServer
     from routegate.server import create_app
+    from routegate.server.app import end_open_requests
 
-    host, port = settings.server_host, settings.server_port
+    host, port = settings.server_host, listener.getsockname()[1]
     print(
         f"routegate: starting the support desk ({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
@@ -224,7 +238,7 @@ async def _serve(settings: Settings, *, with_ui: bool) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # stop serving, then let the cleanup below run to its end
             loop.add_signal_handler(sig, server.request_exit, sig)
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets=[listener]))
         ui: subprocess.Popen[bytes] | None = None
         try:
             while not server.started:  # uvicorn's readiness flag; fails fast if serve() ended (port in use)
@@ -245,20 +259,38 @@ async def _serve(settings: Settings, *, with_ui: bool) -> int:
             if not serving.done():
                 server.should_exit = True
                 await serving
+            # before the desk closes: requests still open (a second Ctrl-C) end with an answer, not cancelled
+            await server.end_open_requests(functools.partial(end_open_requests, app))
     print("routegate: stopped.", flush=True)
     return 128 + server.stopped_by if server.stopped_by else 0
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """What ``uvicorn.run(workers=N)`` binds, but created as a TCP socket (``proto=IPPROTO_TCP``): asyncio sets
-    TCP_NODELAY only on connections of such sockets, and without it small responses wait for delayed ACKs
-    (~40 ms per request at concurrency 1)."""
+def _listening_socket(host: str, port: int, *, flag: str = "--port") -> socket.socket:
+    """The server's socket, bound here before anything starts (uvicorn listens on it), so that a port in use is
+    one ``error:`` line naming ``flag``, exit 2, not uvicorn's ``[Errno 98]``. Created as a TCP socket
+    (``proto=IPPROTO_TCP``): asyncio sets TCP_NODELAY only on connections of such sockets, and without it small
+    responses wait for delayed ACKs (~40 ms per request at concurrency 1)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise _bind_error(exc, host, port, flag) from None
     sock.set_inheritable(True)
     return sock
+
+
+def _bind_error(exc: OSError, host: str, port: int, flag: str) -> ConfigurationError:
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigurationError(f"port {port} on {host} is already in use: stop the other server or pass {flag} N")
+    if exc.errno == errno.EACCES:
+        return ConfigurationError(f"no permission to listen on port {port} of {host}: pass {flag} N with N >= 1024")
+    reason = exc.strerror or str(exc)
+    return ConfigurationError(
+        f"cannot listen on {host}:{port} ({reason}); pass --host with an address of this machine (127.0.0.1, 0.0.0.0)"
+    )
 
 
 def _start_ui(settings: Settings) -> subprocess.Popen[bytes]:

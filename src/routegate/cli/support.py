@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
+import re
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -93,8 +96,8 @@ def register(subparsers: Any) -> None:
         "chat",
         help="talk to the support desk interactively",
         description="An interactive support-desk conversation (the last 10 messages are remembered per session). "
-        "Commands: /history, /reset, /quit. Each run starts a new session unless --session names one. "
-        + _data_dir_note(),
+        "Commands: /history, /reset, /quit, /help; Ctrl-D or Ctrl-C ends it. Each run starts a new session "
+        "unless --session names one. " + _data_dir_note(),
     )
     chat.add_argument("--session", default=None, help=_SESSION_HELP)
     chat.add_argument("--trace", action="store_true", help="print the route, the tool call and the fallback")
@@ -107,7 +110,7 @@ def register(subparsers: Any) -> None:
         'Give one message, or --file with one JSON object per line ({"text": ...}); one JSON line per input.',
     )
     route.add_argument("message", nargs="?", help="the message to route")
-    route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line')
+    route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line; - reads standard input')
     route.add_argument("--json", action="store_true", help="print JSON lines (default for --file)")
     from routegate.cli.routers import add_ray_options
 
@@ -116,10 +119,26 @@ def register(subparsers: Any) -> None:
 
 
 # -- ask / chat ---------------------------------------------------------------------------------------------
+def _session(given: str | None) -> str:
+    """``--session`` checked before anything starts (bad input: exit 2), or a new session id."""
+    if given is None:
+        return new_session_id()
+    from routegate.apps.support.inputs import check_session_id
+    from routegate.errors import ConfigurationError
+
+    try:
+        return check_session_id(given)
+    except ValueError:
+        raise ConfigurationError(
+            f"--session {given[:60]!r} is not a session id: use 1-160 letters, digits and ._:@-, "
+            "or leave --session out to start a new session"
+        ) from None
+
+
 def run_ask(args: argparse.Namespace) -> int:
     settings = Settings()
     message = checked(args.message, settings)  # before the database or a model starts
-    session = args.session or new_session_id()
+    session = _session(args.session)
     return asyncio.run(_ask(settings, message, session, as_json=args.json, announce=args.session is None))
 
 
@@ -160,19 +179,46 @@ async def _turn(
 
 def run_chat(args: argparse.Namespace) -> int:
     settings = Settings()
-    return asyncio.run(_chat(settings, args.session or new_session_id(), trace=args.trace))
+    return asyncio.run(_chat(settings, _session(args.session), trace=args.trace))
+
+
+_COMMANDS = "/history /reset /quit (or /exit) /help"
+_COMMAND = re.compile(r"/[A-Za-z][\w-]*")
+"""A line that is one word like this is a chat command, never a message (``/etc/passwd is down`` is a message)."""
 
 
 def _lines() -> Iterator[str]:
+    """The lines typed at the ``you>`` prompt, until end of input (Ctrl-D). Ctrl-C at the prompt raises
+    :class:`KeyboardInterrupt` at once: while the prompt waits, SIGINT gets Python's own handler back (asyncio's,
+    installed by ``asyncio.run``, would only cancel the conversation once a line was entered)."""
     if isinstance(sys.stdin, io.TextIOWrapper):
         # bytes that are not UTF-8 become lone surrogates, refused with their position by the message check,
         # instead of a UnicodeDecodeError that would end the conversation
         sys.stdin.reconfigure(errors="surrogateescape")
     while True:
         try:
-            yield input("you> ")
+            with _interruptible():
+                line = input("you> ")
         except EOFError:
+            print()  # Ctrl-D: end the prompt's line, so the shell's prompt starts on a new one
             return
+        except KeyboardInterrupt:
+            print()
+            raise
+        yield line
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread (an embedding application): leave its handlers alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
@@ -181,7 +227,7 @@ async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
     async with open_support_desk(settings) as desk:
         print(
             f"routegate support desk — session {session!r} (continue it later with --session {session}). "
-            "/history, /reset, /quit.",
+            f"Commands: {_COMMANDS}.",
             file=sys.stderr,
         )
         for line in _lines():
@@ -193,19 +239,31 @@ async def _chat(settings: Settings, session: str, *, trace: bool) -> int:
             except InvalidMessageError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 continue
-            if text in ("/quit", "/exit"):
-                break
-            if text == "/reset":
-                await desk.reset(session)
-                print("(conversation cleared)")
-                continue
-            if text == "/history":
-                for m in await desk.history(session):
-                    print(f"{m.role}: {m.content}")
+            if _COMMAND.fullmatch(text):
+                if text in ("/quit", "/exit"):
+                    break
+                await _command(desk, session, text)
                 continue
             sys.stdout.write("desk> ")
             await _turn(desk, text, session, out=sys.stdout, stream=True, trace=trace)
     return 0
+
+
+async def _command(desk: SupportAgent, session: str, command: str) -> None:
+    """A chat command other than /quit; an unknown one is said, and nothing is sent to the desk."""
+    if command == "/reset":
+        await desk.reset(session)
+        print("(conversation cleared)")
+    elif command == "/history":
+        messages = await desk.history(session)
+        for m in messages:
+            print(f"{m.role}: {m.content}")
+        if not messages:
+            print("(no messages in this session yet)")
+    elif command == "/help":
+        print(f"commands: {_COMMANDS}; anything else is sent to the desk")
+    else:
+        print(f"unknown command {command}; commands: {_COMMANDS} (nothing was sent)", file=sys.stderr)
 
 
 # -- route (dry run) -----------------------------------------------------------------------------------------
@@ -218,26 +276,29 @@ def run_route(args: argparse.Namespace) -> int:
     settings = Settings()
     inputs: list[dict[str, Any]] = []
     if args.file is not None:
+        from routegate.routers.data import json_problem
+
+        source = "standard input" if str(args.file) == "-" else str(args.file)
         try:
-            lines = args.file.read_text(encoding="utf-8").splitlines()
+            lines = _read_queries(args.file)
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"error: cannot read {args.file}: {exc}; give a readable UTF-8 JSONL file", file=sys.stderr)
+            print(f"error: cannot read {source}: {exc}; give a readable UTF-8 JSONL file", file=sys.stderr)
             return 2
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
-            except ValueError:
-                print(f"error: line {number} of {args.file} is not JSON", file=sys.stderr)
+            except json.JSONDecodeError as exc:
+                print(f"error: {source}, line {number}, {json_problem(exc)}", file=sys.stderr)
                 return 2
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                print(f'error: line {number} of {args.file} needs a "text" string', file=sys.stderr)
+                print(f'error: line {number} of {source} needs a "text" string', file=sys.stderr)
                 return 2
             try:
                 checked(item["text"], settings, from_bytes=False)
             except InvalidMessageError as exc:
-                print(f"error: line {number} of {args.file}: {exc}", file=sys.stderr)
+                print(f"error: line {number} of {source}: {exc}", file=sys.stderr)
                 return 2
             inputs.append(item)
     else:
@@ -247,6 +308,13 @@ def run_route(args: argparse.Namespace) -> int:
 
         return route_on_ray(settings, inputs, as_json=args.json or args.file is not None, actors=args.ray_actors)
     return asyncio.run(_route(settings, inputs, as_json=args.json or args.file is not None))
+
+
+def _read_queries(path: Path) -> list[str]:
+    """The lines of ``path``, or of standard input for ``-`` (``... | routegate route --file -``)."""
+    if str(path) == "-":
+        return sys.stdin.buffer.read().decode("utf-8").splitlines()
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def support_router(settings: Settings, encoder: Any = None) -> tuple[SupportRouter, OpenAIChatModel | None]:

@@ -20,6 +20,20 @@ class LabelledExample:
     label: str
 
 
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """The column of a line that is not JSON and what is wrong there, in full (``json``'s own message ends in a
+    dangling "at"; the column and the character found are what a reader needs)."""
+    what = exc.msg.removesuffix(" at").strip()
+    found = exc.doc[exc.pos] if exc.pos < len(exc.doc) else None
+    if what == "Invalid control character" and found is not None:
+        what = f"a raw control character (U+{ord(found):04X}) inside a string; write it as \\u{ord(found):04x} or remove it"
+    elif what == "Unterminated string starting":
+        what = "the string that starts here is not closed"
+    else:
+        what = f"{what[0].lower()}{what[1:]}, " + ("but the line ends there" if found is None else f"found {found!r}")
+    return f"column {exc.colno}: not valid JSON: {what}"
+
+
 def parse_examples(lines: Iterable[str], *, source: str = "<input>") -> list[LabelledExample]:
     """Parse JSONL lines; blank lines are skipped, anything else malformed is refused with its line number."""
     out: list[LabelledExample] = []
@@ -29,7 +43,10 @@ def parse_examples(lines: Iterable[str], *, source: str = "<input>") -> list[Lab
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"{source}:{number}: not valid JSON ({exc.msg})") from exc
+            raise ConfigurationError(
+                f"{source}, line {number}, {json_problem(exc)}; each line is one JSON object like "
+                '{"text": "...", "label": "..."}'
+            ) from exc
         if not isinstance(obj, dict):
             raise ConfigurationError(f"{source}:{number}: expected an object with 'text' and 'label'")
         text, label = obj.get("text"), obj.get("label")

@@ -18,6 +18,7 @@ from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
 from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
 from routegate.server._sessions import not_found, session_for_turn, session_to_delete
+from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE
 from routegate.server._sse import EventStreamResponse, encode_event
 from routegate.server._text import Text
 from routegate.server._turns import (
@@ -75,7 +76,8 @@ async def chat(body: ChatRequest, request: Request, services: ServicesDep, calle
         if status == 503:
             headers["Retry-After"] = "5"
         return error_response(status, first.code, first.message, headers)
-    return EventStreamResponse(_sse(first, events, session_id), headers=headers)
+    farewell = encode_event("error", {"code": SERVER_SHUTTING_DOWN, "message": SHUTTING_DOWN_MESSAGE})
+    return EventStreamResponse(_sse(first, events, session_id), headers=headers, farewell=farewell)
 
 
 async def _collect(events: AsyncGenerator[SupportEvent, None], session_id: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from routegate.server._deps import CallerDep, ServicesDep, require_api_key
 from routegate.server._errors import ApiError, error_body, error_response
 from routegate.server._schemas import SESSION_PATTERN, ChatCompletionRequest
 from routegate.server._sessions import session_for_turn
+from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE
 from routegate.server._sse import EventStreamResponse, dumps, encode_data
 from routegate.server._text import Text
 from routegate.server._turns import check_message, raise_for, run_turn, status_for
@@ -98,7 +99,8 @@ async def chat_completions(
         await events.aclose()
         return error_response(status_for(first), first.code, first.message, headers)
     chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
-    return EventStreamResponse(_chunks(chunk, first, events), headers=headers)
+    farewell = encode_data(dumps(error_body(503, SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE))) + encode_data("[DONE]")
+    return EventStreamResponse(_chunks(chunk, first, events), headers=headers, farewell=farewell)
 
 
 async def _final(events: AsyncGenerator[SupportEvent, None]) -> TurnResult:

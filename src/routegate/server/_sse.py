@@ -1,5 +1,6 @@
 """Server-Sent Events: the wire encoding and a streaming response that notices a client leaving while the
-desk is still thinking, and always closes its event source (so no task or connection outlives the client)."""
+desk is still thinking, and always closes its event source (so no task or connection outlives the client). A
+stream may name its *farewell*, the last event it sends if the server stops under it (:mod:`._shutdown`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from routegate._extras import needs
 with needs("server"):
     from starlette.responses import StreamingResponse
     from starlette.types import Receive, Scope, Send
+
+from routegate.server._shutdown import set_farewell
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -36,11 +39,19 @@ class EventStreamResponse(StreamingResponse):
     media_type = "text/event-stream"
 
     def __init__(
-        self, content: AsyncIterator[bytes], *, status_code: int = 200, headers: dict[str, str] | None = None
+        self,
+        content: AsyncIterator[bytes],
+        *,
+        status_code: int = 200,
+        headers: dict[str, str] | None = None,
+        farewell: bytes | None = None,
     ) -> None:
         super().__init__(content, status_code=status_code, headers={**SSE_HEADERS, **(headers or {})})
+        self.farewell = farewell
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.farewell is not None:  # the last event if the server stops under the stream
+            set_farewell(scope, self.farewell)
         try:
             async with anyio.create_task_group() as group:
 

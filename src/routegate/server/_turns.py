@@ -26,6 +26,7 @@ from routegate.core import messages
 from routegate.server._auth import KeyRing, SessionRef
 from routegate.server._errors import ApiError
 from routegate.server._metrics import ServerMetrics
+from routegate.server._shutdown import SERVER_SHUTTING_DOWN, OpenRequests
 from routegate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class Services:
     locks: SessionLocks
     keys: KeyRing = field(default_factory=lambda: KeyRing(()))
     database: DatabaseState = field(default_factory=DatabaseState)
+    open_requests: OpenRequests = field(default_factory=OpenRequests)
 
 
 def new_session_id() -> str:
@@ -248,7 +250,7 @@ async def _refine(services: Services, error: TurnError) -> TurnError:
 
 
 def status_for(error: TurnError) -> int:
-    if error.code in (DATABASE_UNAVAILABLE, SESSION_BUSY) or error.code.endswith("_unavailable"):
+    if error.code in (DATABASE_UNAVAILABLE, SESSION_BUSY, SERVER_SHUTTING_DOWN) or error.code.endswith("_unavailable"):
         return 503
     if error.code.endswith("timeout"):
         return 504

@@ -20,6 +20,7 @@ from routegate.server._auth import KeyRing
 from routegate.server._errors import error_response, install_error_handlers
 from routegate.server._guard import BodyGuard
 from routegate.server._metrics import MetricsMiddleware, ServerMetrics
+from routegate.server._shutdown import ShutdownGuard
 from routegate.server._turns import DATABASE_UNAVAILABLE, Services, SessionLocks, desk_healthy
 from routegate.server.telemetry import configure_tracing, instrument
 from routegate.settings import Settings
@@ -75,7 +76,9 @@ def create_app(
     app.include_router(_chat.protected)
     app.include_router(_openai.router)
 
-    # Outermost last: metrics see every request (413s included); CORS headers go on every answer.
+    # Outermost last: metrics see every request (413s included); CORS headers go on every answer; the shutdown
+    # guard is innermost, so its answers pass through all the others.
+    app.add_middleware(ShutdownGuard, requests=services.open_requests)
     app.add_middleware(BodyGuard, max_bytes=settings.server_max_request_bytes)
     if settings.server_cors_origins:
         app.add_middleware(
@@ -89,3 +92,12 @@ def create_app(
     configure_tracing()  # the SDK and the OTLP exporter, when OTEL_EXPORTER_OTLP_ENDPOINT asks for them
     instrument(app)
     return app
+
+
+def end_open_requests(app: FastAPI) -> int:
+    """The server is going away with requests still open (a second Ctrl-C cut the wait for them short): each
+    event stream ends with its last event (``/chat``: an ``error`` event ``server_shutting_down``), each request
+    not answered yet gets 503 ``server_shutting_down``; so does any request that still arrives. Returns how many
+    requests were open; their tasks end shortly after. Call it before the desk closes."""
+    services: Services = app.state.services
+    return services.open_requests.end_all()

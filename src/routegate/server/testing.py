@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 
@@ -239,18 +239,23 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 15.0) -> None:
 
 @contextlib.contextmanager
 def serve_process(
-    *args: str, env: dict[str, str], start_timeout: float = 120.0, stop_timeout: float = 60.0
+    *args: str,
+    env: dict[str, str],
+    start_timeout: float = 120.0,
+    stop_timeout: float = 60.0,
+    stderr: int | IO[bytes] = subprocess.DEVNULL,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``routegate serve --port <free port> *args`` in a process group of its own, with ``env``; yields its URL and
     the process once ``/healthz`` answers. On exit it stops the group as Ctrl-C does (SIGINT; the exit status is
-    then ``process.returncode``, 130 when it stopped cleanly) and kills it after ``stop_timeout``."""
+    then ``process.returncode``, 130 when it stopped cleanly) and kills it after ``stop_timeout``. ``stderr``: where
+    the server's standard error goes (a file, to read what it printed; not a pipe nobody reads)."""
     port = free_port()
     cli = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
     proc = subprocess.Popen(
         [*cli, "serve", "--port", str(port), *args],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"

@@ -80,7 +80,7 @@ class EmbeddedPostgres:
 _HANDLE_FILE: Final = ".handle_pids.json"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """A running process (not a zombie) has this PID."""
     try:
         os.kill(pid, 0)
@@ -107,7 +107,7 @@ def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
             return  # no file yet (first start), or unreadable: pgserver handles it
         if not isinstance(pids, list):
             return
-        alive = [pid for pid in pids if isinstance(pid, int) and (pid == os.getpid() or _alive(pid))]
+        alive = [pid for pid in pids if isinstance(pid, int) and (pid == os.getpid() or process_alive(pid))]
         if alive != pids:
             gone = [pid for pid in pids if pid not in alive]
             logger.info("embedded PostgreSQL: forgetting users that died without leaving: %s", gone)
