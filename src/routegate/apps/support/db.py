@@ -47,6 +47,12 @@ AsyncConn = psycopg.AsyncConnection[dict[str, Any]]
 
 PROBE_TIMEOUT_SECONDS: Final = 3
 """Bound on the first, direct connection attempt at start-up (a host that does not answer)."""
+HEALTH_TIMEOUT_SECONDS: Final = 2.0
+"""Bound on one health check (:meth:`SupportDatabase.ping`), reconnecting included."""
+HEALTH_STATEMENT_TIMEOUT_MS: Final = 1000
+"""``statement_timeout`` of the health check's own connection: a database that is up answers ``SELECT 1`` at once."""
+HEALTH_APPLICATION_NAME: Final = "routegate-health"
+"""How the health check's connection shows in ``pg_stat_activity``."""
 
 
 def check_schema_name(schema: str) -> str:
@@ -69,6 +75,7 @@ class SupportDatabase:
         acquire_timeout: float = 3.0,
         asynchronous_commit: bool = False,
         readable_tables: frozenset[str] = ALLOWED_TABLES,
+        max_advisory_locks: int = 256,
     ) -> None:
         if not url:
             raise ConfigurationError("SupportDatabase needs a PostgreSQL URL")
@@ -103,7 +110,10 @@ class SupportDatabase:
             name=f"routegate-support-{self.schema}",
         )
         # cross-process locks (a session's turns, one at a time) on a connection of their own, opened on first use
-        self.locks = AdvisoryLocks(url, connect_timeout=connect_timeout)
+        self.locks = AdvisoryLocks(url, connect_timeout=connect_timeout, max_held=max_advisory_locks)
+        # the health check's own connection, outside the pool: a saturated pool is not a dead database
+        self._health: psycopg.AsyncConnection[Any] | None = None
+        self._ping_task: asyncio.Task[bool] | None = None
 
     async def open(self) -> None:
         """Connect once directly, then open the pool. The pool retries quietly until its timeout and then says only
@@ -131,6 +141,10 @@ class SupportDatabase:
             raise DatabaseUnavailableError(f"could not connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
+        if self._ping_task is not None and not self._ping_task.done():
+            self._ping_task.cancel()
+            await asyncio.wait([self._ping_task])
+        await self._drop_health()
         await self.locks.close()
         await self._pool.close()
 
@@ -149,12 +163,51 @@ class SupportDatabase:
         return cast("AbstractAsyncContextManager[AsyncConn]", self._pool.connection())
 
     async def ping(self) -> bool:
+        """Whether the database answers ``SELECT 1``, within :data:`HEALTH_TIMEOUT_SECONDS`, on a connection of
+        its own outside the pool: turns that hold or wait for every pooled connection cannot make the database
+        look down. Callers that ask while a check runs share its answer (a burst of failing turns costs one
+        check), and a caller that gives up does not cancel it for the others."""
+        task = self._ping_task
+        if task is None or task.done():
+            task = self._ping_task = asyncio.ensure_future(self._ping())
+        return await asyncio.shield(task)
+
+    async def _ping(self) -> bool:
         try:
-            async with asyncio.timeout(2.0), self._pool.connection() as conn:
-                await conn.execute("SELECT 1")
-        except Exception:
+            async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
+                fresh = self._health is None or self._health.closed
+                try:
+                    await (await self._health_connection()).execute("SELECT 1")
+                except psycopg.OperationalError:
+                    await self._drop_health()
+                    if fresh:
+                        raise
+                    # the connection was opened before the database restarted: one more try on a new one
+                    await (await self._health_connection()).execute("SELECT 1")
+        except Exception as exc:
+            logger.debug("health check failed: %s", type(exc).__name__)
+            await self._drop_health()
             return False
         return True
+
+    async def _health_connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._health is None or self._health.closed:
+            self._health = await psycopg.AsyncConnection.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=max(1, round(HEALTH_TIMEOUT_SECONDS)),
+                application_name=HEALTH_APPLICATION_NAME,
+                options=f"-c statement_timeout={HEALTH_STATEMENT_TIMEOUT_MS}",
+            )
+        return self._health
+
+    async def _drop_health(self) -> None:
+        conn, self._health = self._health, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                logger.debug("closing the health-check connection failed", exc_info=True)
 
     # -- schema --------------------------------------------------------------------------------------------
     async def ensure_schema(self, *, embedding_dim: int) -> None:
