@@ -139,13 +139,12 @@ def test_without_keys_each_client_address_is_a_tenant(
     start: Callable[..., tuple[ServerThread, HoldingDesk]],
 ) -> None:
     server, _ = start(tenant_max_concurrent_turns=1)
-    with _client(server) as here, _client(server, address="127.0.0.2") as there:
-        with contextlib.ExitStack() as held:
-            _hold(held, here)
-            _assert_429(here.post("/chat", json={"message": "ticket 1"}, headers=JSON), "too_many_concurrent_turns", "1")
-            assert "this client address" in here.post("/chat", json={"message": "x"}, headers=JSON).text
-            response = there.post("/chat", json={"message": "ticket 1"}, headers=JSON)
-            assert response.status_code == 200, response.text
+    with _client(server) as here, _client(server, address="127.0.0.2") as there, contextlib.ExitStack() as held:
+        _hold(held, here)
+        _assert_429(here.post("/chat", json={"message": "ticket 1"}, headers=JSON), "too_many_concurrent_turns", "1")
+        assert "this client address" in here.post("/chat", json={"message": "x"}, headers=JSON).text
+        response = there.post("/chat", json={"message": "ticket 1"}, headers=JSON)
+        assert response.status_code == 200, response.text
 
 
 def test_a_turn_gives_its_place_back_however_it_ends(
@@ -159,8 +158,12 @@ def test_a_turn_gives_its_place_back_however_it_ends(
         endings: list[Callable[[], int]] = [
             lambda: a.post("/chat", json={"message": "ticket 1", "session_id": "bs"}, headers=JSON).status_code,
             lambda: a.post("/chat", json={"message": " "}, headers=JSON).status_code,
-            lambda: a.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}], "user": "bs"})
-            .status_code,
+            lambda: (
+                a.post(
+                    "/v1/chat/completions",
+                    json={"model": "m", "messages": [{"role": "user", "content": "x"}], "user": "bs"},
+                ).status_code
+            ),
         ]
         assert [ending() for ending in endings] == [404, 422, 404]
         assert a.post("/chat", json=ok, headers=JSON).status_code == 200
