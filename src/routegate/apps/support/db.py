@@ -114,6 +114,8 @@ class SupportDatabase:
         # the health check's own connection, outside the pool: a saturated pool is not a dead database
         self._health: psycopg.AsyncConnection[Any] | None = None
         self._ping_task: asyncio.Task[bool] | None = None
+        self._health_lost = True  # the database was not seen up since the last failed check (or ever)
+        self._closing = False
 
     async def open(self) -> None:
         """Connect once directly, then open the pool. The pool retries quietly until its timeout and then says only
@@ -141,6 +143,7 @@ class SupportDatabase:
             raise DatabaseUnavailableError(f"could not connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
+        self._closing = True
         if self._ping_task is not None and not self._ping_task.done():
             self._ping_task.cancel()
             await asyncio.wait([self._ping_task])
@@ -167,6 +170,8 @@ class SupportDatabase:
         its own outside the pool: turns that hold or wait for every pooled connection cannot make the database
         look down. Callers that ask while a check runs share its answer (a burst of failing turns costs one
         check), and a caller that gives up does not cancel it for the others."""
+        if self._closing or self._pool.closed:
+            return False  # closed (or never opened): no query of the desk's would work
         task = self._ping_task
         if task is None or task.done():
             task = self._ping_task = asyncio.ensure_future(self._ping())
@@ -183,10 +188,17 @@ class SupportDatabase:
                     if fresh:
                         raise
                     # the connection was opened before the database restarted: one more try on a new one
+                    self._health_lost = True
                     await (await self._health_connection()).execute("SELECT 1")
+                if self._health_lost:
+                    # the database is up again (or seen for the first time): the pool's idle connections from
+                    # before an outage are replaced now, so that "healthy" means the next turn's queries work too
+                    await self._pool.check()
+                    self._health_lost = False
         except Exception as exc:
             logger.debug("health check failed: %s", type(exc).__name__)
             await self._drop_health()
+            self._health_lost = True
             return False
         return True
 
