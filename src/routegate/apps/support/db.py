@@ -8,6 +8,9 @@
   the tests give each test its own schema on one shared server. Commits are durable (``synchronous_commit`` as
   the server has it, ``on`` by default); ``asynchronous_commit=True`` lets a write return before its WAL flush,
   at the price of the last transactions before a database crash (measured in docs/benchmarks/server.md).
+  Outside the pool it has two connections of its own, so that load on the pool never reaches them: the session
+  locks' (:class:`~routegate.apps.support.advisory.AdvisoryLocks`, at most ``max_advisory_locks`` held at once) and
+  the health check's (:meth:`SupportDatabase.ping`: a saturated pool is not a dead database).
 * :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (about 7 ms, the
   reader role's grants re-applied): tables, indexes, the spec's rows, a trigger that drops an article's vector when its text
   changes (start-up embeds only articles without a vector, :meth:`VectorTool.index`), and the restricted
