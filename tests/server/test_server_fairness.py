@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routegate.apps.support.contracts import RouteChosen, SupportEvent
+from routegate.apps.support.contracts import RouteChosen, SupportEvent, TurnError
 from routegate.server import create_app
 from routegate.server._auth import owner_of
 from routegate.server.testing import FakeSupportDesk, ServerThread, parse_sse
@@ -182,3 +182,32 @@ def test_a_turn_gives_its_place_back_however_it_ends(
         for method, path, body, headers in _turns("ticket 2"):
             assert a.request(method, path, json=body, headers=headers).status_code == 200
     assert server.app.state.services.limiter.running(f"key:{owner_of(KEY_A)}") == 0
+
+
+def test_a_turn_that_reports_the_database_down_does_not_fail_the_others_while_it_answers(
+    start: Callable[..., tuple[ServerThread, HoldingDesk]],
+) -> None:
+    """Whether the database is down is the health check's word alone: a turn whose desk says ``database_unavailable``
+    (a pool timeout under one tenant's load) or ``server_busy`` is a 503 for that turn only, and the next turn of
+    any key runs (before, the first made every turn fail fast for a second)."""
+    server, desk = start(server_api_keys=f"{KEY_A},{KEY_B}")
+    with _client(server, KEY_A) as a, _client(server, KEY_B) as b:
+        for code, words in [
+            ("database_unavailable", "the database is unavailable"),
+            ("server_busy", "the server is at capacity"),
+        ]:
+            desk.fault_event = TurnError(message="PoolTimeout: couldn't get a connection after 3.00 sec", code=code)
+            failed = a.post("/chat", json={"message": "ticket 1"}, headers=JSON)
+            desk.fault_event = None
+            assert failed.status_code == 503
+            assert failed.headers["retry-after"] == "5"
+            assert failed.json()["error"]["code"] == code
+            assert failed.json()["error"]["message"].startswith(words)
+            assert "PoolTimeout" not in failed.text
+            assert not server.app.state.services.database.down
+            assert b.post("/chat", json={"message": "ticket 1"}, headers=JSON).status_code == 200
+        desk.database_up = False  # and when the health check agrees, the database is down for everyone
+        assert a.post("/chat", json={"message": "ticket 1"}, headers=JSON).status_code == 503
+        assert server.app.state.services.database.down
+        response = b.post("/chat", json={"message": "ticket 1"}, headers=JSON)
+        assert response.json()["error"]["code"] == "database_unavailable"
