@@ -211,3 +211,30 @@ def test_a_turn_that_reports_the_database_down_does_not_fail_the_others_while_it
         assert server.app.state.services.database.down
         response = b.post("/chat", json={"message": "ticket 1"}, headers=JSON)
         assert response.json()["error"]["code"] == "database_unavailable"
+
+
+class LaggingDesk(HoldingDesk):
+    """A desk whose health check blocks the event loop (as a flood of requests to answer does), or hangs."""
+
+    block_seconds = 0.0
+    hang = False
+
+    async def healthy(self) -> bool:
+        if self.hang:
+            await asyncio.Event().wait()
+        if self.block_seconds:
+            time.sleep(self.block_seconds)  # noqa: ASYNC251 - on purpose: the loop is behind, nothing else runs
+            await asyncio.sleep(0.05)  # then the database answers; the overdue timeout fires first
+        return await super().healthy()
+
+
+def test_a_health_check_late_because_the_server_is_busy_does_not_mark_the_database_down() -> None:
+    desk = LaggingDesk()
+    app = create_app(desk=desk, settings=Settings(server_health_timeout_seconds=0.2))
+    with ServerThread(app) as server, _client(server) as c:
+        desk.block_seconds = 1.0  # its timeout fires 0.8 s late: the loop was behind, not the database
+        assert c.get("/healthz").status_code == 200
+        assert not app.state.services.database.down
+        desk.block_seconds, desk.hang = 0.0, True  # a check that hangs with the loop free: the database is down
+        assert c.get("/healthz").status_code == 503
+        assert app.state.services.database.down
