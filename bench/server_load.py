@@ -151,6 +151,9 @@ def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="routegate-bench-") as data_dir:
         env = dict(os.environ, ROUTEGATE_DATA_DIR=data_dir)
         env.pop("OPENAI_API_KEY", None)  # the offline default
+        # the load generator is one tenant: lift the per-tenant bound on running turns (64) unless set, so that a
+        # level above it measures the server, not the bound
+        env.setdefault("ROUTEGATE_TENANT_MAX_CONCURRENT_TURNS", "0")
         if desk == "fake":
             cmd = [sys.executable, __file__, "--serve-fake", str(port)]
         else:

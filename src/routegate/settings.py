@@ -74,6 +74,16 @@ class Settings(BaseSettings):
     server_encoder_threads: int = Field(default=1, ge=1, le=64)
     # server logs: uvicorn's human-readable lines, or one JSON object per line with trace_id/span_id
     log_format: Literal["text", "json"] = "text"
+    # fair sharing between tenants (an API key; without keys, a client address), per server process: turns of one
+    # tenant running at once, and a token bucket on the turns it starts (rate per second, burst); 0 = no limit (the
+    # rate's default: a quota to set, while the bound on running turns is what keeps one tenant from starving the
+    # others). Over a limit: 429 with Retry-After (docs/server.md)
+    tenant_max_concurrent_turns: int = Field(default=64, ge=0)
+    tenant_rate_per_second: float = Field(default=0.0, ge=0)
+    tenant_rate_burst: int = Field(default=100, ge=1)
+    # session locks (PostgreSQL advisory locks) one process holds or tries at once, well under PostgreSQL's lock
+    # table (max_locks_per_transaction x max_connections, 6,400 by default); a turn waits for a free one
+    db_max_advisory_locks: int = Field(default=256, ge=1, le=100_000)
 
     # Streamlit UI (routegate ui / up)
     ui_host: str = "127.0.0.1"

@@ -47,6 +47,21 @@ class Caller:
 ANONYMOUS = Caller()
 
 
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """Who a turn counts against for the fair-sharing limits (:mod:`._fairness`): the caller's API key, or on a
+    server without keys the client's address (each address is a tenant of its own). ``who`` names it in errors."""
+
+    id: str
+    who: str
+
+
+def tenant_of(caller: Caller, client_host: str | None) -> Tenant:
+    if caller.owner is not None:
+        return Tenant(id=f"key:{caller.owner}", who="this API key")
+    return Tenant(id=f"address:{client_host or 'unknown'}", who="this client address")
+
+
 class KeyRing:
     """The keys the server accepts, kept as SHA-256 digests (fixed length: the comparison time does not depend
     on the length of the key sent) next to their owner ids."""

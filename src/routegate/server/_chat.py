@@ -13,7 +13,7 @@ with needs("server"):
     from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError, TurnResult
-from routegate.server._deps import CallerDep, ServicesDep, require_api_key
+from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
 from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
@@ -22,6 +22,7 @@ from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSA
 from routegate.server._sse import EventStreamResponse, encode_event
 from routegate.server._text import Text
 from routegate.server._turns import (
+    admit_turn,
     call_desk,
     check_message,
     desk_healthy,
@@ -49,6 +50,7 @@ _CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"description": "`session_id` is a session of another API key"},
     413: {"description": "request body over the size limit"},
     422: {"description": "bad input: empty or over-long message, wrong types, bad session id"},
+    429: {"description": "the key's limit on turns running at once or per second (`Retry-After`)"},
     503: {"description": "the database is unavailable"},
 }
 
@@ -59,17 +61,24 @@ def wants_json(request: Request) -> bool:
 
 
 @protected.post("/chat", responses=_CHAT_RESPONSES, response_model=None, summary="Ask the support desk")
-async def chat(body: ChatRequest, request: Request, services: ServicesDep, caller: CallerDep) -> Response:
+async def chat(
+    body: ChatRequest, request: Request, services: ServicesDep, caller: CallerDep, tenant: TenantDep
+) -> Response:
     message = check_message(body.message, services.settings)
-    session = await session_for_turn(services, caller, body.session_id)
-    session_id = session.public
-    mode = "json" if wants_json(request) else "stream"
-    services.metrics.turns.labels("chat", mode).inc()
-    events = run_turn(services, message, session)
-    headers = {"X-Session-Id": session_id}
-    if mode == "json":
-        return JSONResponse(await _collect(events, session_id), headers=headers)
-    first = await anext(events)
+    lease = admit_turn(services, tenant)  # before any database work: a refused turn costs the database nothing
+    try:
+        session = await session_for_turn(services, caller, body.session_id)
+        session_id = session.public
+        mode = "json" if wants_json(request) else "stream"
+        services.metrics.turns.labels("chat", mode).inc()
+        events = run_turn(services, message, session, lease)  # gives the lease back when the turn ends
+        headers = {"X-Session-Id": session_id}
+        if mode == "json":
+            return JSONResponse(await _collect(events, session_id), headers=headers)
+        first = await anext(events)
+    except BaseException:
+        lease.release()
+        raise
     if isinstance(first, TurnError):
         await events.aclose()
         status = status_for(first)

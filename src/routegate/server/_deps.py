@@ -10,7 +10,7 @@ with needs("server"):
     from fastapi import Depends, Request
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from routegate.server._auth import ANONYMOUS, Caller
+from routegate.server._auth import ANONYMOUS, Caller, Tenant, tenant_of
 from routegate.server._errors import ApiError
 from routegate.server._turns import Services
 
@@ -48,3 +48,12 @@ async def require_api_key(
 
 
 CallerDep = Annotated[Caller, Depends(require_api_key)]
+
+
+async def get_tenant(request: Request, caller: CallerDep) -> Tenant:
+    """The tenant a turn of this request counts against: the key, or without keys the client's address (the peer,
+    or the address a trusted proxy forwarded: uvicorn's ``--forwarded-allow-ips``)."""
+    return tenant_of(caller, request.client.host if request.client is not None else None)
+
+
+TenantDep = Annotated[Tenant, Depends(get_tenant)]

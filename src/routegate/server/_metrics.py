@@ -72,6 +72,12 @@ class ServerMetrics:
         self.disconnects = Counter(
             "routegate_stream_disconnects", "Streams the client left before the final event", registry=r
         )
+        self.refusals = Counter(
+            "routegate_tenant_refusals",
+            "Turns refused by a tenant's limit (429), by code: rate_limited, too_many_concurrent_turns",
+            ["code"],
+            registry=r,
+        )
         self._layer = _BoundedLabels()
         self._stop = _BoundedLabels()
         self._fallback = _BoundedLabels()

@@ -19,14 +19,14 @@ with needs("server"):
     from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import AnswerToken, SupportEvent, TurnError, TurnResult
-from routegate.server._deps import CallerDep, ServicesDep, require_api_key
+from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import ApiError, error_body, error_response
 from routegate.server._schemas import SESSION_PATTERN, ChatCompletionRequest
 from routegate.server._sessions import session_for_turn
 from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE
 from routegate.server._sse import EventStreamResponse, dumps, encode_data
 from routegate.server._text import Text
-from routegate.server._turns import check_message, raise_for, run_turn, status_for
+from routegate.server._turns import admit_turn, check_message, raise_for, run_turn, status_for
 
 MODEL_ID = "routegate-support"
 
@@ -68,39 +68,44 @@ async def chat_completions(
     body: ChatCompletionRequest,
     services: ServicesDep,
     caller: CallerDep,
+    tenant: TenantDep,
     x_session_id: Annotated[Text | None, Header(pattern=SESSION_PATTERN)] = None,
 ) -> Response:
     message = check_message(_last_user_text(body), services.settings)
-    session = await session_for_turn(services, caller, body.user or x_session_id)
-    session_id = session.public
-    services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-    created = int(time.time())
-    events = run_turn(services, message, session)
-    headers = {"X-Session-Id": session_id}
-    if not body.stream:
-        result = await _final(events)
-        return JSONResponse(
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": created,
-                "model": MODEL_ID,
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": result.answer}, "finish_reason": "stop"}
-                ],
-                "usage": _usage(message, result.answer),
-                "routegate": _extension(result),
-            },
-            headers=headers,
-        )
-    first = await anext(events)
+    lease = admit_turn(services, tenant)  # before any database work: a refused turn costs the database nothing
+    try:
+        session = await session_for_turn(services, caller, body.user or x_session_id)
+        session_id = session.public
+        services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+        events = run_turn(services, message, session, lease)  # gives the lease back when the turn ends
+        headers = {"X-Session-Id": session_id}
+        if not body.stream:
+            result = await _final(events)
+            return JSONResponse(_completion(completion_id, created, message, result), headers=headers)
+        first = await anext(events)
+    except BaseException:
+        lease.release()
+        raise
     if isinstance(first, TurnError):
         await events.aclose()
         return error_response(status_for(first), first.code, first.message, headers)
     chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
     farewell = encode_data(dumps(error_body(503, SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE))) + encode_data("[DONE]")
     return EventStreamResponse(_chunks(chunk, first, events), headers=headers, farewell=farewell)
+
+
+def _completion(completion_id: str, created: int, message: str, result: TurnResult) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": MODEL_ID,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer}, "finish_reason": "stop"}],
+        "usage": _usage(message, result.answer),
+        "routegate": _extension(result),
+    }
 
 
 async def _final(events: AsyncGenerator[SupportEvent, None]) -> TurnResult:

@@ -8,8 +8,8 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -23,8 +23,9 @@ from routegate.apps.support.contracts import (
     TurnResult,
 )
 from routegate.core import messages
-from routegate.server._auth import KeyRing, SessionRef
+from routegate.server._auth import KeyRing, SessionRef, Tenant
 from routegate.server._errors import ApiError
+from routegate.server._fairness import Lease, Refused, TenantLimiter
 from routegate.server._metrics import ServerMetrics
 from routegate.server._shutdown import SERVER_SHUTTING_DOWN, OpenRequests
 from routegate.settings import Settings
@@ -34,6 +35,7 @@ T = TypeVar("T")
 
 DATABASE_UNAVAILABLE = "database_unavailable"
 SESSION_BUSY = "session_busy"
+SERVER_BUSY = "server_busy"
 _UNAVAILABLE_MESSAGE = "the database is unavailable right now; try again shortly"
 
 
@@ -96,6 +98,26 @@ class Services:
     keys: KeyRing = field(default_factory=lambda: KeyRing(()))
     database: DatabaseState = field(default_factory=DatabaseState)
     open_requests: OpenRequests = field(default_factory=OpenRequests)
+    limiter: TenantLimiter = field(default_factory=lambda: TenantLimiter(max_concurrent=0, rate=0, burst=1))
+
+
+def limiter_for(settings: Settings) -> TenantLimiter:
+    return TenantLimiter(
+        max_concurrent=settings.tenant_max_concurrent_turns,
+        rate=settings.tenant_rate_per_second,
+        burst=settings.tenant_rate_burst,
+    )
+
+
+def admit_turn(services: Services, tenant: Tenant) -> Lease:
+    """The tenant's lease for one turn, or 429 (``rate_limited`` / ``too_many_concurrent_turns``, with
+    ``Retry-After``). Hand the lease to :func:`run_turn`, which gives it back when the turn ends; release it
+    yourself if the turn never starts."""
+    verdict = services.limiter.admit(tenant.id, who=tenant.who)
+    if isinstance(verdict, Refused):
+        services.metrics.refusals.labels(verdict.code).inc()
+        raise ApiError(429, verdict.code, verdict.message, headers={"Retry-After": str(verdict.retry_after)})
+    return verdict
 
 
 def new_session_id() -> str:
@@ -110,9 +132,26 @@ def check_message(message: str, settings: Settings) -> str:
         raise ApiError(422, exc.code, str(exc)) from None
 
 
+LOOP_LAG_SECONDS = 0.1
+"""How late a health check's timeout may fire before the check is put down to this server's own event loop."""
+
+
 async def desk_healthy(services: Services) -> bool:
+    """Ask the desk (the database, on the health check's own connection). A check that times out because this
+    server's event loop is behind (its timeout fired more than :data:`LOOP_LAG_SECONDS` late: a flood of requests
+    to answer) says nothing about the database, and the last known state stands."""
+    loop = asyncio.get_running_loop()
+    limit = services.settings.server_health_timeout_seconds
+    started = loop.time()
     try:
-        ok = bool(await asyncio.wait_for(services.desk.healthy(), services.settings.server_health_timeout_seconds))
+        ok = bool(await asyncio.wait_for(services.desk.healthy(), limit))
+    except TimeoutError:
+        late = loop.time() - started - limit
+        if late > LOOP_LAG_SECONDS:
+            log.warning("health check timed out with the event loop %.2f s behind: the database state stands", late)
+            return not services.database.down
+        log.warning("health check failed: TimeoutError")
+        ok = False
     except Exception as exc:
         log.warning("health check failed: %s", type(exc).__name__)
         ok = False
@@ -161,47 +200,60 @@ async def _error_for(services: Services, exc: BaseException) -> TurnError:
     )
 
 
-async def run_turn(services: Services, message: str, session: SessionRef) -> AsyncGenerator[SupportEvent, None]:
+async def run_turn(
+    services: Services, message: str, session: SessionRef, lease: Lease | None = None
+) -> AsyncGenerator[SupportEvent, None]:
     """The desk's events for one turn, always ending in exactly one ``TurnResult`` or ``TurnError``. The desk
-    works on ``session.internal``; the result names ``session.public``, and errors carry the server's words only."""
+    works on ``session.internal``; the result names ``session.public``, and errors carry the server's words only.
+    ``lease`` (the tenant's place, :func:`admit_turn`) is given back when the turn ends, however it ends."""
     metrics = services.metrics
     finished = False
-    if await known_down(services):
-        metrics.turn_failed(DATABASE_UNAVAILABLE)
-        yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
-        return
-    async with services.locks.hold(session.internal):
-        stream = services.desk.astream(message, session_id=session.internal)
-        try:
-            async for event in stream:
-                if isinstance(event, RouteChosen):
-                    metrics.route_chosen(event)
-                elif isinstance(event, TurnResult):
-                    event = replace(event, session_id=session.public)
-                    metrics.turn_finished(event)
-                elif isinstance(event, TurnError):
-                    event = await _refine(services, event)
-                    metrics.turn_failed(event.code)
-                finished = isinstance(event, TurnResult | TurnError)
-                yield event
-                if finished:
-                    return
-        except Exception as exc:  # a desk bug or a storage fault: report it as data, never as a traceback
-            error = await _error_for(services, exc)
-            metrics.turn_failed(error.code)
-            finished = True
-            yield error
+    with _given_back(lease):
+        if await known_down(services):
+            metrics.turn_failed(DATABASE_UNAVAILABLE)
+            yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
             return
-        finally:
-            if not finished:
-                metrics.disconnects.inc()
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-    if not finished:
-        error = TurnError(message="the support desk ended the turn without a result", code="incomplete_turn")
-        metrics.turn_failed(error.code)
-        yield error
+        async with services.locks.hold(session.internal):
+            stream = services.desk.astream(message, session_id=session.internal)
+            try:
+                async for event in stream:
+                    if isinstance(event, RouteChosen):
+                        metrics.route_chosen(event)
+                    elif isinstance(event, TurnResult):
+                        event = replace(event, session_id=session.public)
+                        metrics.turn_finished(event)
+                    elif isinstance(event, TurnError):
+                        event = await _refine(services, event)
+                        metrics.turn_failed(event.code)
+                    finished = isinstance(event, TurnResult | TurnError)
+                    yield event
+                    if finished:
+                        return
+            except Exception as exc:  # a desk bug or a storage fault: report it as data, never as a traceback
+                error = await _error_for(services, exc)
+                metrics.turn_failed(error.code)
+                finished = True
+                yield error
+                return
+            finally:
+                if not finished:
+                    metrics.disconnects.inc()
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        if not finished:
+            error = TurnError(message="the support desk ended the turn without a result", code="incomplete_turn")
+            metrics.turn_failed(error.code)
+            yield error
+
+
+@contextmanager
+def _given_back(lease: Lease | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if lease is not None:
+            lease.release()
 
 
 async def desk_fault(services: Services, exc: Exception, doing: str) -> ApiError:
@@ -223,7 +275,9 @@ _MESSAGES = {
     "empty_message": "message is empty; send the user's text in `message`",
     "message_too_long": "message is over the support desk's length limit; send a shorter text",
     "bad_session_id": "the session id is not valid: use 1-128 letters, digits and ._:@- (starting with a letter or digit)",
-    SESSION_BUSY: "this session's previous turn is still running (turns of a session run one at a time); try again",
+    SESSION_BUSY: "this session's previous turn is still running (turns of a session run one at a time), or the "
+    "server holds all the sessions it may at once; try again",
+    SERVER_BUSY: "the server is at capacity (no database connection came free in time); try again shortly",
 }
 _TIMEOUT_MESSAGE = "the support desk took too long on this turn; try again"
 _FAILED_MESSAGE = "the support desk failed on this turn; the details are in the server log"
@@ -240,17 +294,21 @@ def _own_words(error: TurnError) -> TurnError:
 
 async def _refine(services: Services, error: TurnError) -> TurnError:
     """The error in the server's words; a desk's generic failure while the database is down is reported as the
-    database being down."""
-    if error.code == DATABASE_UNAVAILABLE:
-        services.database.mark(up=False)
+    database being down. Whether it is down is the health check's word alone (its own connection, never the
+    pool's): a desk that reports the database unavailable because the pool was saturated does not make every
+    other turn fail fast."""
+    if error.code in _INPUT_ERRORS:
         return _own_words(error)
-    if error.code in _INPUT_ERRORS or await desk_healthy(services):
+    healthy = await desk_healthy(services)
+    if healthy or error.code == DATABASE_UNAVAILABLE:
         return _own_words(error)
     return TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
 
 
 def status_for(error: TurnError) -> int:
-    if error.code in (DATABASE_UNAVAILABLE, SESSION_BUSY, SERVER_SHUTTING_DOWN) or error.code.endswith("_unavailable"):
+    if error.code in (DATABASE_UNAVAILABLE, SESSION_BUSY, SERVER_BUSY, SERVER_SHUTTING_DOWN) or error.code.endswith(
+        "_unavailable"
+    ):
         return 503
     if error.code.endswith("timeout"):
         return 504

@@ -21,7 +21,7 @@ from routegate.server._errors import error_response, install_error_handlers
 from routegate.server._guard import BodyGuard
 from routegate.server._metrics import MetricsMiddleware, ServerMetrics
 from routegate.server._shutdown import ShutdownGuard
-from routegate.server._turns import DATABASE_UNAVAILABLE, Services, SessionLocks, desk_healthy
+from routegate.server._turns import DATABASE_UNAVAILABLE, Services, SessionLocks, desk_healthy, limiter_for
 from routegate.server.telemetry import configure_tracing, instrument
 from routegate.settings import Settings
 
@@ -56,6 +56,7 @@ def create_app(
         metrics=metrics or ServerMetrics(),
         locks=SessionLocks(),
         keys=KeyRing(settings.server_keys),
+        limiter=limiter_for(settings),
     )
     app.state.services = services
     install_error_handlers(app)

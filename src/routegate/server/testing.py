@@ -33,6 +33,7 @@ from routegate.server.serving import server_config
 
 if TYPE_CHECKING:
     from routegate.apps.support.semantic import EmbeddingLayer
+    from routegate.core import Budget
 from routegate.settings import Settings
 
 
@@ -176,20 +177,27 @@ async def support_desk_app(
     encoder: Encoder | None = None,
     semantic: EmbeddingLayer | None = None,
     pool_size: int = 8,
+    budget: Budget | None = None,
 ) -> AsyncIterator[FastAPI]:
     """The app around the *real* support desk on ``database_url``, in a schema of its own (dropped on exit).
     Enter it in the loop that will serve the app (see ``ServerThread(app_factory=...)``). ``encoder`` and
-    ``semantic`` (the router's embedding layer) can be shared between tests: both are costly to build."""
+    ``semantic`` (the router's embedding layer) can be shared between tests: both are costly to build.
+    ``budget``: the desk's per-turn budget (default :data:`~routegate.apps.support.desk.SUPPORT_BUDGET`); the
+    session locks are bounded by ``settings.db_max_advisory_locks``."""
     from routegate.apps.support.db import SupportDatabase
-    from routegate.apps.support.desk import SupportAgent
+    from routegate.apps.support.desk import SUPPORT_BUDGET, SupportAgent
     from routegate.embed import default_encoder
     from routegate.server.app import create_app
 
     schema = schema or f"srv_{uuid.uuid4().hex[:12]}"
-    db = SupportDatabase(database_url, schema=schema, max_size=pool_size)
+    db = SupportDatabase(
+        database_url, schema=schema, max_size=pool_size, max_advisory_locks=settings.db_max_advisory_locks
+    )
     await db.open()
     try:
-        desk = SupportAgent(db=db, encoder=encoder or default_encoder(), semantic=semantic)
+        desk = SupportAgent(
+            db=db, encoder=encoder or default_encoder(), semantic=semantic, budget=budget or SUPPORT_BUDGET
+        )
         await desk.start()
         yield create_app(desk=desk, settings=settings)
     finally:

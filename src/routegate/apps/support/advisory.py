@@ -17,6 +17,12 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
   operations cost about one statement, shared with other turns under load.
 * **Bounded.** ``within`` seconds bound the wait for other holders (in the process and in PostgreSQL); then
   :class:`LockTimeoutError`. A caller that is cancelled while waiting leaves nothing held.
+* **At most** ``max_held`` **locks at once.** Every lock the connection holds, tries or is letting go takes one of
+  ``max_held`` places (a process-wide semaphore, per key), so one process never holds more than that many rows of
+  PostgreSQL's shared lock table (``max_locks_per_transaction`` x ``max_connections``, 6,400 by default): a flood of
+  new sessions cannot fill the table and make every other lock in the database fail. A name whose process holds
+  ``max_held`` others waits for a place, within ``within`` (then :class:`LockCapacityError`, a
+  :class:`LockTimeoutError`).
 * **Let go in the background** when the last holder in the process leaves (a cancelled holder lets go too);
   :meth:`AdvisoryLocks.close` waits for the releases under way.
 * **A process that dies lets go**: PostgreSQL ends its backend when the connection drops, and the backend's
@@ -44,7 +50,7 @@ from routegate._extras import needs
 with needs("desk"):
     import psycopg
 
-from routegate.errors import RuntimeFaultError
+from routegate.errors import ConfigurationError, RuntimeFaultError
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +68,10 @@ class LockTimeoutError(RuntimeFaultError):
     """A lock was not free within the time the caller allowed."""
 
 
+class LockCapacityError(LockTimeoutError):
+    """The process held its most locks at once (``max_held``) for all the time the caller allowed."""
+
+
 def lock_key(name: str) -> int:
     """The signed 64-bit advisory-lock key of ``name`` (BLAKE2b): what ``pg_advisory_lock(key)`` takes."""
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
@@ -76,6 +86,7 @@ class _Gate:
     queue: asyncio.Lock
     users: int = 0
     generation: int = _NOT_HELD
+    pinned: bool = False  # holds one of the ``max_held`` places for its key
 
 
 @dataclass(slots=True)
@@ -102,7 +113,12 @@ class AdvisoryLocks:
     Open nothing up front: the connection is made by the first :meth:`hold`. :meth:`close` it when done
     (:class:`~routegate.apps.support.db.SupportDatabase` closes its own with the pool)."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, connect_timeout: float = 10.0, max_held: int = 256) -> None:
+        if max_held < 1:
+            raise ConfigurationError(f"max_held (the most advisory locks held at once) must be >= 1, got {max_held}")
+        self.max_held = max_held
+        self._places = asyncio.Semaphore(max_held)
+        self._pins: dict[int, int] = {}  # key -> the gate and the statements that may hold its lock
         self._url = url
         self._connect_timeout = connect_timeout
         self._conn: psycopg.AsyncConnection[Any] | None = None
@@ -142,6 +158,8 @@ class AdvisoryLocks:
                     # A later holder of the name in this process is not hurt by a release still under way: its
                     # own take counts once more on the same connection (advisory locks count their takes).
                     self._submit(_Op(gate.key, take=False, generation=gate.generation))
+                if gate.pinned:  # the release (if any) keeps the key's place until it has run
+                    self._unpin(gate.key)
 
     async def close(self) -> None:
         """Close the connection (every lock it holds goes with it) after the releases still under way."""
@@ -158,6 +176,7 @@ class AdvisoryLocks:
         round trip: with nobody else there, a lock is taken whatever the bound."""
         loop = asyncio.get_running_loop()
         deadline = None if math.isinf(within) else loop.time() + within
+        placed = True
         try:
             if gate.users > 1:  # another turn of the name in this process holds or waits
                 async with asyncio.timeout_at(deadline):
@@ -165,18 +184,52 @@ class AdvisoryLocks:
             else:
                 await gate.queue.acquire()  # free: does not wait
             try:
-                if gate.generation != self._generation and not await self._try(gate):
+                if gate.generation != self._generation:
+                    placed = False
                     async with asyncio.timeout_at(deadline):
-                        await self._retry(gate)
+                        await self._place(gate)
+                    placed = True
+                    if not await self._try(gate):
+                        async with asyncio.timeout_at(deadline):
+                            await self._retry(gate)
             except BaseException:
                 gate.queue.release()
                 raise
         except TimeoutError:
             if deadline is None or loop.time() < deadline:
                 raise
+            if not placed:
+                raise LockCapacityError(
+                    f"lock {name!r} found no place within {within:.3g} s: this process already holds or tries "
+                    f"max_held={self.max_held} advisory locks (ROUTEGATE_DB_MAX_ADVISORY_LOCKS)"
+                ) from None
             raise LockTimeoutError(
                 f"lock {name!r} was not free within {within:.3g} s (another holder still runs)"
             ) from None
+
+    # -- the places: at most ``max_held`` keys held, tried or being let go ---------------------------------------
+    async def _place(self, gate: _Gate) -> None:
+        """Give ``gate`` a place for its key (waiting while ``max_held`` other keys have one)."""
+        if gate.pinned:
+            return
+        if gate.key not in self._pins:
+            await self._places.acquire()
+            if gate.key in self._pins:  # the same key placed meanwhile (another name, same hash): one place
+                self._places.release()
+        self._pins[gate.key] = self._pins.get(gate.key, 0) + 1
+        gate.pinned = True
+
+    def _pin(self, key: int) -> None:
+        """One more user of ``key``'s place; the key has one already (its gate's, or the statement's it replaces)."""
+        self._pins[key] += 1
+
+    def _unpin(self, key: int) -> None:
+        left = self._pins[key] - 1
+        if left:
+            self._pins[key] = left
+        else:
+            del self._pins[key]
+            self._places.release()
 
     async def _retry(self, gate: _Gate) -> None:
         delay = FIRST_RETRY_SECONDS
@@ -207,6 +260,7 @@ class AdvisoryLocks:
     def _submit(self, op: _Op) -> None:
         """Queue ``op`` for the next statement. A take starts one at once; a release waits up to
         :data:`RELEASE_LINGER_SECONDS` for a take to go with (under load most do: one statement per turn)."""
+        self._pin(op.key)  # until the statement has run: a release still holds the lock until then
         self._queue.append(op)
         if self._sender is not None:
             return  # the running sender sends it next
@@ -233,7 +287,12 @@ class AdvisoryLocks:
 
     async def _run(self, batch: list[_Op]) -> None:
         # a release of a lock taken on a connection since dropped has nothing left to let go
-        ops = [op for op in batch if op.take or op.generation == self._generation]
+        ops = []
+        for op in batch:
+            if op.take or op.generation == self._generation:
+                ops.append(op)
+            else:
+                self._unpin(op.key)
         if not ops:
             return
         conn: psycopg.AsyncConnection[Any] | None = None
@@ -247,13 +306,13 @@ class AdvisoryLocks:
             await self._failed(conn, ops, exc, again=not fresh and isinstance(exc, psycopg.OperationalError))
             return
         for op, (granted,) in zip(ops, rows, strict=True):
-            if op.done is None:
+            if op.done is not None and op.done.cancelled() and granted:
+                # its caller is gone: the lock granted to it is given back (the release keeps the take's place)
+                self._queue.append(_Op(op.key, take=False, generation=generation))
                 continue
-            if op.done.cancelled():  # its caller is gone: a lock granted to it is given back
-                if granted:
-                    self._queue.append(_Op(op.key, take=False, generation=generation))
-            else:
+            if op.done is not None and not op.done.cancelled():
                 op.done.set_result(generation if granted else _NOT_HELD)
+            self._unpin(op.key)  # a granted lock keeps its gate's place
 
     async def _failed(
         self, conn: psycopg.AsyncConnection[Any] | None, ops: list[_Op], exc: Exception, *, again: bool
@@ -266,11 +325,12 @@ class AdvisoryLocks:
         await self._drop(conn)
         for op in ops:
             if op.done is None or op.done.done():
-                continue
-            if again:
-                self._queue.append(op)
+                self._unpin(op.key)  # a release, or a take nobody waits for: its lock went with the connection
+            elif again:
+                self._queue.append(op)  # keeps its place
             else:
                 op.done.set_exception(exc)
+                self._unpin(op.key)
 
     # -- the connection --------------------------------------------------------------------------------------
     async def _connection(self) -> tuple[psycopg.AsyncConnection[Any], bool]:
@@ -289,7 +349,25 @@ class AdvisoryLocks:
                 connect_timeout=max(1, round(self._connect_timeout)),
                 application_name=APPLICATION_NAME,
             )
+            await self._check_capacity(self._conn)
             return self._conn, True
+
+    async def _check_capacity(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Warn (once per connection) when ``max_held`` is not well under PostgreSQL's shared lock table."""
+        cur = await conn.execute(
+            "SELECT current_setting('max_locks_per_transaction')::int"
+            " * (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)"
+        )
+        row = await cur.fetchone()
+        capacity = int(row[0]) if row is not None else 0
+        if capacity and self.max_held > capacity // 4:
+            logger.warning(
+                "max_held=%d advisory locks per process (ROUTEGATE_DB_MAX_ADVISORY_LOCKS) is over a quarter of "
+                "PostgreSQL's lock table (%d = max_locks_per_transaction x (max_connections + "
+                "max_prepared_transactions)): lower it, or raise max_locks_per_transaction",
+                self.max_held,
+                capacity,
+            )
 
     async def _drop(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         """Forget ``conn`` when it is still the connection (its locks go with it: those held are counted in the log)

@@ -8,6 +8,9 @@
   the tests give each test its own schema on one shared server. Commits are durable (``synchronous_commit`` as
   the server has it, ``on`` by default); ``asynchronous_commit=True`` lets a write return before its WAL flush,
   at the price of the last transactions before a database crash (measured in docs/benchmarks/server.md).
+  Outside the pool it has two connections of its own, so that load on the pool never reaches them: the session
+  locks' (:class:`~routegate.apps.support.advisory.AdvisoryLocks`, at most ``max_advisory_locks`` held at once) and
+  the health check's (:meth:`SupportDatabase.ping`: a saturated pool is not a dead database).
 * :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (about 7 ms, the
   reader role's grants re-applied): tables, indexes, the spec's rows, a trigger that drops an article's vector when its text
   changes (start-up embeds only articles without a vector, :meth:`VectorTool.index`), and the restricted
@@ -50,6 +53,12 @@ AsyncConn = psycopg.AsyncConnection[dict[str, Any]]
 
 PROBE_TIMEOUT_SECONDS: Final = 3
 """Bound on the first, direct connection attempt at start-up (a host that does not answer)."""
+HEALTH_TIMEOUT_SECONDS: Final = 2.0
+"""Bound on one health check (:meth:`SupportDatabase.ping`), reconnecting included."""
+HEALTH_STATEMENT_TIMEOUT_MS: Final = 1000
+"""``statement_timeout`` of the health check's own connection: a database that is up answers ``SELECT 1`` at once."""
+HEALTH_APPLICATION_NAME: Final = "routegate-health"
+"""How the health check's connection shows in ``pg_stat_activity``."""
 
 
 def check_schema_name(schema: str) -> str:
@@ -72,6 +81,7 @@ class SupportDatabase:
         acquire_timeout: float = 3.0,
         asynchronous_commit: bool = False,
         readable_tables: frozenset[str] = ALLOWED_TABLES,
+        max_advisory_locks: int = 256,
     ) -> None:
         if not url:
             raise ConfigurationError("SupportDatabase needs a PostgreSQL URL")
@@ -106,7 +116,12 @@ class SupportDatabase:
             name=f"routegate-support-{self.schema}",
         )
         # cross-process locks (a session's turns, one at a time) on a connection of their own, opened on first use
-        self.locks = AdvisoryLocks(url, connect_timeout=connect_timeout)
+        self.locks = AdvisoryLocks(url, connect_timeout=connect_timeout, max_held=max_advisory_locks)
+        # the health check's own connection, outside the pool: a saturated pool is not a dead database
+        self._health: psycopg.AsyncConnection[Any] | None = None
+        self._ping_task: asyncio.Task[bool] | None = None
+        self._health_lost = True  # the database was not seen up since the last failed check (or ever)
+        self._closing = False
 
     async def open(self) -> None:
         """Connect once directly, then open the pool. The pool retries quietly until its timeout and then says only
@@ -134,6 +149,11 @@ class SupportDatabase:
             raise DatabaseUnavailableError(f"could not connect to PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
     async def close(self) -> None:
+        self._closing = True
+        if self._ping_task is not None and not self._ping_task.done():
+            self._ping_task.cancel()
+            await asyncio.wait([self._ping_task])
+        await self._drop_health()
         await self.locks.close()
         await self._pool.close()
 
@@ -152,12 +172,60 @@ class SupportDatabase:
         return cast("AbstractAsyncContextManager[AsyncConn]", self._pool.connection())
 
     async def ping(self) -> bool:
+        """Whether the database answers ``SELECT 1``, within :data:`HEALTH_TIMEOUT_SECONDS`, on a connection of
+        its own outside the pool: turns that hold or wait for every pooled connection cannot make the database
+        look down. Callers that ask while a check runs share its answer (a burst of failing turns costs one
+        check), and a caller that gives up does not cancel it for the others."""
+        if self._closing or self._pool.closed:
+            return False  # closed (or never opened): no query of the desk's would work
+        task = self._ping_task
+        if task is None or task.done():
+            task = self._ping_task = asyncio.ensure_future(self._ping())
+        return await asyncio.shield(task)
+
+    async def _ping(self) -> bool:
         try:
-            async with asyncio.timeout(2.0), self._pool.connection() as conn:
-                await conn.execute("SELECT 1")
-        except Exception:
+            async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
+                fresh = self._health is None or self._health.closed
+                try:
+                    await (await self._health_connection()).execute("SELECT 1")
+                except psycopg.OperationalError:
+                    await self._drop_health()
+                    if fresh:
+                        raise
+                    # the connection was opened before the database restarted: one more try on a new one
+                    self._health_lost = True
+                    await (await self._health_connection()).execute("SELECT 1")
+                if self._health_lost:
+                    # the database is up again (or seen for the first time): the pool's idle connections from
+                    # before an outage are replaced now, so that "healthy" means the next turn's queries work too
+                    await self._pool.check()
+                    self._health_lost = False
+        except Exception as exc:
+            logger.debug("health check failed: %s", type(exc).__name__)
+            await self._drop_health()
+            self._health_lost = True
             return False
         return True
+
+    async def _health_connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._health is None or self._health.closed:
+            self._health = await psycopg.AsyncConnection.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=max(1, round(HEALTH_TIMEOUT_SECONDS)),
+                application_name=HEALTH_APPLICATION_NAME,
+                options=f"-c statement_timeout={HEALTH_STATEMENT_TIMEOUT_MS}",
+            )
+        return self._health
+
+    async def _drop_health(self) -> None:
+        conn, self._health = self._health, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                logger.debug("closing the health-check connection failed", exc_info=True)
 
     # -- schema --------------------------------------------------------------------------------------------
     async def ensure_schema(self, *, embedding_dim: int) -> None:

@@ -21,8 +21,9 @@ from routegate._extras import needs
 
 with needs("desk"):
     import psycopg
+    from psycopg_pool import PoolTimeout
 
-from routegate.apps.support.advisory import LockTimeoutError
+from routegate.apps.support.advisory import LockCapacityError, LockTimeoutError
 from routegate.apps.support.contracts import (
     ROUTES,
     AnswerToken,
@@ -261,6 +262,9 @@ class SupportAgent:
                         emit(_unavailable(exc))
                         return
                     await self._run(turn, emit)
+            except LockCapacityError:
+                limit = f"{self.budget.max_seconds:g} s"
+                emit(TurnError(message=f"no session lock came free within {limit}", code="session_busy"))
             except LockTimeoutError:
                 limit = f"{self.budget.max_seconds:g} s"
                 emit(TurnError(message=f"the session's previous turn still ran after {limit}", code="session_busy"))
@@ -278,7 +282,7 @@ class SupportAgent:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if
             # a health check that runs a moment later still finds an open connection
             logger.warning("the database failed during the turn: %s", type(exc).__name__, exc_info=True)
-            emit(TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable"))
+            emit(_unavailable(exc))
         except Exception as exc:
             logger.warning("support turn failed: %s", type(exc).__name__, exc_info=True)
             emit(
@@ -329,6 +333,10 @@ class SupportAgent:
 
 
 def _unavailable(exc: Exception) -> TurnError:
+    if isinstance(exc, PoolTimeout):
+        # every pooled connection stayed busy: the server is saturated, which is not the database being down (the
+        # server tells the two apart with its health check, on a connection of its own)
+        return TurnError(message="no database connection came free in time (the pool is busy)", code="server_busy")
     return TurnError(message=f"the database is unavailable: {type(exc).__name__}", code="database_unavailable")
 
 

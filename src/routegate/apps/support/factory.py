@@ -73,7 +73,11 @@ async def open_support_desk(
         raise
     try:
         db = SupportDatabase(
-            url, schema=schema, max_size=settings.db_pool_size, asynchronous_commit=settings.db_asynchronous_commit
+            url,
+            schema=schema,
+            max_size=settings.db_pool_size,
+            asynchronous_commit=settings.db_asynchronous_commit,
+            max_advisory_locks=settings.db_max_advisory_locks,
         )
         await db.open()
         try:
