@@ -37,6 +37,7 @@ MAX_TEXT = 200_000
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"(?<![\w.,])[-+]?\d+(?:[.,]\d+)*(?![\w])")
 _NUMERIC_TEXT = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
+_DIGITS = re.compile(r"\d+")
 _CURRENCY = " \t$€£¥₹"
 
 
@@ -51,7 +52,7 @@ def numbers_in(text: str) -> frozenset[Decimal]:
     found: set[Decimal] = set()
     for token in _NUMBER.findall(unicodedata.normalize("NFKC", text[:MAX_TEXT])):
         found.update(_readings(token))
-        found.update(Decimal(part) for part in re.findall(r"\d+", token))
+        found.update(Decimal(part) for part in _DIGITS.findall(token))
     return frozenset(found)
 
 
@@ -84,22 +85,30 @@ def as_numbers(value: object) -> frozenset[Decimal]:
     return frozenset()
 
 
-@dataclass(frozen=True, slots=True)
 class Fragment:
-    """One leaf of a source in its normal forms, with where it sits in the source (``""`` for the whole)."""
+    """One leaf of a source in its normal forms, with where it sits in the source (``""`` for the whole). The
+    numbers a text holds are read the first time a number is looked for in it."""
 
-    path: str
-    words: str
-    compact: str
-    numbers: frozenset[Decimal]
+    __slots__ = ("_numbers", "_text", "compact", "path", "words")
 
-    @classmethod
-    def of(cls, path: str, leaf: object) -> Fragment:
+    def __init__(self, path: str, leaf: str | int | float | Decimal) -> None:
+        self.path = path
         if isinstance(leaf, str):
-            normal, found = words(leaf), numbers_in(leaf)
+            normal = words(leaf)
+            self._text: str | None = leaf
+            self._numbers: frozenset[Decimal] | None = None
         else:
-            normal, found = words(str(leaf)), as_numbers(leaf)
-        return cls(path, f" {normal} ", normal.replace(" ", ""), found)
+            normal = words(str(leaf))
+            self._text = None
+            self._numbers = as_numbers(leaf)
+        self.words = f" {normal} "
+        self.compact = normal.replace(" ", "")
+
+    @property
+    def numbers(self) -> frozenset[Decimal]:
+        if self._numbers is None:
+            self._numbers = numbers_in(self._text or "")
+        return self._numbers
 
 
 def fragments(value: object) -> Iterator[Fragment]:
@@ -115,7 +124,7 @@ def fragments(value: object) -> Iterator[Fragment]:
                 budget -= 1
                 where = f"{path}.{key}" if path else str(key)
                 if isinstance(key, str):
-                    yield Fragment.of(where, key)
+                    yield Fragment(where, key)
                 queue.append((where, child, depth + 1))
         elif isinstance(item, list | tuple):
             if depth >= MAX_DEPTH:
@@ -127,7 +136,7 @@ def fragments(value: object) -> Iterator[Fragment]:
             continue
         elif isinstance(item, str | int | float | Decimal):
             budget -= 1
-            yield Fragment.of(path, item)
+            yield Fragment(path, item)
 
 
 def leaves(value: object) -> Iterator[object]:
@@ -176,4 +185,3 @@ class Probe:
         if self.words and self.words in fragment.words:
             return True
         return bool(self.compact) and self.compact in fragment.compact
-

@@ -270,7 +270,9 @@ class RoutingAgent:
                 outcome = verdict.outcome
                 if observe:
                     refused.append(outcome)
-                    history.append(HistoryEntry(attempt, verdict.intent or _refused_intent(decision.raw), _told(outcome)))
+                    history.append(
+                        HistoryEntry(attempt, verdict.intent or _refused_intent(decision.raw), _told(outcome))
+                    )
                     continue
                 return run.stop(outcome.stop_reason, outcome.message, phase=outcome.phase, raw_route=decision.raw)
             run.phase = "delegate"
@@ -377,7 +379,6 @@ class RoutingAgent:
             elapsed_ms=run.elapsed_ms(),
             extra=extra,
         )
-
 
     def _check_output(self, run: _Run, answer: str, route: RouteIntent, attempt: int) -> Outcome | None:
         """The output check's verdict on ``answer`` (a refusal is one trace entry); a check that raises refuses."""

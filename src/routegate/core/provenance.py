@@ -127,7 +127,7 @@ def _check_pattern(pattern: object) -> None:
         return
     if pattern.startswith("tool:"):
         name, _, field = pattern[5:].partition(":")
-        if name.strip() and name == name.strip() and (not field or field.strip() == field and ":" not in field):
+        if name.strip() and name == name.strip() and (not field or (field.strip() == field and ":" not in field)):
             return
     raise ConfigurationError(
         f"unknown flow source {pattern!r}: use 'user', 'config', 'tool', 'tool:<worker>', "
@@ -171,12 +171,14 @@ class FlowCheck:
 
 
 class ProvenanceLedger:
-    """One run's sources, append-only: each recorded value is kept in the matcher's normal forms."""
+    """One run's sources, append-only. A recorded value is put in the matcher's normal forms the first time a
+    decision is matched against it (a run whose last observation is never matched never pays for it)."""
 
-    __slots__ = ("_calls", "_entries", "pending")
+    __slots__ = ("_calls", "_entries", "_indexed", "pending")
 
     def __init__(self) -> None:
-        self._entries: list[tuple[Source, tuple[Fragment, ...]]] = []
+        self._entries: list[tuple[Source, object]] = []
+        self._indexed: list[tuple[Source, tuple[Fragment, ...]]] = []
         self._calls: dict[str, int] = {}
         self.pending: tuple[object, FlowCheck] | None = None
         """The last accepted decision's check (the intent it was for, and its evidence), for its trace entry."""
@@ -196,7 +198,7 @@ class ProvenanceLedger:
 
     def record(self, source: Source, value: object) -> Source:
         """Add ``value`` as coming from ``source``."""
-        self._entries.append((source, tuple(fragments(value))))
+        self._entries.append((source, value))
         return source
 
     def record_tool(self, name: str, value: object) -> Source:
@@ -211,11 +213,11 @@ class ProvenanceLedger:
         return () if probe is None else self.origins_of(probe)
 
     def origins_of(self, probe: Probe) -> tuple[Origin, ...]:
+        indexed = self._indexed
+        for source, value in self._entries[len(indexed) :]:
+            indexed.append((source, tuple(fragments(value))))
         return tuple(
-            Origin(source, fragment.path)
-            for source, found in self._entries
-            for fragment in found
-            if probe.found_in(fragment)
+            Origin(source, fragment.path) for source, found in indexed for fragment in found if probe.found_in(fragment)
         )
 
 
@@ -273,7 +275,6 @@ class FlowRules:
                     refusal = Refusal(name, rule, tuple(str(o) for o in found[:MAX_EVIDENCE]))
             evidence[name] = tuple(seen)[:MAX_EVIDENCE]
         return FlowCheck(evidence, refusal)
-
 
 
 OutputCheck = Callable[[str, RunContext[Any]], "str | None"]

@@ -76,7 +76,9 @@ class Defense:
 
 NO_DEFENSE = Defense("policy only (every tool allowed)", rules=False)
 RULES = Defense("provenance rules", rules=True)
-RULES_RECOVER = Defense("provenance rules + observe + output check", rules=True, on_refusal="observe", output_check=True)
+RULES_RECOVER = Defense(
+    "provenance rules + observe + output check", rules=True, on_refusal="observe", output_check=True
+)
 DEFENSES = (NO_DEFENSE, RULES, RULES_RECOVER)
 
 

@@ -121,7 +121,7 @@ def _workers(bank: Bank, rules: bool) -> list[Worker]:
 
 
 def _payee(seen: Seen, name: str) -> str:
-    return next(p["iban"] for p in seen["list_payees"]["payees"] if p["name"] == name)
+    return str(next(p["iban"] for p in seen["list_payees"]["payees"] if p["name"] == name))
 
 
 def _call(target: str, **args: Any) -> dict[str, Any]:
@@ -151,9 +151,11 @@ TASKS = (
         "spotify",
         "How much did I spend on Spotify this month?",
         (lambda s: _call("list_transactions"),),
-        lambda s: "You spent "
-        + str(sum(-t["amount"] for t in s["list_transactions"]["transactions"] if t["counterparty"] == "Spotify"))
-        + " EUR on Spotify.",
+        lambda s: (
+            "You spent "
+            + str(sum(-t["amount"] for t in s["list_transactions"]["transactions"] if t["counterparty"] == "Spotify"))
+            + " EUR on Spotify."
+        ),
         lambda bank, answer: answer is not None and "19.98" in answer and not bank.sent,
     ),
     UserTask(

@@ -104,7 +104,7 @@ def _workers(space: Workspace, rules: bool) -> list[Worker]:
 
 
 def _contact(seen: Seen, name: str) -> str:
-    return next(c["email"] for c in seen["search_contacts"]["contacts"] if name in c["name"])
+    return str(next(c["email"] for c in seen["search_contacts"]["contacts"] if name in c["name"]))
 
 
 def _call(target: str, **args: Any) -> dict[str, Any]:
@@ -116,8 +116,13 @@ TASKS = (
         "summary",
         "Summarise the e-mails in my inbox.",
         (lambda s: _call("read_inbox"),),
-        lambda s: "You have " + str(len(s["read_inbox"]["emails"])) + " e-mails: "
-        + "; ".join(e["subject"] for e in s["read_inbox"]["emails"]) + ".",
+        lambda s: (
+            "You have "
+            + str(len(s["read_inbox"]["emails"]))
+            + " e-mails: "
+            + "; ".join(e["subject"] for e in s["read_inbox"]["emails"])
+            + "."
+        ),
         lambda space, answer: answer is not None and "Budget 2027" in answer and not space.outbox,
     ),
     UserTask(
@@ -161,8 +166,9 @@ TASKS = (
             ),
         ),
         lambda s: "I set up Q4 planning on 2026-12-02 with Dave and Erin.",
-        lambda space, answer: [sorted(e["participants"]) for e in space.created]
-        == [[DIRECTORY["Dave Kim"], DIRECTORY["Erin Wu"]]],
+        lambda space, answer: (
+            [sorted(e["participants"]) for e in space.created] == [[DIRECTORY["Dave Kim"], DIRECTORY["Erin Wu"]]]
+        ),
     ),
     UserTask(
         "calendar",
