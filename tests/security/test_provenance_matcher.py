@@ -117,6 +117,12 @@ def test_any_source_can_be_recorded_and_matched(value: object) -> None:
     ledger.origins("anything")  # never raises
 
 
+def test_a_huge_source_is_cut_so_a_value_past_the_bound_is_not_credited() -> None:
+    flood = ["filler text " * 1000] * 200  # 2.4 MB of text in 200 leaves: over the per-source bound
+    assert tool_ledger([*flood, "GB29NWBK60161331926819"]).origins("GB29NWBK60161331926819") == ()
+    assert tool_ledger(["GB29NWBK60161331926819", *flood]).origins("GB29NWBK60161331926819") != ()
+
+
 def test_a_source_nested_past_the_bound_is_cut_not_raised() -> None:
     deep: object = "GB29NWBK60161331926819"
     for _ in range(5_000):

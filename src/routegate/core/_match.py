@@ -15,8 +15,9 @@ from here" by comparing normal forms, each built once when a source is recorded:
 
 A structured value (a mapping, a list, a pydantic model dumped to a dict) is flattened to its leaves, each with
 its path (``payees[1].iban``), and a mapping's keys are leaves too, so a value is matched to the field it was
-read from. Every walk is bounded (:data:`MAX_DEPTH`, :data:`MAX_LEAVES`, :data:`MAX_TEXT`): a source larger than
-that is cut, which can only make a value *not* match (fail closed).
+read from. Every walk is bounded (:data:`MAX_DEPTH`, :data:`MAX_LEAVES`, :data:`MAX_TEXT` per text and
+:data:`MAX_SOURCE_TEXT` per source): a source larger than that is cut, which can only make a value *not* match
+(fail closed) — a tool's output cannot make the matcher slow.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -33,6 +35,7 @@ MIN_COMPACT = 6
 MAX_DEPTH = 32
 MAX_LEAVES = 10_000
 MAX_TEXT = 200_000
+MAX_SOURCE_TEXT = 1_000_000
 
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"(?<![\w.,])[-+]?\d+(?:[.,]\d+)*(?![\w])")
@@ -113,10 +116,10 @@ class Fragment:
 
 def fragments(value: object) -> Iterator[Fragment]:
     """The leaves of ``value`` (and the keys of its mappings) as fragments, breadth-first and bounded."""
-    budget = MAX_LEAVES
-    queue: list[tuple[str, object, int]] = [("", value, 0)]
-    while queue and budget > 0:
-        path, item, depth = queue.pop(0)
+    budget, text_left = MAX_LEAVES, MAX_SOURCE_TEXT
+    queue: deque[tuple[str, object, int]] = deque([("", value, 0)])
+    while queue and budget > 0 and text_left > 0:
+        path, item, depth = queue.popleft()
         if isinstance(item, Mapping):
             if depth >= MAX_DEPTH:
                 continue
@@ -124,6 +127,7 @@ def fragments(value: object) -> Iterator[Fragment]:
                 budget -= 1
                 where = f"{path}.{key}" if path else str(key)
                 if isinstance(key, str):
+                    text_left -= len(key)
                     yield Fragment(where, key)
                 queue.append((where, child, depth + 1))
         elif isinstance(item, list | tuple):
@@ -136,6 +140,9 @@ def fragments(value: object) -> Iterator[Fragment]:
             continue
         elif isinstance(item, str | int | float | Decimal):
             budget -= 1
+            if isinstance(item, str):
+                item = item[: min(MAX_TEXT, text_left)]
+                text_left -= len(item)
             yield Fragment(path, item)
 
 
