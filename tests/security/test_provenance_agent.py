@@ -239,3 +239,23 @@ def test_flow_sources_can_name_a_field_of_a_trusted_tool() -> None:
 
 def _unused(request: RouteRequest) -> None:  # keeps RouteRequest imported for the type of scripted steps
     del request
+
+
+def test_a_provenance_refusal_is_the_policy_spans_stop_reason() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from routegate.core.telemetry import use_tracer_provider
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    use_tracer_provider(provider)
+    try:
+        result = agent(Bank(), ScriptedRouter([read(), send(ATTACKER, 900)])).run(GOAL)
+    finally:
+        use_tracer_provider(None)
+    assert result.stop_reason == "route_denied:provenance:recipient"
+    policy = [s for s in exporter.get_finished_spans() if s.name == "routegate.policy"]
+    assert [s.attributes.get("routegate.stop_reason") for s in policy] == [None, "route_denied:provenance:recipient"]

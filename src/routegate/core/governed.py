@@ -160,7 +160,8 @@ class GovernedStep:
         previous: HistoryEntry | None = None,
         started: float | None = None,
     ) -> RouteIntent | Stopped:
-        """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route``."""
+        """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route`` (``delegate``
+        for a flow rule's ``route_denied:provenance:<arg>``)."""
         t0 = _perf() if started is None else started
         previous_target = previous.route.target if previous is not None else None
         previous_status = previous.status if previous is not None else None
@@ -175,22 +176,32 @@ class GovernedStep:
                     decision.raw, previous_target=previous_target, previous_status=previous_status
                 )
                 _record_verdict(checked, verdict)
+                if self._rules is not None and isinstance(verdict, RouteIntent):
+                    refused = self._flows(verdict, decision, ctx, attempt, t0)
+                    if refused is not None:
+                        record_stop(checked, refused.stop_reason)
+                        return refused
         emit = ctx.emit
         if isinstance(verdict, RouteRejection):
             if emit is not None:
                 emit(DecisionEvent(attempt, decision, None, verdict.stop_reason))
             entry = _entry(attempt, None, t0, decision, "route", None, verdict.stop_reason)
             return Stopped(Outcome(False, verdict.stop_reason, "route", verdict.message), entry, raw=decision.raw)
-        rules = self._rules
-        if rules is not None:
-            flow = rules.get(verdict.target)
-            if flow is not None:
-                refused = _check_flows(flow, verdict, decision, ctx, attempt, t0)
-                if refused is not None:
-                    return refused
+        if tr is None and self._rules is not None:
+            refused = self._flows(verdict, decision, ctx, attempt, t0)
+            if refused is not None:
+                return refused
         if emit is not None:
             emit(DecisionEvent(attempt, decision, verdict))
         return verdict
+
+    def _flows(
+        self, intent: RouteIntent, decision: RouteDecision, ctx: RunContext[Any], attempt: int, t0: float
+    ) -> Stopped | None:
+        """The target's flow rules on ``intent`` (``None`` when it has none or they hold)."""
+        assert self._rules is not None
+        flow = self._rules.get(intent.target)
+        return None if flow is None else _check_flows(flow, intent, decision, ctx, attempt, t0)
 
     async def delegate(
         self,
