@@ -4,6 +4,7 @@ hands refusals back to the router still answers the user."""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -12,14 +13,21 @@ import pytest
 from routegate.core import (
     Budget,
     From,
-    RouteRequest,
+    GovernedStep,
+    ProvenanceLedger,
+    RouteDecision,
+    RouteGateway,
+    RouteIntent,
+    RoutePolicy,
     RoutingAgent,
     RunContext,
     Sensitive,
+    Stopped,
     Worker,
     WorkerArgs,
     links_only_from,
 )
+from routegate.errors import ConfigurationError
 from routegate.testing import ScriptedRouter
 
 ATTACKER = "XX98 ATTK 0000 6666 1313 77"
@@ -182,10 +190,6 @@ def test_without_rules_no_ledger_is_kept() -> None:
 
 def test_a_runtime_that_records_no_sources_fails_closed() -> None:
     """The governed step alone (as another runtime uses it) with no ledger: a sensitive value matches nothing."""
-    import asyncio
-
-    from routegate.core import GovernedStep, RouteDecision, RouteGateway, RoutePolicy, Stopped
-
     bank = Bank()
     workers = bank.workers()
     step = GovernedStep(
@@ -201,8 +205,6 @@ def test_a_runtime_that_records_no_sources_fails_closed() -> None:
 
 @pytest.mark.parametrize("bad", ["always", None, 1])
 def test_on_refusal_must_be_end_or_observe(bad: object) -> None:
-    from routegate.errors import ConfigurationError
-
     with pytest.raises(ConfigurationError, match="on_refusal must be 'end' or 'observe'"):
         RoutingAgent(workers=Bank().workers(), router=ScriptedRouter([]), on_refusal=bad)  # type: ignore[arg-type]
 
@@ -237,10 +239,6 @@ def test_flow_sources_can_name_a_field_of_a_trusted_tool() -> None:
     assert sent == [FRIEND]
 
 
-def _unused(request: RouteRequest) -> None:  # keeps RouteRequest imported for the type of scripted steps
-    del request
-
-
 def test_a_provenance_refusal_is_the_policy_spans_stop_reason() -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -259,3 +257,37 @@ def test_a_provenance_refusal_is_the_policy_spans_stop_reason() -> None:
     assert result.stop_reason == "route_denied:provenance:recipient"
     policy = [s for s in exporter.get_finished_spans() if s.name == "routegate.policy"]
     assert [s.attributes.get("routegate.stop_reason") for s in policy] == [None, "route_denied:provenance:recipient"]
+
+
+def test_a_refusal_handed_back_does_not_lift_the_reroute_guard() -> None:
+    def busy(text: str) -> dict[str, Any]:
+        return {"status": "needs_reroute", "result": {}}
+
+    workers = [Worker("busy", busy, inline=True)]
+    again = {"kind": "route", "target": "busy", "args": {"text": "a"}}
+    router = ScriptedRouter([again, {"kind": "nope"}, {**again, "args": {"text": "b"}}])
+    result = RoutingAgent(workers=workers, router=router, on_refusal="observe").run("hi")
+    assert router.requests[2].forbidden_targets == frozenset({"busy"})
+    assert result.stop_reason == "invalid_route:repeat_target_after_reroute"
+
+
+def test_a_runtime_that_validates_all_before_it_delegates_keeps_each_decisions_evidence() -> None:
+    bank = Bank()
+    workers = bank.workers()
+    step = GovernedStep(
+        RoutePolicy({w.name for w in workers}, {w.name: w.schema for w in workers}),
+        RouteGateway(allow=[w.name for w in workers], registry=workers),
+    )
+    ctx: RunContext[None] = RunContext(None)
+    ctx.provenance = ProvenanceLedger.of_request(f"send 5 to {FRIEND} and 7 to {ATTACKER}")
+    first = step.validate(RouteDecision(raw=send(FRIEND, 5)), ctx, attempt=1)
+    second = step.validate(RouteDecision(raw=send(ATTACKER, 7)), ctx, attempt=2)
+    assert isinstance(first, RouteIntent) and isinstance(second, RouteIntent)
+
+    async def both() -> list[Any]:
+        return [await step.delegate(first, ctx, attempt=1), await step.delegate(second, ctx, attempt=2)]
+
+    done = asyncio.run(both())
+    assert [d.trace.provenance["recipient"] for d in done] == [("user",), ("user",)]
+    assert [d.trace.provenance["amount"] for d in done] == [("user",), ("user",)]
+    assert ctx.provenance.pending == {}

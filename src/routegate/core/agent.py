@@ -228,8 +228,8 @@ class RoutingAgent:
             ctx.provenance = ProvenanceLedger.of_request(goal, context)
         observe = self.on_refusal == "observe"
         refused: list[Outcome] = []
+        previous: HistoryEntry | None = None  # the last delegation: a refusal handed back does not lift its guard
         for attempt in range(1, budget.max_route_attempts + 1):
-            previous = history[-1] if history else None
             forbidden = (
                 frozenset({previous.route.target})
                 if previous is not None and previous.status == "needs_reroute"
@@ -294,7 +294,8 @@ class RoutingAgent:
                     bad_observation=done.value,
                 )
             assert done.observation is not None  # the status check accepts mappings only
-            history.append(HistoryEntry(attempt, verdict, done.observation))
+            previous = HistoryEntry(attempt, verdict, done.observation)
+            history.append(previous)
             if done.status == "needs_reroute":
                 continue
             finished = await self._finalize(run, goal, verdict, context, attempt, observe=observe)

@@ -327,7 +327,7 @@ def _check_flows(
     checked = flow.check(intent.args, ledger)
     refusal = checked.refusal
     if refusal is None:
-        ledger.pending = (intent, checked)
+        ledger.pending[id(intent)] = (intent, checked)
         return None
     stop = sr.route_denied_provenance(refusal.arg)
     if ctx.emit is not None:
@@ -342,10 +342,9 @@ def _record_source(result: Delegated | Stopped, ctx: RunContext[Any]) -> None:
     """After a delegation: its arguments' origins go on its trace entry, and what the worker returned becomes a
     source of the run (``tool:<worker>#<n>``)."""
     ledger = _ledger(ctx)
-    pending = ledger.pending
-    if pending is not None and result.intent is not None and pending[0] is result.intent:
+    pending = ledger.pending.pop(id(result.intent), None) if ledger.pending else None
+    if pending is not None and pending[0] is result.intent:
         result.trace.provenance = pending[1].evidence
-        ledger.pending = None
     if isinstance(result, Delegated):
         ledger.record_tool(result.intent.target, result.value if result.observation is None else result.observation)
 

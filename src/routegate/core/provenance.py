@@ -180,8 +180,9 @@ class ProvenanceLedger:
         self._entries: list[tuple[Source, object]] = []
         self._indexed: list[tuple[Source, tuple[Fragment, ...]]] = []
         self._calls: dict[str, int] = {}
-        self.pending: tuple[object, FlowCheck] | None = None
-        """The last accepted decision's check (the intent it was for, and its evidence), for its trace entry."""
+        self.pending: dict[int, tuple[object, FlowCheck]] = {}
+        """Accepted decisions not delegated yet, by ``id`` of their intent: the intent and its check's evidence,
+        for the delegation's trace entry (a runtime may validate several decisions before it delegates any)."""
 
     @classmethod
     def of_request(cls, goal: str, config: Mapping[str, Any] | None = None) -> ProvenanceLedger:
