@@ -175,3 +175,35 @@ def test_sensitive_takes_the_users_words_and_refuses_a_tools(iban: str) -> None:
     assert refusal is not None and refusal.arg == "recipient" and refusal.found == ("tool:read_file#1",)
     # an argument without a rule may hold a value no source holds
     assert rules.check({"recipient": iban, "amount": Decimal(5), "note": "zzqx"}, from_user).refusal is None
+
+
+class Note(WorkerArgs):
+    secret: Annotated[str, Sensitive]
+    free: str
+    anywhere: Annotated[str, From("*")]
+
+
+def _note(secret: str, free: str, anywhere: str) -> None:
+    return None
+
+
+text = st.text(alphabet="abcdef 0123456789.,-", max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text, st.lists(text, max_size=3), text, text, text)
+def test_the_defaults_sensitive_refuses_exactly_what_no_user_or_config_source_holds(
+    goal: str, outputs: list[str], secret: str, free: str, anywhere: str
+) -> None:
+    rules = Worker("note", _note, args_model=Note).flow_rules
+    assert rules is not None
+    ledger = ProvenanceLedger.of_request(goal, {"signature": "abc"})
+    for output in outputs:
+        ledger.record_tool("read", {"text": output})
+    refusal = rules.check({"secret": secret, "free": free, "anywhere": anywhere}, ledger).refusal
+    trusted = any(o.source.kind in ("user", "config") for o in ledger.origins(secret))
+    blank = not ledger.origins(secret) and not any(ch.isalnum() for ch in secret)
+    if trusted or blank:
+        assert refusal is None  # free and anywhere never refuse, whatever they hold
+    else:
+        assert refusal is not None and refusal.arg == "secret"
