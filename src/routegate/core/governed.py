@@ -221,6 +221,8 @@ class GovernedStep:
         emit = ctx.emit
         if emit is not None:
             emit(DelegationEvent(attempt, target, digest))
+        if ctx.provenance is not None:
+            ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
         tr = ctx.tracer
         if tr is None:
             try:

@@ -172,7 +172,9 @@ class FlowCheck:
 
 class ProvenanceLedger:
     """One run's sources, append-only. A recorded value is put in the matcher's normal forms the first time a
-    decision is matched against it (a run whose last observation is never matched never pays for it)."""
+    decision is matched against it or before the next worker runs (:meth:`index`), whichever is first: a run's
+    last observation is never paid for, and a worker that mutates an object an earlier output shared cannot
+    change what that output held."""
 
     __slots__ = ("_calls", "_entries", "_indexed", "pending")
 
@@ -214,12 +216,21 @@ class ProvenanceLedger:
         return () if probe is None else self.origins_of(probe)
 
     def origins_of(self, probe: Probe) -> tuple[Origin, ...]:
-        indexed = self._indexed
-        for source, value in self._entries[len(indexed) :]:
-            indexed.append((source, tuple(fragments(value))))
+        """:meth:`origins` for a value already in the matcher's normal forms."""
+        self.index()
         return tuple(
-            Origin(source, fragment.path) for source, found in indexed for fragment in found if probe.found_in(fragment)
+            Origin(source, fragment.path)
+            for source, found in self._indexed
+            for fragment in found
+            if probe.found_in(fragment)
         )
+
+    def index(self) -> None:
+        """Put every value recorded since the last call in the matcher's normal forms (a snapshot of it)."""
+        indexed = self._indexed
+        if len(indexed) < len(self._entries):
+            for source, value in self._entries[len(indexed) :]:
+                indexed.append((source, tuple(fragments(value))))
 
 
 @dataclass(frozen=True, slots=True)
