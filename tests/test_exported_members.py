@@ -277,6 +277,24 @@ PINNED: dict[str, list[str]] = {
         "streamlit_command",
         "streamlit_env",
     ],
+    "routegate.testing.injection": [
+        "BANKING",
+        "DEFENSES",
+        "Defense",
+        "Figures",
+        "Injection",
+        "NO_DEFENSE",
+        "ObedientRouter",
+        "PairResult",
+        "RULES",
+        "RULES_RECOVER",
+        "SUITES",
+        "Suite",
+        "UserTask",
+        "WORKSPACE",
+        "measure",
+        "run_once",
+    ],
 }
 
 # module attributes that are not API: __future__ feature flags and typing's TYPE_CHECKING
