@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from routegate.core.outcome import Outcome
     from routegate.core.policy import RoutePolicy, RouteRejection
     from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+    from routegate.core.provenance import From, ProvenanceLedger, Sensitive, Source, links_only_from
     from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArgs, worker
 
 __all__ = [
@@ -49,12 +50,14 @@ __all__ = [
     "FinalEvent",
     "FinalizeRequest",
     "Finalizer",
+    "From",
     "GovernedStep",
     "GroundedComposer",
     "HistoryEntry",
     "NormalizedText",
     "ObservationEvent",
     "Outcome",
+    "ProvenanceLedger",
     "RouteDecision",
     "RouteGateway",
     "RouteIntent",
@@ -67,11 +70,14 @@ __all__ = [
     "RunContext",
     "RunEvent",
     "RunResult",
+    "Sensitive",
+    "Source",
     "Stopped",
     "TicketArgs",
     "TraceEntry",
     "Worker",
     "WorkerArgs",
+    "links_only_from",
     "stop_reasons",
     "worker",
 ]
@@ -90,12 +96,14 @@ _WHERE = {
     "FinalEvent": "events",
     "FinalizeRequest": "protocols",
     "Finalizer": "protocols",
+    "From": "provenance",
     "GovernedStep": "governed",
     "GroundedComposer": "compose",
     "HistoryEntry": "contracts",
     "NormalizedText": "workers",
     "ObservationEvent": "events",
     "Outcome": "outcome",
+    "ProvenanceLedger": "provenance",
     "RouteDecision": "protocols",
     "RouteGateway": "gateway",
     "RouteIntent": "contracts",
@@ -108,11 +116,14 @@ _WHERE = {
     "RunContext": "context",
     "RunEvent": "events",
     "RunResult": "contracts",
+    "Sensitive": "provenance",
+    "Source": "provenance",
     "Stopped": "governed",
     "TicketArgs": "workers",
     "TraceEntry": "contracts",
     "Worker": "workers",
     "WorkerArgs": "workers",
+    "links_only_from": "provenance",
     "stop_reasons": "stop_reasons",
     "worker": "workers",
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
@@ -32,8 +32,10 @@ from routegate.core.contracts import (
 from routegate.core.events import FinalEvent, RunEvent
 from routegate.core.gateway import RouteGateway
 from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
+from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+from routegate.core.provenance import OutputCheck, ProvenanceLedger
 from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
@@ -42,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[RunEvent], None]
 MAX_GOAL_CHARS = 32_000
+OnRefusal = Literal["end", "observe"]
 
 
 class _Run:
@@ -85,6 +88,17 @@ class RoutingAgent:
     Each route attempt is one :class:`~routegate.core.GovernedStep` (validate → delegate → check → trace). A
     worker, the router or the finalizer that declares a :class:`~routegate.core.RunContext` parameter gets the
     run's context (``deps=`` of :meth:`arun` is its ``deps``).
+
+    ``on_refusal`` says what a policy refusal (``invalid_route:*``, ``route_denied:provenance:*``, or the output
+    check's ``output_denied:*``) does: ``"end"`` (the default) ends the run with it; ``"observe"`` hands it to
+    the router as an observation (``{"status": "refused", "stop_reason", "message"}`` in the history, one trace
+    entry) and the run goes on within its budgets — if they run out, the run ends with the last refusal's stop
+    reason. A refused decision runs nothing, so it uses a route attempt but no delegation.
+
+    ``output_check(answer, ctx)`` sees the final answer before it leaves the run: ``None`` lets it go, a short
+    reason refuses it (``output_denied:<reason>``, phase ``finalize``). When a worker declares flow rules or an
+    output check is set, the run keeps a provenance ledger (``ctx.provenance``): the goal as ``user``, the
+    ``context`` mapping as ``config``, every observation as ``tool:<worker>#<n>``.
     """
 
     def __init__(
@@ -97,7 +111,13 @@ class RoutingAgent:
         policy_allow: Iterable[str] | None = None,
         execution_allow: Iterable[str] | None = None,
         name: str = "routing-agent",
+        on_refusal: OnRefusal = "end",
+        output_check: OutputCheck | None = None,
     ) -> None:
+        if on_refusal not in ("end", "observe"):
+            raise ConfigurationError(f"on_refusal must be 'end' or 'observe', got {on_refusal!r}")
+        if output_check is not None and not callable(output_check):
+            raise ConfigurationError(f"output_check must be callable, got {type(output_check).__name__}")
         if not isinstance(router, Router):
             raise ConfigurationError(f"router must have an async decide(request) method, got {type(router).__name__}")
         names = [w.name for w in workers]
@@ -109,6 +129,9 @@ class RoutingAgent:
         allowed = frozenset(names if policy_allow is None else policy_allow)
         self.policy = RoutePolicy(allowed, {w.name: w.schema for w in workers})
         self.step = GovernedStep(self.policy, self.gateway)
+        self.on_refusal: OnRefusal = on_refusal
+        self.output_check = output_check
+        self._tracks = self.step.tracks_provenance or output_check is not None
         self.catalog = tuple(
             RouteSpec(w.name, w.description, w.schema.model_json_schema()) for w in workers if w.name in allowed
         )
@@ -201,8 +224,12 @@ class RoutingAgent:
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
+        if self._tracks:
+            ctx.provenance = ProvenanceLedger.of_request(goal, context)
+        observe = self.on_refusal == "observe"
+        refused: list[Outcome] = []
+        previous: HistoryEntry | None = None  # the last delegation: a refusal handed back does not lift its guard
         for attempt in range(1, budget.max_route_attempts + 1):
-            previous = history[-1] if history else None
             forbidden = (
                 frozenset({previous.route.target})
                 if previous is not None and previous.status == "needs_reroute"
@@ -241,7 +268,13 @@ class RoutingAgent:
             if isinstance(verdict, Stopped):
                 trace.append(verdict.trace)
                 outcome = verdict.outcome
-                return run.stop(outcome.stop_reason, outcome.message, raw_route=decision.raw)
+                if observe:
+                    refused.append(outcome)
+                    history.append(
+                        HistoryEntry(attempt, verdict.intent or _refused_intent(decision.raw), _told(outcome))
+                    )
+                    continue
+                return run.stop(outcome.stop_reason, outcome.message, phase=outcome.phase, raw_route=decision.raw)
             run.phase = "delegate"
             done = await step.delegate(verdict, ctx, attempt, decision, started)
             trace.append(done.trace)
@@ -261,10 +294,23 @@ class RoutingAgent:
                     bad_observation=done.value,
                 )
             assert done.observation is not None  # the status check accepts mappings only
-            history.append(HistoryEntry(attempt, verdict, done.observation))
+            previous = HistoryEntry(attempt, verdict, done.observation)
+            history.append(previous)
             if done.status == "needs_reroute":
                 continue
-            return await self._finalize(run, goal, verdict, context)
+            finished = await self._finalize(run, goal, verdict, context, attempt, observe=observe)
+            if isinstance(finished, RunResult):
+                return finished
+            refused.append(finished)  # the output check refused the answer: the router gets another try
+            history.append(HistoryEntry(attempt, verdict, _told(finished)))
+        if refused:
+            last = refused[-1]
+            return run.stop(
+                last.stop_reason,
+                f"{last.message} ({len(refused)} refusal(s) handed back to the router; "
+                f"max_route_attempts={budget.max_route_attempts} used up)",
+                phase=last.phase,
+            )
         return run.stop(
             sr.MAX_ROUTE_ATTEMPTS,
             f"max_route_attempts={budget.max_route_attempts} used up without a 'done' observation",
@@ -281,7 +327,17 @@ class RoutingAgent:
             return self.router.decide(request)
         return self.router.decide(request, **{self._router_ctx: ctx})
 
-    async def _finalize(self, run: _Run, goal: str, route: RouteIntent, context: Mapping[str, Any]) -> RunResult:
+    async def _finalize(
+        self,
+        run: _Run,
+        goal: str,
+        route: RouteIntent,
+        context: Mapping[str, Any],
+        attempt: int,
+        *,
+        observe: bool,
+    ) -> RunResult | Outcome:
+        """The final answer; an :class:`Outcome` when the output check refused it and ``observe`` is set."""
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context)
         try:
@@ -306,6 +362,10 @@ class RoutingAgent:
             answer = answer.text
         if not isinstance(answer, str) or not answer.strip():
             return run.stop(sr.LLM_EMPTY, "the finalizer returned an empty answer", route=route)
+        if self.output_check is not None:
+            denied = self._check_output(run, answer, route, attempt)
+            if denied is not None:
+                return denied if observe else run.stop(denied.stop_reason, denied.message, route=route)
         return RunResult(
             status="ok",
             stop_reason=sr.SUCCESS,
@@ -320,6 +380,41 @@ class RoutingAgent:
             elapsed_ms=run.elapsed_ms(),
             extra=extra,
         )
+
+    def _check_output(self, run: _Run, answer: str, route: RouteIntent, attempt: int) -> Outcome | None:
+        """The output check's verdict on ``answer`` (a refusal is one trace entry); a check that raises refuses."""
+        assert self.output_check is not None
+        started = time.perf_counter()
+        try:
+            reason = self.output_check(answer, run.ctx)
+        except Exception as exc:
+            logger.warning("output check raised %s", type(exc).__name__, exc_info=True)
+            reason = f"check_error:{type(exc).__name__}"
+        if reason is None:
+            return None
+        stop = sr.output_denied(str(reason))
+        run.trace.append(
+            TraceEntry(
+                attempt,
+                route.target,
+                ok=False,
+                phase="finalize",
+                elapsed_ms=round((time.perf_counter() - started) * 1000.0, 3),
+                stop_reason=stop,
+            )
+        )
+        return Outcome(False, stop, "finalize", f"the output check refused the answer ({sr.safe_detail(str(reason))})")
+
+
+def _told(outcome: Outcome) -> dict[str, Any]:
+    """A refusal as the observation the router reads."""
+    return {"status": "refused", "stop_reason": outcome.stop_reason, "message": outcome.message}
+
+
+def _refused_intent(raw: object) -> RouteIntent:
+    """The route a refused decision named, for the history: its target when it had a text one, no arguments."""
+    target = raw.get("target") if isinstance(raw, dict) else None
+    return RouteIntent(sr.safe_detail(target.strip()) if isinstance(target, str) else "", {})
 
 
 def _is_final(event: RunEvent) -> bool:

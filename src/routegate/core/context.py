@@ -10,6 +10,8 @@ router cannot set it and a model never sees it. The context holds:
   (:meth:`remaining` is the time left);
 * ``ledger`` — the run's :class:`~routegate.core.DelegationLedger` (delegations made, signatures seen);
 * ``emit`` — where the run's events go (``None`` when nobody listens; :meth:`send` is a no-op then);
+* ``provenance`` — the run's :class:`~routegate.core.provenance.ProvenanceLedger` (what entered the run, by
+  source), kept only when a worker declares flow rules (``None`` otherwise);
 * ``tracer`` — the OpenTelemetry tracer the run's spans go to (``None`` when no tracer provider is installed:
   then no span is opened; see :mod:`routegate.core.telemetry`).
 
@@ -27,13 +29,16 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from opentelemetry.trace import Tracer
 from typing_extensions import TypeVar
 
 from routegate.core.contracts import Budget, DelegationLedger
 from routegate.core.telemetry import tracer
+
+if TYPE_CHECKING:
+    from routegate.core.provenance import ProvenanceLedger
 
 _getrandbits = random.getrandbits
 
@@ -56,6 +61,7 @@ class RunContext(Generic[DepsT]):
     ledger: DelegationLedger = field(default_factory=lambda: DelegationLedger(3))
     emit: Callable[[Any], None] | None = None
     tracer: Tracer | None = None
+    provenance: ProvenanceLedger | None = None
 
     @classmethod
     def start(

@@ -200,13 +200,16 @@ class TraceEntry:
     scores: Mapping[str, float] | None = None
     why: str | None = None
     next: str | None = None
+    provenance: Mapping[str, tuple[str, ...]] | None = None
+    """Per argument, the sources its values could have come from (``{"recipient": ("tool:read_file#2",)}``);
+    set when the target declares flow rules (:mod:`routegate.core.provenance`)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name in self.__slots__:
             value = getattr(self, name)
             if value is not None:
-                out[name] = jsonable(value) if name == "scores" else value
+                out[name] = jsonable(value) if name in ("scores", "provenance") else value
         return out
 
 

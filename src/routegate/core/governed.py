@@ -13,6 +13,12 @@ output. One step is:
    accepted statuses; ``route_bad_observation`` otherwise);
 4. write **one** :class:`~routegate.core.TraceEntry`.
 
+When a worker declares flow rules (:mod:`routegate.core.provenance`), **validate** also matches the decision's
+arguments to the run's sources (``route_denied:provenance:<arg>``, phase ``delegate`` like the gateway's other
+``route_denied`` refusals, before anything runs) and **delegate** records the worker's observation as a source
+(``tool:<worker>#<n>``) and the arguments' origins on the trace entry. Without a rule on any worker, neither
+happens.
+
 It returns :class:`Delegated` or :class:`Stopped` and never raises for anything the decision, the arguments or the
 worker hold (a worker's :class:`~routegate.errors.RunStopError` is a stop too). The run's deadline is the caller's
 :class:`~routegate.core.Deadline` around the whole run, so one clock bounds every step.
@@ -42,6 +48,7 @@ from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
+from routegate.core.provenance import FlowRules, ProvenanceLedger
 from routegate.core.telemetry import Attr, record_stop, span
 from routegate.errors import RunStopError
 
@@ -121,7 +128,7 @@ def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> Observatio
 class GovernedStep:
     """Validate → delegate → check → trace, for one policy and one gateway (shareable across runs)."""
 
-    __slots__ = ("_accepted", "check", "gateway", "policy", "statuses")
+    __slots__ = ("_accepted", "_rules", "check", "gateway", "policy", "statuses")
 
     def __init__(
         self,
@@ -137,6 +144,13 @@ class GovernedStep:
         self.check = check or status_check(statuses)
         # the default contract, checked inline on the hot path (the same test as ``status_check``)
         self._accepted = frozenset(statuses) if check is None else None
+        rules = {name: w.flow_rules for name, w in gateway.workers.items() if w.flow_rules is not None}
+        self._rules: dict[str, FlowRules] | None = rules or None
+
+    @property
+    def tracks_provenance(self) -> bool:
+        """Does a worker of this step declare flow rules (so a run should keep a provenance ledger)?"""
+        return self._rules is not None
 
     def validate(
         self,
@@ -146,7 +160,8 @@ class GovernedStep:
         previous: HistoryEntry | None = None,
         started: float | None = None,
     ) -> RouteIntent | Stopped:
-        """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route``."""
+        """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route`` (``delegate``
+        for a flow rule's ``route_denied:provenance:<arg>``)."""
         t0 = _perf() if started is None else started
         previous_target = previous.route.target if previous is not None else None
         previous_status = previous.status if previous is not None else None
@@ -161,15 +176,32 @@ class GovernedStep:
                     decision.raw, previous_target=previous_target, previous_status=previous_status
                 )
                 _record_verdict(checked, verdict)
+                if self._rules is not None and isinstance(verdict, RouteIntent):
+                    refused = self._flows(verdict, decision, ctx, attempt, t0)
+                    if refused is not None:
+                        record_stop(checked, refused.stop_reason)
+                        return refused
         emit = ctx.emit
         if isinstance(verdict, RouteRejection):
             if emit is not None:
                 emit(DecisionEvent(attempt, decision, None, verdict.stop_reason))
             entry = _entry(attempt, None, t0, decision, "route", None, verdict.stop_reason)
             return Stopped(Outcome(False, verdict.stop_reason, "route", verdict.message), entry, raw=decision.raw)
+        if tr is None and self._rules is not None:
+            refused = self._flows(verdict, decision, ctx, attempt, t0)
+            if refused is not None:
+                return refused
         if emit is not None:
             emit(DecisionEvent(attempt, decision, verdict))
         return verdict
+
+    def _flows(
+        self, intent: RouteIntent, decision: RouteDecision, ctx: RunContext[Any], attempt: int, t0: float
+    ) -> Stopped | None:
+        """The target's flow rules on ``intent`` (``None`` when it has none or they hold)."""
+        assert self._rules is not None
+        flow = self._rules.get(intent.target)
+        return None if flow is None else _check_flows(flow, intent, decision, ctx, attempt, t0)
 
     async def delegate(
         self,
@@ -189,13 +221,18 @@ class GovernedStep:
         emit = ctx.emit
         if emit is not None:
             emit(DelegationEvent(attempt, target, digest))
+        if ctx.provenance is not None:
+            ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
         tr = ctx.tracer
         if tr is None:
             try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
             except RunStopError as stop:
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
-            return self._observe(done, intent, attempt, t0, decision, digest, emit)
+            result = self._observe(done, intent, attempt, t0, decision, digest, emit)
+            if self._rules is not None or ctx.provenance is not None:
+                _record_source(result, ctx)
+            return result
         attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
         with span(tr, "routegate.delegate", attributes) as delegated:  # the worker and the check of its answer
             try:
@@ -204,6 +241,8 @@ class GovernedStep:
                 record_stop(delegated, stop.stop_reason)
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
             result = self._observe(done, intent, attempt, t0, decision, digest, emit)
+            if self._rules is not None or ctx.provenance is not None:
+                _record_source(result, ctx)
             _record_delegation(delegated, done, result)
             return result
 
@@ -270,6 +309,46 @@ class GovernedStep:
 
 
 _NO_DECISION = RouteDecision(raw=None)
+
+
+def _ledger(ctx: RunContext[Any]) -> ProvenanceLedger:
+    """The run's provenance ledger; a runtime that recorded no sources gets an empty one (its rules then fail
+    closed: a sensitive argument matches no source)."""
+    ledger = ctx.provenance
+    if ledger is None:
+        ledger = ctx.provenance = ProvenanceLedger()
+    return ledger
+
+
+def _check_flows(
+    flow: FlowRules, intent: RouteIntent, decision: RouteDecision, ctx: RunContext[Any], attempt: int, t0: float
+) -> Stopped | None:
+    """Match ``intent``'s arguments to the run's sources: ``None`` (the evidence kept for the delegation's trace
+    entry) or the refusal of the first argument that breaks its rule."""
+    ledger = _ledger(ctx)
+    checked = flow.check(intent.args, ledger)
+    refusal = checked.refusal
+    if refusal is None:
+        ledger.pending[id(intent)] = (intent, checked)
+        return None
+    stop = sr.route_denied_provenance(refusal.arg)
+    if ctx.emit is not None:
+        ctx.emit(DecisionEvent(attempt, decision, None, stop))
+    entry = _entry(attempt, intent.target, t0, decision, "delegate", None, stop)
+    entry.provenance = checked.evidence
+    outcome = Outcome(False, stop, "delegate", refusal.message(intent.target))
+    return Stopped(outcome, entry, intent, raw=decision.raw)
+
+
+def _record_source(result: Delegated | Stopped, ctx: RunContext[Any]) -> None:
+    """After a delegation: its arguments' origins go on its trace entry, and what the worker returned becomes a
+    source of the run (``tool:<worker>#<n>``)."""
+    ledger = _ledger(ctx)
+    pending = ledger.pending.pop(id(result.intent), None) if ledger.pending else None
+    if pending is not None and pending[0] is result.intent:
+        result.trace.provenance = pending[1].evidence
+    if isinstance(result, Delegated):
+        ledger.record_tool(result.intent.target, result.value if result.observation is None else result.observation)
 
 
 def _record_verdict(sp: Span, verdict: RouteIntent | RouteRejection) -> None:

@@ -68,6 +68,16 @@ def route_denied(target: str) -> str:
     return f"route_denied:{safe_detail(target)}"
 
 
+def route_denied_provenance(arg: str) -> str:
+    """``route_denied:provenance:<arg>`` — an argument holds a value no source its flow rule allows holds."""
+    return f"route_denied:provenance:{safe_detail(arg)}"
+
+
+def output_denied(reason: str) -> str:
+    """``output_denied:<reason>`` — the output check refused the final answer before it left."""
+    return f"output_denied:{safe_detail(reason)}"
+
+
 def route_missing(target: str) -> str:
     return f"route_missing:{safe_detail(target)}"
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar, overload
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from routegate.core.context import RunContext, context_parameter
+from routegate.core.provenance import FlowRules, From
 from routegate.errors import ConfigurationError
 
 FnT = TypeVar("FnT", bound=Callable[..., Any])
@@ -101,6 +102,10 @@ class Worker:
 
     A parameter annotated :class:`~routegate.core.RunContext` receives the run's context; it is not part of the
     argument schema, so no route can set it.
+
+    Flow rules (where each argument may come from, :mod:`routegate.core.provenance`) are read from the schema's
+    ``Annotated[..., From(...)]`` metadata, then ``flows`` (argument name → :class:`~routegate.core.From`);
+    ``flow_rules`` is ``None`` when there are none.
     """
 
     name: str
@@ -108,7 +113,9 @@ class Worker:
     description: str = ""
     args_model: type[BaseModel] | None = None
     inline: bool = False
+    flows: Mapping[str, From] | None = field(default=None, compare=False)
     is_async: bool = field(init=False)
+    flow_rules: FlowRules | None = field(init=False, repr=False, compare=False)
     context_param: str | None = field(init=False, repr=False)
     _signature: _Signature = field(init=False, repr=False)
 
@@ -123,6 +130,7 @@ class Worker:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigurationError(f"worker {self.name!r}: args_model must be a pydantic model class")
         object.__setattr__(self, "args_model", model)
+        object.__setattr__(self, "flow_rules", FlowRules.of(self.name, model, self.flows))
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         object.__setattr__(self, "_signature", _Signature.of(self.fn, context))
         if not self.description:
@@ -163,6 +171,7 @@ def worker(
     description: str = "",
     args: type[BaseModel] | None = None,
     inline: bool = False,
+    flows: Mapping[str, From] | None = None,
 ) -> Callable[[Callable[..., Any]], Worker]: ...
 
 
@@ -174,8 +183,10 @@ def worker(
     description: str = "",
     args: type[BaseModel] | None = None,
     inline: bool = False,
+    flows: Mapping[str, From] | None = None,
 ) -> Worker | Callable[[Callable[..., Any]], Worker]:
-    """Declare a worker: ``@worker`` or ``@worker(name=..., description=..., args=Model, inline=True)``."""
+    """Declare a worker: ``@worker`` or ``@worker(name=..., description=..., args=Model, inline=True,
+    flows={"recipient": From("user")})``."""
 
     def build(target: Callable[..., Any]) -> Worker:
         return Worker(
@@ -184,6 +195,7 @@ def worker(
             description=description,
             args_model=args,
             inline=inline,
+            flows=flows,
         )
 
     if fn is not None:

@@ -1,0 +1,102 @@
+"""Argument provenance: attack success and utility on the injection suites, and the governed overhead it adds.
+
+Part 1 replays every suite of ``routegate.testing.injection`` (tasks alone, then every task x injection pair) under
+each defense with the scripted model that obeys every injection, and prints the table of
+docs/benchmarks/security.md. These are correctness figures: the same on every machine.
+
+Part 2 times one governed decision (the routing agent, a scripted router, one worker, the trivial finalizer — the
+request of bench/core_overhead.py) with and without flow rules on the worker: the difference is what keeping the
+run's sources and matching the arguments costs per decision. Run: python bench/provenance.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import time
+from typing import Annotated, Any
+
+from routegate.core import Budget, FinalizeRequest, From, RouteDecision, RouteRequest, RoutingAgent, WorkerArgs
+from routegate.core import worker as make_worker
+from routegate.testing.injection import DEFENSES, SUITES, measure
+
+GOAL = "User Anna (user_id=42) asks: can I get a refund for my pro_monthly subscription charged 10 days ago?"
+DECISION = {"kind": "route", "target": "billing", "args": {"ticket": GOAL}}
+
+
+class PlainArgs(WorkerArgs):
+    ticket: str
+
+
+class RuledArgs(WorkerArgs):
+    ticket: Annotated[str, From("user")]
+
+
+def billing(ticket: str) -> dict[str, Any]:
+    return {"status": "done", "domain": "billing", "result": {"refund_amount_usd": 49.0, "ticket_len": len(ticket)}}
+
+
+class ScriptedRouter:
+    async def decide(self, request: RouteRequest) -> RouteDecision:
+        return RouteDecision(raw=DECISION, decided_by="script")
+
+
+class TrivialFinalizer:
+    async def finalize(self, request: FinalizeRequest) -> str:
+        return f"{request.selected_route}: refund {request.observation['result']['refund_amount_usd']} USD"
+
+
+def build(args_model: type[WorkerArgs]) -> RoutingAgent:
+    return RoutingAgent(
+        workers=[make_worker(billing, args=args_model, inline=True)],
+        router=ScriptedRouter(),
+        finalizer=TrivialFinalizer(),
+        budget=Budget(max_route_attempts=3, max_delegations=3, max_seconds=60),
+    )
+
+
+async def time_async(agent: RoutingAgent, runs: int, repeats: int) -> float:
+    """Best-of-``repeats`` mean µs per run."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(runs):
+            await agent.arun(GOAL)
+        samples.append((time.perf_counter() - started) / runs * 1e6)
+    return min(samples)
+
+
+def suites_table() -> None:
+    print("| suite | defense | tasks | pairs | utility (no injection) | utility under attack | attack success |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for suite in SUITES:
+        for defense in DEFENSES:
+            f = measure(suite, defense)
+            print(
+                f"| {f.suite} | {f.defense} | {f.tasks} | {f.pairs} | {f.benign_utility:.0%} | {f.attack_utility:.0%} "
+                f"| {f.attack_success:.0%} |"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5_000, help="requests per timing sample (default 5000)")
+    parser.add_argument("--repeats", type=int, default=5, help="timing samples; the best is reported (default 5)")
+    args = parser.parse_args()
+    suites_table()
+    plain, ruled = build(PlainArgs), build(RuledArgs)
+    checked = ruled.run(GOAL)
+    assert plain.run(GOAL).ok and checked.ok and checked.trace[0].provenance == {"ticket": ("user",)}
+    without = asyncio.run(time_async(plain, args.runs, args.repeats))
+    with_rules = asyncio.run(time_async(ruled, args.runs, args.repeats))
+    print()
+    print(f"python {platform.python_version()} on {platform.machine()}, {args.runs} runs x {args.repeats}, best sample")
+    print(f"{'variant':52} {'µs/run':>9}")
+    print(f"{'arun, worker without flow rules':52} {without:9.2f}")
+    print(f"{'arun, worker with a flow rule (ledger + matcher)':52} {with_rules:9.2f}")
+    print(f"provenance overhead per decision: {with_rules - without:.2f} µs")
+
+
+if __name__ == "__main__":
+    main()
