@@ -35,14 +35,14 @@ def load_dev() -> ModuleType:
 
 
 def test_dev_py_run_says_once_how_to_reach_routegate(
-    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     dev = load_dev()
     monkeypatch.setattr(dev, "install", lambda extras: None)  # this interpreter's environment is set up already
     monkeypatch.setattr(dev, "ensure_bubblewrap", lambda: None)
     monkeypatch.setattr(dev, "BIN", Path(sys.executable).parent)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not activated
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)  # the environment is not below here (in a clone it is below ROOT: shown relative)
     assert dev.run(["--version"]) == 0  # the real `routegate --version`, supervised as `dev.py run` does
     out = capfd.readouterr().out
     hints = [line for line in out.splitlines() if "not on PATH" in line]

@@ -22,9 +22,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
+from routegate._extras import needs
 from routegate.server._errors import error_body
+
+with needs("server"):
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SERVER_SHUTTING_DOWN: Final = "server_shutting_down"
 SHUTTING_DOWN_MESSAGE: Final = "the server is shutting down; send the request again once it is back"

@@ -144,8 +144,11 @@ class PostgresTool:
             for row in found:
                 columns.setdefault(str(row["table"]), []).append(str(row["column"]))
             found_columns = {table: tuple(names) for table, names in columns.items()}
-            if set(found_columns) != set(tables):  # a table not created yet: look again next time
-                return found_columns
+            missing = sorted(set(tables) - set(found_columns))
+            if missing:  # a readable table is gone (or not created yet): the database is broken; look again next time
+                raise ToolError(
+                    "database_error", f"the readable table(s) {', '.join(missing)} are missing from the desk's schema"
+                )
             self._columns = found_columns
         return self._columns
 
