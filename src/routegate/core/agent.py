@@ -32,6 +32,7 @@ from routegate.core.contracts import (
 from routegate.core.events import FinalEvent, RunEvent
 from routegate.core.gateway import RouteGateway
 from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
+from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, text_problem
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
@@ -41,7 +42,7 @@ from routegate.errors import ConfigurationError, RunStopError
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[RunEvent], None]
-MAX_GOAL_CHARS = 32_000
+MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
 
 
 class _Run:
@@ -194,10 +195,10 @@ class RoutingAgent:
             )
 
     async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> RunResult:
-        if not isinstance(goal, str) or not goal.strip():
-            return run.stop("invalid_goal:empty", "the request is empty: send a non-blank text")
-        if len(goal) > MAX_GOAL_CHARS:
-            return run.stop("invalid_goal:too_long", f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}")
+        try:
+            goal = check_message(goal, max_chars=MAX_GOAL_CHARS)
+        except InvalidMessageError as refused:
+            return _refused_goal(run, goal, refused)
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
@@ -320,6 +321,19 @@ class RoutingAgent:
             elapsed_ms=run.elapsed_ms(),
             extra=extra,
         )
+
+
+def _refused_goal(run: _Run, goal: object, refused: InvalidMessageError) -> RunResult:
+    """The stop of a goal the message rule refused: ``invalid_goal:empty`` / ``too_long`` / ``invalid_text``."""
+    if refused.code == "message_too_long":
+        assert isinstance(goal, str)
+        return run.stop("invalid_goal:too_long", f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}")
+    if refused.code == "invalid_text":
+        assert isinstance(goal, str)
+        problem = text_problem(goal)
+        assert problem is not None
+        return run.stop("invalid_goal:invalid_text", f"the request {problem[1]}")
+    return run.stop("invalid_goal:empty", "the request is empty: send a non-blank text")
 
 
 def _is_final(event: RunEvent) -> bool:
