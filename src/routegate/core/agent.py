@@ -14,6 +14,7 @@ from typing import Any
 
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
+from routegate.core._faults import fault_message
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
@@ -232,8 +233,7 @@ class RoutingAgent:
             except RunStopError as stop:
                 return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase))
             except Exception as exc:
-                logger.warning("router %s raised %s", type(self.router).__name__, type(exc).__name__, exc_info=True)
-                return run.stop(sr.router_error(exc), f"the router raised {type(exc).__name__} (details in the log)")
+                return run.stop(sr.router_error(exc), fault_message(exc, "the router", logger))
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
             step = self.step
@@ -297,10 +297,7 @@ class RoutingAgent:
         except RunStopError as stop:
             return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)
         except Exception as exc:
-            logger.warning("finalizer raised %s", type(exc).__name__, exc_info=True)
-            return run.stop(
-                sr.finalize_error(exc), f"the finalizer raised {type(exc).__name__} (details in the log)", route=route
-            )
+            return run.stop(sr.finalize_error(exc), fault_message(exc, "the finalizer", logger), route=route)
         extra: Mapping[str, Any] = {}
         if isinstance(answer, FinalAnswer):
             extra = answer.extra
