@@ -28,9 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from routegate._extras import needs
 from routegate.errors import ConfigurationError
+
+with needs("embed"):
+    import numpy as np
 
 MiB = 1 << 20
 MANIFEST_MAX_BYTES = 16 * MiB
