@@ -75,3 +75,26 @@ def test_a_checkpoint_of_an_unknown_format_is_refused_naming_the_format() -> Non
     store = _stored(PAUSED["status"], PAUSED["stop_reason"], state)
     with pytest.raises(CheckpointMismatchError, match=r"has format 99; this routegate reads formats 1, 2"):
         cp.refund_plan(store).run(answer="yes")
+
+
+def test_a_resumed_run_still_reads_a_step_that_ran_before_the_pause() -> None:
+    from routegate.plan import Plan, Step, from_step, interrupt
+
+    def ask(order: str) -> str:
+        return f"{order} approved by {interrupt('approve?')}"
+
+    def receipt(order: str) -> str:  # reads the first step, not the previous one
+        return f"receipt for {order}"
+
+    store = Store()
+    plan = Plan(
+        Step(str.upper, name="order"),
+        Step(ask, name="ask"),
+        Step(receipt, name="receipt", context=from_step("order")),
+        store=store,
+        checkpoint_key="restored-path",
+    )
+    assert plan.run("a-1").stop_reason == "interrupted"
+    resumed = plan.run(answer="ann")
+    assert (resumed.ok, resumed.payload) == (True, "receipt for A-1")
+    assert resumed.path == ("order", "ask", "receipt")
