@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.errors import ConfigurationError, RoutegateError, RunStopError, RuntimeFaultError
 
 if TYPE_CHECKING:
@@ -53,46 +54,21 @@ __all__ = [
     "worker",
 ]
 
-_FROM_CORE = frozenset(
-    {
-        "Budget",
-        "FinalAnswer",
-        "FinalizeRequest",
-        "Finalizer",
-        "RouteDecision",
-        "RouteRequest",
-        "Router",
-        "RoutingAgent",
-        "RunResult",
-        "TicketArgs",
-        "Worker",
-        "WorkerArgs",
-        "worker",
-    }
+_CORE = (
+    "Budget",
+    "FinalAnswer",
+    "FinalizeRequest",
+    "Finalizer",
+    "RouteDecision",
+    "RouteRequest",
+    "Router",
+    "RoutingAgent",
+    "RunResult",
+    "TicketArgs",
+    "Worker",
+    "WorkerArgs",
+    "worker",
 )
+_WHERE = {"__version__": "_version", **dict.fromkeys(_CORE, "core")}
 
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("routegate")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-        return "0.0.0"
-
-
-def __getattr__(name: str) -> object:
-    if name == "__version__":
-        value: object = _version()
-    elif name in _FROM_CORE:
-        import routegate.core
-
-        value = getattr(routegate.core, name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # once: later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)

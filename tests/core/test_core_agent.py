@@ -276,6 +276,34 @@ def test_empty_or_huge_goals_are_stops_not_errors() -> None:
     assert_stopped(agent.run("x" * 40_000), "invalid_goal:too_long", "route")
 
 
+def test_the_goal_is_checked_by_the_one_message_rule_at_the_request_bound() -> None:
+    from routegate.core.messages import MAX_REQUEST_CHARS
+    from routegate.technique import TechniqueRouter
+
+    agent = build_triage_agent()
+    empty = agent.run("\t \n")
+    assert (empty.stop_reason, empty.message) == ("invalid_goal:empty", "the request is empty: send a non-blank text")
+    assert agent.run(None).stop_reason == "invalid_goal:empty"  # type: ignore[arg-type]  # what a caller may send
+    long = agent.run("refund " * (MAX_REQUEST_CHARS // 7 + 1))
+    assert (long.stop_reason, long.message) == (
+        "invalid_goal:too_long",
+        f"the request has {7 * (MAX_REQUEST_CHARS // 7 + 1)} characters, over {MAX_REQUEST_CHARS}",
+    )
+    assert agent.run("r" * MAX_REQUEST_CHARS).stop_reason != "invalid_goal:too_long"  # the bound itself is fine
+    # what the message rule refuses everywhere (the CLI, the server, the desk) the agent refuses too
+    nul = agent.run("refund\x00 my order")
+    assert (nul.stop_reason, nul.phase) == ("invalid_goal:invalid_text", "route")
+    assert nul.message == "the request contains a NUL character at position 6; send text without NUL characters"
+    assert agent.run("refund \ud800").stop_reason == "invalid_goal:invalid_text"
+    assert nul.trace == () and agent.run("refund my order").ok  # refused before any route
+    # an A2A task (which becomes the receiving agent's goal) has the same bound
+    task = '{"target_agent": "helper", "task_description": "%s"}'
+    within = TechniqueRouter().classify("```json\n" + task % ("t" * MAX_REQUEST_CHARS) + "\n```")
+    over = TechniqueRouter().classify("```json\n" + task % ("t" * (MAX_REQUEST_CHARS + 1)) + "\n```")
+    assert [len(item.task_description) for item in within.a2a_requests] == [MAX_REQUEST_CHARS]
+    assert over.a2a_requests == ()
+
+
 # -- max_seconds is a real deadline ---------------------------------------------------------------------------------
 FAST = Budget(max_route_attempts=3, max_delegations=3, max_seconds=0.2)
 

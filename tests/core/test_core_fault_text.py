@@ -53,3 +53,43 @@ async def test_fault_text_stays_in_the_log(
     assert SECRET not in (result.message or "")
     assert "details in the log" in (result.message or "")
     assert SECRET in caplog.text  # the operator still sees what happened
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (
+            RoutingAgent(workers=[leaky], router=ListRouter([route("leaky")])),
+            "worker 'leaky' raised RuntimeError (details in the log)",
+        ),
+        (RoutingAgent(workers=[fine], router=LeakyRouter()), "the router raised ValueError (details in the log)"),
+        (
+            RoutingAgent(workers=[fine], router=ListRouter([route("fine")]), finalizer=LeakyFinalizer()),
+            "the finalizer raised KeyError (details in the log)",
+        ),
+    ],
+    ids=["worker", "router", "finalizer"],
+)
+def test_one_fault_report_the_class_in_the_result_the_traceback_in_a_warning(
+    agent: RoutingAgent, message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        result = agent.run("refund please")
+    assert result.message == message
+    logged = [r for r in caplog.records if r.levelno == logging.WARNING and r.exc_info is not None]
+    assert len(logged) == 1 and logged[0].getMessage() == message.removesuffix(" (details in the log)")
+    assert logged[0].exc_info is not None and SECRET in str(logged[0].exc_info[1])
+
+
+def test_no_runtime_writes_its_own_fault_report() -> None:
+    from pathlib import Path
+
+    import routegate
+
+    src = Path(routegate.__file__).parent
+    own = []
+    for path in sorted(src.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.name != "_faults.py" and ("details in the log" in text or "details are in the log" in text):
+            own.append(str(path.relative_to(src)))
+    assert own == [], "report a fault with routegate.core._faults.fault_message"

@@ -93,7 +93,9 @@ async def test_nobody_listening_failures_and_timeouts() -> None:
     assert (missing.status, missing.stop_reason) == ("unavailable", "a2a_unavailable:nobody")
     failed = await delegator.delegate(A2ARoutingRequest("broken", "x"))
     assert (failed.status, failed.stop_reason) == ("failed", "a2a_failed:broken")
-    assert failed.message == "agent 'broken' raised ValueError"  # the exception's text stays in the log
+    assert (
+        failed.message == "agent 'broken' raised ValueError (details in the log)"
+    )  # the exception's text stays in the log
     late = await delegator.delegate(A2ARoutingRequest("silent", "x"))
     assert (late.status, late.stop_reason) == ("timeout", "a2a_timeout:silent")
     await bus.aclose()

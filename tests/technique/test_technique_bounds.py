@@ -98,7 +98,7 @@ async def test_a_call_that_breaks_the_connection_answers_at_once(demo: MCPServer
         started = time.perf_counter()
         broken = await pool.call("demo", "echo", {"payload": nested(500)})
         assert broken.stop_reason == "tool_unavailable:demo"
-        assert broken.message == "MCP server 'demo' failed during the call (ValueError); the details are in the log"
+        assert broken.message == "the call to 'echo' on MCP server 'demo' raised ValueError (details in the log)"
         assert time.perf_counter() - started < 10  # not the 30 s call_timeout
         assert (await pool.call("demo", "add", {"a": 1, "b": 2})).text == "3"  # a new connection
     assert [call["tool"] for call in logged_calls(call_log)] == ["add"]
@@ -365,7 +365,10 @@ async def test_a_crashing_agents_exception_text_goes_to_the_log_only(caplog: pyt
     dispatcher = TechniqueDispatcher(handlers=[A2AHandler(A2ADelegator(bus))], allow=["a2a:reviewer"])
     with caplog.at_level(logging.WARNING):
         result = await dispatcher.adispatch(a2a_output(A2ARoutingRequest("reviewer", "review")))
-    assert (result.stop_reason, result.message) == ("a2a_failed:reviewer", "agent 'reviewer' raised RuntimeError")
+    assert (result.stop_reason, result.message) == (
+        "a2a_failed:reviewer",
+        "agent 'reviewer' raised RuntimeError (details in the log)",
+    )
     assert SECRET not in json.dumps(result.to_dict()) + repr(result)
     assert SECRET in caplog.text
     await bus.aclose()
@@ -379,7 +382,7 @@ def test_a_crashing_handlers_exception_text_goes_to_the_log_only(caplog: pytest.
         result = _recording_dispatcher([], fn=explode).dispatch(tool_output(ToolCallRequest("a", "b", {})))
     assert (result.stop_reason, result.message) == (
         "route_error:mcp:a/b",
-        "handler for 'mcp:a/b' raised KeyError; the details are in the log",
+        "the handler for 'mcp:a/b' raised KeyError (details in the log)",
     )
     assert SECRET not in json.dumps(result.to_dict()) + repr(result)
     assert SECRET in caplog.text
@@ -394,7 +397,7 @@ def test_an_async_callable_objects_exception_is_hidden_too(caplog: pytest.LogCap
         result = _recording_dispatcher([], fn=Tool()).dispatch(tool_output(ToolCallRequest("a", "b", {})))
     assert (result.stop_reason, result.message) == (
         "route_error:mcp:a/b",
-        "handler for 'mcp:a/b' raised OSError; the details are in the log",
+        "the handler for 'mcp:a/b' raised OSError (details in the log)",
     )
     assert SECRET not in json.dumps(result.to_dict()) and SECRET in caplog.text
 

@@ -153,7 +153,7 @@ def test_a_failed_part_stops_the_rest() -> None:
 def test_worker_exceptions_and_stop_signals() -> None:
     result = _dispatch("```python\nx\n```", EchoHandler(behaviour="raise"), allow=["code:python"])
     assert result.stop_reason == "route_error:code:python"
-    assert result.message == "handler for 'code:python' raised ValueError; the details are in the log"
+    assert result.message == "the handler for 'code:python' raised ValueError (details in the log)"
     assert "boom" not in str(result.to_dict())
     result = _dispatch("```python\nx\n```", EchoHandler(behaviour="stop"), allow=["code:python"])
     assert (result.stop_reason, result.message) == ("custom_stop:now", "stopped by the worker")

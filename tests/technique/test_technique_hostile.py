@@ -232,7 +232,7 @@ def test_many_parts_and_broken_handlers(setup: Setup) -> None:
     assert (result.stop_reason, result.phase, result.message) == (
         "route_error:tool_call",
         "route",
-        "dispatch failed with AttributeError; the details are in the log",
+        "the tool_call dispatch raised AttributeError (details in the log)",
     )
 
     class LateTimeout(RecordingToolHandler):

@@ -228,14 +228,14 @@ ENDINGS: dict[str, tuple[str, tuple[str, str | None, str]]] = {
         (
             "route_error:code:python",
             "delegate",
-            "handler for 'code:python' raised ValueError; the details are in the log",
+            "the handler for 'code:python' raised ValueError (details in the log)",
         ),
     ),
     "handler's stop reason": (_code("a", "fail", "b"), ("sandbox_exit:2", "delegate", "exit code 2")),
     "stop signal": (_code("stop"), ("custom_stop:now", "delegate", "stopped by the worker")),
     "route raised": (
         _code("route raises"),
-        ("route_error:code_block", "route", "dispatch failed with LookupError; the details are in the log"),
+        ("route_error:code_block", "route", "the code_block dispatch raised LookupError (details in the log)"),
     ),
     "route stopped": (_code("route stops"), ("custom_stop:route", "route", "the handler's route refused it")),
     "no handler for the kind": (

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
+from routegate.core._faults import fault_message
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
@@ -32,6 +33,7 @@ from routegate.core.contracts import (
 from routegate.core.events import FinalEvent, RunEvent
 from routegate.core.gateway import RouteGateway
 from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
+from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, text_problem
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
@@ -43,7 +45,7 @@ from routegate.errors import ConfigurationError, RunStopError
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[RunEvent], None]
-MAX_GOAL_CHARS = 32_000
+MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
 OnRefusal = Literal["end", "observe"]
 
 
@@ -217,10 +219,10 @@ class RoutingAgent:
             )
 
     async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> RunResult:
-        if not isinstance(goal, str) or not goal.strip():
-            return run.stop("invalid_goal:empty", "the request is empty: send a non-blank text")
-        if len(goal) > MAX_GOAL_CHARS:
-            return run.stop("invalid_goal:too_long", f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}")
+        try:
+            goal = check_message(goal, max_chars=MAX_GOAL_CHARS)
+        except InvalidMessageError as refused:
+            return _refused_goal(run, goal, refused)
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
@@ -258,8 +260,7 @@ class RoutingAgent:
             except RunStopError as stop:
                 return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase))
             except Exception as exc:
-                logger.warning("router %s raised %s", type(self.router).__name__, type(exc).__name__, exc_info=True)
-                return run.stop(sr.router_error(exc), f"the router raised {type(exc).__name__} (details in the log)")
+                return run.stop(sr.router_error(exc), fault_message(exc, "the router", logger))
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
             step = self.step
@@ -352,10 +353,7 @@ class RoutingAgent:
         except RunStopError as stop:
             return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)
         except Exception as exc:
-            logger.warning("finalizer raised %s", type(exc).__name__, exc_info=True)
-            return run.stop(
-                sr.finalize_error(exc), f"the finalizer raised {type(exc).__name__} (details in the log)", route=route
-            )
+            return run.stop(sr.finalize_error(exc), fault_message(exc, "the finalizer", logger), route=route)
         extra: Mapping[str, Any] = {}
         if isinstance(answer, FinalAnswer):
             extra = answer.extra
@@ -415,6 +413,19 @@ def _refused_intent(raw: object) -> RouteIntent:
     """The route a refused decision named, for the history: its target when it had a text one, no arguments."""
     target = raw.get("target") if isinstance(raw, dict) else None
     return RouteIntent(sr.safe_detail(target.strip()) if isinstance(target, str) else "", {})
+
+
+def _refused_goal(run: _Run, goal: object, refused: InvalidMessageError) -> RunResult:
+    """The stop of a goal the message rule refused: ``invalid_goal:empty`` / ``too_long`` / ``invalid_text``."""
+    if refused.code == "message_too_long":
+        assert isinstance(goal, str)
+        return run.stop("invalid_goal:too_long", f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}")
+    if refused.code == "invalid_text":
+        assert isinstance(goal, str)
+        problem = text_problem(goal)
+        assert problem is not None
+        return run.stop("invalid_goal:invalid_text", f"the request {problem[1]}")
+    return run.stop("invalid_goal:empty", "the request is empty: send a non-blank text")
 
 
 def _is_final(event: RunEvent) -> bool:

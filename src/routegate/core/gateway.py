@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from routegate.core import stop_reasons as sr
+from routegate.core._faults import fault_message
 from routegate.core.context import RunContext
 from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.core.hashing import args_hash
@@ -116,8 +117,5 @@ class RouteGateway:
         except RunStopError:
             raise
         except Exception as exc:
-            logger.warning("worker %s raised %s", target, type(exc).__name__, exc_info=True)
-            return DelegationStop(
-                sr.route_error(target), f"worker {target!r} raised {type(exc).__name__} (details in the log)"
-            )
+            return DelegationStop(sr.route_error(target), fault_message(exc, f"worker {target!r}", logger))
         return WorkerCalled(value, digest)

@@ -8,7 +8,9 @@ A message is valid when it is a ``str`` that
   standard input with ``surrogateescape`` (``b"\\xff"`` -> ``"\\udcff"``, reported as that byte when
   ``from_bytes=True``), and what ``"\\ud800"`` in JSON decodes to. Such text cannot be encoded back to UTF-8, so it
   would fail deep inside the tokenizer or the database driver;
-* has at most ``max_chars`` characters (``ROUTEGATE_MAX_MESSAGE_CHARS``, default :data:`DEFAULT_MAX_MESSAGE_CHARS`).
+* has at most ``max_chars`` characters (``ROUTEGATE_MAX_MESSAGE_CHARS``, default :data:`DEFAULT_MAX_MESSAGE_CHARS`;
+  :data:`MAX_REQUEST_CHARS` where a runtime takes a request with no setting: a routing agent's goal, a task
+  delegated to another agent).
 
 :func:`check_message` returns the text unchanged or raises :class:`InvalidMessageError`, whose ``code`` is one of
 :data:`MessageProblem` and whose message names the problem with its position or limit, and what to do.
@@ -24,6 +26,11 @@ from routegate.errors import RoutegateError
 
 DEFAULT_MAX_MESSAGE_CHARS: Final = 4_000
 """The default bound on a message's length in characters (``ROUTEGATE_MAX_MESSAGE_CHARS``)."""
+
+MAX_REQUEST_CHARS: Final = 32_000
+"""The bound on a request's length in characters where no setting gives one: the goal of a
+:class:`~routegate.core.RoutingAgent` run (longer: ``invalid_goal:too_long``) and the task description of an A2A
+delegation, which becomes the receiving agent's goal."""
 
 MessageProblem = Literal["not_text", "empty_message", "message_too_long", "invalid_text"]
 
@@ -102,4 +109,11 @@ def check_message(text: object, *, max_chars: int = DEFAULT_MAX_MESSAGE_CHARS, f
     return text
 
 
-__all__ = ["DEFAULT_MAX_MESSAGE_CHARS", "InvalidMessageError", "MessageProblem", "check_message", "text_problem"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_CHARS",
+    "MAX_REQUEST_CHARS",
+    "InvalidMessageError",
+    "MessageProblem",
+    "check_message",
+    "text_problem",
+]

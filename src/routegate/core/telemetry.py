@@ -112,7 +112,9 @@ def tracer() -> Tracer | None:
         return _cached[1]
     found: Tracer | None = None
     if isinstance(provider, TracerProvider) and not isinstance(provider, NoOpTracerProvider):
-        found = provider.get_tracer(_NAME, _version())
+        from routegate._version import __version__  # the metadata is read once, when a tracer is first made
+
+        found = provider.get_tracer(_NAME, __version__)
     _cached = (provider, found)
     return found
 
@@ -213,12 +215,3 @@ def decision_attributes(decided_by: str, scores: Mapping[str, float] | None) -> 
             out[Attr.ROUTER_MARGIN] = ranked[0][0] - ranked[1][0]
             out[Attr.ROUTER_RUNNER_UP] = ranked[1][1]
     return out
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("routegate")
-    except Exception:  # pragma: no cover - running from a source tree without metadata
-        return "0"

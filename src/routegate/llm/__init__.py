@@ -12,6 +12,7 @@ offline paths (and the test doubles) only need the protocol, the errors and the 
 
 from typing import TYPE_CHECKING
 
+from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.llm.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -48,9 +49,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name == "OpenAIChatModel":
-        from routegate.llm.openai_chat import OpenAIChatModel
-
-        return OpenAIChatModel
-    raise AttributeError(f"module 'routegate.llm' has no attribute {name!r}")
+__getattr__, __dir__ = _lazy_exports(__name__, {"OpenAIChatModel": "openai_chat"}, __all__)

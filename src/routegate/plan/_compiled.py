@@ -8,11 +8,13 @@ after the graph checks that raise :class:`~routegate.plan.PlanCompileError`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
 from difflib import get_close_matches
+from enum import IntEnum
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -26,11 +28,32 @@ from routegate.plan.step import Step
 from routegate.plan.targets import AgentTarget, ChatCompleterTarget, ChatModelTarget, is_awaitable_function
 from routegate.plan.when import Predicate, callable_name
 
-# target kinds: plain callables (CTX_*: ones that declare a RunContext parameter), step targets, nested plans
-SYNC, ASYNC, PROTO_SYNC, PROTO_ASYNC, PLAN, CTX_SYNC, CTX_ASYNC = range(7)
+
+class Kind(IntEnum):
+    """How a step's target is called. The values are part of a plan's checkpoint fingerprint: never renumber."""
+
+    SYNC = 0  # a plain synchronous callable
+    ASYNC = 1  # a plain async callable
+    PROTO_SYNC = 2  # an object with a synchronous run_step(payload, ctx)
+    PROTO_ASYNC = 3  # an object with an async run_step (a RoutingAgent, a chat model)
+    PLAN = 4  # a nested Plan
+    CTX_SYNC = 5  # a plain synchronous callable that declares a RunContext parameter
+    CTX_ASYNC = 6  # a plain async callable that declares a RunContext parameter
+
+
+class Source(IntEnum):
+    """Where a step's input comes from. The values are part of a plan's checkpoint fingerprint: never renumber."""
+
+    PREV = 0  # the previous step's payload
+    START = 1  # the run's input
+    STEP = 2  # an earlier step's payload (source_index)
+    BAND = 3  # every member of the band starting at source_index
+
+
+# module-level names: one global lookup on the run loop's comparisons
+SYNC, ASYNC, PROTO_SYNC, PROTO_ASYNC, PLAN, CTX_SYNC, CTX_ASYNC = Kind
 DIRECT = frozenset({SYNC, CTX_SYNC, PROTO_SYNC})  # called without awaiting anything
-# input sources (BAND: every member of the band starting at source_index)
-PREV, START, STEP, BAND = range(4)
+PREV, START, STEP, BAND = Source
 
 
 class Compiled:
@@ -73,13 +96,13 @@ class Compiled:
         self.task = step.task
         self.sources = step.sources
         self.writes = step.writes
-        self.kind = SYNC
+        self.kind: Kind = SYNC
         self.direct = True
         self.ctx_param: str | None = None  # the target's RunContext parameter
         self.ctx_positional = False  # the RunContext parameter is the second positional one (a run_step's: its ctx)
         self.fn: Callable[..., Any] = _identity
         self.target: Any = step.target
-        self.source = PREV
+        self.source: Source = PREV
         self.source_index = -1
         self.source_end = -1  # BAND: the index after the band
         self.validate: Callable[[Any], Any] | None = None
@@ -112,6 +135,42 @@ def wants_context(step: Compiled) -> bool:
     if step.kind == PLAN:
         return bool(step.target._wants_ctx)
     return step.ctx_param is not None or step.kind in (PROTO_SYNC, PROTO_ASYNC)
+
+
+def fingerprint(steps: tuple[Compiled, ...]) -> str:
+    """A hash of what decides where a run goes: step names, targets, inputs, writes, routes, bands, outputs.
+
+    A durable run's checkpoint records it, and a resume refuses a checkpoint of another fingerprint. The text
+    hashed is the one every release since durable runs wrote (kinds and sources as plain integers)."""
+    parts: list[str] = []
+    for c in steps:
+        target = c.target
+        if c.kind == PLAN:
+            ident = "plan:" + fingerprint(target._compiled)
+        else:
+            fn = getattr(target, "__func__", target)
+            ident = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+        routes = [name for _, _, _, name in c.routes] if c.routes is not None else None
+        out = None if c.out_cls is None else f"{c.out_cls.__module__}.{c.out_cls.__qualname__}"
+        parts.append(
+            repr(
+                (
+                    c.name,
+                    int(c.kind),
+                    ident,
+                    int(c.source),
+                    c.source_index,
+                    c.writes,
+                    routes,
+                    c.by_field,
+                    sorted(c.by_map.items()),
+                    c.rejoin,
+                    c.band_end,
+                    out,
+                )
+            )
+        )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
 # -- compilation ---------------------------------------------------------------------------------------------------

@@ -13,16 +13,13 @@ a step has; signing the checkpoints (``Store(signing_key=...)``) is what stops t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
+from routegate.plan._compiled import Compiled
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, RunRecord
 from routegate.plan.errors import CheckpointMismatchError
-
-if TYPE_CHECKING:
-    from routegate.plan._compiled import Compiled
-    from routegate.plan.plan import Plan
 
 FORMATS = (1, 2)  # 2: format 1 plus the optional HMAC "sig"
 
@@ -110,8 +107,9 @@ def check_readable(record: RunRecord) -> None:
         )
 
 
-def check_checkpoint(plan: Plan, record: RunRecord) -> None:
-    """Raise :class:`CheckpointMismatchError` unless ``record`` is a checkpoint this plan could have written.
+def check_checkpoint(steps: tuple[Compiled, ...], record: RunRecord) -> None:
+    """Raise :class:`CheckpointMismatchError` unless ``record`` is a checkpoint the plan compiled as ``steps``
+    could have written.
 
     Checked: the document's shape; that the recorded path and decisions are a walk of the plan's graph; that
     the step about to run, the pending rejoin and the step count are where that walk ends; that the parallel
@@ -125,7 +123,7 @@ def check_checkpoint(plan: Plan, record: RunRecord) -> None:
     except ValidationError as exc:
         raise _mismatch(key, _shape(exc)) from None
     try:
-        _check(plan, record, doc)
+        _check(steps, record, doc)
     except _Refusal as exc:
         raise _mismatch(key, str(exc)) from None
 
@@ -147,8 +145,7 @@ def _shape(exc: ValidationError) -> str:
     return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
 
 
-def _check(plan: Plan, record: RunRecord, doc: _Document) -> None:
-    compiled = plan._compiled
+def _check(compiled: tuple[Compiled, ...], record: RunRecord, doc: _Document) -> None:
     count = len(compiled)
     status = record.status
     if status not in (RUNNING, ENDED, INTERRUPTED):
@@ -158,7 +155,7 @@ def _check(plan: Plan, record: RunRecord, doc: _Document) -> None:
     step = compiled[doc.at]
     if doc.next != step.name:
         _refuse(f"it names {doc.next!r} as the next step, but its position {doc.at} is {step.name!r}")
-    at, rejoin, units = walk(plan, doc.envelopes, doc.decisions)
+    at, rejoin, units = walk(compiled, doc.envelopes, doc.decisions)
     if at >= count:
         _refuse("its path already reached the plan's end; nothing is left to run")
     if at != doc.at:
@@ -181,10 +178,12 @@ def _check(plan: Plan, record: RunRecord, doc: _Document) -> None:
     for answered in doc.answers:
         if answered not in keys:
             _refuse(f"it holds interrupt answers for {answered!r}, which is not the step about to run")
-    _check_status(plan, status, record.stop_reason, doc, keys)
+    _check_status(compiled, status, record.stop_reason, doc, keys)
 
 
-def _check_status(plan: Plan, status: str, stop_reason: str, doc: _Document, keys: set[str]) -> None:
+def _check_status(
+    compiled: tuple[Compiled, ...], status: str, stop_reason: str, doc: _Document, keys: set[str]
+) -> None:
     result = doc.result
     if status == RUNNING:
         if result is not None or doc.asked is not None:
@@ -206,17 +205,18 @@ def _check_status(plan: Plan, status: str, stop_reason: str, doc: _Document, key
     if stop_reason == "success":
         if result.error is not None:
             _refuse("it is marked successful but its result holds an error")
-        at, _, _ = walk(plan, result.envelopes, result.decisions)
-        if at < len(plan._compiled):
-            _refuse(f"it is marked successful but its path stops before the plan's end, at {plan._names[at]!r}")
+        at, _, _ = walk(compiled, result.envelopes, result.decisions)
+        if at < len(compiled):
+            _refuse(f"it is marked successful but its path stops before the plan's end, at {compiled[at].name!r}")
 
 
-def walk(plan: Plan, envelopes: list[_Envelope], decisions: list[tuple[str | None, str]]) -> tuple[int, int, int]:
-    """Replay a recorded path through the plan's graph, as the interpreter moves: ``(index of the next step,
+def walk(
+    compiled: tuple[Compiled, ...], envelopes: list[_Envelope], decisions: list[tuple[str | None, str]]
+) -> tuple[int, int, int]:
+    """Replay a recorded path through the graph of the plan compiled as ``compiled``, as the interpreter moves: ``(index of the next step,
     index of the routing step whose rejoin is pending or -1, steps run)`` (a parallel band counts as one step).
 
     Routing predicates are not run: a decision is accepted when the plan's routing can make it at that point."""
-    compiled = plan._compiled
     count = len(compiled)
     index = {c.name: c.index for c in compiled}
     at, pending, units, e, d = 0, -1, 0, 0, 0

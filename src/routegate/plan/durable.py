@@ -18,24 +18,21 @@ payload the next step receives is read from that path.
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from routegate.core.contracts import jsonable
 from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
+from routegate.plan._compiled import Compiled
+from routegate.plan._position import Position
 from routegate.plan._signature import sign, verify
 from routegate.plan._validate import check_checkpoint, check_readable
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, Checkpoints, Lease, RunRecord
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import CheckpointConflictError, CheckpointMismatchError, Interrupt
 from routegate.plan.result import PlanResult
-
-if TYPE_CHECKING:
-    from routegate.plan._compiled import Compiled
-    from routegate.plan.plan import Plan
 
 FORMAT = 2  # format 1 and an optional "sig": the HMAC of a store with a signing key (routegate.plan._signature)
 NO_ANSWER: Any = object()
@@ -82,39 +79,6 @@ def interrupt(question: Any = None) -> Any:
     raise Interrupt(question, key=None if scope is None else scope.key)
 
 
-def fingerprint(plan: Plan) -> str:
-    """A hash of what decides where a run goes: step names, targets, inputs, writes, routes, bands, outputs."""
-    parts: list[str] = []
-    for c in plan._compiled:
-        target = c.target
-        if c.kind == 4:  # PLAN
-            ident = "plan:" + fingerprint(target)
-        else:
-            fn = getattr(target, "__func__", target)
-            ident = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
-        routes = [name for _, _, _, name in c.routes] if c.routes is not None else None
-        out = None if c.out_cls is None else f"{c.out_cls.__module__}.{c.out_cls.__qualname__}"
-        parts.append(
-            repr(
-                (
-                    c.name,
-                    c.kind,
-                    ident,
-                    c.source,
-                    c.source_index,
-                    c.writes,
-                    routes,
-                    c.by_field,
-                    sorted(c.by_map.items()),
-                    c.rejoin,
-                    c.band_end,
-                    out,
-                )
-            )
-        )
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
-
-
 def _error_doc(err: ErrorInfo) -> dict[str, Any]:
     doc: dict[str, Any] = {"type": err.type, "message": err.message, "stop_reason": err.stop_reason, "phase": err.phase}
     exc = err.exception
@@ -132,15 +96,15 @@ def _error_of(doc: dict[str, Any]) -> ErrorInfo:
 
 
 class _Codec:
-    """Payloads to JSON and back, through the producing step's ``output=`` type."""
+    """Payloads to JSON and back, through the producing step's ``output=`` type (``steps``: the plan's)."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.index = {c.name: c for c in plan._compiled}
+    def __init__(self, steps: tuple[Compiled, ...]) -> None:
+        self.steps = steps
+        self.index = {c.name: c for c in steps}
         self.band_of: dict[str, Compiled] = {}
-        for c in plan._compiled:
+        for c in steps:
             if c.band_end:
-                for m in plan._compiled[c.index : c.band_end]:
+                for m in steps[c.index : c.band_end]:
                     self.band_of[m.name] = c
 
     def _validator(self, name: str | None) -> Callable[[Any], Any] | None:
@@ -176,8 +140,10 @@ class _Codec:
 class DurableRun(_Codec):
     """One durable run: the backend, the lease on its key, and the checkpoint being written."""
 
-    def __init__(self, plan: Plan, backend: Checkpoints, key: str, lease: Lease, fp: str, secret: bytes | None) -> None:
-        super().__init__(plan)
+    def __init__(
+        self, steps: tuple[Compiled, ...], backend: Checkpoints, key: str, lease: Lease, fp: str, secret: bytes | None
+    ) -> None:
+        super().__init__(steps)
         self.backend = backend
         self.key = key
         self.lease = lease
@@ -222,15 +188,9 @@ class DurableRun(_Codec):
         self.backend.save(self.key, status, stop_reason, doc)
 
     # -- the interpreter's hooks -----------------------------------------------------------------------------
-    def restore(
-        self,
-        value: Any,
-        envelopes: list[Envelope],
-        decisions: list[tuple[str | None, str]],
-        latest: list[Envelope | None] | None,
-        store: Any,
-    ) -> tuple[int, Any, int, int, Any]:
-        """Load the checkpoint into the run's lists and store; return ``(i, prev, iterations, rejoin, value)``.
+    def restore(self, value: Any, store: Any) -> Position:
+        """Where the run starts: the first step for a fresh run, else the checkpoint's position (its path to
+        append to the run's, its store writes applied to ``store``); the run's input is :attr:`input` afterwards.
 
         The checkpoint was checked against the plan when the run was opened; a payload that does not validate
         as its step's ``output=`` type raises :class:`CheckpointMismatchError` here."""
@@ -238,9 +198,9 @@ class DurableRun(_Codec):
         state = self.state
         if state is None:
             self.input = value
-            return 0, value, 0, -1, value
+            return Position(0, value, 0, -1, (), ())
         try:
-            return self._restore(state, value, envelopes, decisions, latest, store)
+            return self._restore(state, value, store)
         except CheckpointMismatchError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # checked at open: a net
@@ -249,26 +209,15 @@ class DurableRun(_Codec):
                 "start over with resume=False or another checkpoint_key"
             ) from exc
 
-    def _restore(
-        self,
-        state: dict[str, Any],
-        value: Any,
-        envelopes: list[Envelope],
-        decisions: list[tuple[str | None, str]],
-        latest: list[Envelope | None] | None,
-        store: Any,
-    ) -> tuple[int, Any, int, int, Any]:
+    def _restore(self, state: dict[str, Any], value: Any, store: Any) -> Position:
         if value is None:
             value = state.get("input")
         self.input = value
-        position = {c.name: c.index for c in self.plan._compiled}
+        envelopes: list[Envelope] = []
         for doc in state.get("envelopes", []):
-            env = self._decoded(doc)
-            envelopes.append(env)
+            envelopes.append(self._decoded(doc))
             self.envs.append(doc)
-            if latest is not None and env.step in position:
-                latest[position[env.step]] = env
-        decisions.extend((d[0], d[1]) for d in state.get("decisions", []))
+        decisions = [(d[0], d[1]) for d in state.get("decisions", [])]
         if store is not None and callable(getattr(store, "write", None)):
             for k, v in state.get("store", {}).items():
                 store.write(k, self.decode(v, self._writer(k, envelopes)))
@@ -282,12 +231,12 @@ class DurableRun(_Codec):
         self.allowance = int(state.get("allowance", 0))
         if self.retry:
             self.allowance = iterations
-        at, rejoin, count = int(state.get("at", 0)), int(state.get("rejoin", -1)), len(self.plan._compiled)
+        at, rejoin, count = int(state.get("at", 0)), int(state.get("rejoin", -1)), len(self.steps)
         if not (0 <= at < count and -1 <= rejoin < count and iterations >= 0 and self.allowance >= 0):
             raise ValueError(f"position at={at}, rejoin={rejoin}, iterations={iterations} do not fit the plan")
         if any(env.step not in self.index for env in envelopes):
             raise ValueError("the path names a step this plan does not have")
-        return at, prev, iterations, rejoin, value
+        return Position(at, prev, iterations, rejoin, envelopes, decisions)
 
     def _decoded(self, doc: dict[str, Any]) -> Envelope:
         try:
@@ -299,24 +248,16 @@ class DurableRun(_Codec):
                 "over with resume=False or another checkpoint_key"
             ) from exc
 
-    def save(
-        self,
-        at: int,
-        prev: Any,
-        iterations: int,
-        rejoin: int,
-        envelopes: list[Envelope],
-        decisions: list[tuple[str | None, str]],
-        store: Any,
-    ) -> None:
-        """Checkpoint the run as it stands before step ``at`` runs (called at the top of every step)."""
+    def save(self, position: Position, store: Any) -> None:
+        """Checkpoint the run as it stands at ``position`` (called before every step) with ``store``'s writes."""
+        at, iterations = position.at, position.iterations
         if at != self.at or iterations != self.iterations:
             self.band = {}  # a new step: the band in flight (if any) is done
         envs = self.envs
-        for env in envelopes[len(envs) :]:
+        for env in position.envelopes[len(envs) :]:
             envs.append(self.encode_env(env))
         self.at, self.iterations = at, iterations
-        name = self.plan._names[at]
+        name = self.steps[at].name
         key = f"{self.key}/{iterations + 1}/{name}"
         prefix = f"{self.key}/{iterations + 1}/"
         live = {k: v for k, v in self.answers.items() if k.startswith(prefix)}
@@ -330,12 +271,12 @@ class DurableRun(_Codec):
             "input": jsonable(self.input),
             "at": at,
             "next": name,
-            "prev": self._encode_prev(prev),
+            "prev": self._encode_prev(position.prev),
             "iterations": iterations,
             "allowance": self.allowance,
-            "rejoin": rejoin,
+            "rejoin": position.rejoin,
             "envelopes": envs,
-            "decisions": [list(d) for d in decisions],
+            "decisions": [list(d) for d in position.decisions],
             "store": jsonable(to_dict()) if callable(to_dict) else {},
             "band": self.band,
             "answers": live,
@@ -406,11 +347,11 @@ class DurableRun(_Codec):
         self.lease.release()
 
 
-def stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
+def stored_result(steps: tuple[Compiled, ...], record: RunRecord, store: Any) -> PlanResult:
     """The result of a finished run, rebuilt from its checkpoint (nothing runs); a stored payload that does not
     validate as its step's ``output=`` type raises :class:`CheckpointMismatchError`."""
     try:
-        return _stored_result(plan, record, store)
+        return _stored_result(steps, record, store)
     except (ValueError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
         raise CheckpointMismatchError(
             f"the checkpoint of {record.key!r} is damaged or was edited: its stored result does not validate as "
@@ -419,8 +360,8 @@ def stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
         ) from exc
 
 
-def _stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
-    run = _Codec(plan)
+def _stored_result(steps: tuple[Compiled, ...], record: RunRecord, store: Any) -> PlanResult:
+    run = _Codec(steps)
     doc = record.state.get("result", {})
     envelopes = [run.decode_env(e) for e in doc.get("envelopes", [])]
     decisions = [(d[0], d[1]) for d in doc.get("decisions", [])]
@@ -438,8 +379,8 @@ def _stored_result(plan: Plan, record: RunRecord, store: Any) -> PlanResult:
     return result
 
 
-def trust(plan: Plan, record: RunRecord, fp: str, secret: bytes | None) -> None:
-    """Refuse a stored checkpoint this plan must not resume: unreadable, of an unknown format, unsigned or badly
+def trust(steps: tuple[Compiled, ...], record: RunRecord, fp: str, secret: bytes | None) -> None:
+    """Refuse a stored checkpoint the plan of ``steps`` (fingerprint ``fp``) must not resume: unreadable, of an unknown format, unsigned or badly
     signed (when ``secret`` is set), written by another plan, or not consistent with this plan's graph."""
     check_readable(record)
     if secret is not None:
@@ -451,11 +392,12 @@ def trust(plan: Plan, record: RunRecord, fp: str, secret: bytes | None) -> None:
             f"changed: fingerprint {found!r} != {fp!r}); resume it with the plan that wrote it, or start over with "
             "resume=False or another checkpoint_key"
         )
-    check_checkpoint(plan, record)
+    check_checkpoint(steps, record)
 
 
 def open_run(
-    plan: Plan,
+    steps: tuple[Compiled, ...],
+    fp: str,
     backend: Checkpoints,
     key: str,
     resume: bool,
@@ -464,14 +406,11 @@ def open_run(
     store: Any,
     secret: bytes | None = None,
 ) -> DurableRun | PlanResult:
-    """Take the lease of ``key`` (or fork it) and decide where the run starts: a :class:`DurableRun` to drive,
-    or the stored :class:`PlanResult` of a run that already finished successfully. ``secret`` signs what the run
-    writes and is required of what it resumes."""
+    """Take the lease of ``key`` (or fork it) and decide where the run of the plan compiled as ``steps`` (its
+    fingerprint ``fp``) starts: a :class:`DurableRun` to drive, or the stored :class:`PlanResult` of a run that
+    already finished successfully. ``secret`` signs what the run writes and is required of what it resumes."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"checkpoint_key must be a non-empty string, got {key!r}")
-    fp = plan._fingerprint
-    if fp is None:
-        fp = plan._fingerprint = fingerprint(plan)
     lease = backend.acquire(key)
     source = key
     if lease is None:
@@ -486,7 +425,7 @@ def open_run(
     try:
         record = backend.load(source) if resume else None
         if record is not None:
-            trust(plan, record, fp, secret)
+            trust(steps, record, fp, secret)
         if answer is not NO_ANSWER and record is not None and record.status != INTERRUPTED:
             raise ConfigurationError(
                 f"answer= was given but the run {source!r} is {record.status}, not interrupted; resume it without "
@@ -494,8 +433,8 @@ def open_run(
             )
         if record is not None and record.status == ENDED and record.stop_reason == SUCCESS and source == key:
             lease.release()
-            return stored_result(plan, record, store)
-        run = DurableRun(plan, backend, key, lease, fp, secret)
+            return stored_result(steps, record, store)
+        run = DurableRun(steps, backend, key, lease, fp, secret)
         if record is not None:
             state = dict(record.state)
             state.pop("result", None)
@@ -522,4 +461,4 @@ def open_run(
         raise
 
 
-__all__ = ["NO_ANSWER", "DurableRun", "fingerprint", "interrupt", "open_run", "step_key"]
+__all__ = ["NO_ANSWER", "DurableRun", "interrupt", "open_run", "step_key"]

@@ -45,9 +45,11 @@ from routegate.plan._compiled import (
     SYNC,
     Compiled,
     compile_steps,
+    fingerprint,
     is_sync,
     wants_context,
 )
+from routegate.plan._position import Position
 from routegate.plan._spans import PLAN_SPAN, STEP_SPAN, begin_step, end_plan, end_step, plan_attributes
 from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
 from routegate.plan.envelope import Envelope, ErrorInfo
@@ -308,7 +310,10 @@ class Plan:
             raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
         if key is not None:
             backend, secret = self._backend(given_store)
-            opened = open_run(self, backend, key, self.resume, self.on_concurrent, answer, store, secret)
+            fp = self._fingerprint
+            if fp is None:
+                fp = self._fingerprint = fingerprint(self._compiled)
+            opened = open_run(self._compiled, fp, backend, key, self.resume, self.on_concurrent, answer, store, secret)
             if root is not None:  # a finished run answered from its checkpoint, or one that continues
                 root.set_attribute(Attr.RESUMED, isinstance(opened, PlanResult) or opened.state is not None)
             if isinstance(opened, PlanResult):
@@ -511,15 +516,22 @@ class Plan:
         iterations = 0
         i = 0
         if durable is not None:
-            i, prev, iterations, rejoin_at, value = durable.restore(value, envelopes, decisions, latest, store)
-            rejoin_next = compiled[rejoin_at] if rejoin_at >= 0 else None
+            start = durable.restore(value, store)
+            value, i, prev, iterations = durable.input, start.at, start.prev, start.iterations
+            rejoin_next = compiled[start.rejoin] if start.rejoin >= 0 else None
+            envelopes.extend(start.envelopes)
+            decisions.extend(start.decisions)
+            if latest is not None:
+                index = {name: k for k, name in enumerate(names)}
+                for env in start.envelopes:
+                    latest[index[env.step or ""]] = env
             limit += durable.allowance
             if run is not None:
                 run.input = value
         while True:
             if iterations == limit:
                 if durable is not None:  # the resume point of the stopped run: the step it did not run
-                    durable.save(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions, store)
+                    durable.save(Position(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions), store)
                 error = _iterations_stop(limit, envelopes, names[i])
                 break
             if watched:
@@ -527,7 +539,7 @@ class Plan:
                 if traced is not None and run.step is not None:  # the previous step's routing is decided
                     _end_step(run)
                 if durable is not None:
-                    durable.save(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions, store)
+                    durable.save(Position(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions), store)
                 if emit is not None:
                     _flush(run)
                 if deadline is not None and _monotonic() >= deadline:

@@ -4,9 +4,9 @@ The MCP names (``MCPToolPool``...) are imported on first use: the ``mcp`` SDK ta
 and classification alone does not need it.
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
+from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.technique.a2a import (
     A2AArgs,
     A2ADelegator,
@@ -39,15 +39,6 @@ from routegate.technique.types import (
 
 if TYPE_CHECKING:
     from routegate.technique.tools import MCPServerConfig, MCPToolHandler, MCPToolPool, ToolArguments, ToolOutcome
-
-_LAZY = frozenset({"MCPServerConfig", "MCPToolHandler", "MCPToolPool", "ToolArguments", "ToolOutcome"})
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module("routegate.technique.tools"), name)
-    raise AttributeError(f"module 'routegate.technique' has no attribute {name!r}")
-
 
 __all__ = [
     "EXECUTABLE_LANGUAGES",
@@ -86,3 +77,6 @@ __all__ = [
     "serve_agent",
     "technique_worker",
 ]
+
+_TOOLS = ("MCPServerConfig", "MCPToolHandler", "MCPToolPool", "ToolArguments", "ToolOutcome")
+__getattr__, __dir__ = _lazy_exports(__name__, dict.fromkeys(_TOOLS, "tools"), __all__)

@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from routegate.core import stop_reasons as sr
+from routegate.core._faults import fault_message
 from routegate.core.workers import Worker
 from routegate.errors import RunStopError
 
@@ -62,9 +63,7 @@ def check_returned(returned: object) -> tuple[str, str] | None:
 
 
 def _failure(target: str, exc: Exception) -> Returned:
-    logger.warning("technique handler %s raised %s", target, type(exc).__name__, exc_info=exc)
-    message = f"handler for {target!r} raised {type(exc).__name__}; the details are in the log"
-    return Returned(HandlerFailure(sr.route_error(target), message))
+    return Returned(HandlerFailure(sr.route_error(target), fault_message(exc, f"the handler for {target!r}", logger)))
 
 
 def guarded(found: Worker) -> Worker:

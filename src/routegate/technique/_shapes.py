@@ -12,10 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from routegate.core.messages import MAX_REQUEST_CHARS
 from routegate.technique.types import A2ARoutingRequest, ToolCallRequest
 
 MAX_ITEMS = 64
-MAX_TASK_CHARS = 32_000
+MAX_TASK_CHARS = MAX_REQUEST_CHARS  # a delegated task becomes the receiving agent's goal: the goal's bound
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _AGENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-@]{0,127}")
 

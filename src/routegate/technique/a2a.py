@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, ValidationError
 
 from routegate.core._bounds import check_bounds
+from routegate.core._faults import fault_message
 from routegate.core.contracts import ArgLimits, jsonable
 from routegate.core.stop_reasons import SUCCESS, invalid_route
 from routegate.core.workers import Worker, WorkerArgs
@@ -184,8 +185,10 @@ def serve_agent(bus: EventBus, name: str, fn: AgentFn, *, limits: ArgLimits | No
         try:
             reply |= {"status": "completed", "result": jsonable(await fn(task))}
         except Exception as exc:
-            logger.warning("agent %s failed on task %s", name, task.id, exc_info=exc)
-            reply |= {"status": "failed", "error": f"agent {name!r} raised {type(exc).__name__}"}
+            reply |= {
+                "status": "failed",
+                "error": fault_message(exc, f"agent {name!r}", logger, where=f" on task {task.id}"),
+            }
         if task.reply_to:
             await bus.publish(task.reply_to, reply)
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
+from routegate.core._faults import fault_message
 from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
 from routegate.core.contracts import ArgLimits, Budget, RouteIntent, jsonable
@@ -211,8 +212,7 @@ class _Dispatch:
     def fault(self, exc: Exception) -> DispatchResult:
         """A fault of a handler (its ``route``, its argument check) or of this code: reported, never raised."""
         kind = self.kind.value
-        logger.warning("technique dispatch of %s failed: %s", kind, type(exc).__name__, exc_info=exc)
-        message = f"dispatch failed with {type(exc).__name__}; the details are in the log"
+        message = fault_message(exc, f"the {kind} dispatch", logger)
         return self.end(sr.route_error(kind), "delegate" if self.outcomes else "route", message)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from routegate._extras import needs
+from routegate.core._faults import fault_message
 
 with needs("mcp"):
     from jsonschema import Draft202012Validator, SchemaError, validators
@@ -304,10 +305,7 @@ class MCPToolPool:
             if connection.tools is None:
                 connection.tools = await self._submit(connection, _list_tools, config.call_timeout)
         except Exception as exc:
-            logger.warning("MCP server %s could not list its tools", server, exc_info=exc)
-            message = (
-                f"MCP server {server!r} could not list its tools ({type(exc).__name__}); the details are in the log"
-            )
+            message = fault_message(exc, f"listing the tools of MCP server {server!r}", logger)
             return RouteRejection(tsr.tool_unavailable(server), message)
         assert connection.tools is not None  # listed just above
         tool = connection.tools.get(method)
@@ -331,8 +329,7 @@ class MCPToolPool:
         try:
             connection = await self._connection(server)
         except Exception as exc:
-            logger.warning("MCP server %s could not be started", server, exc_info=exc)
-            message = f"MCP server {server!r} could not be started ({type(exc).__name__}); the details are in the log"
+            message = fault_message(exc, f"starting MCP server {server!r}", logger)
             return ToolOutcome(server, method, tsr.tool_unavailable(server), message=message)
         payload = dict(arguments)
 
@@ -349,8 +346,7 @@ class MCPToolPool:
             message = f"the server refused the call: {str(exc)[:_MAX_MESSAGE]}"
             return ToolOutcome(server, method, tsr.tool_error(target), message=message)
         except Exception as exc:
-            logger.warning("MCP server %s failed during a call to %s", server, method, exc_info=exc)
-            message = f"MCP server {server!r} failed during the call ({type(exc).__name__}); the details are in the log"
+            message = fault_message(exc, f"the call to {method!r} on MCP server {server!r}", logger)
             return ToolOutcome(server, method, tsr.tool_unavailable(server), message=message)
         text = "\n".join(block.text for block in result.content if isinstance(block, TextContent))
         if result.is_error:

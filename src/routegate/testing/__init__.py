@@ -7,8 +7,7 @@
 * :class:`ScriptedRouter` — a router returning scripted raw outputs, for tests of the core runtime.
 """
 
-import warnings
-
+from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.testing.openai_server import ScriptedOpenAIServer
 from routegate.testing.scripted import (
     ChatCall,
@@ -50,12 +49,10 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name == "Step":  # the old name, which read like the Plan's Step
-        warnings.warn(
-            "routegate.testing.Step is renamed ServerStep (one scripted answer of ScriptedOpenAIServer)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return ServerStep
-    raise AttributeError(f"module 'routegate.testing' has no attribute {name!r}")
+_RENAMED = {  # the old name, which read like the Plan's Step
+    "Step": (
+        "steps:ServerStep",
+        "routegate.testing.Step is renamed ServerStep (one scripted answer of ScriptedOpenAIServer)",
+    )
+}
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, renamed=_RENAMED)

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 from routegate._extras import needs
+from routegate.core._faults import fault_message
 
 with needs("desk"):
     import psycopg
@@ -284,10 +285,7 @@ class SupportAgent:
             logger.warning("the database failed during the turn: %s", type(exc).__name__, exc_info=True)
             emit(_unavailable(exc))
         except Exception as exc:
-            logger.warning("support turn failed: %s", type(exc).__name__, exc_info=True)
-            emit(
-                TurnError(message=f"the turn failed: {type(exc).__name__} (details in the log)", code="internal_error")
-            )
+            emit(TurnError(message=fault_message(exc, "the turn", logger), code="internal_error"))
 
     def _final(self, turn: Turn, result: PlanResult | None, started: float) -> TurnResult:
         """The turn's result; ``result`` is ``None`` when the deadline cut the plan off."""

@@ -35,6 +35,7 @@ from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
 from routegate.core import GovernedStep, RouteDecision, RunContext, Stopped, stop_reasons
+from routegate.core._faults import fault_message
 from routegate.errors import RunStopError, RuntimeFaultError
 from routegate.plan import Plan, Step, StepContext
 
@@ -68,8 +69,7 @@ class RouterStep:
         except RunStopError:
             raise
         except Exception as exc:
-            logger.warning("the support router raised %s", type(exc).__name__, exc_info=True)
-            message = f"the router raised {type(exc).__name__} (details in the log)"
+            message = fault_message(exc, "the router", logger)
             raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
         turn.choice = choice
         decision = RouteDecision(

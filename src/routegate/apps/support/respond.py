@@ -25,6 +25,7 @@ from typing import Any, Final
 from routegate.apps.support.contracts import AnswerToken
 from routegate.apps.support.turn import Turn, turn_of
 from routegate.core import stop_reasons
+from routegate.core._faults import fault_message
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
 from routegate.plan import StepContext
@@ -254,8 +255,7 @@ class RespondNode:
         except RunStopError:
             raise
         except Exception as exc:
-            logger.warning("the Respond node raised %s", type(exc).__name__, exc_info=True)
-            message = f"the Respond node raised {type(exc).__name__} (details in the log)"
+            message = fault_message(exc, "the Respond node", logger)
             raise RunStopError(stop_reasons.finalize_error(exc), message, phase="finalize") from exc
         answer = "".join(parts).strip()
         if not answer:
