@@ -12,6 +12,19 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from routegate.core.outcome import HasOutcome
 from routegate.core.stop_reasons import Phase
 
+LLM_UNAVAILABLE = "llm_unavailable"
+"""A turn's ``fallback`` when the chat model failed (unreachable, timeout, auth, 5xx, a refused or unusable answer)
+and the offline path answered instead: the answer is the one the desk gives with no model configured."""
+UNANSWERED_FALLBACKS = ("tool_error", "sql_refused", "llm_failed")
+"""Fallback families whose answer only says that the question could not be answered: such a turn's stop reason
+is ``unanswered:<fallback>`` (e.g. ``unanswered:tool_error:database_error``), never ``success``."""
+
+
+def unanswered(fallback: str) -> str:
+    """The stop reason of a turn that ended without an answer because of ``fallback``."""
+    return f"unanswered:{fallback}"
+
+
 SupportRoute = Literal["POSTGRES", "VECTOR", "EXTERNAL", "LLM"]
 ROUTES: tuple[SupportRoute, ...] = ("POSTGRES", "VECTOR", "EXTERNAL", "LLM")
 Role = Literal["user", "assistant"]

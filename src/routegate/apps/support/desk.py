@@ -21,12 +21,15 @@ import psycopg
 
 from routegate.apps.support.advisory import LockTimeoutError
 from routegate.apps.support.contracts import (
+    LLM_UNAVAILABLE,
     ROUTES,
+    UNANSWERED_FALLBACKS,
     AnswerToken,
     Message,
     SupportEvent,
     TurnError,
     TurnResult,
+    unanswered,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
 from routegate.apps.support.external_tool import ExternalTool
@@ -293,8 +296,17 @@ class SupportAgent:
         trace += turn.notes
         phase: Phase | None = None
         why = ""
+        fallback = turn.fallback
         if result is not None and result.ok:
             stop_reason, answer = result.stop_reason, str(result.payload)
+            if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
+                # the answer only says the question could not be answered: that is not a success
+                stop_reason, phase = unanswered(fallback), "delegate"
+                why = f"the {turn.route} tool gave no answer ({fallback})"
+            if turn.llm_stop is not None:
+                # the model failed and the offline path answered: the answer is the one given with no model
+                trace.append({"node": "desk", "answered": "offline", "llm_failed": turn.llm_stop})
+                fallback = LLM_UNAVAILABLE
         else:
             # the run stopped before the Respond node finished (deadline, refused decision): answer safely
             if result is None:
@@ -307,8 +319,8 @@ class SupportAgent:
                 phase = result.phase
             turn.announce()
             answer = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
-            if turn.fallback is None:
-                turn.fallback = f"stopped:{stop_reason}"
+            if fallback is None:
+                fallback = f"stopped:{stop_reason}"
             for token in tokens_of(answer):
                 turn.send(AnswerToken(token))
             trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
@@ -317,7 +329,7 @@ class SupportAgent:
             route=turn.route,
             answer=answer,
             stop_reason=stop_reason,
-            fallback=turn.fallback,
+            fallback=fallback,
             trace=tuple(trace),
             latency_ms=(time.perf_counter() - started) * 1000.0,
             phase=phase,

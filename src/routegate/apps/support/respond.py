@@ -275,6 +275,7 @@ class RespondNode:
             except RunStopError as stop:
                 if started:
                     raise
+                turn.model_failed(stop.stop_reason)
                 turn.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
             else:
                 if started:

@@ -70,12 +70,15 @@ class RouteChoice:
     why: str = ""
     runner_up: str | None = None
     margin: float | None = None
+    llm_stop: str | None = None  # the LLM stage's stop reason when it failed (the offline stages decided)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"route": self.route, "layer": self.layer, "scores": dict(self.scores), "why": self.why}
         if self.runner_up is not None:
             out["runner_up"] = self.runner_up
             out["margin"] = self.margin
+        if self.llm_stop is not None:
+            out["llm_failed"] = self.llm_stop
         return out
 
 
@@ -144,7 +147,7 @@ def _as_route_choice(choice: CascadeChoice) -> RouteChoice:
         why = f"{why}; asking the user"
     elif layer == "default":
         why = f"{why}; no route matches confidently"
-    return RouteChoice(route, layer, scores, why, runner_up, margin)
+    return RouteChoice(route, layer, scores, why, runner_up, margin, choice.llm_stop)
 
 
 def _support_route(target: str | None) -> SupportRoute:
