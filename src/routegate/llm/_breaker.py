@@ -18,11 +18,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from routegate.llm.errors import LLMError
+from routegate.llm.protocol import ModelHealth
 
 BreakerState = Literal["closed", "open", "half_open"]
-ModelHealth = Literal["ok", "degraded", "down"]
-"""A model endpoint's state as ``/healthz`` and ``/metrics`` report it: ``ok`` (answering), ``degraded`` (the
-last call failed transiently, or a trial call is due), ``down`` (the breaker is open: calls are not tried)."""
 
 
 class CircuitBreaker:

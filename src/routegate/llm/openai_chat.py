@@ -53,7 +53,7 @@ from opentelemetry.trace import INVALID_SPAN, SpanKind
 
 from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
-from routegate.llm._breaker import CircuitBreaker, ModelHealth
+from routegate.llm._breaker import CircuitBreaker
 from routegate.llm._genai import GenAI, record_completion, record_llm_error
 from routegate.llm.errors import (
     LLMAuthError,
@@ -64,7 +64,7 @@ from routegate.llm.errors import (
     LLMTimeoutError,
     LLMUpstreamError,
 )
-from routegate.llm.protocol import ChatMessage
+from routegate.llm.protocol import ChatMessage, ModelHealth
 from routegate.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -113,3 +113,10 @@ class SupportDesk(Protocol):
     async def reset(self, session_id: str) -> None: ...
 
     async def healthy(self) -> bool: ...
+
+
+@runtime_checkable
+class ReportsModelHealth(Protocol):
+    """A desk that can tell its chat model's state (``ok``, ``degraded``, ``down``, or ``off``: none configured)."""
+
+    def model_health(self) -> str: ...

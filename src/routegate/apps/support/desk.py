@@ -15,7 +15,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import psycopg
 
@@ -56,7 +56,7 @@ from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError
-from routegate.llm.protocol import ChatModel
+from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
 from routegate.plan import Plan, PlanResult
 
 logger = logging.getLogger(__name__)
@@ -194,6 +194,13 @@ class SupportAgent:
 
     async def healthy(self) -> bool:
         return self._plan is not None and await self.db.ping()
+
+    def model_health(self) -> ModelHealth | Literal["off"]:
+        """The chat model's state: ``ok``, ``degraded``, ``down`` (its breaker is open: turns are answered offline),
+        or ``off`` when no model is configured."""
+        if self.chat_model is None:
+            return "off"
+        return self.chat_model.health if isinstance(self.chat_model, ReportsHealth) else "ok"
 
     # -- one turn -------------------------------------------------------------------------------------------
     def new_turn(

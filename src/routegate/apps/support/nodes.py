@@ -89,7 +89,7 @@ def build_tool_workers(
                 try:
                     call = await text_to_sql.write(query, history)
                 except RunStopError as stop:  # the model failed: the offline template serves the turn
-                    logger.warning("text-to-SQL failed (%s); using the offline template", stop.stop_reason)
+                    logger.info("text-to-SQL failed (%s); using the offline template", stop.stop_reason)
                     if turn is not None:
                         turn.model_failed(stop.stop_reason)
                         turn.notes.append({"node": "text_to_sql", "llm_failed": stop.stop_reason, "mode": "template"})
