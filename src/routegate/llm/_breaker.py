@@ -69,12 +69,11 @@ class CircuitBreaker:
         self.refused += 1
         wait = max(0.0, self.open_seconds - (self._clock() - self._opened_at))
         retry = "after the current trial call" if self._trial else f"in {wait:.1f} s"
-        stop = type(last)(
+        return type(last)(
             f"not tried: the model endpoint failed {self._clock() - self._opened_at:.1f} s ago ({last.stop_reason}: "
             f"{last.message}); the next attempt is {retry} (ROUTEGATE_LLM_BREAKER_SECONDS={self.open_seconds:g})",
             status_code=last.status_code,
         )
-        return stop
 
     def succeeded(self) -> None:
         self._opened_at = None

@@ -238,12 +238,12 @@ class OpenAIChatModel:
         """``ok``, ``degraded`` (a trial call is due) or ``down`` (the breaker is open: calls are not tried)."""
         return self.breaker.health
 
-    async def probe(self, *, timeout: float = 5.0) -> LLMError | None:
-        """Check once that the endpoint answers (``GET /models``, no retries, at most ``timeout`` seconds):
+    async def probe(self, *, seconds: float = 5.0) -> LLMError | None:
+        """Check once that the endpoint answers (``GET /models``, no retries, at most ``seconds``):
         ``None`` when it does (any HTTP answer but 401/403 counts: not every server lists its models), else the
         stop signal, which also opens the breaker. For start-up checks; never raises an SDK exception."""
         try:
-            async with asyncio.timeout(min(timeout, self.timeout)):
+            async with asyncio.timeout(min(seconds, self.timeout)):
                 await self._client.with_options(max_retries=0).models.list()
         except openai.APIStatusError as exc:
             if exc.status_code not in (401, 403):

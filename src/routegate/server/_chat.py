@@ -19,10 +19,10 @@ from routegate.server._sse import EventStreamResponse, encode_event
 from routegate.server._text import Text
 from routegate.server._turns import (
     call_desk,
-    model_health,
     check_message,
     desk_healthy,
     event_payload,
+    model_health,
     raise_for,
     route_payload,
     run_turn,
