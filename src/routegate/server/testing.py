@@ -29,6 +29,7 @@ from routegate.server.serving import server_config
 
 if TYPE_CHECKING:
     from routegate.apps.support.semantic import EmbeddingLayer
+    from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
 
 
@@ -172,10 +173,12 @@ async def support_desk_app(
     encoder: Encoder | None = None,
     semantic: EmbeddingLayer | None = None,
     pool_size: int = 8,
+    chat_model: ChatModel | None = None,
 ) -> AsyncIterator[FastAPI]:
     """The app around the *real* support desk on ``database_url``, in a schema of its own (dropped on exit).
     Enter it in the loop that will serve the app (see ``ServerThread(app_factory=...)``). ``encoder`` and
-    ``semantic`` (the router's embedding layer) can be shared between tests: both are costly to build."""
+    ``semantic`` (the router's embedding layer) can be shared between tests: both are costly to build.
+    ``chat_model``: the desk's model (none: offline)."""
     from routegate.apps.support.db import SupportDatabase
     from routegate.apps.support.desk import SupportAgent
     from routegate.embed import default_encoder
@@ -185,7 +188,7 @@ async def support_desk_app(
     db = SupportDatabase(database_url, schema=schema, max_size=pool_size)
     await db.open()
     try:
-        desk = SupportAgent(db=db, encoder=encoder or default_encoder(), semantic=semantic)
+        desk = SupportAgent(db=db, encoder=encoder or default_encoder(), semantic=semantic, chat_model=chat_model)
         await desk.start()
         yield create_app(desk=desk, settings=settings)
     finally:
