@@ -53,11 +53,14 @@ def away(pg_url: str, encoder: MiniLMEncoder, semantic: FittedSemanticLayer) -> 
     @asynccontextmanager
     async def app() -> AsyncIterator[FastAPI]:
         base = f"http://127.0.0.1:{closed_port()}/v1"
-        async with OpenAIChatModel(model="m", api_key="sk-x", base_url=base, transport=transport) as model:
-            async with support_desk_app(
+        model = OpenAIChatModel(model="m", api_key="sk-x", base_url=base, transport=transport)
+        async with (
+            model,
+            support_desk_app(
                 pg_url, settings=Settings(), encoder=encoder, semantic=semantic, chat_model=model
-            ) as built:
-                yield built
+            ) as built,
+        ):
+            yield built
 
     with ServerThread(app_factory=app) as server:
         yield server.url, transport
