@@ -138,6 +138,12 @@ def _compose_fallback(route: str, reason: str, call: Mapping[str, Any] | None) -
     return CAPABILITIES
 
 
+UNSURE_ANSWER: Final = (
+    "I'm not sure what you're asking, so I haven't looked anything up. " + CAPABILITIES + " Could you ask again "
+    "in English, in your own words (for example with a ticket number or a customer name)?"
+)
+
+
 def _compose_llm_route(message: str) -> str:
     if _THANKS.search(message):
         return "You're welcome! Is there anything else I can help you with?"
@@ -284,5 +290,7 @@ class RespondNode:
                 turn.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
         else:
             turn.notes.append({"node": "respond", "mode": "composer"})
-        for token in tokens_of(compose(turn.message, route, observation)):
+        unsure = turn.choice is not None and turn.choice.layer == "unsure"
+        answer = UNSURE_ANSWER if unsure and route == "LLM" else compose(turn.message, route, observation)
+        for token in tokens_of(answer):
             yield token

@@ -11,6 +11,12 @@ the core ``Router`` protocol); its stages, cheapest first, the first that settle
 4. unsure — the LLM route, which answers ("Query does not clearly match any route": layer ``default``) or asks
    back when two routes are close (layer ``clarify``).
 
+Around them, the "I don't know" gate (layer ``unsure``: the LLM route, answered offline with a clarifying
+question): SQL or code pasted in goes there before any stage runs (:func:`.unsure.pasted_shape`); and a route
+the embedding layer chose — not the rules — goes there when the message is not English
+(:func:`.unsure.is_not_english`) or the layer's margin over the runner-up is under its ``unsure_margin`` (tuned on
+the labelled sets' validation split, ``docs/benchmarks/support.md``).
+
 The router only decides; the desk's plan passes its decision through the core policy boundary before any node
 runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records the layer, the scores and why.
 """
@@ -24,6 +30,7 @@ from typing import Any, Final
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
+from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
 from routegate.llm.protocol import ChatModel
 from routegate.routers.cascade import CascadeChoice, CascadeRouter
@@ -98,8 +105,12 @@ class SupportRouter(CascadeRouter):
         rules: SupportRules | None = None,
         chat_model: ChatModel | None = None,
         policy: RoutePolicy | None = None,
+        unsure_margin: float | None = None,
     ) -> None:
         self.policy = policy or RoutePolicy(ROUTES)
+        # the gate's margin: the embedding layer's own (tuned for its scores) unless given
+        margin = getattr(semantic, "unsure_margin", 0.0) if unsure_margin is None else unsure_margin
+        self.unsure_margin = float(margin) if isinstance(margin, int | float) else 0.0
         llm = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         super().__init__(
             semantic=semantic, rules=rules or SupportRules(), llm=llm, llm_policy=self.policy, name="support"
@@ -122,10 +133,27 @@ class SupportRouter(CascadeRouter):
 
     async def route_choice(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
         """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
-        return _as_route_choice(await self.choose(self.request_for(text, history)))
+        shape = pasted_shape(text)
+        if shape is not None:  # pasted in, not asked: no stage (and no model) is consulted
+            return RouteChoice("LLM", UNSURE, {}, f"the message looks like {shape} pasted in; asking the user")
+        return self.gate(text, _as_route_choice(await self.choose(self.request_for(text, history))))
+
+    def gate(self, text: str, choice: RouteChoice) -> RouteChoice:
+        """The "I don't know" gate on a decision of the embedding layer (the rules' and the LLM stage's stand)."""
+        if choice.layer != "semantic" or choice.route == "LLM":
+            return choice
+        if is_not_english(text):
+            why = f"{choice.why}; the message is not in English (the routes are): asking the user"
+        elif choice.margin is not None and choice.margin < self.unsure_margin:
+            why = f"{choice.why}; margin {choice.margin:.3f} under {self.unsure_margin:g}: asking the user"
+        else:
+            return choice
+        return RouteChoice("LLM", UNSURE, choice.scores, why, choice.runner_up, choice.margin, choice.llm_stop)
 
 
 _LLM_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1)
+UNSURE: Final = "unsure"
+"""The layer of a decision the "I don't know" gate made: the LLM route, answered with a clarifying question."""
 
 
 def _as_route_choice(choice: CascadeChoice) -> RouteChoice:
