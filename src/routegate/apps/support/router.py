@@ -12,10 +12,10 @@ the core ``Router`` protocol); its stages, cheapest first, the first that settle
    back when two routes are close (layer ``clarify``).
 
 Around them, the "I don't know" gate (layer ``unsure``: the LLM route, answered offline with a clarifying
-question): SQL or code pasted in goes there before any stage runs (:func:`.unsure.pasted_shape`); and a route
-the embedding layer chose — not the rules — goes there when the message is not English
-(:func:`.unsure.is_not_english`) or the layer's margin over the runner-up is under its ``unsure_margin`` (tuned on
-the labelled sets' validation split, ``docs/benchmarks/support.md``).
+question): SQL or code pasted in goes there before any stage runs (:func:`.unsure.pasted_shape`); a message that
+is not English (:func:`.unsure.is_not_english`) goes there unless the rules decided it; and so does a route the
+embedding layer chose with a margin over the runner-up under its ``unsure_margin`` (tuned on the labelled sets'
+validation splits, ``docs/benchmarks/support.md``).
 
 The router only decides; the desk's plan passes its decision through the core policy boundary before any node
 runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records the layer, the scores and why.
@@ -139,12 +139,14 @@ class SupportRouter(CascadeRouter):
         return self.gate(text, _as_route_choice(await self.choose(self.request_for(text, history))))
 
     def gate(self, text: str, choice: RouteChoice) -> RouteChoice:
-        """The "I don't know" gate on a decision of the embedding layer (the rules' and the LLM stage's stand)."""
-        if choice.layer != "semantic" or choice.route == "LLM":
+        """The "I don't know" gate on a decision of the embedding layer (the rules' and the LLM stage's stand): a
+        message not in English goes to the clarifying answer, and so does a route chosen by a margin under
+        ``unsure_margin``."""
+        if choice.layer not in ("semantic", "default", "clarify"):
             return choice
         if is_not_english(text):
             why = f"{choice.why}; the message is not in English (the routes are): asking the user"
-        elif choice.margin is not None and choice.margin < self.unsure_margin:
+        elif choice.layer == "semantic" and choice.route != "LLM" and _under(choice.margin, self.unsure_margin):
             why = f"{choice.why}; margin {choice.margin:.3f} under {self.unsure_margin:g}: asking the user"
         else:
             return choice
@@ -154,6 +156,10 @@ class SupportRouter(CascadeRouter):
 _LLM_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1)
 UNSURE: Final = "unsure"
 """The layer of a decision the "I don't know" gate made: the LLM route, answered with a clarifying question."""
+
+
+def _under(margin: float | None, limit: float) -> bool:
+    return margin is not None and margin < limit
 
 
 def _as_route_choice(choice: CascadeChoice) -> RouteChoice:
