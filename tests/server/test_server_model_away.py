@@ -4,9 +4,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import openai
@@ -16,7 +22,7 @@ from fastapi import FastAPI
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from routegate.llm import OpenAIChatModel
-from routegate.server.testing import ServerThread, parse_sse, support_desk_app
+from routegate.server.testing import ServerThread, free_port, parse_sse, support_desk_app
 from routegate.settings import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -107,3 +113,46 @@ def test_chat_and_v1_answer_offline_and_health_says_the_model_is_down(
         assert 'routegate_model_state{state="down"} 1.0' in metrics
         assert 'routegate_model_state{state="ok"} 0.0' in metrics
         assert 'routegate_fallbacks_total{reason="llm_unavailable",route="POSTGRES"} 3.0' in metrics
+
+
+def test_serve_says_at_start_that_the_model_is_unreachable(pg_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = dict(
+        os.environ,
+        ROUTEGATE_DATA_DIR=str(tmp_path),
+        DATABASE_URL=pg_url,
+        OPENAI_API_KEY="sk-x",
+        OPENAI_BASE_URL=f"http://127.0.0.1:{closed_port()}/v1",
+        PYTHONUNBUFFERED="1",
+    )
+    cli = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen(
+        [*cli, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any("Ctrl-C stops everything" in line for line in lines):  # readiness, bounded
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                raise AssertionError("routegate serve exited early:\n" + "".join(lines))
+            lines.append(line)
+            assert time.monotonic() < deadline, "routegate serve did not get ready in 120 s:\n" + "".join(lines)
+        text = "".join(lines)
+        assert "WARNING: the chat model 'gpt-4.1-mini'" in text and "is unreachable (llm_error:connect)" in text
+        assert "The desk answers offline until it answers" in text
+        url = f"http://127.0.0.1:{port}"
+        health = httpx.get(f"{url}/healthz", timeout=10).json()
+        assert (health["status"], health["model"]) == ("degraded", "down")  # the probe opened the breaker
+        answer = httpx.post(f"{url}/chat", json={"message": QUESTION}, headers=JSON, timeout=30).json()
+        assert (answer["fallback"], answer["stop_reason"]) == ("llm_unavailable", "success")
+        assert "Login not working" in answer["answer"]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
