@@ -168,3 +168,18 @@ async def test_the_probe_says_whether_the_endpoint_answers(server: ScriptedOpenA
 def test_a_bad_window_is_refused_with_the_setting_named(seconds: float) -> None:
     with pytest.raises(Exception, match="ROUTEGATE_LLM_BREAKER_SECONDS"):
         OpenAIChatModel(model="m", api_key="k", breaker_seconds=seconds)
+
+
+def test_a_trial_that_never_reports_back_is_forgotten_after_a_window() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(open_seconds=5, clock=clock)
+    breaker.failed(LLMConnectError("refused"))
+    assert breaker.state == "open" and breaker.health == "down"
+    clock.now += 5
+    assert breaker.before_call() is None  # the trial goes ahead ... and is cancelled: it never reports
+    refused = breaker.before_call()
+    assert isinstance(refused, LLMConnectError) and "after the current trial call" in refused.message
+    clock.now += 5
+    assert breaker.state == "half_open" and breaker.before_call() is None  # a new trial, not stuck open
+    breaker.succeeded()
+    assert breaker.state == "closed" and breaker.health == "ok"

@@ -34,7 +34,7 @@ class CircuitBreaker:
         self._clock = clock
         self._opened_at: float | None = None
         self._last: LLMError | None = None
-        self._trial = False
+        self._trial_at: float | None = None
         self.failures = 0
         self.refused = 0  # calls failed at once while open
 
@@ -42,7 +42,11 @@ class CircuitBreaker:
     def state(self) -> BreakerState:
         if self._opened_at is None:
             return "closed"
-        if self._trial or self._clock() - self._opened_at < self.open_seconds:
+        now = self._clock()
+        # a trial call in flight keeps it open; one that never reported (cancelled) is forgotten after a window
+        if self._trial_at is not None and now - self._trial_at < self.open_seconds:
+            return "open"
+        if now - self._opened_at < self.open_seconds:
             return "open"
         return "half_open"
 
@@ -62,13 +66,13 @@ class CircuitBreaker:
         if state == "closed":
             return None
         if state == "half_open":
-            self._trial = True
+            self._trial_at = self._clock()
             return None
         last = self._last
         assert last is not None and self._opened_at is not None  # open implies a recorded failure
         self.refused += 1
         wait = max(0.0, self.open_seconds - (self._clock() - self._opened_at))
-        retry = "after the current trial call" if self._trial else f"in {wait:.1f} s"
+        retry = "after the current trial call" if self._trial_at is not None else f"in {wait:.1f} s"
         return type(last)(
             f"not tried: the model endpoint failed {self._clock() - self._opened_at:.1f} s ago ({last.stop_reason}: "
             f"{last.message}); the next attempt is {retry} (ROUTEGATE_LLM_BREAKER_SECONDS={self.open_seconds:g})",
@@ -78,11 +82,11 @@ class CircuitBreaker:
     def succeeded(self) -> None:
         self._opened_at = None
         self._last = None
-        self._trial = False
+        self._trial_at = None
 
     def failed(self, stop: LLMError) -> None:
         """Record a failed call; one that says the endpoint is away opens the breaker."""
-        self._trial = False
+        self._trial_at = None
         if not stop.unavailable:
             if self._opened_at is not None:  # the trial reached a working endpoint: close
                 self._opened_at = None
