@@ -43,7 +43,7 @@ class Message:
 @dataclass(frozen=True, slots=True)
 class RouteChosen:
     route: SupportRoute
-    layer: str  # which router layer decided: "rules", "semantic", "llm", "clarify", ...
+    layer: str  # which router layer decided: "rules", "semantic", "llm", "clarify", "default", "unsure", ...
     scores: Mapping[str, float] = field(default_factory=dict)
     why: str = ""
     type: Literal["route"] = "route"

@@ -2,9 +2,11 @@
 
 * Offline (:func:`compose`): turns rows, documents or the mock result into a readable answer
   and invents nothing — every fact is a field of the evidence; the LLM route is answered from a description of
-  what the desk can do; a fallback says what was looked for and why nothing came back.
+  what the desk can do (with a clarifying question, :data:`UNSURE_ANSWER`, when the router's "I don't know" gate
+  chose it); a fallback says what was looked for and why nothing came back.
 * With a chat model: the model answers from the same evidence and the last 10 messages (streamed), told to use
-  nothing else. If it fails before its first token, the composer answers and the trace says why. The evidence is
+  nothing else. If it fails before its first token, the composer answers, the trace says why and the turn is
+  marked as answered offline (``fallback: llm_unavailable``). The evidence is
   at most ``max_evidence_chars`` characters of JSON (:data:`MAX_EVIDENCE_CHARS`): rows that do not fit are left
   out and the result says it was cut, whatever the tool returned.
 
