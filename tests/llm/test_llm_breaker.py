@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from routegate.llm import LLMAuthError, LLMBadRequestError, LLMConnectError, LLMError, OpenAIChatModel
 from routegate.llm._breaker import CircuitBreaker
@@ -183,3 +185,45 @@ def test_a_trial_that_never_reports_back_is_forgotten_after_a_window() -> None:
     assert breaker.state == "half_open" and breaker.before_call() is None  # a new trial, not stuck open
     breaker.succeeded()
     assert breaker.state == "closed" and breaker.health == "ok"
+
+
+_KINDS = (LLMConnectError, LLMTimeoutError, LLMAuthError)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("fail"), st.integers(0, len(_KINDS) - 1)),
+            st.tuples(st.just("refused"), st.just(0)),
+            st.tuples(st.just("ok"), st.just(0)),
+            st.tuples(st.just("wait"), st.integers(0, 20)),
+        ),
+        max_size=40,
+    )
+)
+def test_while_open_every_call_is_refused_with_the_last_failures_reason(ops: list[tuple[str, int]]) -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(open_seconds=10, clock=clock)
+    last: LLMError | None = None
+    failed_at = 0.0
+    for op, arg in ops:
+        if op == "wait":
+            clock.now += arg
+            continue
+        stop = breaker.before_call()
+        if last is not None and clock.now - failed_at < 10:
+            assert stop is not None and stop.stop_reason == last.stop_reason  # inside the window: never tried
+        if stop is not None:
+            assert last is not None
+            continue
+        if op == "fail":
+            last, failed_at = _KINDS[arg]("away"), clock.now
+            breaker.failed(last)
+        elif op == "refused":
+            breaker.failed(LLMBadRequestError("bad request"))  # a working endpoint: closes
+            last = None
+        else:
+            breaker.succeeded()
+            last = None
+        assert (breaker.state == "closed") == (last is None)
