@@ -1,12 +1,13 @@
 """A model that is away never makes the desk worse than offline: with a real client pointed at a closed loopback
 port, every turn gets the answer a desk with no model gives, says so (``fallback: llm_unavailable``), and after
 the first failure makes no connection attempt (counted below the SDK). A turn that ends without an answer is
-never ``success``."""
+never ``success``. A failing encoder leaves what does not need it working."""
 
 from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.cli import main
-from routegate.embed import MiniLMEncoder
+from routegate.embed import MiniLMEncoder, Vectors
 from routegate.llm import OpenAIChatModel
 
 pytestmark = pytest.mark.integration
@@ -102,3 +103,43 @@ def test_ask_answers_offline_and_says_so(
     assert got["answer"] == expected["answer"] and "Login not working" in got["answer"]
     assert (got["stop_reason"], got["fallback"], expected["fallback"]) == ("success", "llm_unavailable", None)
     assert "answered offline: the language model did not answer (llm_error:connect)" in captured.err
+
+
+class BreakableEncoder:
+    """The real encoder until ``broken`` is set; then every call fails as a broken runtime would."""
+
+    def __init__(self, inner: MiniLMEncoder) -> None:
+        self.inner = inner
+        self.broken = False
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        if self.broken:
+            raise RuntimeError("onnxruntime: the session failed")
+        return self.inner.encode(texts)
+
+
+async def test_a_failing_encoder_leaves_the_rules_and_the_database_working(
+    db: SupportDatabase, encoder: MiniLMEncoder
+) -> None:
+    breakable = BreakableEncoder(encoder)
+    desk = SupportAgent(db=db, encoder=breakable, semantic=ExampleEmbeddingLayer(breakable))
+    await desk.start()
+    offline = SupportAgent(db=db, encoder=encoder, semantic=ExampleEmbeddingLayer(encoder))
+    await offline.start()
+    breakable.broken = True
+    unmatched = await desk.ask("purple elephants dancing", session_id="enc-1")
+    assert (unmatched.route, unmatched.stop_reason, unmatched.fallback) == ("LLM", "success", "encoder_unavailable")
+    assert unmatched.answer == (await offline.ask("purple elephants dancing", session_id="enc-o")).answer
+    ticket = await desk.ask("What is the status of ticket 1?", session_id="enc-2")  # the rules route it
+    assert (ticket.stop_reason, ticket.fallback) == ("success", None) and "Login not working" in ticket.answer
+    article = await desk.ask("How do I reset my password?", session_id="enc-3")  # needs the encoder: no answer
+    assert (article.route, article.fallback) == ("VECTOR", "tool_error:encoder_error")
+    assert article.stop_reason == "unanswered:tool_error:encoder_error"

@@ -15,6 +15,9 @@ from routegate.core.stop_reasons import Phase
 LLM_UNAVAILABLE = "llm_unavailable"
 """A turn's ``fallback`` when the chat model failed (unreachable, timeout, auth, 5xx, a refused or unusable answer)
 and the offline path answered instead: the answer is the one the desk gives with no model configured."""
+ENCODER_UNAVAILABLE = "encoder_unavailable"
+"""A turn's ``fallback`` when the embedding layer failed (its encoder) and the rules alone routed the message: no
+rule matched, so it went to the LLM route."""
 UNANSWERED_FALLBACKS = ("tool_error", "sql_refused", "llm_failed")
 """Fallback families whose answer only says that the question could not be answered: such a turn's stop reason
 is ``unanswered:<fallback>`` (e.g. ``unanswered:tool_error:database_error``), never ``success``."""

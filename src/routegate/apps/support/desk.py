@@ -21,6 +21,7 @@ import psycopg
 
 from routegate.apps.support.advisory import LockTimeoutError
 from routegate.apps.support.contracts import (
+    ENCODER_UNAVAILABLE,
     LLM_UNAVAILABLE,
     ROUTES,
     UNANSWERED_FALLBACKS,
@@ -310,6 +311,8 @@ class SupportAgent:
                 # the answer only says the question could not be answered: that is not a success
                 stop_reason, phase = unanswered(fallback), "delegate"
                 why = f"the {turn.route} tool gave no answer ({fallback})"
+            if choice is not None and choice.embedding_failed and fallback is None:
+                fallback = ENCODER_UNAVAILABLE
             if turn.llm_stop is not None:
                 # the model failed and the offline path answered: the answer is the one given with no model
                 trace.append({"node": "desk", "answered": "offline", "llm_failed": turn.llm_stop})

@@ -23,6 +23,7 @@ runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -32,9 +33,12 @@ from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
+from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
 from routegate.routers.cascade import CascadeChoice, CascadeRouter
 from routegate.routers.llm import LLMRouter
+
+logger = logging.getLogger(__name__)
 
 SUPPORT_ROUTER_PROMPT: Final = """You are the router of a customer-support assistant.
 Classify the user's intent into exactly one route and answer with one JSON object:
@@ -78,6 +82,7 @@ class RouteChoice:
     runner_up: str | None = None
     margin: float | None = None
     llm_stop: str | None = None  # the LLM stage's stop reason when it failed (the offline stages decided)
+    embedding_failed: bool = False  # the embedding layer raised: the rules alone decided (or nothing did)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"route": self.route, "layer": self.layer, "scores": dict(self.scores), "why": self.why}
@@ -86,6 +91,8 @@ class RouteChoice:
             out["margin"] = self.margin
         if self.llm_stop is not None:
             out["llm_failed"] = self.llm_stop
+        if self.embedding_failed:
+            out["embedding_failed"] = True
         return out
 
 
@@ -136,7 +143,15 @@ class SupportRouter(CascadeRouter):
         shape = pasted_shape(text)
         if shape is not None:  # pasted in, not asked: no stage (and no model) is consulted
             return RouteChoice("LLM", UNSURE, {}, f"the message looks like {shape} pasted in; asking the user")
-        return self.gate(text, _as_route_choice(await self.choose(self.request_for(text, history))))
+        try:
+            choice = _as_route_choice(await self.choose(self.request_for(text, history)))
+        except RunStopError:
+            raise
+        except Exception as exc:  # the rules did not settle it and the embedding layer failed (its encoder)
+            logger.warning("the embedding layer failed: %s", type(exc).__name__, exc_info=True)
+            why = f"no signal phrase matched; the embedding layer failed ({type(exc).__name__}); no route matches"
+            return RouteChoice("LLM", "default", {}, why, embedding_failed=True)
+        return self.gate(text, choice)
 
     def gate(self, text: str, choice: RouteChoice) -> RouteChoice:
         """The "I don't know" gate on a decision of the embedding layer (the rules' and the LLM stage's stand): a
