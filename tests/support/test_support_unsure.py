@@ -49,6 +49,20 @@ def test_the_shape_checks_flag_the_pasted_and_foreign_messages_and_no_in_scope_o
         assert pasted_shape(row["text"]) is None and not is_not_english(row["text"]), row
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "WHERE IS MY TICKET FROM LAST WEEK?",  # shouting is not SQL
+        "Please select the open tickets from London",
+        "How do I return an item?",
+        "Is the update from yesterday in my ticket?",
+        "die Hard fans: what is the status of ticket 3?",
+    ],
+)
+def test_plain_english_is_not_flagged(text: str) -> None:
+    assert pasted_shape(text) is None and not is_not_english(text)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
 def test_the_shape_checks_take_any_text(text: str) -> None:

@@ -23,6 +23,7 @@ _SQL_STATEMENT: Final = re.compile(
 _SQL_KEYWORDS: Final = re.compile(
     r"\b(SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE|GRANT|UNION|FROM|WHERE|INTO|VALUES|TABLE|SET)\b"
 )
+_SQL_VERBS: Final = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "TRUNCATE", "GRANT"})
 _SQL_PUNCTUATION: Final = re.compile(r"[;=*',()]|--")
 _CODE_SIGNALS: Final = tuple(
     re.compile(p, re.MULTILINE)
@@ -45,184 +46,25 @@ _CODE_SIGNALS: Final = tuple(
 )
 _CODE_SYMBOLS: Final = frozenset('(){}[];=<>"#/\\')
 
-_ENGLISH: Final = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "is",
-        "are",
-        "was",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "and",
-        "or",
-        "my",
-        "your",
-        "our",
-        "me",
-        "i",
-        "you",
-        "we",
-        "it",
-        "this",
-        "that",
-        "what",
-        "which",
-        "where",
-        "who",
-        "how",
-        "why",
-        "when",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "please",
-        "show",
-        "tell",
-        "list",
-        "find",
-        "get",
-        "give",
-        "about",
-        "any",
-        "all",
-        "there",
-        "their",
-        "his",
-        "her",
-        "he",
-        "she",
-        "they",
-        "be",
-        "been",
-        "have",
-        "has",
-        "had",
-        "not",
-        "no",
-        "from",
-        "by",
-        "as",
-        "if",
-        "so",
-        "hi",
-        "hello",
-        "thanks",
-        "thank",
-    ]
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_ENGLISH: Final = _words(
+    "the a an is are was of to in on at for with and or my your our me i you we it this that what which where who "
+    "how why when do does did can could would should will please show tell list find get give about any all there "
+    "their his her he she they be been have has had not no from by as if so hi hello thanks thank"
 )
-_FOREIGN: Final = frozenset(
+_FOREIGN: Final = _words(
     # French, Spanish, German, Italian, Portuguese function words that are not English words
-    [
-        "le",
-        "la",
-        "les",
-        "est",
-        "une",
-        "des",
-        "du",
-        "je",
-        "vous",
-        "mon",
-        "ma",
-        "mes",
-        "pour",
-        "avec",
-        "quel",
-        "quelle",
-        "quels",
-        "quelles",
-        "comment",
-        "où",
-        "bonjour",
-        "merci",
-        "pouvez",
-        "puis",
-        "voudrais",
-        "connaître",
-        "aide",
-        "ai",
-        "suis",
-        "pas",
-        "ne",
-        "sur",
-        "dans",
-        "el",
-        "los",
-        "las",
-        "es",
-        "una",
-        "mi",
-        "para",
-        "con",
-        "qué",
-        "cuál",
-        "cómo",
-        "dónde",
-        "por",
-        "favor",
-        "hace",
-        "hoy",
-        "necesito",
-        "ayuda",
-        "mis",
-        "tengo",
-        "está",
-        "estado",
-        "der",
-        "das",
-        "ist",
-        "und",
-        "ich",
-        "mein",
-        "meine",
-        "wie",
-        "welche",
-        "sind",
-        "noch",
-        "nicht",
-        "sie",
-        "mir",
-        "bitte",
-        "können",
-        "heute",
-        "habe",
-        "ein",
-        "eine",
-        "haben",
-        "wo",
-        "wer",
-        "warum",
-        "kann",
-        "il",
-        "di",
-        "che",
-        "è",
-        "qual",
-        "oggi",
-        "del",
-        "della",
-        "sono",
-        "questo",
-        "minha",
-        "faço",
-        "como",
-        "não",
-        "você",
-        "meu",
-        "obrigado",
-    ]
+    "le la les est une des du je vous mon ma mes pour avec quel quelle quels quelles comment où bonjour merci "
+    "pouvez puis voudrais connaître aide ai suis pas ne sur dans "
+    "el los las es una mi para con qué cuál cómo dónde por favor hace hoy necesito ayuda mis tengo está estado "
+    "der das ist und ich mein meine wie welche sind noch nicht sie mir bitte können heute habe ein eine "
+    "haben wo wer warum kann "
+    "il di che è qual oggi del della sono questo "
+    "minha faço como não você meu obrigado"
 )
 _WORD: Final = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 
@@ -240,7 +82,8 @@ def _looks_like_sql(text: str) -> bool:
     statement = _SQL_STATEMENT.search(text) is not None
     if statement and _SQL_PUNCTUATION.search(text):
         return True
-    return len(set(_SQL_KEYWORDS.findall(text))) >= 2  # keywords written as SQL is written
+    keywords = set(_SQL_KEYWORDS.findall(text))  # keywords written as SQL is written, one of them a statement's verb
+    return len(keywords) >= 2 and bool(keywords & _SQL_VERBS)
 
 
 def _looks_like_code(text: str) -> bool:
