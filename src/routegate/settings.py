@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     openai_model: str = Field(default="gpt-4.1-mini", validation_alias=AliasChoices("OPENAI_MODEL"))
     openai_timeout_seconds: float = Field(default=60.0, gt=0, validation_alias=AliasChoices("OPENAI_TIMEOUT_SECONDS"))
     openai_max_retries: int = Field(default=2, ge=0, le=10)
+    # after a failure that says the model endpoint is away (connect, timeout, auth, 429/5xx after the retries), its
+    # calls fail at once for this many seconds (the desk answers offline), then one trial call goes through; 0 = off
+    llm_breaker_seconds: float = Field(default=30.0, ge=0, le=3600)
 
     # storage
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL"))

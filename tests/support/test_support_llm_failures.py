@@ -23,18 +23,24 @@ def test_the_composer_blames_the_model_not_the_database() -> None:
 
 
 @pytest.mark.integration
-async def test_text_to_sql_failure_is_an_llm_failure(
+async def test_text_to_sql_failure_is_answered_offline_never_blaming_the_database(
     db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
 ) -> None:
+    """Formerly the turn answered "the language model service failed… nothing was looked up"; now the offline
+    template serves it: the same answer as a desk with no model, and the turn says the model was unavailable."""
     down = LLMConnectError("model at http://127.0.0.1:9 could not be reached")
     model = ScriptedChatModel([down, down])  # text-to-SQL, then the Respond node
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, chat_model=model)
     await desk.start()
+    offline = SupportAgent(db=db, encoder=encoder, semantic=semantic)
+    await offline.start()
     result = await desk.ask("What is the status of ticket 1?", session_id="llm-down")
+    expected = await offline.ask("What is the status of ticket 1?", session_id="no-llm")
     assert result.route == "POSTGRES"
-    assert result.fallback == "llm_failed:llm_error:connect"
-    assert "database" not in result.answer
-    assert "language model" in result.answer
+    assert result.fallback == "llm_unavailable" and result.stop_reason == "success"
+    assert result.answer == expected.answer and expected.fallback is None
+    assert "database" not in result.answer and "language model" not in result.answer
+    assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in result.trace
     model.assert_consumed()
 
 

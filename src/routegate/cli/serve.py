@@ -215,7 +215,7 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
     """Serve until SIGINT/SIGTERM, then stop the UI, the server, the desk and PostgreSQL in that order; the exit
     status is 130 after SIGINT (Ctrl-C), 143 after SIGTERM. A signal during start-up raises KeyboardInterrupt
     (:mod:`routegate.cli._signals`) and the same clean-up runs as the coroutine unwinds."""
-    from routegate.apps.support.factory import open_support_desk
+    from routegate.apps.support.factory import check_model, open_support_desk
     from routegate.cli._uvicorn import QuietSignalsServer
     from routegate.server import create_app
     from routegate.server.app import end_open_requests
@@ -230,6 +230,7 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
     from routegate.server.serving import server_config
 
     async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
+        print(await check_model(desk, settings), flush=True)  # an unreachable model is said at once, not per turn
         app = create_app(desk=desk, settings=settings)
         freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
         server = QuietSignalsServer(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
-from routegate.apps.support.contracts import AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
+from routegate.apps.support.contracts import LLM_UNAVAILABLE, AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
 from routegate.cli._input import checked
 from routegate.settings import Settings, default_data_dir
 
@@ -147,6 +147,9 @@ async def _ask(settings: Settings, message: str, session: str, *, as_json: bool,
         final = await _turn(desk, message, session, out=sys.stdout, stream=not as_json, trace=False)
     if final is None:
         return 1
+    if final.fallback == LLM_UNAVAILABLE:  # the answer above is the offline one: say why
+        failed = next((t.get("llm_failed") for t in final.trace if t.get("node") == "desk"), None)
+        print(f"(answered offline: the language model did not answer ({failed}))", file=sys.stderr)
     if announce:  # a new session: say how to continue it
         print(f"(session {session}: continue it with --session {session})", file=sys.stderr)
     if as_json:

@@ -24,6 +24,15 @@ class LLMError(RunStopError):
         super().__init__(self.reason, message or self.reason, phase=phase)
         self.status_code = status_code
 
+    @property
+    def unavailable(self) -> bool:
+        """True when the endpoint cannot serve now — unreachable, no answer in time, refused credentials, rate
+        limited or HTTP 5xx after the retries — as opposed to a refused request or an unusable answer. A desk
+        answers such a turn offline (``fallback: llm_unavailable``) and the model's circuit breaker opens."""
+        if self.stop_reason in (LLM_CONNECT, sr.LLM_TIMEOUT, sr.LLM_AUTH, sr.LLM_RATE_LIMITED):
+            return True
+        return self.stop_reason == sr.LLM_UPSTREAM and self.status_code is not None and self.status_code >= 500
+
 
 class LLMTimeoutError(LLMError):
     """The endpoint did not answer in time, or answered HTTP 408 (``llm_timeout``, the seed's reason)."""

@@ -18,10 +18,18 @@ any other HTTP 4xx                         ``llm_error:bad_request``
 host, else :class:`~routegate.errors.ConfigurationError` naming the variable, so bad configuration fails at
 start-up instead of as a failed turn.
 
-Retries are the SDK's: exponential backoff with jitter (honouring ``Retry-After``) for connection errors, 408,
-409, 429 and 5xx, at most ``max_retries`` times. ``timeout`` bounds each attempt *and* the whole call, retries
-included, so a call never takes longer than ``timeout`` seconds before it answers or stops with ``llm_timeout``
-(for :meth:`OpenAIChatModel.stream`: until the first chunk, and then between two chunks).
+Retries are the SDK's: exponential backoff with jitter (honouring ``Retry-After``) for timeouts, 408, 409, 429
+and 5xx, at most ``max_retries`` times. An endpoint that cannot be reached at all (refused connection, DNS) or
+that refuses the credentials is not retried: the call fails at once. ``timeout`` bounds each attempt *and* the
+whole call, retries included, so a call never takes longer than ``timeout`` seconds before it answers or stops
+with ``llm_timeout`` (for :meth:`OpenAIChatModel.stream`: until the first chunk, and then between two chunks).
+
+Each model has a circuit breaker (:mod:`routegate.llm._breaker`, ``breaker_seconds``:
+``ROUTEGATE_LLM_BREAKER_SECONDS``): after a failure that says the endpoint is away (connect, timeout, auth, 429
+or 5xx after the retries), every call fails at once with the same stop reason, without a connection attempt,
+until the window has passed; then one trial call goes through. :attr:`OpenAIChatModel.health` is ``ok``,
+``degraded`` or ``down``; :meth:`OpenAIChatModel.probe` checks the endpoint once (what ``serve`` / ``up`` do at
+start).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from opentelemetry.trace import INVALID_SPAN, SpanKind
 
 from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
+from routegate.llm._breaker import CircuitBreaker
 from routegate.llm._genai import GenAI, record_completion, record_llm_error
 from routegate.llm.errors import (
     LLMAuthError,
@@ -55,13 +64,32 @@ from routegate.llm.errors import (
     LLMTimeoutError,
     LLMUpstreamError,
 )
-from routegate.llm.protocol import ChatMessage
+from routegate.llm.protocol import ChatMessage, ModelHealth
 from routegate.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BREAKER_SECONDS = 30.0
 _MAX_DETAIL = 300
+
+
+class _FailFastTransport(httpx.AsyncBaseTransport):
+    """Turns "could not connect" into the SDK's :class:`openai.APIConnectionError`, which the SDK raises without
+    retrying: an endpoint that refuses connections will not accept one a second later, and the SDK's backoff
+    would hold the turn for seconds. Timeouts and HTTP statuses are left to the SDK's retries."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx.ConnectError as exc:
+            raise openai.APIConnectionError(message=f"could not connect: {exc}", request=request) from exc
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
@@ -142,6 +170,8 @@ class OpenAIChatModel:
         timeout: float = 60.0,
         max_retries: int = 2,
         http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        breaker_seconds: float = DEFAULT_BREAKER_SECONDS,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"OpenAIChatModel needs a model name, got {model!r}")
@@ -156,6 +186,22 @@ class OpenAIChatModel:
             raise ConfigurationError(f"OpenAIChatModel.timeout must be > 0 seconds, got {timeout!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"OpenAIChatModel.max_retries must be an integer >= 0, got {max_retries!r}")
+        if (
+            isinstance(breaker_seconds, bool)
+            or not isinstance(breaker_seconds, int | float)
+            or not math.isfinite(breaker_seconds)
+            or breaker_seconds < 0
+        ):
+            raise ConfigurationError(
+                f"OpenAIChatModel.breaker_seconds (ROUTEGATE_LLM_BREAKER_SECONDS) must be a finite number of "
+                f"seconds >= 0 (0: no breaker), got {breaker_seconds!r}"
+            )
+        if http_client is not None and transport is not None:
+            raise ConfigurationError("give OpenAIChatModel an http_client or a transport, not both")
+        if http_client is None:
+            inner = transport or httpx.AsyncHTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+            http_client = openai.DefaultAsyncHttpxClient(transport=_FailFastTransport(inner))
+        self.breaker = CircuitBreaker(open_seconds=breaker_seconds)
         self.model = model.strip()
         self.base_url = check_base_url(base_url) if base_url else OPENAI_BASE_URL
         self.timeout = float(timeout)
@@ -181,16 +227,50 @@ class OpenAIChatModel:
             base_url=settings.openai_base_url or None,
             timeout=settings.openai_timeout_seconds,
             max_retries=settings.openai_max_retries,
+            breaker_seconds=settings.llm_breaker_seconds,
         )
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r}, timeout={self.timeout!r})"
+
+    @property
+    def health(self) -> ModelHealth:
+        """``ok``, ``degraded`` (a trial call is due) or ``down`` (the breaker is open: calls are not tried)."""
+        return self.breaker.health
+
+    async def probe(self, *, seconds: float = 5.0) -> LLMError | None:
+        """Check once that the endpoint answers (``GET /models``, no retries, at most ``seconds``):
+        ``None`` when it does (any HTTP answer but 401/403 counts: not every server lists its models), else the
+        stop signal, which also opens the breaker. For start-up checks; never raises an SDK exception."""
+        try:
+            async with asyncio.timeout(min(seconds, self.timeout)):
+                await self._client.with_options(max_retries=0).models.list()
+        except openai.APIStatusError as exc:
+            if exc.status_code not in (401, 403):
+                self.breaker.succeeded()
+                return None
+            stop = self._stop(exc)
+        except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+            stop = self._stop(exc)
+        else:
+            self.breaker.succeeded()
+            return None
+        self.breaker.failed(stop)
+        return stop
+
+    def _refused(self) -> None:
+        """Raise at once while the breaker is open (no connection attempt)."""
+        stop = self.breaker.before_call()
+        if stop is not None:
+            logger.debug("llm call not tried: breaker open (%s)", stop.stop_reason)
+            raise stop
 
     # -- the ChatModel protocol ------------------------------------------------------------------------------
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
     ) -> str:
         params = _to_params(messages)
+        self._refused()
         active = tracer()
         attributes = self._span_attributes(temperature) if active is not None else None
         with span(active, f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as llm_span:
@@ -209,8 +289,10 @@ class OpenAIChatModel:
                         )
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
                 stop = self._stop(exc)
+                self.breaker.failed(stop)
                 record_llm_error(llm_span, stop)
                 raise stop from exc
+            self.breaker.succeeded()
             record_completion(llm_span, completion)
             text = _content(completion)
         logger.debug("chat completion model=%s chars=%d", self.model, len(text))
@@ -218,6 +300,7 @@ class OpenAIChatModel:
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         params = _to_params(messages)
+        self._refused()
         active = tracer()
         # a stream's span is not made current: a context attached across the generator's yields would be
         # detached in another context; the span is started here and ended when the stream ends
@@ -235,8 +318,10 @@ class OpenAIChatModel:
                     )
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
                 stop = self._stop(exc)
+                self.breaker.failed(stop)
                 record_llm_error(llm_span, stop)
                 raise stop from exc
+            self.breaker.succeeded()
             try:
                 async with chunks:
                     async for chunk in chunks:
@@ -248,6 +333,7 @@ class OpenAIChatModel:
                                 yield delta
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
                 stop = self._stop(exc)
+                self.breaker.failed(stop)
                 record_llm_error(llm_span, stop)
                 raise stop from exc
             if finish and llm_span.is_recording():
@@ -292,8 +378,7 @@ class OpenAIChatModel:
             )
         elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
             stop = LLMConnectError(
-                f"{where} could not be reached after {self.max_retries} retries: {_detail(exc)} "
-                "(check OPENAI_BASE_URL and that the server is up)"
+                f"{where} could not be reached: {_detail(exc)} (check OPENAI_BASE_URL and that the server is up)"
             )
         elif isinstance(exc, openai.APIStatusError):
             stop = self._status_stop(exc.status_code, f"{where} answered HTTP {exc.status_code}: {_detail(exc)}")

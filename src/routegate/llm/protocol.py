@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:
+    from routegate.llm.errors import LLMError
 
 Role = Literal["system", "user", "assistant"]
+ModelHealth = Literal["ok", "degraded", "down"]
+"""A model endpoint's state as ``/healthz`` and ``/metrics`` report it: ``ok`` (answering), ``degraded`` (its
+breaker's window has passed: the next call is a trial), ``down`` (the breaker is open: calls are not tried)."""
 
 
 class ChatMessage(TypedDict):
@@ -30,3 +36,18 @@ class ChatModel(Protocol):
     def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         """The answer as it is generated: an async iterator of text deltas."""
         ...
+
+
+@runtime_checkable
+class ReportsHealth(Protocol):
+    """A chat model that knows its endpoint's state (:class:`~routegate.llm.OpenAIChatModel` does)."""
+
+    @property
+    def health(self) -> ModelHealth: ...
+
+
+@runtime_checkable
+class Probes(Protocol):
+    """A chat model that can check its endpoint once (:meth:`~routegate.llm.OpenAIChatModel.probe`)."""
+
+    async def probe(self, *, seconds: float = 5.0) -> LLMError | None: ...

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from routegate.core.policy import RoutePolicy, RouteRejection
@@ -122,13 +122,15 @@ class CascadeChoice:
     ``decision``: what :meth:`~CascadeRouter.decide` returns (untrusted until the caller's policy checks it).
     ``stage``: the stage that decided. ``target``: the route it chose, as far as the cascade knows it (``None``
     when an LLM stage without ``llm_policy`` decided: its raw answer is unchecked). ``offline``: the rules and
-    semantic stages' decision. ``llm_note``: why the LLM stage did not decide, when it was asked and did not."""
+    semantic stages' decision. ``llm_note``: why the LLM stage did not decide, when it was asked and did not;
+    ``llm_stop``: the stop reason when that was because the LLM stage failed."""
 
     decision: RouteDecision
     stage: Stage
     target: str | None
     offline: CascadeDecision
     llm_note: str | None = None
+    llm_stop: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -202,7 +204,8 @@ class CascadeRouter(SteppedRouter[CascadeDecision]):
             answer = await self.llm.decide(request)
         except RunStopError as exc:
             logger.info("cascade: LLM stage stopped (%s); the semantic decision stands", exc.stop_reason)
-            return self._semantic_choice(request, offline, sem, allowed, f"LLM stage failed ({exc.stop_reason})")
+            note = f"LLM stage failed ({exc.stop_reason})"
+            return replace(self._semantic_choice(request, offline, sem, allowed, note), llm_stop=exc.stop_reason)
         target: str | None = None
         if self.llm_policy is not None:
             verdict = self.llm_policy.validate(answer.raw)

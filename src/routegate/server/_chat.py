@@ -27,6 +27,7 @@ from routegate.server._turns import (
     check_message,
     desk_healthy,
     event_payload,
+    model_health,
     raise_for,
     route_payload,
     run_turn,
@@ -137,12 +138,17 @@ async def delete_session(session_id: SessionPath, services: ServicesDep, caller:
 
 @public.get("/healthz", summary="Liveness and database check (never needs the API key)")
 async def healthz(services: ServicesDep) -> JSONResponse:
+    model = model_health(services)
     if await desk_healthy(services):
-        return JSONResponse(Health(status="ok", database="ok").model_dump())
-    body = Health(status="unavailable", database="unavailable", detail="the database does not answer")
-    return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": "5"})
+        if model in ("down", "degraded"):
+            detail = f"the chat model is {model}: turns that need it are answered offline"
+            return JSONResponse(Health(status="degraded", database="ok", detail=detail, model=model).model_dump())
+        return JSONResponse(Health(status="ok", database="ok", model=model).model_dump(exclude_none=True))
+    body = Health(status="unavailable", database="unavailable", detail="the database does not answer", model=model)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=503, headers={"Retry-After": "5"})
 
 
 @protected.get("/metrics", summary="Prometheus metrics", response_class=Response)
 async def metrics(services: ServicesDep) -> Response:
+    services.metrics.model_state(model_health(services))
     return Response(services.metrics.render(), media_type=CONTENT_TYPE)

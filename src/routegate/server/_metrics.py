@@ -9,7 +9,7 @@ import time
 from routegate._extras import needs
 
 with needs("server"):
-    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from routegate.apps.support.contracts import RouteChosen, TurnResult
@@ -18,6 +18,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _MAX_LABEL_CHARS = 64
 _MAX_VALUES_PER_LABEL = 64
+_MODEL_STATES = ("ok", "degraded", "down", "off")
 
 
 class _BoundedLabels:
@@ -78,6 +79,12 @@ class ServerMetrics:
             ["code"],
             registry=r,
         )
+        self.model = Gauge(
+            "routegate_model_state",
+            "The chat model's state: 1 for the current one (ok, degraded, down, off); down = answered offline",
+            ["state"],
+            registry=r,
+        )
         self._layer = _BoundedLabels()
         self._stop = _BoundedLabels()
         self._fallback = _BoundedLabels()
@@ -91,6 +98,13 @@ class ServerMetrics:
         self.turn_seconds.labels(result.route).observe(max(result.latency_ms, 0.0) / 1000.0)
         if result.fallback is not None:
             self.fallbacks.labels(result.route, self._fallback(_reason_family(result.fallback))).inc()
+
+    def model_state(self, state: str | None) -> None:
+        """Set the model-state gauge (nothing when the desk cannot tell)."""
+        if state is None:
+            return
+        for name in _MODEL_STATES:
+            self.model.labels(name).set(1 if name == state else 0)
 
     def turn_failed(self, code: str) -> None:
         self.turn_errors.labels(self._code(code)).inc()

@@ -66,9 +66,12 @@ class SessionOut(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "degraded", "unavailable"]
     database: Literal["ok", "unavailable"]
     detail: str = ""
+    # the chat model: ok, degraded, down (turns are answered offline), off (none configured); absent when the desk
+    # cannot tell
+    model: Literal["ok", "degraded", "down", "off"] | None = None
 
 
 # --- OpenAI-compatible ------------------------------------------------------------------------------------

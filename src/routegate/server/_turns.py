@@ -11,10 +11,11 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from routegate.apps.support.contracts import (
     AnswerToken,
+    ReportsModelHealth,
     RouteChosen,
     SupportDesk,
     SupportEvent,
@@ -157,6 +158,19 @@ async def desk_healthy(services: Services) -> bool:
         ok = False
     services.database.mark(up=ok)
     return ok
+
+
+_MODEL_STATES: tuple[Literal["ok", "degraded", "down", "off"], ...] = ("ok", "degraded", "down", "off")
+
+
+def model_health(services: Services) -> Literal["ok", "degraded", "down", "off"] | None:
+    """The desk's chat model state, when the desk can tell (``None`` otherwise)."""
+    desk = services.desk
+    state = desk.model_health() if isinstance(desk, ReportsModelHealth) else None
+    for known in _MODEL_STATES:
+        if state == known:
+            return known
+    return None
 
 
 async def known_down(services: Services) -> bool:

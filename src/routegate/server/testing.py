@@ -34,6 +34,7 @@ from routegate.server.serving import server_config
 if TYPE_CHECKING:
     from routegate.apps.support.semantic import EmbeddingLayer
     from routegate.core import Budget
+    from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
 
 
@@ -178,12 +179,14 @@ async def support_desk_app(
     semantic: EmbeddingLayer | None = None,
     pool_size: int = 8,
     budget: Budget | None = None,
+    chat_model: ChatModel | None = None,
 ) -> AsyncIterator[FastAPI]:
     """The app around the *real* support desk on ``database_url``, in a schema of its own (dropped on exit).
     Enter it in the loop that will serve the app (see ``ServerThread(app_factory=...)``). ``encoder`` and
     ``semantic`` (the router's embedding layer) can be shared between tests: both are costly to build.
     ``budget``: the desk's per-turn budget (default :data:`~routegate.apps.support.desk.SUPPORT_BUDGET`); the
-    session locks are bounded by ``settings.db_max_advisory_locks``."""
+    session locks are bounded by ``settings.db_max_advisory_locks``. ``chat_model``: the desk's model (none:
+    offline)."""
     from routegate.apps.support.db import SupportDatabase
     from routegate.apps.support.desk import SUPPORT_BUDGET, SupportAgent
     from routegate.embed import default_encoder
@@ -196,7 +199,11 @@ async def support_desk_app(
     await db.open()
     try:
         desk = SupportAgent(
-            db=db, encoder=encoder or default_encoder(), semantic=semantic, budget=budget or SUPPORT_BUDGET
+            db=db,
+            encoder=encoder or default_encoder(),
+            semantic=semantic,
+            budget=budget or SUPPORT_BUDGET,
+            chat_model=chat_model,
         )
         await desk.start()
         yield create_app(desk=desk, settings=settings)

@@ -12,7 +12,7 @@ from routegate._extras import needs
 with needs("server"):
     from fastapi import FastAPI
 
-from routegate.apps.support.contracts import Message, SupportDesk, SupportEvent, TurnResult
+from routegate.apps.support.contracts import Message, ReportsModelHealth, SupportDesk, SupportEvent, TurnResult
 from routegate.errors import RuntimeFaultError
 from routegate.server.app import create_app
 from routegate.settings import Settings
@@ -47,6 +47,10 @@ class DeferredDesk:
 
     async def healthy(self) -> bool:
         return self._desk is not None and await self._desk.healthy()
+
+    def model_health(self) -> str | None:
+        desk = self._desk
+        return desk.model_health() if isinstance(desk, ReportsModelHealth) else None
 
 
 def app_from_environment() -> FastAPI:

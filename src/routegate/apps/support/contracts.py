@@ -12,6 +12,22 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from routegate.core.outcome import HasOutcome
 from routegate.core.stop_reasons import Phase
 
+LLM_UNAVAILABLE = "llm_unavailable"
+"""A turn's ``fallback`` when the chat model failed (unreachable, timeout, auth, 5xx, a refused or unusable answer)
+and the offline path answered instead: the answer is the one the desk gives with no model configured."""
+ENCODER_UNAVAILABLE = "encoder_unavailable"
+"""A turn's ``fallback`` when the embedding layer failed (its encoder) and the rules alone routed the message: no
+rule matched, so it went to the LLM route."""
+UNANSWERED_FALLBACKS = ("tool_error", "sql_refused", "llm_failed")
+"""Fallback families whose answer only says that the question could not be answered: such a turn's stop reason
+is ``unanswered:<fallback>`` (e.g. ``unanswered:tool_error:database_error``), never ``success``."""
+
+
+def unanswered(fallback: str) -> str:
+    """The stop reason of a turn that ended without an answer because of ``fallback``."""
+    return f"unanswered:{fallback}"
+
+
 SupportRoute = Literal["POSTGRES", "VECTOR", "EXTERNAL", "LLM"]
 ROUTES: tuple[SupportRoute, ...] = ("POSTGRES", "VECTOR", "EXTERNAL", "LLM")
 Role = Literal["user", "assistant"]
@@ -30,7 +46,7 @@ class Message:
 @dataclass(frozen=True, slots=True)
 class RouteChosen:
     route: SupportRoute
-    layer: str  # which router layer decided: "rules", "semantic", "llm", "clarify", ...
+    layer: str  # which router layer decided: "rules", "semantic", "llm", "clarify", "default", "unsure", ...
     scores: Mapping[str, float] = field(default_factory=dict)
     why: str = ""
     type: Literal["route"] = "route"
@@ -100,3 +116,10 @@ class SupportDesk(Protocol):
     async def reset(self, session_id: str) -> None: ...
 
     async def healthy(self) -> bool: ...
+
+
+@runtime_checkable
+class ReportsModelHealth(Protocol):
+    """A desk that can tell its chat model's state (``ok``, ``degraded``, ``down``, or ``off``: none configured)."""
+
+    def model_health(self) -> str: ...

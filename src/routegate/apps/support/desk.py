@@ -15,7 +15,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from routegate._extras import needs
 from routegate.core._faults import fault_message
@@ -26,12 +26,16 @@ with needs("desk"):
 
 from routegate.apps.support.advisory import LockCapacityError, LockTimeoutError
 from routegate.apps.support.contracts import (
+    ENCODER_UNAVAILABLE,
+    LLM_UNAVAILABLE,
     ROUTES,
+    UNANSWERED_FALLBACKS,
     AnswerToken,
     Message,
     SupportEvent,
     TurnError,
     TurnResult,
+    unanswered,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
 from routegate.apps.support.external_tool import ExternalTool
@@ -58,7 +62,7 @@ from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError
-from routegate.llm.protocol import ChatModel
+from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
 from routegate.plan import Plan, PlanResult
 
 logger = logging.getLogger(__name__)
@@ -197,6 +201,13 @@ class SupportAgent:
     async def healthy(self) -> bool:
         return self._plan is not None and await self.db.ping()
 
+    def model_health(self) -> ModelHealth | Literal["off"]:
+        """The chat model's state: ``ok``, ``degraded``, ``down`` (its breaker is open: turns are answered offline),
+        or ``off`` when no model is configured."""
+        if self.chat_model is None:
+            return "off"
+        return self.chat_model.health if isinstance(self.chat_model, ReportsHealth) else "ok"
+
     # -- one turn -------------------------------------------------------------------------------------------
     def new_turn(
         self,
@@ -298,8 +309,19 @@ class SupportAgent:
         trace += turn.notes
         phase: Phase | None = None
         why = ""
+        fallback = turn.fallback
         if result is not None and result.ok:
             stop_reason, answer = result.stop_reason, str(result.payload)
+            if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
+                # the answer only says the question could not be answered: that is not a success
+                stop_reason, phase = unanswered(fallback), "delegate"
+                why = f"the {turn.route} tool gave no answer ({fallback})"
+            if choice is not None and choice.embedding_failed and fallback is None:
+                fallback = ENCODER_UNAVAILABLE
+            if turn.llm_stop is not None:
+                # the model failed and the offline path answered: the answer is the one given with no model
+                trace.append({"node": "desk", "answered": "offline", "llm_failed": turn.llm_stop})
+                fallback = LLM_UNAVAILABLE
         else:
             # the run stopped before the Respond node finished (deadline, refused decision): answer safely
             if result is None:
@@ -312,8 +334,8 @@ class SupportAgent:
                 phase = result.phase
             turn.announce()
             answer = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
-            if turn.fallback is None:
-                turn.fallback = f"stopped:{stop_reason}"
+            if fallback is None:
+                fallback = f"stopped:{stop_reason}"
             for token in tokens_of(answer):
                 turn.send(AnswerToken(token))
             trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
@@ -322,7 +344,7 @@ class SupportAgent:
             route=turn.route,
             answer=answer,
             stop_reason=stop_reason,
-            fallback=turn.fallback,
+            fallback=fallback,
             trace=tuple(trace),
             latency_ms=(time.perf_counter() - started) * 1000.0,
             phase=phase,

@@ -24,7 +24,7 @@ from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.embedded import DatabaseStart, EmbeddedPostgres, embedded_data_dir
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import Encoder, MemoEncoder, default_encoder
-from routegate.llm.protocol import ChatModel
+from routegate.llm.protocol import ChatModel, Probes
 from routegate.settings import Settings
 
 if TYPE_CHECKING:
@@ -106,6 +106,25 @@ async def open_support_desk(
             await asyncio.to_thread(database.stop)
         elif server is not None:
             await asyncio.to_thread(server.stop)
+
+
+async def check_model(desk: SupportAgent, settings: Settings) -> str:
+    """Check the desk's chat model once (what ``serve`` and ``up`` do at start) and say what was found, in one
+    line. An unreachable model opens its breaker: the first turns are answered offline at once."""
+    model = desk.chat_model
+    if model is None:
+        return "routegate: no chat model (OPENAI_API_KEY unset): answers come from the offline path"
+    if not isinstance(model, Probes):
+        return "routegate: chat model configured (not checked)"
+    stop = await model.probe()
+    where = settings.openai_base_url or "the OpenAI API"
+    if stop is None:
+        return f"routegate: chat model {settings.openai_model!r} at {where}: reachable"
+    return (
+        f"routegate: WARNING: the chat model {settings.openai_model!r} at {where} is unreachable ({stop.stop_reason}): "
+        f"{stop.message}. The desk answers offline until it answers; it is tried again every "
+        f"{settings.llm_breaker_seconds:g} s (ROUTEGATE_LLM_BREAKER_SECONDS)."
+    )
 
 
 def prime_support_desk(settings: Settings, url: str) -> None:

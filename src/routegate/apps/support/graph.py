@@ -72,6 +72,8 @@ class RouterStep:
             message = fault_message(exc, "the router", logger)
             raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
         turn.choice = choice
+        if choice.llm_stop is not None:
+            turn.model_failed(choice.llm_stop)
         decision = RouteDecision(
             raw={"kind": "route", "target": choice.route, "args": {"query": turn.message}},
             decided_by=choice.layer,

@@ -4,9 +4,9 @@ They sit behind the core :class:`~routegate.core.RouteGateway` (the tool steps o
 them, :mod:`.graph`). Each node calls its tool once with the validated ``query`` and returns an observation
 ``{"status": "done", "domain": <route>, "tool", "call", "result", "fallback"}``. A tool error, a refused query or
 an empty result is *not* an exception: the node reports ``fallback`` (``empty``, ``unknown_query``,
-``sql_refused:<code>``, ``tool_error:<code>``, and ``llm_failed:<stop reason>`` when the text-to-SQL model failed:
-the database was never asked, so the answer must not blame it) and the plan goes on to the Respond node, as the spec's fallback
-rule says (no retry, no second tool). The direct LLM route has no tool node: the router routes straight to Respond.
+``sql_refused:<code>``, ``tool_error:<code>``) and the plan goes on to the Respond node, as the spec's fallback
+rule says (no retry, no second tool). When the text-to-SQL model fails, the offline template writes the query
+instead (the turn records the failure: its answer is the offline one). The direct LLM route has no tool node: the router routes straight to Respond.
 """
 
 from __future__ import annotations
@@ -86,7 +86,14 @@ def build_tool_workers(
         call: SqlCall | None = None
         try:
             if text_to_sql is not None:
-                call = await text_to_sql.write(query, history)
+                try:
+                    call = await text_to_sql.write(query, history)
+                except RunStopError as stop:  # the model failed: the offline template serves the turn
+                    logger.info("text-to-SQL failed (%s); using the offline template", stop.stop_reason)
+                    if turn is not None:
+                        turn.model_failed(stop.stop_reason)
+                        turn.notes.append({"node": "text_to_sql", "llm_failed": stop.stop_reason, "mode": "template"})
+                    call = select_query(query, history)
             else:
                 call = select_query(query, history)
             result = await postgres.run(call.query, call.params)

@@ -2,9 +2,11 @@
 
 * Offline (:func:`compose`): turns rows, documents or the mock result into a readable answer
   and invents nothing — every fact is a field of the evidence; the LLM route is answered from a description of
-  what the desk can do; a fallback says what was looked for and why nothing came back.
+  what the desk can do (with a clarifying question, :data:`UNSURE_ANSWER`, when the router's "I don't know" gate
+  chose it); a fallback says what was looked for and why nothing came back.
 * With a chat model: the model answers from the same evidence and the last 10 messages (streamed), told to use
-  nothing else. If it fails before its first token, the composer answers and the trace says why. The evidence is
+  nothing else. If it fails before its first token, the composer answers, the trace says why and the turn is
+  marked as answered offline (``fallback: llm_unavailable``). The evidence is
   at most ``max_evidence_chars`` characters of JSON (:data:`MAX_EVIDENCE_CHARS`): rows that do not fit are left
   out and the result says it was cut, whatever the tool returned.
 
@@ -137,6 +139,12 @@ def _compose_fallback(route: str, reason: str, call: Mapping[str, Any] | None) -
             "I don't have that information: my external data source only knows today's weather and the Bitcoin price."
         )
     return CAPABILITIES
+
+
+UNSURE_ANSWER: Final = (
+    "I'm not sure what you're asking, so I haven't looked anything up. " + CAPABILITIES + " Could you ask again "
+    "in English, in your own words (for example with a ticket number or a customer name)?"
+)
 
 
 def _compose_llm_route(message: str) -> str:
@@ -275,6 +283,7 @@ class RespondNode:
             except RunStopError as stop:
                 if started:
                     raise
+                turn.model_failed(stop.stop_reason)
                 turn.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
             else:
                 if started:
@@ -283,5 +292,7 @@ class RespondNode:
                 turn.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
         else:
             turn.notes.append({"node": "respond", "mode": "composer"})
-        for token in tokens_of(compose(turn.message, route, observation)):
+        unsure = turn.choice is not None and turn.choice.layer == "unsure"
+        answer = UNSURE_ANSWER if unsure and route == "LLM" else compose(turn.message, route, observation)
+        for token in tokens_of(answer):
             yield token

@@ -11,12 +11,19 @@ the core ``Router`` protocol); its stages, cheapest first, the first that settle
 4. unsure — the LLM route, which answers ("Query does not clearly match any route": layer ``default``) or asks
    back when two routes are close (layer ``clarify``).
 
+Around them, the "I don't know" gate (layer ``unsure``: the LLM route, answered offline with a clarifying
+question): SQL or code pasted in goes there before any stage runs (:func:`.unsure.pasted_shape`); a message that
+is not English (:func:`.unsure.is_not_english`) goes there unless the rules decided it; and so does a route the
+embedding layer chose with a margin over the runner-up under its ``unsure_margin`` (tuned on the labelled sets'
+validation splits, ``docs/benchmarks/support.md``).
+
 The router only decides; the desk's plan passes its decision through the core policy boundary before any node
 runs (:class:`~routegate.apps.support.graph.RouterStep`), and the trace records the layer, the scores and why.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -24,10 +31,14 @@ from typing import Any, Final
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
+from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
+from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
 from routegate.routers.cascade import CascadeChoice, CascadeRouter
 from routegate.routers.llm import LLMRouter
+
+logger = logging.getLogger(__name__)
 
 SUPPORT_ROUTER_PROMPT: Final = """You are the router of a customer-support assistant.
 Classify the user's intent into exactly one route and answer with one JSON object:
@@ -70,12 +81,18 @@ class RouteChoice:
     why: str = ""
     runner_up: str | None = None
     margin: float | None = None
+    llm_stop: str | None = None  # the LLM stage's stop reason when it failed (the offline stages decided)
+    embedding_failed: bool = False  # the embedding layer raised: the rules alone decided (or nothing did)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"route": self.route, "layer": self.layer, "scores": dict(self.scores), "why": self.why}
         if self.runner_up is not None:
             out["runner_up"] = self.runner_up
             out["margin"] = self.margin
+        if self.llm_stop is not None:
+            out["llm_failed"] = self.llm_stop
+        if self.embedding_failed:
+            out["embedding_failed"] = True
         return out
 
 
@@ -95,8 +112,12 @@ class SupportRouter(CascadeRouter):
         rules: SupportRules | None = None,
         chat_model: ChatModel | None = None,
         policy: RoutePolicy | None = None,
+        unsure_margin: float | None = None,
     ) -> None:
         self.policy = policy or RoutePolicy(ROUTES)
+        # the gate's margin: the embedding layer's own (tuned for its scores) unless given
+        margin = getattr(semantic, "unsure_margin", 0.0) if unsure_margin is None else unsure_margin
+        self.unsure_margin = float(margin) if isinstance(margin, int | float) else 0.0
         llm = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         super().__init__(
             semantic=semantic, rules=rules or SupportRules(), llm=llm, llm_policy=self.policy, name="support"
@@ -119,10 +140,41 @@ class SupportRouter(CascadeRouter):
 
     async def route_choice(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
         """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
-        return _as_route_choice(await self.choose(self.request_for(text, history)))
+        shape = pasted_shape(text)
+        if shape is not None:  # pasted in, not asked: no stage (and no model) is consulted
+            return RouteChoice("LLM", UNSURE, {}, f"the message looks like {shape} pasted in; asking the user")
+        try:
+            choice = _as_route_choice(await self.choose(self.request_for(text, history)))
+        except RunStopError:
+            raise
+        except Exception as exc:  # the rules did not settle it and the embedding layer failed (its encoder)
+            logger.warning("the embedding layer failed: %s", type(exc).__name__, exc_info=True)
+            why = f"no signal phrase matched; the embedding layer failed ({type(exc).__name__}); no route matches"
+            return RouteChoice("LLM", "default", {}, why, embedding_failed=True)
+        return self.gate(text, choice)
+
+    def gate(self, text: str, choice: RouteChoice) -> RouteChoice:
+        """The "I don't know" gate on a decision of the embedding layer (the rules' and the LLM stage's stand): a
+        message not in English goes to the clarifying answer, and so does a route chosen by a margin under
+        ``unsure_margin``."""
+        if choice.layer not in ("semantic", "default", "clarify"):
+            return choice
+        if is_not_english(text):
+            why = f"{choice.why}; the message is not in English (the routes are): asking the user"
+        elif choice.layer == "semantic" and choice.route != "LLM" and _under(choice.margin, self.unsure_margin):
+            why = f"{choice.why}; margin {choice.margin:.3f} under {self.unsure_margin:g}: asking the user"
+        else:
+            return choice
+        return RouteChoice("LLM", UNSURE, choice.scores, why, choice.runner_up, choice.margin, choice.llm_stop)
 
 
 _LLM_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1)
+UNSURE: Final = "unsure"
+"""The layer of a decision the "I don't know" gate made: the LLM route, answered with a clarifying question."""
+
+
+def _under(margin: float | None, limit: float) -> bool:
+    return margin is not None and margin < limit
 
 
 def _as_route_choice(choice: CascadeChoice) -> RouteChoice:
@@ -144,7 +196,7 @@ def _as_route_choice(choice: CascadeChoice) -> RouteChoice:
         why = f"{why}; asking the user"
     elif layer == "default":
         why = f"{why}; no route matches confidently"
-    return RouteChoice(route, layer, scores, why, runner_up, margin)
+    return RouteChoice(route, layer, scores, why, runner_up, margin, choice.llm_stop)
 
 
 def _support_route(target: str | None) -> SupportRoute:

@@ -157,9 +157,14 @@ class EmbeddingLayer(SemanticStage, Protocol):
 
 
 class _SupportLayer(SteppedRouter[SemanticDecision]):
-    """What both embedding layers share: their name, the ``query`` argument and where unsure messages go."""
+    """What both embedding layers share: their name, the ``query`` argument and where unsure messages go.
+
+    ``unsure_margin``: the router's "I don't know" gate sends a route this layer chose to the clarifying answer when
+    its margin over the runner-up is under this (each layer's own scale; tuned on the labelled sets' validation
+    splits with ``bench/support_unsure.py --tune``)."""
 
     name = "semantic"
+    unsure_margin: float = 0.0
     args_builder: ArgsBuilder = staticmethod(query_args)
 
     def to_route_decision(
@@ -170,6 +175,8 @@ class _SupportLayer(SteppedRouter[SemanticDecision]):
 
 class ExampleEmbeddingLayer(_SupportLayer):
     """Mean of the ``k`` nearest example similarities per route, with a score floor and a margin."""
+
+    unsure_margin = 0.08  # cosine similarities: the smallest margin with the best validation accuracy
 
     def __init__(
         self,
@@ -260,6 +267,8 @@ def support_route_decision(
 
 class FittedSemanticLayer(_SupportLayer):
     """``routegate.routers.semantic.SemanticRouter`` over the route examples, as the router's embedding layer."""
+
+    unsure_margin = 0.14  # probabilities: the first validation gain (0.34, the best, cost a held-out name)
 
     def __init__(self, router: SemanticRouter) -> None:
         missing = set(ROUTES) - set(router.routes)

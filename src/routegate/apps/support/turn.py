@@ -36,6 +36,7 @@ class Turn:
     rules_verdict: RuleVerdict | None = None  # the rules' verdict on the message, when the desk has it already
     decision: RouteDecision | None = None  # the router's choice as a route decision (what the policy judged)
     run: RunContext[Any] | None = None  # the turn's run context: its deps is this turn
+    llm_stop: str | None = None  # the first model failure the turn answered around offline (its stop reason)
 
     @property
     def route(self) -> SupportRoute:
@@ -56,6 +57,11 @@ class Turn:
             self.send(RouteChosen(route="LLM", layer="unknown"))
         else:
             self.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=choice.why))
+
+    def model_failed(self, stop_reason: str) -> None:
+        """Record that the chat model failed and the turn went on offline (the first failure is kept)."""
+        if self.llm_stop is None:
+            self.llm_stop = stop_reason
 
     def user_messages(self) -> list[str]:
         return [m.content for m in self.history if m.role == "user"]

@@ -8,6 +8,7 @@ an empty list — the graph's signal to fall back. Search only: nothing is uploa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -22,6 +23,8 @@ from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.embed import Encoder, encode_async
 from routegate.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
 
 # Cosine similarity (all-MiniLM-L6-v2) under which an article is not an answer. Calibrated on the labelled
 # set: the help questions score >= 0.45 with their article, off-topic and unrelated how-to questions <= 0.36 (docs/support.md).
@@ -87,7 +90,11 @@ class VectorTool:
         if not 1 <= top_k <= MAX_TOP_K:
             raise ConfigurationError(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
         # off the event loop (other turns keep running), in a shared pass when the encoder batches
-        vector = vector_literal((await encode_async(self._encoder, [query]))[0])
+        try:
+            vector = vector_literal((await encode_async(self._encoder, [query]))[0])
+        except Exception as exc:  # the encoder failed (its runtime, its model): the search cannot run
+            logger.warning("the encoder failed: %s", type(exc).__name__, exc_info=True)
+            raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
         try:
             async with self._db.connection() as conn:
                 cur = await conn.execute(
