@@ -221,8 +221,8 @@ class RoutingAgent:
     async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> RunResult:
         try:
             goal = check_message(goal, max_chars=MAX_GOAL_CHARS)
-        except InvalidMessageError as refused:
-            return _refused_goal(run, goal, refused)
+        except InvalidMessageError as bad_goal:
+            return _refused_goal(run, goal, bad_goal)
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
