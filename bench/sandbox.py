@@ -26,8 +26,9 @@ import statistics
 import sys
 import time
 
-from routegate.technique._sandbox_cgroup import RunGroup
-from routegate.technique.sandbox import SandboxLimits, SandboxRunner, shared_python
+from routegate.sandbox._cgroup import RunGroup
+from routegate.sandbox._host import shared_python
+from routegate.sandbox.supervisor import SandboxLimits, SandboxRunner
 
 
 async def _bare(python: str) -> None:

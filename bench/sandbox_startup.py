@@ -32,13 +32,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
-from routegate.technique._sandbox_boot import encode_config
-from routegate.technique._sandbox_bwrap import command, find_bwrap
-from routegate.technique._sandbox_cgroup import RunGroup
-from routegate.technique._sandbox_host import shared_python
-from routegate.technique._sandbox_python import interpreter
-from routegate.technique._sandbox_seccomp import build_filter
-from routegate.technique.sandbox import SandboxLimits, SandboxRunner, _bootstrap_source, _seccomp_hex
+from routegate.sandbox._boot import encode_config
+from routegate.sandbox._bwrap import command, find_bwrap
+from routegate.sandbox._cgroup import RunGroup
+from routegate.sandbox._host import shared_python
+from routegate.sandbox._python import interpreter
+from routegate.sandbox._seccomp import build_filter
+from routegate.sandbox.supervisor import SandboxLimits, SandboxRunner, _bootstrap_source, _seccomp_hex
 
 PRINT = ("-I", "-S", "-c", "print(1)")
 LAYERED_ON = {  # each variant's figure is compared with the one it adds a layer to

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from routegate.errors import ConfigurationError
-from routegate.technique import sandbox as sandbox_module
+from routegate.sandbox import supervisor as sandbox_module
 from routegate.technique.sandbox import CodeRun, SandboxLimits, SandboxRunner
 from technique._sandbox_procs import sandbox_processes, subreaper
 

@@ -27,7 +27,7 @@ MARGIN = 0.5  # the supervisor reads the CPU time every 50 ms; bwrap's and the i
 BUSY_CHILDREN = 8
 HELPER = """
 import asyncio, json, resource, sys
-from routegate.technique import sandbox
+from routegate.sandbox import supervisor as sandbox
 from routegate.technique.sandbox import SandboxLimits, SandboxRunner
 
 if sys.argv[1] == "proc":  # no control group: the supervisor counts the run's CPU time from /proc

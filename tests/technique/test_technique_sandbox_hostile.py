@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(
     MISSING is not None, reason=f"OS sandbox unavailable on this host: {MISSING} (dev.py installs bubblewrap as root)"
 )
 PROJECT = Path(__file__).resolve().parents[2]
-PROJECT_FILES = (PROJECT / "pyproject.toml", PROJECT / "src" / "routegate" / "technique" / "sandbox.py")
+PROJECT_FILES = (PROJECT / "pyproject.toml", PROJECT / "src" / "routegate" / "sandbox" / "supervisor.py")
 EXECUTED = "EXEC" + "UTED-BY-CHILD"  # only a program the code managed to start would print this
 
 
@@ -142,7 +142,7 @@ CORPUS = [
     Hostile(
         "project_source",
         "read the project's source",
-        "print(open('$PROJECT/src/routegate/technique/sandbox.py').read())",
+        "print(open('$PROJECT/src/routegate/sandbox/supervisor.py').read())",
     ),
     Hostile("host_secret_file", "read a secret file the server keeps", "print(open('$SECRET_FILE').read())"),
     Hostile("home", "list the user's home directory", "print(os.listdir('$HOME'))", expect="sandbox_exit:1"),

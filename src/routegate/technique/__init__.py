@@ -7,6 +7,7 @@ and classification alone does not need it.
 from typing import TYPE_CHECKING
 
 from routegate._lazy import lazy_exports as _lazy_exports
+from routegate.sandbox.supervisor import CodeRun, SandboxLimits, SandboxRunner
 from routegate.technique.a2a import (
     A2AArgs,
     A2ADelegator,
@@ -20,6 +21,7 @@ from routegate.technique.a2a import (
 )
 from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, technique_worker
 from routegate.technique.classify import EXECUTABLE_LANGUAGES, TechniqueRouter
+from routegate.technique.code import CodeArgs, CodeHandler
 from routegate.technique.dispatch import (
     DispatchOutcome,
     DispatchResult,
@@ -27,7 +29,6 @@ from routegate.technique.dispatch import (
     TechniqueDispatcher,
     TechniqueHandler,
 )
-from routegate.technique.sandbox import CodeArgs, CodeHandler, CodeRun, SandboxLimits, SandboxRunner
 from routegate.technique.types import (
     A2ARoutingRequest,
     ClassifiedOutput,

@@ -23,10 +23,10 @@ from routegate.core.contracts import RunResult
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
+from routegate.sandbox.supervisor import CodeRun
 from routegate.technique.a2a import A2AOutcome
 from routegate.technique.classify import TechniqueRouter
 from routegate.technique.dispatch import DispatchOutcome, DispatchResult, TechniqueDispatcher
-from routegate.technique.sandbox import CodeRun
 
 OnDispatch = Callable[[DispatchResult], None]
 Render = Callable[[str, DispatchResult], str]

@@ -1,7 +1,7 @@
 """The sandbox's operating-system boundary: the bubblewrap (``bwrap``) command line for one run.
 
 Each run gets fresh user, mount, PID, network, IPC, UTS and cgroup namespaces. Its file system is built from
-nothing: a read-only root holding only the interpreter (always at the same path, see :mod:`._sandbox_python`),
+nothing: a read-only root holding only the interpreter (always at the same path, see :mod:`._python`),
 its standard library and the shared libraries it loads; ``/proc`` of its own PID namespace; ``/dev/null``,
 ``/dev/zero`` and ``/dev/urandom``; and two private, size-limited tmpfs mounts, the working directory :data:`WORKDIR` and ``/tmp``, which disappear with the mount
 namespace when the run ends. Nothing of the project, the checkout, any home directory or the server's data is
@@ -16,7 +16,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from routegate.technique._sandbox_python import EXECUTABLE, interpreter
+from routegate.sandbox._python import EXECUTABLE, interpreter
 
 WORKDIR = "/sandbox"
 BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from routegate.technique import _sandbox_cgroup
-from routegate.technique._sandbox_cgroup import RunGroup
+from routegate.sandbox import _cgroup
+from routegate.sandbox._cgroup import RunGroup
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a group is only made as root")
 MEMORY, TASKS = 256 * 1024 * 1024, 18
 
 
 def _layout(monkeypatch: pytest.MonkeyPatch, root: Path, own: dict[str, str]) -> None:
-    monkeypatch.setattr(_sandbox_cgroup, "ROOT", root)
-    monkeypatch.setattr(_sandbox_cgroup, "_own_paths", lambda: own)
+    monkeypatch.setattr(_cgroup, "ROOT", root)
+    monkeypatch.setattr(_cgroup, "_own_paths", lambda: own)
 
 
 def test_v2_with_cpu_delegated_caps_and_counts_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from routegate.technique import _sandbox_python
-from routegate.technique._sandbox_python import EXECUTABLE, PREFIX, interpreter
+from routegate.sandbox import _python
+from routegate.sandbox._python import EXECUTABLE, PREFIX, interpreter
 
 
 @pytest.fixture(autouse=True)
@@ -50,8 +50,8 @@ def _binds(mounts: tuple[str, ...]) -> dict[str, str]:
 
 def test_a_system_install_maps_its_standard_library_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     info = _install(tmp_path / "usr", "3.11")
-    monkeypatch.setattr(_sandbox_python, "SYSTEM_PREFIXES", (info["prefix"],))
-    monkeypatch.setattr(_sandbox_python, "_probe", lambda python: info)
+    monkeypatch.setattr(_python, "SYSTEM_PREFIXES", (info["prefix"],))
+    monkeypatch.setattr(_python, "_probe", lambda python: info)
     layout = interpreter("/usr/bin/python3")
     binds = _binds(layout.mounts)
     assert binds[EXECUTABLE] == info["executable"]
@@ -65,8 +65,8 @@ def test_a_shared_libpython_outside_the_system_directories_is_mapped(
 ) -> None:
     info = _install(tmp_path / "usr" / "local")
     (tmp_path / "usr" / "local" / "lib" / "libpython3.12.so").write_bytes(b"\x7fELF")
-    monkeypatch.setattr(_sandbox_python, "SYSTEM_PREFIXES", (info["prefix"],))
-    monkeypatch.setattr(_sandbox_python, "_probe", lambda python: info)
+    monkeypatch.setattr(_python, "SYSTEM_PREFIXES", (info["prefix"],))
+    monkeypatch.setattr(_python, "_probe", lambda python: info)
     layout = interpreter("/usr/local/bin/python3")
     binds = _binds(layout.mounts)
     assert binds[f"{PREFIX}/lib/libpython3.12.so.1.0"] == info["libdir"] + "/libpython3.12.so"  # by its soname
@@ -75,7 +75,7 @@ def test_a_shared_libpython_outside_the_system_directories_is_mapped(
 
 def test_an_install_of_its_own_maps_its_whole_lib_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     info = _install(tmp_path / "root" / ".pyenv" / "versions" / "3.12.1")
-    monkeypatch.setattr(_sandbox_python, "_probe", lambda python: info)
+    monkeypatch.setattr(_python, "_probe", lambda python: info)
     layout = interpreter(info["executable"])
     binds = _binds(layout.mounts)
     assert binds[f"{PREFIX}/lib"] == info["libdir"]  # libpython, the standard library, conda's libssl...
@@ -90,7 +90,7 @@ def test_a_standard_library_outside_the_prefix_is_refused(tmp_path: Path, monkey
     elsewhere = tmp_path / "elsewhere" / "python3.12"
     elsewhere.mkdir(parents=True)
     info["stdlib"] = str(elsewhere)
-    monkeypatch.setattr(_sandbox_python, "SYSTEM_PREFIXES", (info["prefix"],))
-    monkeypatch.setattr(_sandbox_python, "_probe", lambda python: info)
+    monkeypatch.setattr(_python, "SYSTEM_PREFIXES", (info["prefix"],))
+    monkeypatch.setattr(_python, "_probe", lambda python: info)
     with pytest.raises(ValueError, match=r"elsewhere/python3.12 is outside the interpreter's prefix"):
         interpreter("/opt/python/bin/python3")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from routegate.technique._sandbox_seccomp import (
+from routegate.sandbox._seccomp import (
     ALLOWED_FAMILIES,
     AUDIT_ARCH,
     RET_ALLOW,
