@@ -3,7 +3,7 @@
 The interpreter's own description of itself (``_probe``) is replaced by the answers a Debian ``/usr``, a
 ``/usr/local`` build with a shared ``libpython`` (the official container images), a pyenv install and a
 broken layout would give; the directories exist under ``tmp_path``. Real interpreters are run in
-``test_technique_sandbox_interpreters.py``.
+``tests/technique/test_technique_sandbox_interpreters.py``.
 """
 
 from __future__ import annotations

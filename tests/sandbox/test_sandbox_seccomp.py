@@ -2,7 +2,7 @@
 
 A small classic-BPF interpreter (only the opcodes the builder emits; any other fails the test) runs the
 program against ``struct seccomp_data`` values, the way the kernel does. The real kernel is exercised by the
-hostile corpus (test_technique_sandbox_hostile.py).
+hostile corpus (tests/technique/test_technique_sandbox_hostile.py).
 """
 
 from __future__ import annotations
