@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
-from routegate.sandbox import stop_reasons as tsr
+from routegate.sandbox import stop_reasons as ssr
 from routegate.sandbox._boot import encode_config
 from routegate.sandbox._bwrap import command, find_bwrap, missing_mechanism
 from routegate.sandbox._cgroup import RunGroup
@@ -212,12 +212,12 @@ class SandboxRunner:
         """Run ``code``; every ending (limits, refusals, errors) is a stop reason on the result."""
         started = time.perf_counter()
         if language not in self.languages:
-            return CodeRun(language, tsr.sandbox_error("unsupported_language"), None, "", "", 0.0)
+            return CodeRun(language, ssr.sandbox_error("unsupported_language"), None, "", "", 0.0)
         lacking = self.missing()
         if lacking:
             message = f"the code sandbox cannot run here: {lacking}"
             logger.error("sandbox unavailable: %s", lacking)
-            return CodeRun(language, tsr.SANDBOX_UNAVAILABLE, None, "", "", 0.0, message=message)
+            return CodeRun(language, ssr.SANDBOX_UNAVAILABLE, None, "", "", 0.0, message=message)
         python = self.python or shared_python() or sys.executable
         outdir = Path(tempfile.mkdtemp(prefix="routegate-sandbox-out-"))
         try:
@@ -286,7 +286,7 @@ class SandboxRunner:
         return self._result(language, observed, outdir, tuple(layers), started)
 
     def _failed(self, language: str, message: str) -> CodeRun:
-        return CodeRun(language, tsr.sandbox_error("start_failed"), None, "", "", 0.0, message=message)
+        return CodeRun(language, ssr.sandbox_error("start_failed"), None, "", "", 0.0, message=message)
 
     async def _supervise(
         self,
@@ -461,31 +461,31 @@ class SandboxRunner:
         limits = self.limits
         code = seen.returncode
         if seen.timed_out:
-            return tsr.SANDBOX_TIMEOUT_WALL, f"wall_seconds={limits.wall_seconds} reached; the process was killed"
+            return ssr.SANDBOX_TIMEOUT_WALL, f"wall_seconds={limits.wall_seconds} reached; the process was killed"
         if not seen.ready:
             first = stderr.strip().splitlines()[-1:] or ["no output"]
-            return tsr.SANDBOX_SETUP_FAILED, f"the sandbox could not be set up (exit {code}): {first[0][:300]}"
+            return ssr.SANDBOX_SETUP_FAILED, f"the sandbox could not be set up (exit {code}): {first[0][:300]}"
         if seen.memory_exceeded:
-            return tsr.SANDBOX_MEMORY, f"the code went over the {limits.memory_bytes} byte memory limit"
+            return ssr.SANDBOX_MEMORY, f"the code went over the {limits.memory_bytes} byte memory limit"
         if seen.processes_exceeded:
-            return tsr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes}"
+            return ssr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes}"
         if seen.cpu_stopped_at is not None:
             used = f"{seen.cpu_stopped_at:.2f}"
-            return tsr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up ({used} s by all its processes)"
+            return ssr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up ({used} s by all its processes)"
         signal_number = code - 128 if code is not None and code > 128 else (-code if code and code < 0 else 0)
         cpu = seen.cpu_seconds
         if (cpu is None and signal_number == signal.SIGXCPU) or (
             cpu is not None and cpu >= 0.5 * limits.cpu_seconds and signal_number in (signal.SIGXCPU, signal.SIGKILL)
         ):
-            return tsr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up"
+            return ssr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up"
         if seen.output_bytes >= limits.max_file_bytes:
-            return tsr.SANDBOX_FILESIZE, f"the output went over max_file_bytes={limits.max_file_bytes}"
+            return ssr.SANDBOX_FILESIZE, f"the output went over max_file_bytes={limits.max_file_bytes}"
         if signal_number and signal_number in signal.valid_signals():
             name = signal.Signals(signal_number).name
             how = "killed by" if code is not None and code < 0 else "ended with status 128+"
-            return tsr.sandbox_signal(name), f"the process {how}{name}"
+            return ssr.sandbox_signal(name), f"the process {how}{name}"
         if code:
-            return tsr.sandbox_exit(code), f"the code exited with status {code}"
+            return ssr.sandbox_exit(code), f"the code exited with status {code}"
         return SUCCESS, ""
 
 
