@@ -14,20 +14,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import httpx
-
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from routegate.llm import OpenAIChatModel
+from routegate.testing.network import CountingTransport, closed_port
 
 MESSAGES = (
     "What is the status of ticket 1?",
@@ -36,26 +34,6 @@ MESSAGES = (
     "hello there",
     "Show tickets for customer John",
 )
-
-
-class CountingTransport(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.attempts = 0
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.attempts += 1
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 def pct(values: list[float], q: float) -> float:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,31 +15,9 @@ from routegate.llm import LLMAuthError, LLMBadRequestError, LLMConnectError, LLM
 from routegate.llm._breaker import CircuitBreaker
 from routegate.llm.errors import LLMTimeoutError, LLMUpstreamError
 from routegate.testing import ErrorReply, Reply, ScriptedOpenAIServer
+from routegate.testing.network import CountingTransport, closed_port
 
 HI = [{"role": "user", "content": "hi"}]
-
-
-class CountingTransport(httpx.AsyncBaseTransport):
-    """The real transport, counting the requests that reach it (each one is a connection attempt here)."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.attempts += 1
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,31 +23,12 @@ from routegate.embed import MiniLMEncoder
 from routegate.llm import OpenAIChatModel
 from routegate.server.testing import ServerThread, free_port, parse_sse, support_desk_app
 from routegate.settings import Settings
+from routegate.testing.network import CountingTransport, closed_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 QUESTION = "What is the status of ticket 1?"
 JSON = {"Accept": "application/json"}
-
-
-class CountingTransport(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.attempts = 0
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.attempts += 1
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 @pytest.fixture

@@ -6,11 +6,9 @@ never ``success``. A failing encoder leaves what does not need it working."""
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
 import pytest
 
 from routegate.apps.support.db import SupportDatabase
@@ -19,6 +17,7 @@ from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder, Vectors
 from routegate.llm import OpenAIChatModel
+from routegate.testing.network import CountingTransport, closed_port
 
 pytestmark = pytest.mark.integration
 
@@ -29,26 +28,6 @@ MESSAGES = [
     "purple elephants dancing",  # no rule: the LLM router stage is asked, then Respond
     "What is the status of ticket 99?",  # found nothing: the offline "not found" answer
 ]
-
-
-class CountingTransport(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.attempts = 0
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.attempts += 1
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 async def test_every_turn_gets_the_offline_answer_and_only_the_first_tries_the_model(
