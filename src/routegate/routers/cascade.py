@@ -237,5 +237,8 @@ class CascadeRouter(SteppedRouter[CascadeDecision]):
         if llm_note is not None:
             decision = RouteDecision(decision.raw, decision.decided_by, decision.scores, f"{decision.why}; {llm_note}")
         raw = decision.raw
-        target = raw.target if isinstance(raw, RouteProposal) else None  # built by the stage itself: trusted
-        return CascadeChoice(decision, "semantic", target, offline, llm_note)
+        # built by the stage itself: trusted (typed, or raw from a stage of one's own)
+        target = (
+            raw.target if isinstance(raw, RouteProposal) else raw.get("target") if isinstance(raw, Mapping) else None
+        )
+        return CascadeChoice(decision, "semantic", target if isinstance(target, str) else None, offline, llm_note)
