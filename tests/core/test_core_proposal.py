@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core._scripted import ListRouter, route
-from routegate.apps.triage import build_triage_agent
+from routegate.apps.triage import SPECIALISTS, build_triage_agent
 from routegate.core import (
     ArgLimits,
     RouteDecision,
@@ -21,6 +21,7 @@ from routegate.core import (
     RoutePolicy,
     RouteProposal,
     RouteRejection,
+    RoutingAgent,
     TicketArgs,
 )
 from routegate.core.contracts import jsonable
@@ -146,3 +147,18 @@ def test_the_keyword_router_proposes_typed_and_its_bad_args_are_still_refused() 
     assert result.to_dict()["raw_route"] == {"kind": "route", "target": "billing_specialist", "args": {"ticket": "   "}}
     assert isinstance(result.raw_route, RouteProposal)
     assert result.trace[-1].decided_by == "rules" and result.trace[-1].stop_reason == "invalid_route:missing_ticket"
+
+
+def test_an_observed_refusal_of_a_typed_proposal_names_its_target_in_the_history_as_the_raw_one_does() -> None:
+    allowed = {"technical_specialist", "sales_specialist", "billing_specialist"}
+
+    def run(first: object) -> list[tuple[str, str]]:
+        router = ListRouter([first, route("billing_specialist")])
+        agent = RoutingAgent(workers=SPECIALISTS, router=router, policy_allow=allowed, on_refusal="observe")
+        result = agent.run(REFUND)
+        assert result.ok and result.selected_route == "billing_specialist", result.to_dict()
+        return [(e.route.target, str(e.observation.get("stop_reason"))) for e in result.history]
+
+    typed = run(RouteProposal("  refund_bot ", {"ticket": REFUND}))
+    assert typed == run({"kind": "route", "target": "  refund_bot ", "args": {"ticket": REFUND}})
+    assert typed[0] == ("refund_bot", "invalid_route:route_not_allowed:refund_bot")
