@@ -60,6 +60,7 @@ PINNED: dict[str, list[str]] = {
         "RouteGateway",
         "RouteIntent",
         "RoutePolicy",
+        "RouteProposal",
         "RouteRejection",
         "RouteRequest",
         "RouteSpec",

@@ -7,7 +7,16 @@ from typing import Any
 
 import pytest
 
-from routegate.core import RouteIntent, RoutePolicy, RouteRequest, RouteSpec, RoutingAgent, TicketArgs, worker
+from routegate.core import (
+    RouteIntent,
+    RoutePolicy,
+    RouteProposal,
+    RouteRequest,
+    RouteSpec,
+    RoutingAgent,
+    TicketArgs,
+    worker,
+)
 from routegate.core.protocols import RouteDecision
 from routegate.embed import HashingEncoder
 from routegate.errors import RunStopError
@@ -98,8 +107,8 @@ async def test_llm_failure_keeps_the_semantic_decision(semantic: SemanticRouter)
     cascade = CascadeRouter(semantic=semantic, llm=FakeLLMRouter(fail=True))
     decision = await cascade.decide(_req("qqq zzz xyzzy"))
     assert decision.decided_by == "cascade:semantic"
-    assert isinstance(decision.raw, dict)
-    assert decision.raw["target"] == "LLM"
+    assert isinstance(decision.raw, RouteProposal)  # built by the router itself: proposed typed
+    assert decision.raw.target == "LLM"
     assert "llm_timeout" in decision.why
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.core import RouteIntent, RoutePolicy, RouteRequest, RouteSpec
+from routegate.core import RouteIntent, RoutePolicy, RouteProposal, RouteRequest, RouteSpec
 from routegate.embed import BatchingEncoder, HashingEncoder, Vectors
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import Calibration, FitConfig, LabelledExample, SemanticRouter
@@ -117,8 +117,8 @@ async def test_decide_passes_the_policy_boundary(router: SemanticRouter) -> None
 async def test_decide_respects_forbidden_targets(router: SemanticRouter) -> None:
     request = RouteRequest(goal="show ticket 12", catalog=CATALOG, forbidden_targets=frozenset({"POSTGRES"}))
     decision = await router.decide(request)
-    assert isinstance(decision.raw, dict)
-    assert decision.raw["target"] != "POSTGRES"
+    assert isinstance(decision.raw, RouteProposal)  # built by the router itself: proposed typed
+    assert decision.raw.target != "POSTGRES"
 
 
 async def test_default_not_allowed_stops_the_run(router: SemanticRouter) -> None:
@@ -156,8 +156,8 @@ async def test_clarify_outcome_and_stop_reason(router: SemanticRouter) -> None:
         clarify_target="LLM",
     )
     routed = await with_target.decide(_request("ticket escalation"))
-    assert isinstance(routed.raw, dict)
-    assert routed.raw["target"] == "LLM"
+    assert isinstance(routed.raw, RouteProposal)
+    assert routed.raw.target == "LLM"
 
 
 def test_follow_up_uses_the_previous_turn(router: SemanticRouter) -> None:

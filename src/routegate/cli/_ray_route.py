@@ -3,7 +3,8 @@
 Each actor builds the support router once (rules, the fitted semantic layer from the data dir's cache, the LLM
 when configured) and routes a batch per call: the messages the rules leave to the embedding layer are embedded in
 one encoder pass first (a :class:`~routegate.embed.memo.MemoEncoder` scope), then each message is routed exactly
-as ``routegate route`` does, so every printed line is the single-process run's, in input order.
+as ``routegate route`` does (:func:`routegate.apps.support.routing.route_batch`), so every printed line is the
+single-process run's, in input order. Wiring only.
 """
 
 from __future__ import annotations
@@ -18,30 +19,23 @@ from routegate.settings import Settings
 
 
 def _support_worker(settings: Settings, as_json: bool) -> BatchWorker:
-    from routegate.cli.support import route_line, support_router
+    from routegate.apps.support.routing import route_batch, support_router
     from routegate.embed import default_encoder
-    from routegate.embed.memo import MemoEncoder, request_scope
+    from routegate.embed.memo import MemoEncoder
 
     encoder = MemoEncoder(default_encoder())
     router, _chat_model = support_router(settings, encoder)  # the actor's lifetime: closed when it exits
     loop = asyncio.new_event_loop()
 
-    async def route_batch(items: list[dict[str, Any]]) -> list[str]:
-        with request_scope():
-            to_embed = [item["text"] for item in items if router.rules.match(item["text"]).route is None]
-            if to_embed and router.semantic is not None:
-                encoder.encode(list(dict.fromkeys(to_embed)))  # one batched pass; route_line reuses the vectors
-            return [await route_line(router, item, as_json=as_json) for item in items]
-
     def run(items: list[Any]) -> list[Any]:
-        return loop.run_until_complete(route_batch(items))
+        return loop.run_until_complete(route_batch(router, encoder, items, as_json=as_json))
 
     return run
 
 
 def route_on_ray(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool, actors: int | None) -> int:
     """Route ``inputs`` on Ray and print one line per input, in input order, with a progress bar on stderr."""
-    from routegate.cli.support import support_router
+    from routegate.apps.support.routing import support_router
 
     import_ray()  # the missing extra is said before the router is fitted
     _router, chat_model = support_router(settings)  # fit and cache the semantic layer once here, not per actor

@@ -2,7 +2,8 @@
 
 Wiring only: :class:`~routegate.settings.Settings` is built once here and handed to
 :func:`~routegate.apps.support.factory.open_support_desk` (embedded PostgreSQL unless ``DATABASE_URL``; the LLM
-when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone: no database, no tool. The desk, the router
+when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone (:mod:`routegate.apps.support.routing`): no
+database, no tool. The desk, the router
 and the LLM client are imported by the command that runs them, not when the parser is built.
 
 Every message is checked first (:mod:`routegate.cli._input`: not blank, no NUL, valid UTF-8, at most
@@ -34,8 +35,6 @@ from routegate.settings import Settings, default_data_dir
 
 if TYPE_CHECKING:
     from routegate.apps.support.desk import SupportAgent
-    from routegate.apps.support.router import SupportRouter
-    from routegate.llm.openai_chat import OpenAIChatModel
 
 _SESSION_HELP = "conversation id to continue (default: a new session, printed on stderr)"
 
@@ -320,37 +319,9 @@ def _read_queries(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def support_router(settings: Settings, encoder: Any = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
-    """The support router ``route`` runs (rules, the fitted semantic layer, the LLM when configured) and its LLM
-    client (to close), if any."""
-    from routegate.apps.support.router import SupportRouter
-    from routegate.apps.support.semantic import FittedSemanticLayer
-    from routegate.embed import default_encoder
-
-    chat_model: OpenAIChatModel | None = None
-    if settings.llm_enabled:
-        from routegate.llm.openai_chat import OpenAIChatModel
-
-        chat_model = OpenAIChatModel.from_settings(settings)
-    semantic = FittedSemanticLayer.load_or_fit(encoder or default_encoder(), settings.data_dir)
-    return SupportRouter(semantic=semantic, chat_model=chat_model), chat_model
-
-
-async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bool) -> str:
-    """The line ``route`` prints for one input."""
-    from routegate.core import RouteRejection
-
-    choice = await router.route_choice(item["text"])
-    verdict = router.policy.validate({"kind": "route", "target": choice.route, "args": {"query": item["text"]}})
-    out: dict[str, Any] = {"text": item["text"], **choice.to_dict()}
-    out["policy"] = "refused: " + verdict.stop_reason if isinstance(verdict, RouteRejection) else "allowed"
-    if "route" in item:
-        out["expected"] = item["route"]
-        out["correct"] = item["route"] == choice.route
-    return json.dumps(out, ensure_ascii=False) if as_json else f"{choice.route}  ({choice.layer}: {choice.why})"
-
-
 async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
+    from routegate.apps.support.routing import route_line, support_router
+
     router, chat_model = support_router(settings)
     try:
         for item in inputs:

@@ -26,6 +26,7 @@ from routegate.core.contracts import (
     DelegationLedger,
     HistoryEntry,
     RouteIntent,
+    RouteProposal,
     RouteSpec,
     RunResult,
     TraceEntry,
@@ -411,7 +412,7 @@ def _told(outcome: Outcome) -> dict[str, Any]:
 
 def _refused_intent(raw: object) -> RouteIntent:
     """The route a refused decision named, for the history: its target when it had a text one, no arguments."""
-    target = raw.get("target") if isinstance(raw, dict) else None
+    target = raw.target if isinstance(raw, RouteProposal) else raw.get("target") if isinstance(raw, dict) else None
     return RouteIntent(sr.safe_detail(target.strip()) if isinstance(target, str) else "", {})
 
 

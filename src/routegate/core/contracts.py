@@ -149,6 +149,24 @@ class RouteIntent:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteProposal:
+    """A route a trusted router proposes, typed: the policy reads ``target`` and ``args`` without parsing a shape.
+
+    Typed means no shape to parse, not no validation: :meth:`RoutePolicy.validate
+    <routegate.core.RoutePolicy.validate>` still checks the target against its allowlist and the args against their
+    bounds and the target's schema, with the same stop reasons as for the raw ``{"kind": "route", ...}`` form.
+    Untrusted routers (an LLM's answer, a user's router) keep returning the raw form.
+    """
+
+    target: str
+    args: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The raw form of this proposal (what a run shows as ``raw_route`` when the policy refuses it)."""
+        return {"kind": "route", "target": self.target, "args": jsonable(self.args)}
+
+
+@dataclass(frozen=True, slots=True)
 class RouteSpec:
     """What a router is told about one route it may choose: name, description and argument JSON schema."""
 

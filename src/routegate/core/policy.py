@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from routegate.core import stop_reasons as sr
 from routegate.core._bounds import check_bounds
-from routegate.core.contracts import ArgLimits, RouteIntent
+from routegate.core.contracts import ArgLimits, RouteIntent, RouteProposal
 
 _ROUTE_KEYS = frozenset({"kind", "target", "args"})
 _MAX_RAW_TEXT = 65_536
@@ -95,34 +95,43 @@ class RoutePolicy:
         previous_target: str | None = None,
         previous_status: object = None,
     ) -> RouteIntent | RouteRejection:
-        """Validate an untrusted route decision. Never raises for any ``raw`` value."""
-        action = raw
-        if isinstance(action, bytes | bytearray):
-            try:
-                action = bytes(action).decode("utf-8")
-            except UnicodeDecodeError:
-                return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not UTF-8 text")
-        if isinstance(action, str):
-            if len(action) > _MAX_RAW_TEXT:
+        """Validate an untrusted route decision. Never raises for any ``raw`` value.
+
+        A :class:`~routegate.core.contracts.RouteProposal` has no shape to parse; from its target on it is
+        checked exactly as the raw form (same checks, same stop reasons).
+        """
+        if isinstance(raw, RouteProposal):
+            target: object = raw.target
+            args: object = raw.args
+        else:
+            action = raw
+            if isinstance(action, bytes | bytearray):
+                try:
+                    action = bytes(action).decode("utf-8")
+                except UnicodeDecodeError:
+                    return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not UTF-8 text")
+            if isinstance(action, str):
+                if len(action) > _MAX_RAW_TEXT:
+                    return RouteRejection(
+                        sr.invalid_route(sr.NON_JSON),
+                        f"route decision text is {len(action)} characters, over the {_MAX_RAW_TEXT} limit",
+                    )
+                try:
+                    action = json.loads(action)
+                except (ValueError, RecursionError):
+                    return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not valid JSON")
+            if not isinstance(action, dict):
                 return RouteRejection(
-                    sr.invalid_route(sr.NON_JSON),
-                    f"route decision text is {len(action)} characters, over the {_MAX_RAW_TEXT} limit",
+                    sr.invalid_route(sr.NOT_OBJECT),
+                    f"route decision must be a JSON object, got {type(action).__name__}",
                 )
-            try:
-                action = json.loads(action)
-            except (ValueError, RecursionError):
-                return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not valid JSON")
-        if not isinstance(action, dict):
-            return RouteRejection(
-                sr.invalid_route(sr.NOT_OBJECT),
-                f"route decision must be a JSON object, got {type(action).__name__}",
-            )
-        if action.get("kind") != "route":
-            return RouteRejection(sr.invalid_route(sr.BAD_KIND), "route decision must have kind='route'")
-        if action.keys() - _ROUTE_KEYS:
-            extra = sorted(str(key)[:40] for key in action.keys() - _ROUTE_KEYS)
-            return RouteRejection(sr.invalid_route(sr.EXTRA_KEYS), f"route decision has extra keys {extra}")
-        target = action.get("target")
+            if action.get("kind") != "route":
+                return RouteRejection(sr.invalid_route(sr.BAD_KIND), "route decision must have kind='route'")
+            if action.keys() - _ROUTE_KEYS:
+                extra = sorted(str(key)[:40] for key in action.keys() - _ROUTE_KEYS)
+                return RouteRejection(sr.invalid_route(sr.EXTRA_KEYS), f"route decision has extra keys {extra}")
+            target = action.get("target")
+            args = action.get("args")
         if not isinstance(target, str) or not target.strip():
             return RouteRejection(sr.invalid_route(sr.MISSING_TARGET), "route decision has no target")
         target = target.strip()
@@ -131,9 +140,13 @@ class RoutePolicy:
                 sr.route_not_allowed(target),
                 f"target {sr.safe_detail(target)!r} is not in the policy allowlist",
             )
-        args = action.get("args")
         if args is None:
             args = {}
+        if not isinstance(args, dict) and isinstance(args, Mapping) and isinstance(raw, RouteProposal):
+            try:  # typed: any mapping will do
+                args = dict(args)
+            except Exception as exc:  # a mapping that fails when read: refused, not raised
+                return RouteRejection(sr.invalid_route(sr.BAD_ARGS), f"args could not be read ({type(exc).__name__})")
         if not isinstance(args, dict):
             return RouteRejection(sr.invalid_route(sr.BAD_ARGS), f"args must be an object, got {type(args).__name__}")
         try:

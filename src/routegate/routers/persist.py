@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routegate._extras import needs
 
@@ -39,7 +39,9 @@ from routegate.routers._files import (
 )
 from routegate.routers._head import CharHead, Head
 from routegate.routers._rule import Calibration
-from routegate.routers.semantic import SemanticRouter
+
+if TYPE_CHECKING:
+    from routegate.routers.semantic import SemanticRouter
 
 FORMAT = "routegate.semantic_router"
 VERSION = 1
@@ -159,7 +161,11 @@ def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) 
     return MiniLMEncoder(intra_op_num_threads=intra_op_num_threads, compute=compute)
 
 
-def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) -> SemanticRouter:
+def load_router(
+    path: Path, router: type[SemanticRouter], /, *, encoder: Encoder | None = None, **kwargs: Any
+) -> SemanticRouter:
+    """The router saved at ``path``, built as ``router`` (the class is passed in: this module and
+    :mod:`routegate.routers.semantic` do not import each other)."""
     manifest_file = path / MANIFEST
     manifest = _read_manifest(path)
     expected: dict[str, Any] = manifest["encoder"]
@@ -206,7 +212,7 @@ def load_router(path: Path, *, encoder: Encoder | None = None, **kwargs: Any) ->
             f"got {encoder.model_id!r} ({encoder.dim}-dim) — refit the router or pass the matching encoder"
         )
     options.update(kwargs)
-    return SemanticRouter(head, calibration, encoder=encoder, **options)
+    return router(head, calibration, encoder=encoder, **options)
 
 
 def _char_head(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> CharHead:

@@ -64,5 +64,4 @@ class KeywordRouter:
             if self._default is None or self._default in request.forbidden_targets:
                 raise RunStopError(f"{NO_ROUTE}:no_rule_matched", "no route's signal words match the request")
             best, why = self._default, f"no signal word matched; default route {self._default}"
-        raw = {"kind": "route", "target": best, "args": dict(self._args(request))}
-        return RouteDecision(raw=raw, decided_by=self.name, scores=scores, why=why)
+        return RouteDecision.proposed(best, dict(self._args(request)), decided_by=self.name, scores=scores, why=why)

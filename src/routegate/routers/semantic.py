@@ -414,7 +414,7 @@ class SemanticRouter(SteppedRouter[SemanticDecision]):
         """Load a saved router; ``encoder`` defaults to the embedded MiniLM encoder (checked against the manifest)."""
         from routegate.routers.persist import load_router
 
-        return load_router(Path(path), encoder=encoder, **kwargs)
+        return load_router(Path(path), SemanticRouter, encoder=encoder, **kwargs)
 
 
 def route_decision_of(
@@ -442,9 +442,12 @@ def route_decision_of(
             NO_ROUTE_OUT_OF_SCOPE,
             f"no route fits and the default route {target!r} is not allowed: {decision.why}",
         )
-    raw = {"kind": "route", "target": target, "args": dict(args(request))}
-    return RouteDecision(
-        raw=raw, decided_by=decided_by, scores=dict(decision.scores), why=f"{decision.outcome}: {decision.why}"
+    return RouteDecision.proposed(
+        target,
+        dict(args(request)),
+        decided_by=decided_by,
+        scores=dict(decision.scores),
+        why=f"{decision.outcome}: {decision.why}",
     )
 
 

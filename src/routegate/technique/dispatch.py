@@ -1,6 +1,7 @@
 """Dispatch: a handler registry keyed by kind, and every dispatch through the core policy boundary.
 
-Each extracted part becomes an untrusted route decision ``{"kind": "route", "target": ..., "args": ...}`` with a
+Each extracted part becomes a route decision proposed typed (:meth:`~routegate.core.RouteDecision.proposed`: its
+target and args are still untrusted and checked as a raw ``{"kind": "route", ...}`` decision would be) with a
 target named by its handler (``code:python``, ``mcp:github/list_issues``, ``a2a:reviewer``). Each part is one
 :class:`~routegate.core.GovernedStep`, exactly as a router's decision is in the routing agent: validated by
 :class:`~routegate.core.RoutePolicy` (allowlist + the target's pydantic argument schema), then delegated through
@@ -366,7 +367,7 @@ class TechniqueDispatcher:
         validate = self.step.validate
         for attempt, item in enumerate(items, 1):
             target, args = handler.route(item)
-            decision = RouteDecision({"kind": "route", "target": target, "args": args})
+            decision = RouteDecision.proposed(target, args)
             verdict = validate(decision, ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
                 refused = verdict.outcome

@@ -34,7 +34,7 @@ from routegate.apps.support.contracts import ToolUsed
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
-from routegate.core import GovernedStep, RouteDecision, RunContext, Stopped, stop_reasons
+from routegate.core import GovernedStep, RunContext, Stopped, stop_reasons
 from routegate.core._faults import fault_message
 from routegate.errors import RunStopError, RuntimeFaultError
 from routegate.plan import Plan, Step, StepContext
@@ -74,12 +74,7 @@ class RouterStep:
         turn.choice = choice
         if choice.llm_stop is not None:
             turn.model_failed(choice.llm_stop)
-        decision = RouteDecision(
-            raw={"kind": "route", "target": choice.route, "args": {"query": turn.message}},
-            decided_by=choice.layer,
-            scores=dict(choice.scores) or None,
-            why=choice.why,
-        )
+        decision = choice.decision(turn.message)
         turn.decision = decision
         verdict = self.step.validate(decision, _run_of(turn))
         if isinstance(verdict, Stopped):

@@ -32,7 +32,7 @@ from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
-from routegate.core import Budget, NormalizedText, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
+from routegate.core import Budget, NormalizedText, RouteDecision, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
 from routegate.routers.cascade import CascadeChoice, CascadeRouter
@@ -83,6 +83,13 @@ class RouteChoice:
     margin: float | None = None
     llm_stop: str | None = None  # the LLM stage's stop reason when it failed (the offline stages decided)
     embedding_failed: bool = False  # the embedding layer raised: the rules alone decided (or nothing did)
+
+    def decision(self, text: str) -> RouteDecision:
+        """This choice as the route decision the desk's policy checks: the route, proposed typed, with the message
+        as its ``query``; the layer, scores and why for the trace."""
+        return RouteDecision.proposed(
+            self.route, {"query": text}, decided_by=self.layer, scores=dict(self.scores) or None, why=self.why
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"route": self.route, "layer": self.layer, "scores": dict(self.scores), "why": self.why}

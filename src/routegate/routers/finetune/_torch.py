@@ -72,7 +72,7 @@ class Tokens:
         with needs("embed"):
             from tokenizers import Tokenizer
 
-        from routegate.embed.minilm import _default_tokenizer_path
+        from routegate.embed._tokenizer import _default_tokenizer_path
 
         tokenizer = Tokenizer.from_file(str(_default_tokenizer_path()))
         tokenizer.enable_truncation(max_length=max_tokens)

@@ -1,0 +1,65 @@
+"""The support router's dry run (``routegate route``): which route would handle a message, and would the desk's
+policy let it through. No database, no tool.
+
+:func:`support_router` builds the router ``route`` runs, from the settings; :func:`route_line` routes one input
+and checks the choice against the router's policy exactly as the desk's router step does (the same typed decision,
+:meth:`.router.RouteChoice.decision`); :func:`route_batch` is a batch of them whose messages are embedded in one
+encoder pass first (what ``routegate route --ray`` runs in each actor). The command line only wires these up.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from routegate.core import RouteRejection
+
+if TYPE_CHECKING:
+    from routegate.apps.support.router import SupportRouter
+    from routegate.embed.memo import MemoEncoder
+    from routegate.embed.protocol import Encoder
+    from routegate.llm.openai_chat import OpenAIChatModel
+    from routegate.settings import Settings
+
+
+def support_router(settings: Settings, encoder: Encoder | None = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
+    """The support router ``route`` runs (rules, the fitted semantic layer, the LLM when configured) and its LLM
+    client (the caller closes it), if any. ``encoder``: the embedding layer's encoder (default: the embedded one)."""
+    from routegate.apps.support.router import SupportRouter
+    from routegate.apps.support.semantic import FittedSemanticLayer
+    from routegate.embed import default_encoder
+
+    chat_model: OpenAIChatModel | None = None
+    if settings.llm_enabled:
+        from routegate.llm.openai_chat import OpenAIChatModel
+
+        chat_model = OpenAIChatModel.from_settings(settings)
+    semantic = FittedSemanticLayer.load_or_fit(encoder or default_encoder(), settings.data_dir)
+    return SupportRouter(semantic=semantic, chat_model=chat_model), chat_model
+
+
+async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bool) -> str:
+    """The line ``route`` prints for one input (``{"text": ...}``, optionally with the expected ``route``)."""
+    text = item["text"]
+    choice = await router.route_choice(text)
+    verdict = router.policy.validate(choice.decision(text).raw)
+    out: dict[str, Any] = {"text": text, **choice.to_dict()}
+    out["policy"] = "refused: " + verdict.stop_reason if isinstance(verdict, RouteRejection) else "allowed"
+    if "route" in item:
+        out["expected"] = item["route"]
+        out["correct"] = item["route"] == choice.route
+    return json.dumps(out, ensure_ascii=False) if as_json else f"{choice.route}  ({choice.layer}: {choice.why})"
+
+
+async def route_batch(
+    router: SupportRouter, encoder: MemoEncoder, items: list[dict[str, Any]], *, as_json: bool
+) -> list[str]:
+    """:func:`route_line` for each item, in order, the messages the rules leave to the embedding layer embedded
+    in one ``encoder`` pass first (``router``'s semantic layer must encode through ``encoder``)."""
+    from routegate.embed.memo import request_scope
+
+    with request_scope():
+        to_embed = [item["text"] for item in items if router.rules.match(item["text"]).route is None]
+        if to_embed and router.semantic is not None:
+            encoder.encode(list(dict.fromkeys(to_embed)))  # one batched pass; route_line reuses the vectors
+        return [await route_line(router, item, as_json=as_json) for item in items]
