@@ -19,7 +19,6 @@ from routegate.core import (
     DelegationEvent,
     FinalEvent,
     FinalizeRequest,
-    NormalizedText,
     ObservationEvent,
     RouteDecision,
     RouteRequest,
@@ -29,6 +28,7 @@ from routegate.core import (
     WorkerArgs,
     worker,
 )
+from routegate.core.workers import NormalizedText
 from routegate.errors import ConfigurationError, RunStopError
 
 REFUND = "refund for user_id=42, charged twice"

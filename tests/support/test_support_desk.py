@@ -20,7 +20,8 @@ from routegate.apps.support.data import ARTICLES, CRYPTO_ANSWER, WEATHER_ANSWER
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
-from routegate.embed import MemoEncoder, MiniLMEncoder, Vectors
+from routegate.embed import MemoEncoder, MiniLMEncoder
+from routegate.embed.protocol import Vectors
 from routegate.embed.wrapper import EncoderWrapper
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,6 @@ from routegate.apps.support import (
     FakeSupportDesk,
     InvalidSessionIdError,
     SupportAgent,
-    SupportDatabase,
     TurnFailedError,
 )
 from routegate.apps.support.contracts import (
@@ -27,6 +26,7 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
+from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.core.messages import InvalidMessageError
 from routegate.embed import MiniLMEncoder

@@ -338,7 +338,7 @@ def support_router(settings: Settings, encoder: Any = None) -> tuple[SupportRout
 
 async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bool) -> str:
     """The line ``route`` prints for one input."""
-    from routegate.core import RouteRejection
+    from routegate.core.policy import RouteRejection
 
     choice = await router.route_choice(item["text"])
     verdict = router.policy.validate({"kind": "route", "target": choice.route, "args": {"query": item["text"]}})

@@ -87,7 +87,7 @@ class RoutingAgent:
     (``invalid_route:route_not_allowed:<t>``); ``execution_allow`` is the gateway's, applied again at
     execution (``route_denied:<t>``). Both default to the workers' names; anything else is denied.
 
-    Each route attempt is one :class:`~routegate.core.GovernedStep` (validate → delegate → check → trace). A
+    Each route attempt is one :class:`~routegate.core.governed.GovernedStep` (validate → delegate → check → trace). A
     worker, the router or the finalizer that declares a :class:`~routegate.core.RunContext` parameter gets the
     run's context (``deps=`` of :meth:`arun` is its ``deps``).
 

@@ -55,8 +55,10 @@ from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, Deadline, GovernedStep, RouteGateway, RoutePolicy, RunContext, stop_reasons
+from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, stop_reasons
+from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
+from routegate.core.governed import GovernedStep
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
