@@ -61,6 +61,16 @@ def lazy_exports(
     return __getattr__, __dir__
 
 
+def warn_old_method(owner: str, old: str, new: str) -> None:
+    """Issue the :class:`DeprecationWarning` of the method ``old`` of ``owner``, kept for one release as another
+    name of ``new``; called first thing by the old method, so the warning points at its caller."""
+    warnings.warn(
+        f"{owner}.{old} is deprecated: call {owner}.{new}, the same method. The old name goes in the next release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 def _moved_warning(package: str, name: str, place: str) -> str:
     module, _, attribute = place.partition(":")
     there = f"{package}.{module}"

@@ -230,12 +230,12 @@ class Escape(BaseException):
     """Not an Exception: nothing in the run may swallow it."""
 
 
-async def test_astream_re_raises_what_escapes_the_run() -> None:
+async def test_iter_re_raises_what_escapes_the_run() -> None:
     class Router:
         async def decide(self, request: object) -> object:
             raise Escape
 
-    stream = RoutingAgent(workers=[], router=Router()).astream("t")  # type: ignore[arg-type]
+    stream = RoutingAgent(workers=[], router=Router()).iter("t")  # type: ignore[arg-type]
     with pytest.raises(Escape):
         async for _ in stream:
             pass

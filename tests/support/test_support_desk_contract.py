@@ -84,11 +84,19 @@ async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
 
 
 async def _events(desk: SupportDesk, message: str, session_id: str) -> list[SupportEvent]:
-    return [event async for event in desk.astream(message, session_id=session_id)]
+    return [event async for event in desk.iter(message, session_id=session_id)]
 
 
 def test_both_implement_the_protocol(subject: Subject) -> None:
     assert isinstance(subject.desk, SupportDesk)
+
+
+async def test_astream_is_the_deprecated_name_of_iter_on_both(subject: Subject) -> None:
+    with pytest.warns(DeprecationWarning, match=r"\.astream is deprecated: call \w+\.iter, the same method"):
+        stream = subject.desk.astream("hello there", session_id="old-name")  # type: ignore[attr-defined]
+    old = [event.type async for event in stream]
+    assert old == [event.type for event in await _events(subject.desk, "hello there", "new-name")]
+    assert old[0] == "route" and old[-1] == "final"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
 from routegate.core._faults import fault_message
@@ -160,7 +161,8 @@ class RoutingAgent:
     def astream(
         self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None
     ) -> AsyncIterator[RunEvent]:
-        """The same as :meth:`iter` (the name the server and earlier releases use)."""
+        """Deprecated: :meth:`iter` under its old name (warns)."""
+        warn_old_method("RoutingAgent", "astream", "iter")
         return self.iter(goal, context=context, deps=deps)
 
     # -- the loop --------------------------------------------------------------------------------------------
