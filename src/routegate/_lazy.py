@@ -2,7 +2,9 @@
 a name's module is imported the first time the name is looked up.
 
 Every package of routegate that defers an import does it through :func:`lazy_exports`: no package writes its
-own module ``__getattr__``.
+own module ``__getattr__``. Old names go through here too, for the one release they keep working: a name a
+package renamed or stopped exporting (``renamed=``, ``moved=``) and a method's old name (:func:`warn_old_method`)
+warn with a :class:`DeprecationWarning` that names what to use instead.
 """
 
 from __future__ import annotations
