@@ -39,8 +39,9 @@ import numpy as np
 from routegate.embed import MiniLMEncoder
 from routegate.embed.protocol import Encoder, Vectors
 from routegate.embed.wrapper import EncoderWrapper
-from routegate.routers import FitConfig, LabelledExample, SemanticRouter, load_examples
+from routegate.routers import FitConfig, LabelledExample, SemanticRouter
 from routegate.routers.calibration import fit_threshold
+from routegate.routers.data import load_examples
 from routegate.routers.evaluation import score_decisions
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc150"

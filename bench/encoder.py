@@ -145,7 +145,8 @@ class _Cached(EncoderWrapper):
 
 
 def accuracy(args: argparse.Namespace) -> int:
-    from routegate.routers import SemanticRouter, load_examples
+    from routegate.routers import SemanticRouter
+    from routegate.routers.data import load_examples
 
     data = Path(args.data)
     train, val = load_examples(data / "train.jsonl"), load_examples(data / "val.jsonl")

@@ -36,16 +36,9 @@ from functools import partial
 from pathlib import Path
 
 from routegate.core import Budget, Worker
-from routegate.technique import (
-    A2ARoutingRequest,
-    ClassifiedOutput,
-    OutputKind,
-    TechniqueDispatcher,
-    TechniqueItem,
-    TechniqueRouter,
-    ToolCallRequest,
-)
+from routegate.technique import ClassifiedOutput, OutputKind, TechniqueDispatcher, TechniqueRouter
 from routegate.technique._scan import marker_line_limit
+from routegate.technique.types import A2ARoutingRequest, TechniqueItem, ToolCallRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = ROOT / "tests" / "technique" / "data" / "corpus.jsonl"

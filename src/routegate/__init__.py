@@ -24,12 +24,13 @@ if TYPE_CHECKING:
         Router,
         RouteRequest,
         RoutingAgent,
+        RunContext,
         RunResult,
-        TicketArgs,
         Worker,
         WorkerArgs,
         worker,
     )
+    from routegate.plan import Plan, Step
 
     __version__: str
 
@@ -39,15 +40,17 @@ __all__ = [
     "FinalAnswer",
     "FinalizeRequest",
     "Finalizer",
+    "Plan",
     "RouteDecision",
     "RouteRequest",
     "RoutegateError",
     "Router",
     "RoutingAgent",
+    "RunContext",
     "RunResult",
     "RunStopError",
     "RuntimeFaultError",
-    "TicketArgs",
+    "Step",
     "Worker",
     "WorkerArgs",
     "__version__",
@@ -63,12 +66,13 @@ _CORE = (
     "RouteRequest",
     "Router",
     "RoutingAgent",
+    "RunContext",
     "RunResult",
-    "TicketArgs",
     "Worker",
     "WorkerArgs",
     "worker",
 )
-_WHERE = {"__version__": "_version", **dict.fromkeys(_CORE, "core")}
+_WHERE = {"__version__": "_version", "Plan": "plan", "Step": "plan", **dict.fromkeys(_CORE, "core")}
+_MOVED = {"TicketArgs": "core"}  # the demo's argument schema, not an API of its own
 
-__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__, moved=_MOVED)

@@ -2,7 +2,9 @@
 a name's module is imported the first time the name is looked up.
 
 Every package of routegate that defers an import does it through :func:`lazy_exports`: no package writes its
-own module ``__getattr__``.
+own module ``__getattr__``. Old names go through here too, for the one release they keep working: a name a
+package renamed or stopped exporting (``renamed=``, ``moved=``) and a method's old name (:func:`warn_old_method`)
+warn with a :class:`DeprecationWarning` that names what to use instead.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def lazy_exports(
     exports: Collection[str],
     *,
     renamed: Mapping[str, tuple[str, str]] | None = None,
+    moved: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``.
 
@@ -29,9 +32,13 @@ def lazy_exports(
 
     ``renamed`` maps an old name that still resolves to ``(place, warning)``: each lookup issues the
     :class:`DeprecationWarning` ``warning`` and returns what ``place`` (as in ``where``) names; it is not kept,
-    so every use warns."""
+    so every use warns.
+
+    ``moved`` maps a name the package no longer exports to the place (as in ``where``) that defines it: a
+    ``renamed`` entry whose warning names that place, for the one release the old import keeps working."""
     namespace = vars(sys.modules[package])
-    old = renamed or {}
+    old = {name: (place, _moved_warning(package, name, place)) for name, place in (moved or {}).items()}
+    old.update(renamed or {})
 
     def load(place: str, name: str) -> object:
         module, _, attribute = place.partition(":")
@@ -54,3 +61,23 @@ def lazy_exports(
         return sorted(set(namespace) | set(exports))
 
     return __getattr__, __dir__
+
+
+def warn_old_method(owner: str, old: str, new: str) -> None:
+    """Issue the :class:`DeprecationWarning` of the method ``old`` of ``owner``, kept for one release as another
+    name of ``new``; called first thing by the old method, so the warning points at its caller."""
+    warnings.warn(
+        f"{owner}.{old} is deprecated: call {owner}.{new}, the same method. The old name goes in the next release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def _moved_warning(package: str, name: str, place: str) -> str:
+    module, _, attribute = place.partition(":")
+    there = f"{package}.{module}"
+    what = f"{attribute} from {there}" if attribute else f"it from {there}"
+    return (
+        f"{package}.{name} is no longer exported by {package}; import {what}. "
+        "The old import works until the next release."
+    )

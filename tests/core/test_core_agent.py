@@ -19,7 +19,6 @@ from routegate.core import (
     DelegationEvent,
     FinalEvent,
     FinalizeRequest,
-    NormalizedText,
     ObservationEvent,
     RouteDecision,
     RouteRequest,
@@ -29,6 +28,7 @@ from routegate.core import (
     WorkerArgs,
     worker,
 )
+from routegate.core.workers import NormalizedText
 from routegate.errors import ConfigurationError, RunStopError
 
 REFUND = "refund for user_id=42, charged twice"
@@ -356,9 +356,9 @@ def test_a_hanging_finalizer_is_cut_off() -> None:
 
 
 # -- events, sync/async API ----------------------------------------------------------------------------------------
-async def test_astream_yields_decision_delegation_observation_per_attempt_then_final() -> None:
+async def test_iter_yields_decision_delegation_observation_per_attempt_then_final() -> None:
     agent, _ = triage([route("sales_specialist"), route("billing_specialist")])
-    events = [event async for event in agent.astream(REFUND)]
+    events = [event async for event in agent.iter(REFUND)]
     kinds = [type(e) for e in events]
     assert kinds == [DecisionEvent, DelegationEvent, ObservationEvent] * 2 + [FinalEvent]
     final = events[-1]
@@ -366,16 +366,24 @@ async def test_astream_yields_decision_delegation_observation_per_attempt_then_f
     assert [e.to_dict()["type"] for e in events][-1] == "final"
 
 
-async def test_astream_ends_with_final_on_a_stop_too() -> None:
+async def test_iter_ends_with_final_on_a_stop_too() -> None:
     agent, _ = triage(["not json"])
-    events = [event async for event in agent.astream(REFUND)]
+    events = [event async for event in agent.iter(REFUND)]
     assert [type(e) for e in events] == [DecisionEvent, FinalEvent]
     assert isinstance(events[0], DecisionEvent) and events[0].rejection == "invalid_route:non_json"
 
 
+async def test_astream_is_the_deprecated_name_of_iter() -> None:
+    agent, _ = triage(["not json"])
+    with pytest.warns(DeprecationWarning, match=r"^RoutingAgent\.astream is deprecated: call RoutingAgent\.iter"):
+        stream = agent.astream(REFUND)
+    events = [event async for event in stream]
+    assert [type(e) for e in events] == [DecisionEvent, FinalEvent]
+
+
 async def test_closing_the_stream_early_cancels_the_run() -> None:
     agent = build_triage_agent(router=HangingRouter())
-    stream = agent.astream(REFUND)
+    stream = agent.iter(REFUND)
     task = asyncio.ensure_future(stream.__anext__())
     await asyncio.sleep(0)
     task.cancel()

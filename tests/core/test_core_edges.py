@@ -13,12 +13,10 @@ from pydantic import BaseModel
 
 from core._scripted import ListRouter, route
 from routegate.core import (
-    ABSENT,
     FinalAnswer,
     FinalizeRequest,
     RouteGateway,
     RoutePolicy,
-    RouteRejection,
     RoutingAgent,
     TicketArgs,
     Worker,
@@ -26,7 +24,8 @@ from routegate.core import (
 )
 from routegate.core._deadline import Deadline
 from routegate.core.compose import compose_answer
-from routegate.core.contracts import jsonable
+from routegate.core.contracts import ABSENT, jsonable
+from routegate.core.policy import RouteRejection
 from routegate.errors import ConfigurationError, RunStopError
 
 
@@ -231,19 +230,19 @@ class Escape(BaseException):
     """Not an Exception: nothing in the run may swallow it."""
 
 
-async def test_astream_re_raises_what_escapes_the_run() -> None:
+async def test_iter_re_raises_what_escapes_the_run() -> None:
     class Router:
         async def decide(self, request: object) -> object:
             raise Escape
 
-    stream = RoutingAgent(workers=[], router=Router()).astream("t")  # type: ignore[arg-type]
+    stream = RoutingAgent(workers=[], router=Router()).iter("t")  # type: ignore[arg-type]
     with pytest.raises(Escape):
         async for _ in stream:
             pass
 
 
 async def test_the_gateway_computes_the_hash_when_not_given() -> None:
-    from routegate.core import DelegationLedger, RouteIntent
+    from routegate.core.contracts import DelegationLedger, RouteIntent
     from routegate.core.gateway import WorkerCalled
     from routegate.core.hashing import args_hash
 

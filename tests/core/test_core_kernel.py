@@ -13,11 +13,7 @@ import pytest
 from core._scripted import ListRouter, route
 from routegate.core import (
     Budget,
-    Deadline,
-    Delegated,
-    DelegationLedger,
     FinalizeRequest,
-    GovernedStep,
     Outcome,
     RouteDecision,
     RouteGateway,
@@ -25,14 +21,16 @@ from routegate.core import (
     RouteRequest,
     RoutingAgent,
     RunContext,
-    Stopped,
     TicketArgs,
     Worker,
     stop_reasons,
     worker,
 )
+from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
+from routegate.core.contracts import DelegationLedger
 from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent
+from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.errors import RoutegateError, RunStopError, RuntimeFaultError
 
 
@@ -230,7 +228,7 @@ async def test_the_gateway_alone_passes_the_context_too() -> None:
     async def who(ticket: str, ctx: RunContext[str]) -> dict[str, Any]:
         return {"status": "done", "result": ctx.deps}
 
-    from routegate.core import RouteIntent
+    from routegate.core.contracts import RouteIntent
 
     gateway = RouteGateway(allow=["who"], registry=[who])
     ctx = RunContext("acme", ledger=DelegationLedger(1))

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from routegate.core import RouteIntent, RoutePolicy, RouteRejection, TicketArgs
+from routegate.core import RoutePolicy, TicketArgs
+from routegate.core.contracts import RouteIntent
+from routegate.core.policy import RouteRejection
 
 TARGETS = {"billing_specialist", "technical_specialist", "sales_specialist"}
 POLICY = RoutePolicy(TARGETS, dict.fromkeys(TARGETS, TicketArgs))

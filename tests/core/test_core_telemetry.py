@@ -202,7 +202,7 @@ async def test_a_worker_that_raises_marks_the_delegate_span_and_the_root(spans: 
 
 async def test_a_streamed_run_records_the_same_attributes(spans: InMemorySpanExporter) -> None:
     agent = RoutingAgent(workers=[billing], router=ScoredRouter())
-    events = [e async for e in agent.astream(SECRET)]
+    events = [e async for e in agent.iter(SECRET)]
     final = events[-1]
     assert isinstance(final, FinalEvent) and final.result.ok
     tree = by_name(spans)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from routegate.embed import AsyncEncoder, BatchingEncoder, HashingEncoder, MemoEncoder, encode_async, request_scope
-from routegate.embed.protocol import Vectors
+from routegate.embed import BatchingEncoder, HashingEncoder, MemoEncoder, encode_async, request_scope
+from routegate.embed.protocol import AsyncEncoder, Vectors
 
 
 class Counting(HashingEncoder):

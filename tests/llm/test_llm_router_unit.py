@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from routegate.apps.triage import build_triage_agent
-from routegate.core import Budget, FinalizeRequest, Router, RouteRequest, RouteSpec
+from routegate.core import Budget, FinalizeRequest, Router, RouteRequest
+from routegate.core.contracts import RouteSpec
 from routegate.errors import ConfigurationError
 from routegate.llm import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT, LLMFinalizer
 from routegate.routers.llm import LLMRouter, route_payload
@@ -105,7 +106,7 @@ def test_payload_window_can_be_changed() -> None:
 
 
 async def test_blank_final_answer_is_llm_empty_and_text_is_stripped() -> None:
-    from routegate.core import HistoryEntry, RouteIntent
+    from routegate.core.contracts import HistoryEntry, RouteIntent
     from routegate.llm import LLMEmptyError
 
     entry = HistoryEntry(1, RouteIntent("billing_specialist", {"ticket": "t"}), {"status": "done", "result": {}})
@@ -123,7 +124,7 @@ async def test_blank_final_answer_is_llm_empty_and_text_is_stripped() -> None:
 
 
 async def test_streamed_final_answer_drops_leading_blanks_and_refuses_an_empty_one() -> None:
-    from routegate.core import HistoryEntry, RouteIntent
+    from routegate.core.contracts import HistoryEntry, RouteIntent
     from routegate.llm import LLMEmptyError
 
     entry = HistoryEntry(1, RouteIntent("billing_specialist", {"ticket": "t"}), {"status": "done", "result": {}})

@@ -120,7 +120,7 @@ def test_routegate_triage_runs_with_no_extra_installed() -> None:
         ("routegate.routers.evaluate", "embed"),
         ("routegate.embed.MiniLMEncoder", "embed"),
         ("routegate.apps.support.open_support_desk", "desk"),
-        ("routegate.apps.support.check_sql", "desk"),
+        ("routegate.apps.support.sqlguard.check_sql", "desk"),
         ("routegate.server.create_app", "server"),
         ("routegate.technique.MCPToolPool", "mcp"),
     ],

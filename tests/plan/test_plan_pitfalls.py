@@ -15,10 +15,10 @@ from routegate.plan import (
     Plan,
     PlanCompileError,
     PlanRuntimeError,
-    Predicate,
     Step,
     when,
 )
+from routegate.plan.when import Predicate
 
 
 def step(name: str, **kwargs: Any) -> Step:

@@ -101,7 +101,7 @@ async def test_a_streamed_run_has_the_same_tree(otel_spans: InMemorySpanExporter
     assert [type(e) for e in events] == [StepEvent, StepEvent, StepEvent, PlanFinalEvent]
     assert_triage_tree(otel_spans)
     otel_spans.clear()
-    assert [event async for event in plan.astream(f"site down: {SECRET}")][-1].result.ok
+    assert [event async for event in plan.iter(f"site down: {SECRET}")][-1].result.ok
     assert_triage_tree(otel_spans)
 
 

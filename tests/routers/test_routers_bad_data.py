@@ -9,7 +9,8 @@ import pytest
 
 from routegate.embed import HashingEncoder
 from routegate.errors import ConfigurationError
-from routegate.routers import FitConfig, LabelledExample, SemanticRouter, evaluate, load_examples
+from routegate.routers import FitConfig, LabelledExample, SemanticRouter, evaluate
+from routegate.routers.data import load_examples
 
 ROUTES = {
     "POSTGRES": ["status of ticket 12", "show customer 3", "tickets for John", "open tickets"],

@@ -7,16 +7,8 @@ from typing import Any
 
 import pytest
 
-from routegate.core import (
-    RouteIntent,
-    RoutePolicy,
-    RouteProposal,
-    RouteRequest,
-    RouteSpec,
-    RoutingAgent,
-    TicketArgs,
-    worker,
-)
+from routegate.core import RoutePolicy, RouteRequest, RoutingAgent, TicketArgs, worker
+from routegate.core.contracts import RouteIntent, RouteProposal, RouteSpec
 from routegate.core.protocols import RouteDecision
 from routegate.embed import HashingEncoder
 from routegate.errors import RunStopError

@@ -13,7 +13,8 @@ import pytest
 
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
-from routegate.routers import SemanticRouter, evaluate, load_examples
+from routegate.routers import SemanticRouter, evaluate
+from routegate.routers.data import load_examples
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRAIN, VAL, TEST = (DATA / f"clinc150_subset_{s}.jsonl" for s in ("train", "val", "test"))
@@ -89,7 +90,8 @@ def test_malformed_jsonl_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_fit_adds_labelled_misroutes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from routegate.routers import Misroute, MisrouteLog
+    from routegate.routers import MisrouteLog
+    from routegate.routers.misroutes import Misroute
 
     log = MisrouteLog(tmp_path / "misroutes.jsonl")
     log.record([Misroute("how cold is it outside", "timer", "weather"), Misroute("hmm", "timer", None)])

@@ -18,9 +18,10 @@ import pytest
 
 from routegate.cli import main
 from routegate.errors import ConfigurationError
-from routegate.routers import SemanticRouter, load_examples
-from routegate.routers.finetune import FinetuneConfig, FinetunedEncoder, FinetuneResult, fit_finetuned
-from routegate.routers.finetune._encoder import finetuned_of
+from routegate.routers import SemanticRouter
+from routegate.routers.data import load_examples
+from routegate.routers.finetune import FinetuneConfig, FinetuneResult, fit_finetuned
+from routegate.routers.finetune._encoder import FinetunedEncoder, finetuned_of
 from routegate.routers.finetune._sweep import data_sha256, require_train_extra
 from routegate.routers.persist import saved_encoder
 

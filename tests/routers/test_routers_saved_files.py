@@ -32,7 +32,7 @@ from routegate.routers._files import (
     MODEL_MAX_BYTES,
     VOCABULARY_MAX_BYTES,
 )
-from routegate.routers.finetune import FinetunedEncoder
+from routegate.routers.finetune._encoder import FinetunedEncoder
 from routegate.routers.persist import saved_encoder
 
 ROUTES = {

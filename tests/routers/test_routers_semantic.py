@@ -15,10 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.core import RouteIntent, RoutePolicy, RouteProposal, RouteRequest, RouteSpec
-from routegate.embed import BatchingEncoder, HashingEncoder, Vectors
+from routegate.core import RoutePolicy, RouteRequest
+from routegate.core.contracts import RouteIntent, RouteProposal, RouteSpec
+from routegate.embed import BatchingEncoder, HashingEncoder
+from routegate.embed.protocol import Vectors
 from routegate.errors import ConfigurationError, RunStopError
-from routegate.routers import Calibration, FitConfig, LabelledExample, SemanticRouter
+from routegate.routers import FitConfig, LabelledExample, SemanticRouter
+from routegate.routers._rule import Calibration
 
 ROUTES = {
     "POSTGRES": [

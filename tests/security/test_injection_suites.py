@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from routegate.testing.injection import NO_DEFENSE, RULES, RULES_RECOVER, SUITES, Suite, measure
+from routegate.testing.injection import SUITES, Suite, measure
+from routegate.testing.injection._suite import NO_DEFENSE, RULES, RULES_RECOVER
 
 
 @pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)

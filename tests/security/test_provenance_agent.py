@@ -13,20 +13,19 @@ import pytest
 from routegate.core import (
     Budget,
     From,
-    GovernedStep,
     ProvenanceLedger,
     RouteDecision,
     RouteGateway,
-    RouteIntent,
     RoutePolicy,
     RoutingAgent,
     RunContext,
     Sensitive,
-    Stopped,
     Worker,
     WorkerArgs,
     links_only_from,
 )
+from routegate.core.contracts import RouteIntent
+from routegate.core.governed import GovernedStep, Stopped
 from routegate.errors import ConfigurationError
 from routegate.testing import ScriptedRouter
 

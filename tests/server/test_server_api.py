@@ -3,7 +3,8 @@ at import time and takes its collaborators as arguments."""
 
 from __future__ import annotations
 
-from routegate.server import ServerMetrics, create_app
+from routegate.server import create_app
+from routegate.server._metrics import ServerMetrics
 from routegate.server.testing import FakeSupportDesk
 from routegate.settings import Settings
 

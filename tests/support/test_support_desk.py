@@ -20,7 +20,8 @@ from routegate.apps.support.data import ARTICLES, CRYPTO_ANSWER, WEATHER_ANSWER
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
-from routegate.embed import MemoEncoder, MiniLMEncoder, Vectors
+from routegate.embed import MemoEncoder, MiniLMEncoder
+from routegate.embed.protocol import Vectors
 from routegate.embed.wrapper import EncoderWrapper
 
 pytestmark = pytest.mark.integration
@@ -106,7 +107,7 @@ async def test_trace_says_which_layer_decided_with_scores(desk: SupportAgent) ->
 
 
 async def test_events_arrive_in_order(desk: SupportAgent) -> None:
-    events = [e async for e in desk.astream("Show tickets for customer John", session_id="ev")]
+    events = [e async for e in desk.iter("Show tickets for customer John", session_id="ev")]
     kinds = [e.type for e in events]
     assert kinds[0] == "route" and kinds[1] == "tool" and kinds[-1] == "final"
     assert set(kinds[2:-1]) == {"token"}
@@ -118,7 +119,7 @@ async def test_events_arrive_in_order(desk: SupportAgent) -> None:
 
 
 async def test_llm_route_has_no_tool_event(desk: SupportAgent) -> None:
-    kinds = [e.type async for e in desk.astream("hello", session_id="hi")]
+    kinds = [e.type async for e in desk.iter("hello", session_id="hi")]
     assert kinds[0] == "route" and "tool" not in kinds and kinds[-1] == "final"
 
 
@@ -145,7 +146,7 @@ async def test_follow_up_uses_the_conversation(desk: SupportAgent) -> None:
     [("", "s", "empty_message"), ("   ", "s", "empty_message"), ("hi", "bad id", "bad_session_id")],
 )
 async def test_bad_input_gets_an_error_event(desk: SupportAgent, message: str, session_id: str, code: str) -> None:
-    events = [e async for e in desk.astream(message, session_id=session_id)]
+    events = [e async for e in desk.iter(message, session_id=session_id)]
     assert len(events) == 1
     assert isinstance(events[0], TurnError) and events[0].code == code
 

@@ -15,7 +15,6 @@ from routegate.apps.support import (
     FakeSupportDesk,
     InvalidSessionIdError,
     SupportAgent,
-    SupportDatabase,
     TurnFailedError,
 )
 from routegate.apps.support.contracts import (
@@ -27,6 +26,7 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
+from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.core.messages import InvalidMessageError
 from routegate.embed import MiniLMEncoder
@@ -84,11 +84,19 @@ async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
 
 
 async def _events(desk: SupportDesk, message: str, session_id: str) -> list[SupportEvent]:
-    return [event async for event in desk.astream(message, session_id=session_id)]
+    return [event async for event in desk.iter(message, session_id=session_id)]
 
 
 def test_both_implement_the_protocol(subject: Subject) -> None:
     assert isinstance(subject.desk, SupportDesk)
+
+
+async def test_astream_is_the_deprecated_name_of_iter_on_both(subject: Subject) -> None:
+    with pytest.warns(DeprecationWarning, match=r"\.astream is deprecated: call \w+\.iter, the same method"):
+        stream = subject.desk.astream("hello there", session_id="old-name")  # type: ignore[attr-defined]
+    old = [event.type async for event in stream]
+    assert old == [event.type for event in await _events(subject.desk, "hello there", "new-name")]
+    assert old[0] == "route" and old[-1] == "final"
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ async def test_llm_answer_is_streamed_from_the_evidence(
 ) -> None:
     model = ScriptedChatModel(["Reset it with the Forgot Password link."])
     desk = await _desk(db, encoder, semantic, model)
-    events = [e async for e in desk.astream("How do I reset my password?", session_id="llm1")]
+    events = [e async for e in desk.iter("How do I reset my password?", session_id="llm1")]
     final = events[-1]
     assert isinstance(final, TurnResult)
     assert final.route == "VECTOR" and final.answer == "Reset it with the Forgot Password link."

@@ -8,7 +8,8 @@ import json
 from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.routing import route_batch, route_line
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.core import RoutePolicy, RouteProposal
+from routegate.core import RoutePolicy
+from routegate.core.contracts import RouteProposal
 from routegate.embed.memo import MemoEncoder
 from routegate.embed.minilm import MiniLMEncoder
 

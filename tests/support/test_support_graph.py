@@ -14,7 +14,8 @@ from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.core import Budget, GovernedStep, RouteGateway, RoutePolicy
+from routegate.core import Budget, RouteGateway, RoutePolicy
+from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
 
 pytestmark = pytest.mark.integration
@@ -125,7 +126,7 @@ async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
     # the rules decide without suspending; the deadline fires at the tool step's first wait (encode + pgvector)
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1e-6))
     await desk.start()
-    events = [e async for e in desk.astream("How do I reset my password?", session_id="deadline")]
+    events = [e async for e in desk.iter("How do I reset my password?", session_id="deadline")]
     final = events[-1]
     assert isinstance(final, TurnResult)
     assert (final.route, final.stop_reason, final.fallback) == ("VECTOR", "max_seconds", "stopped:max_seconds")

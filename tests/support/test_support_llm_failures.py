@@ -59,7 +59,7 @@ async def test_the_desk_refuses_invalid_messages_before_anything_runs(
 ) -> None:
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, max_message_chars=10)
     await desk.start()
-    events = [e async for e in desk.astream(message, session_id="bad-input")]
+    events = [e async for e in desk.iter(message, session_id="bad-input")]
     assert len(events) == 1 and isinstance(events[0], TurnError)
     assert events[0].code == code and words in events[0].message
     with pytest.raises(InvalidMessageError) as refused:

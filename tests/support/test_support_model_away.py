@@ -15,7 +15,8 @@ from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.cli import main
-from routegate.embed import MiniLMEncoder, Vectors
+from routegate.embed import MiniLMEncoder
+from routegate.embed.protocol import Vectors
 from routegate.llm import OpenAIChatModel
 from routegate.testing.network import CountingTransport, closed_port
 

@@ -24,15 +24,9 @@ from routegate.apps.support.semantic import (
     support_route_decision,
 )
 from routegate.apps.support.turn import Turn
-from routegate.core import (
-    DelegationLedger,
-    GovernedStep,
-    RouteDecision,
-    RouteGateway,
-    RouteIntent,
-    RoutePolicy,
-    RouteRequest,
-)
+from routegate.core import RouteDecision, RouteGateway, RoutePolicy, RouteRequest
+from routegate.core.contracts import DelegationLedger, RouteIntent
+from routegate.core.governed import GovernedStep
 from routegate.embed import HashingEncoder
 from routegate.llm import LLMTimeoutError
 from routegate.plan import StepContext

@@ -17,7 +17,8 @@ from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.core import Budget, GovernedStep, RouteGateway, RoutePolicy, Worker
+from routegate.core import Budget, RouteGateway, RoutePolicy, Worker
+from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
 
 pytestmark = pytest.mark.integration

@@ -177,7 +177,7 @@ async def test_a_steered_text_to_sql_model_cannot_flood_the_answer_prompt(
         sql_max_bytes=sql_max_bytes,
     )
     await desk.start()
-    events = [e async for e in desk.astream("Show tickets for customer John", session_id=f"flood-{sql_max_bytes}")]
+    events = [e async for e in desk.iter("Show tickets for customer John", session_id=f"flood-{sql_max_bytes}")]
     final = events[-1]
     assert isinstance(final, TurnResult) and final.route == "POSTGRES" and final.fallback is None
     model.assert_consumed()

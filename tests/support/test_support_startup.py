@@ -10,7 +10,8 @@ import pytest
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.vector_tool import VectorTool
-from routegate.embed import MiniLMEncoder, Vectors
+from routegate.embed import MiniLMEncoder
+from routegate.embed.protocol import Vectors
 
 pytestmark = pytest.mark.integration
 

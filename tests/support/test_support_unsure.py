@@ -117,7 +117,7 @@ async def test_the_desk_asks_back_instead_of_calling_a_tool(
 ) -> None:
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic)
     await desk.start()
-    events = [e async for e in desk.astream(message, session_id="unsure")]
+    events = [e async for e in desk.iter(message, session_id="unsure")]
     final = events[-1]
     assert not any(isinstance(e, ToolUsed) for e in events)
     assert final.type == "final" and final.route == "LLM" and final.stop_reason == "success"

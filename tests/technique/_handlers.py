@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from routegate.core import Worker
-from routegate.technique import OutputKind, TechniqueItem, ToolCallRequest
+from routegate.technique import OutputKind
+from routegate.technique.types import TechniqueItem, ToolCallRequest
 
 
 @dataclass

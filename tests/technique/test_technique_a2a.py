@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from routegate.errors import ConfigurationError
-from routegate.technique import A2ARoutingRequest, OutputKind, TechniqueDispatcher, TechniqueRouter
+from routegate.technique import OutputKind, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.a2a import (
     A2ADelegator,
     A2AHandler,
@@ -19,6 +19,7 @@ from routegate.technique.a2a import (
     serve_agent,
     task_topic,
 )
+from routegate.technique.types import A2ARoutingRequest
 
 ROUTER = TechniqueRouter()
 

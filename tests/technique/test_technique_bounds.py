@@ -22,18 +22,17 @@ from routegate.core.policy import RouteRejection
 from routegate.technique import (
     A2ADelegator,
     A2AHandler,
-    A2ARoutingRequest,
     A2ATask,
     ClassifiedOutput,
     InProcessEventBus,
     OutputKind,
     TechniqueDispatcher,
     TechniqueRouter,
-    ToolCallRequest,
     serve_agent,
 )
 from routegate.technique.agent import TechniqueFinalizer
 from routegate.technique.tools import MCPServerConfig, MCPToolHandler, MCPToolPool, _ToolSchema
+from routegate.technique.types import A2ARoutingRequest, ToolCallRequest
 from routegate.testing import ScriptedRouter
 from technique._handlers import RecordingToolHandler
 

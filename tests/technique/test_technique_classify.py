@@ -8,14 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.technique import (
-    EXECUTABLE_LANGUAGES,
-    A2ARoutingRequest,
-    CodeBlock,
-    OutputKind,
-    TechniqueRouter,
-    ToolCallRequest,
-)
+from routegate.technique import OutputKind, TechniqueRouter
+from routegate.technique.classify import EXECUTABLE_LANGUAGES
+from routegate.technique.types import A2ARoutingRequest, CodeBlock, ToolCallRequest
 
 ROUTER = TechniqueRouter()
 

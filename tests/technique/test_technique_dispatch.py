@@ -11,16 +11,10 @@ from pydantic import BaseModel
 
 from routegate.core import Budget, Worker, WorkerArgs
 from routegate.errors import ConfigurationError, RunStopError
-from routegate.technique import (
-    CodeBlock,
-    DispatchResult,
-    HandlerRegistry,
-    OutputKind,
-    TechniqueDispatcher,
-    TechniqueItem,
-    TechniqueRouter,
-)
+from routegate.technique import DispatchResult, OutputKind, TechniqueDispatcher, TechniqueRouter
+from routegate.technique.dispatch import HandlerRegistry
 from routegate.technique.sandbox import CodeHandler, SandboxLimits, SandboxRunner
+from routegate.technique.types import CodeBlock, TechniqueItem
 from technique._sandbox_procs import needs_os_sandbox
 
 ROUTER = TechniqueRouter()

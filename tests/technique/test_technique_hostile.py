@@ -23,7 +23,6 @@ from routegate.core import Budget
 from routegate.technique import (
     A2ADelegator,
     A2AHandler,
-    A2ARoutingRequest,
     A2ATask,
     ClassifiedOutput,
     DispatchResult,
@@ -31,9 +30,9 @@ from routegate.technique import (
     OutputKind,
     TechniqueDispatcher,
     TechniqueRouter,
-    ToolCallRequest,
     serve_agent,
 )
+from routegate.technique.types import A2ARoutingRequest, ToolCallRequest
 from technique._handlers import RecordingToolHandler
 
 ONE_SECOND = 1.0  # the behaviour under test: a refusal is fast (generous for a loaded 2-core machine)

@@ -22,12 +22,10 @@ from routegate.technique import (
     OutputKind,
     TechniqueDispatcher,
     TechniqueFinalizer,
-    TechniqueItem,
     TechniqueRouter,
-    ToolCallRequest,
     technique_worker,
 )
-from routegate.technique.types import CodeBlock
+from routegate.technique.types import CodeBlock, TechniqueItem, ToolCallRequest
 from routegate.testing import ScriptedRouter
 from technique._handlers import RecordingToolHandler
 

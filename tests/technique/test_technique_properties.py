@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from routegate.core import Budget, Worker
-from routegate.technique import TechniqueDispatcher, TechniqueItem, TechniqueRouter
+from routegate.technique import TechniqueDispatcher, TechniqueRouter
 from routegate.technique._shapes import ShapeError, a2a_requests_from, tool_calls_from
 from routegate.technique.a2a import A2AArgs
-from routegate.technique.types import A2ARoutingRequest, CodeBlock, OutputKind, ToolCallRequest
+from routegate.technique.types import A2ARoutingRequest, CodeBlock, OutputKind, TechniqueItem, ToolCallRequest
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),

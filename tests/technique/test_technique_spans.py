@@ -15,13 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from routegate.core import Budget, FinalEvent, RoutingAgent, Worker, worker
-from routegate.technique import (
-    ClassifiedOutput,
-    OutputKind,
-    TechniqueDispatcher,
-    ToolCallRequest,
-    technique_worker,
-)
+from routegate.technique import ClassifiedOutput, OutputKind, TechniqueDispatcher, technique_worker
+from routegate.technique.types import ToolCallRequest
 from routegate.testing import ScriptedRouter
 from technique._handlers import RecordingToolHandler
 

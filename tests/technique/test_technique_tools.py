@@ -9,8 +9,9 @@ import pytest
 
 from routegate.core import Budget, WorkerArgs
 from routegate.errors import ConfigurationError
-from routegate.technique import TechniqueDispatcher, TechniqueRouter, ToolCallRequest
+from routegate.technique import TechniqueDispatcher, TechniqueRouter
 from routegate.technique.tools import MCPServerConfig, MCPToolHandler, MCPToolPool, ToolOutcome
+from routegate.technique.types import ToolCallRequest
 
 SERVER = str(Path(__file__).with_name("mcp_demo_server.py"))
 DEMO = MCPServerConfig("demo", command=sys.executable, args=(SERVER,), call_timeout=10)

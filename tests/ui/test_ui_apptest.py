@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from routegate.server.testing import FakeSupportDesk, ServerThread
-from routegate.ui import APP_PATH
+from routegate.ui.launch import APP_PATH
 
 pytestmark = pytest.mark.e2e
 

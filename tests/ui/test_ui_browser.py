@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from routegate.server.testing import ServerThread, free_port, stop_process, wait_until_serving
-from routegate.ui import streamlit_command, streamlit_env
+from routegate.ui.launch import streamlit_command, streamlit_env
 
 pytestmark = pytest.mark.e2e
 

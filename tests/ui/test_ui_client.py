@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from routegate.server._sse import encode_event
 from routegate.server.testing import FakeSupportDesk, ServerThread
-from routegate.ui import ChatClient, ChatClientError, iter_sse
+from routegate.ui import ChatClient, ChatClientError
+from routegate.ui.client import iter_sse
 
 _payloads = st.dictionaries(
     st.text(max_size=8),

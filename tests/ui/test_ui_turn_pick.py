@@ -10,7 +10,7 @@ from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 
 from routegate.server.testing import ServerThread
-from routegate.ui import APP_PATH
+from routegate.ui.launch import APP_PATH
 
 pytestmark = pytest.mark.e2e
 

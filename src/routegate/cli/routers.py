@@ -242,7 +242,8 @@ class ProgressEncoder:
 
 def finetune_config(args: argparse.Namespace) -> Any:
     """The fine-tune sweep the flags ask for; misuse is refused before anything loads or trains."""
-    from routegate.routers.finetune import FinetuneConfig, require_train_extra
+    from routegate.routers.finetune import FinetuneConfig
+    from routegate.routers.finetune._sweep import require_train_extra
 
     require_train_extra()  # the missing extra is named before the long part
     if not args.val:
@@ -281,7 +282,8 @@ def finetune_warnings(args: argparse.Namespace) -> list[str]:
 
 def run_fit(args: argparse.Namespace) -> int:
     from routegate.embed import MiniLMEncoder
-    from routegate.routers import FitConfig, MisrouteLog, SemanticRouter, load_examples
+    from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
+    from routegate.routers.data import load_examples
 
     finetune = finetune_config(args) if args.finetune else None
     defaults = FitConfig()
@@ -355,8 +357,9 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from routegate.routers import SemanticRouter, evaluate, load_examples, plot_report
-    from routegate.routers.evaluation import UnknownLabels, progress_bar
+    from routegate.routers import SemanticRouter, evaluate
+    from routegate.routers.data import load_examples
+    from routegate.routers.evaluation import UnknownLabels, plot_report, progress_bar
     from routegate.routers.persist import saved_encoder
 
     if args.plot:

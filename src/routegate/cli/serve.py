@@ -195,7 +195,7 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    from routegate.ui import streamlit_command, streamlit_env
+    from routegate.ui.launch import streamlit_command, streamlit_env
 
     require("ui")  # before Streamlit's child process would fail with a bare "No module named streamlit"
     settings = Settings()
@@ -297,7 +297,7 @@ def _bind_error(exc: OSError, host: str, port: int, flag: str) -> ConfigurationE
 def _start_ui(settings: Settings) -> subprocess.Popen[bytes]:
     import httpx
 
-    from routegate.ui import streamlit_command, streamlit_env
+    from routegate.ui.launch import streamlit_command, streamlit_env
 
     host, port = settings.ui_host, settings.ui_port
     proc = subprocess.Popen(

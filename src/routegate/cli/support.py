@@ -160,7 +160,7 @@ async def _turn(
     desk: SupportAgent, message: str, session: str, *, out: TextIO, stream: bool, trace: bool
 ) -> TurnResult | None:
     final: TurnResult | None = None
-    async for event in desk.astream(message, session_id=session):
+    async for event in desk.iter(message, session_id=session):
         if isinstance(event, RouteChosen) and trace:
             print(f"[route {event.route} by {event.layer}: {event.why}]", file=out)
         elif isinstance(event, ToolUsed) and trace:

@@ -12,61 +12,36 @@ from routegate._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from routegate.core import stop_reasons
-    from routegate.core._deadline import Deadline
     from routegate.core.agent import RoutingAgent
     from routegate.core.compose import GroundedComposer
     from routegate.core.context import RunContext
-    from routegate.core.contracts import (
-        ABSENT,
-        ArgLimits,
-        Budget,
-        DelegationLedger,
-        HistoryEntry,
-        RouteIntent,
-        RouteProposal,
-        RouteSpec,
-        RunResult,
-        TraceEntry,
-    )
+    from routegate.core.contracts import ArgLimits, Budget, RunResult, TraceEntry
     from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
-    from routegate.core.gateway import DelegationStop, RouteGateway
-    from routegate.core.governed import Delegated, GovernedStep, Stopped
+    from routegate.core.gateway import RouteGateway
     from routegate.core.outcome import Outcome
-    from routegate.core.policy import RoutePolicy, RouteRejection
+    from routegate.core.policy import RoutePolicy
     from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
     from routegate.core.provenance import From, ProvenanceLedger, Sensitive, Source, links_only_from
-    from routegate.core.workers import NormalizedText, TicketArgs, Worker, WorkerArgs, worker
+    from routegate.core.workers import TicketArgs, Worker, WorkerArgs, worker
 
 __all__ = [
-    "ABSENT",
     "ArgLimits",
     "Budget",
-    "Deadline",
     "DecisionEvent",
-    "Delegated",
     "DelegationEvent",
-    "DelegationLedger",
-    "DelegationStop",
     "FinalAnswer",
     "FinalEvent",
     "FinalizeRequest",
     "Finalizer",
     "From",
-    "GovernedStep",
     "GroundedComposer",
-    "HistoryEntry",
-    "NormalizedText",
     "ObservationEvent",
     "Outcome",
     "ProvenanceLedger",
     "RouteDecision",
     "RouteGateway",
-    "RouteIntent",
     "RoutePolicy",
-    "RouteProposal",
-    "RouteRejection",
     "RouteRequest",
-    "RouteSpec",
     "Router",
     "RoutingAgent",
     "RunContext",
@@ -74,7 +49,6 @@ __all__ = [
     "RunResult",
     "Sensitive",
     "Source",
-    "Stopped",
     "TicketArgs",
     "TraceEntry",
     "Worker",
@@ -85,35 +59,23 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ABSENT": "contracts",
     "ArgLimits": "contracts",
     "Budget": "contracts",
-    "Deadline": "_deadline",
     "DecisionEvent": "events",
-    "Delegated": "governed",
     "DelegationEvent": "events",
-    "DelegationLedger": "contracts",
-    "DelegationStop": "gateway",
     "FinalAnswer": "protocols",
     "FinalEvent": "events",
     "FinalizeRequest": "protocols",
     "Finalizer": "protocols",
     "From": "provenance",
-    "GovernedStep": "governed",
     "GroundedComposer": "compose",
-    "HistoryEntry": "contracts",
-    "NormalizedText": "workers",
     "ObservationEvent": "events",
     "Outcome": "outcome",
     "ProvenanceLedger": "provenance",
     "RouteDecision": "protocols",
     "RouteGateway": "gateway",
-    "RouteIntent": "contracts",
     "RoutePolicy": "policy",
-    "RouteProposal": "contracts",
-    "RouteRejection": "policy",
     "RouteRequest": "protocols",
-    "RouteSpec": "contracts",
     "Router": "protocols",
     "RoutingAgent": "agent",
     "RunContext": "context",
@@ -121,7 +83,6 @@ _WHERE = {
     "RunResult": "contracts",
     "Sensitive": "provenance",
     "Source": "provenance",
-    "Stopped": "governed",
     "TicketArgs": "workers",
     "TraceEntry": "contracts",
     "Worker": "workers",
@@ -131,5 +92,20 @@ _WHERE = {
     "worker": "workers",
 }
 
+# the governance kernel's plumbing: the runtimes compose it from its own modules, an application does not
+_MOVED = {
+    "ABSENT": "contracts",
+    "Deadline": "_deadline",
+    "Delegated": "governed",
+    "DelegationLedger": "contracts",
+    "DelegationStop": "gateway",
+    "RouteRejection": "policy",
+    "Stopped": "governed",
+    "GovernedStep": "governed",
+    "NormalizedText": "workers",
+    "HistoryEntry": "contracts",
+    "RouteIntent": "contracts",
+    "RouteSpec": "contracts",
+}
 
-__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__, moved=_MOVED)

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
 from routegate.core._faults import fault_message
@@ -88,7 +89,7 @@ class RoutingAgent:
     (``invalid_route:route_not_allowed:<t>``); ``execution_allow`` is the gateway's, applied again at
     execution (``route_denied:<t>``). Both default to the workers' names; anything else is denied.
 
-    Each route attempt is one :class:`~routegate.core.GovernedStep` (validate → delegate → check → trace). A
+    Each route attempt is one :class:`~routegate.core.governed.GovernedStep` (validate → delegate → check → trace). A
     worker, the router or the finalizer that declares a :class:`~routegate.core.RunContext` parameter gets the
     run's context (``deps=`` of :meth:`arun` is its ``deps``).
 
@@ -161,7 +162,8 @@ class RoutingAgent:
     def astream(
         self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None
     ) -> AsyncIterator[RunEvent]:
-        """The same as :meth:`iter` (the name the server and earlier releases use)."""
+        """Deprecated: :meth:`iter` under its old name (warns)."""
+        warn_old_method("RoutingAgent", "astream", "iter")
         return self.iter(goal, context=context, deps=deps)
 
     # -- the loop --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ router cannot set it and a model never sees it. The context holds:
 * ``run_id`` — the run's id, as in its result and its log lines;
 * ``deadline`` — when the run's ``Budget.max_seconds`` runs out, on the ``time.monotonic()`` clock
   (:meth:`remaining` is the time left);
-* ``ledger`` — the run's :class:`~routegate.core.DelegationLedger` (delegations made, signatures seen);
+* ``ledger`` — the run's :class:`~routegate.core.contracts.DelegationLedger` (delegations made, signatures seen);
 * ``emit`` — where the run's events go (``None`` when nobody listens; :meth:`send` is a no-op then);
 * ``provenance`` — the run's :class:`~routegate.core.provenance.ProvenanceLedger` (what entered the run, by
   source), kept only when a worker declares flow rules (``None`` otherwise);

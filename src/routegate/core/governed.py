@@ -6,7 +6,7 @@ output. One step is:
 
 1. **validate** the decision against the :class:`~routegate.core.RoutePolicy` (``invalid_route:*``);
 2. **delegate** the validated intent through the :class:`~routegate.core.RouteGateway`, under the run's
-   :class:`~routegate.core.DelegationLedger` (``max_delegations``, ``route_denied``, ``route_missing``,
+   :class:`~routegate.core.contracts.DelegationLedger` (``max_delegations``, ``route_denied``, ``route_missing``,
    ``loop_detected``, ``route_bad_args``, ``route_error``), handing the worker the run's
    :class:`~routegate.core.RunContext` if it asks for one;
 3. **check the observation** against the step's contract (by default: a mapping whose ``status`` is one of the
@@ -21,7 +21,7 @@ happens.
 
 It returns :class:`Delegated` or :class:`Stopped` and never raises for anything the decision, the arguments or the
 worker hold (a worker's :class:`~routegate.errors.RunStopError` is a stop too). The run's deadline is the caller's
-:class:`~routegate.core.Deadline` around the whole run, so one clock bounds every step.
+:class:`~routegate.core._deadline.Deadline` around the whole run, so one clock bounds every step.
 
 A runtime that validates and delegates at different moments (the desk validates when its router step runs and
 delegates in its tool step; the dispatcher validates every part before it runs the first) calls

@@ -9,21 +9,22 @@
 * :class:`HashingEncoder` — deterministic hashing encoder for tests and model-free wiring.
 """
 
+from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.embed.batching import BatchingEncoder, encode_async
 from routegate.embed.hashing import HashingEncoder
 from routegate.embed.memo import MemoEncoder, request_scope
 from routegate.embed.minilm import MiniLMEncoder, default_encoder
-from routegate.embed.protocol import AsyncEncoder, Encoder, Vectors
+from routegate.embed.protocol import Encoder
 
 __all__ = [
-    "AsyncEncoder",
     "BatchingEncoder",
     "Encoder",
     "HashingEncoder",
     "MemoEncoder",
     "MiniLMEncoder",
-    "Vectors",
     "default_encoder",
     "encode_async",
     "request_scope",
 ]
+
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, moved={"AsyncEncoder": "protocol", "Vectors": "protocol"})

@@ -25,7 +25,7 @@ from routegate.llm.errors import (
 )
 from routegate.llm.finalizer import LLMFinalizer
 from routegate.llm.prompts import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT
-from routegate.llm.protocol import ChatMessage, ChatModel, Role
+from routegate.llm.protocol import ChatMessage, ChatModel
 
 if TYPE_CHECKING:
     from routegate.llm.openai_chat import OpenAIChatModel
@@ -45,8 +45,7 @@ __all__ = [
     "LLMTimeoutError",
     "LLMUpstreamError",
     "OpenAIChatModel",
-    "Role",
 ]
 
 
-__getattr__, __dir__ = _lazy_exports(__name__, {"OpenAIChatModel": "openai_chat"}, __all__)
+__getattr__, __dir__ = _lazy_exports(__name__, {"OpenAIChatModel": "openai_chat"}, __all__, moved={"Role": "protocol"})

@@ -19,7 +19,8 @@
 See docs/plan.md.
 """
 
-from routegate.plan.checkpoint import Checkpoints, RunRecord
+from routegate._lazy import lazy_exports as _lazy_exports
+from routegate.plan.checkpoint import Checkpoints
 from routegate.plan.durable import interrupt, step_key
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import (
@@ -31,13 +32,10 @@ from routegate.plan.errors import (
     PlanCompileError,
     PlanRuntimeError,
 )
-from routegate.plan.events import PlanEvent, PlanFinalEvent, StepEvent
+from routegate.plan.events import PlanFinalEvent, StepEvent
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
 from routegate.plan.sentinels import (
-    FromParallel,
-    FromParallelAll,
-    Sentinel,
     from_parallel,
     from_parallel_all,
     from_prev,
@@ -47,7 +45,7 @@ from routegate.plan.sentinels import (
 from routegate.plan.step import Step
 from routegate.plan.store import Store
 from routegate.plan.targets import ChatCompleter, StepContext, StepTarget, StructuredChatModel
-from routegate.plan.when import Predicate, when
+from routegate.plan.when import when
 
 __all__ = [
     "ChatCompleter",
@@ -57,19 +55,13 @@ __all__ = [
     "DetourTrapWarning",
     "Envelope",
     "ErrorInfo",
-    "FromParallel",
-    "FromParallelAll",
     "Interrupt",
     "MaxIterationsExceeded",
     "Plan",
     "PlanCompileError",
-    "PlanEvent",
     "PlanFinalEvent",
     "PlanResult",
     "PlanRuntimeError",
-    "Predicate",
-    "RunRecord",
-    "Sentinel",
     "Step",
     "StepContext",
     "StepEvent",
@@ -85,3 +77,13 @@ __all__ = [
     "step_key",
     "when",
 ]
+
+_MOVED = {  # types a plan's author never names: the stream's union, sentinel and record classes
+    "FromParallel": "sentinels",
+    "FromParallelAll": "sentinels",
+    "PlanEvent": "events",
+    "Predicate": "when",
+    "RunRecord": "checkpoint",
+    "Sentinel": "sentinels",
+}
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, moved=_MOVED)

@@ -5,7 +5,7 @@ validators, which steps ask for the run's :class:`~routegate.core.RunContext`), 
 the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step.
 
 There is one interpreter, :meth:`Plan._steps`. ``arun`` and ``run`` call it with no listener; ``iter`` (and its
-alias ``astream``) streams its events through :func:`routegate.core._stream.stream_events`. ``run`` of a plan
+deprecated alias ``astream``) streams its events through :func:`routegate.core._stream.stream_events`. ``run`` of a plan
 whose targets are all synchronous drives the same coroutine without an event loop (it never suspends).
 
 With a tracer provider installed, a run is a ``routegate.plan`` span with a ``routegate.step`` span per step
@@ -25,6 +25,7 @@ from typing import Any
 
 from opentelemetry.trace import Span, Tracer
 
+from routegate._lazy import warn_old_method
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
@@ -258,7 +259,8 @@ class Plan:
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
     ) -> AsyncIterator[PlanEvent]:
-        """The same as :meth:`iter`."""
+        """Deprecated: :meth:`iter` under its old name (warns)."""
+        warn_old_method("Plan", "astream", "iter")
         return self.iter(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer)
 
     # -- one run -----------------------------------------------------------------------------------------------

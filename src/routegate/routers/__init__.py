@@ -14,60 +14,47 @@ from routegate._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from routegate.routers._fit import FitConfig
-    from routegate.routers._rule import Calibration
-    from routegate.routers._stepped import RoutingQuery
-    from routegate.routers.cascade import CascadeChoice, CascadeDecision, CascadeRouter, RuleStage, SemanticStage
-    from routegate.routers.data import OOS_LABEL, LabelledExample, load_examples
-    from routegate.routers.evaluation import EvalReport, evaluate, plot_report
-    from routegate.routers.misroutes import Misroute, MisrouteLog
+    from routegate.routers.cascade import CascadeDecision, CascadeRouter
+    from routegate.routers.data import LabelledExample
+    from routegate.routers.evaluation import evaluate
+    from routegate.routers.misroutes import MisrouteLog
     from routegate.routers.rules import KeywordRouter
-    from routegate.routers.semantic import Outcome as SemanticOutcome
     from routegate.routers.semantic import SemanticDecision, SemanticRouter
 
 __all__ = [
-    "OOS_LABEL",
-    "Calibration",
-    "CascadeChoice",
     "CascadeDecision",
     "CascadeRouter",
-    "EvalReport",
     "FitConfig",
     "KeywordRouter",
     "LabelledExample",
-    "Misroute",
     "MisrouteLog",
-    "RoutingQuery",
-    "RuleStage",
     "SemanticDecision",
-    "SemanticOutcome",
     "SemanticRouter",
-    "SemanticStage",
     "evaluate",
-    "load_examples",
-    "plot_report",
 ]
 
 _WHERE = {
-    "OOS_LABEL": "data",
-    "Calibration": "_rule",
-    "CascadeChoice": "cascade",
     "CascadeDecision": "cascade",
     "CascadeRouter": "cascade",
-    "EvalReport": "evaluation",
     "FitConfig": "_fit",
     "KeywordRouter": "rules",
     "LabelledExample": "data",
-    "Misroute": "misroutes",
     "MisrouteLog": "misroutes",
-    "RoutingQuery": "_stepped",
-    "RuleStage": "cascade",
     "SemanticDecision": "semantic",
-    "SemanticOutcome": "semantic:Outcome",
     "SemanticRouter": "semantic",
-    "SemanticStage": "cascade",
     "evaluate": "evaluation",
+}
+_MOVED = {  # the routers' parts and the CLI's helpers, importable from their own modules
+    "CascadeChoice": "cascade",
+    "Misroute": "misroutes",
+    "OOS_LABEL": "data",
+    "SemanticOutcome": "semantic:Outcome",
     "load_examples": "data",
     "plot_report": "evaluation",
+    "RuleStage": "cascade",
+    "SemanticStage": "cascade",
+    "RoutingQuery": "_stepped",
+    "EvalReport": "evaluation",
+    "Calibration": "_rule",
 }
-
-__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__, moved=_MOVED)

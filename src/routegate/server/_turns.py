@@ -228,7 +228,7 @@ async def run_turn(
             yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
             return
         async with services.locks.hold(session.internal):
-            stream = services.desk.astream(message, session_id=session.internal)
+            stream = services.desk.iter(message, session_id=session.internal)
             try:
                 async for event in stream:
                     if isinstance(event, RouteChosen):

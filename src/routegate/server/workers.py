@@ -33,8 +33,8 @@ class DeferredDesk:
             raise RuntimeFaultError("the support desk of this worker is not started")
         return self._desk
 
-    def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        return self.desk.astream(message, session_id=session_id)
+    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+        return self.desk.iter(message, session_id=session_id)
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
         return await self.desk.ask(message, session_id=session_id)

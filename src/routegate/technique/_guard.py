@@ -3,7 +3,7 @@
 A handler's worker returns its own result type (``CodeRun``, ``ToolOutcome``, ``A2AOutcome``...) whose
 ``stop_reason`` attribute says how the part ended. :func:`guarded` wraps the worker so that it hands back a
 :class:`Returned` envelope instead — holding that value, or a :class:`HandlerFailure` when the worker raised — and
-:func:`check_returned` is the observation check the dispatcher gives :class:`~routegate.core.GovernedStep`.
+:func:`check_returned` is the observation check the dispatcher gives :class:`~routegate.core.governed.GovernedStep`.
 
 Why an envelope: the governed step turns a mapping, a dataclass or a pydantic model into a dict before its check,
 and the part's contract is the *attribute* ``stop_reason`` of the returned object — a ``stop_reason`` *key* in a

@@ -3,11 +3,11 @@
 Each extracted part becomes a route decision proposed typed (:meth:`~routegate.core.RouteDecision.proposed`: its
 target and args are still untrusted and checked as a raw ``{"kind": "route", ...}`` decision would be) with a
 target named by its handler (``code:python``, ``mcp:github/list_issues``, ``a2a:reviewer``). Each part is one
-:class:`~routegate.core.GovernedStep`, exactly as a router's decision is in the routing agent: validated by
+:class:`~routegate.core.governed.GovernedStep`, exactly as a router's decision is in the routing agent: validated by
 :class:`~routegate.core.RoutePolicy` (allowlist + the target's pydantic argument schema), then delegated through
 :class:`~routegate.core.RouteGateway` (execution allowlist, registry, ``max_delegations``, loop detection,
 worker signature) under the dispatch's :class:`~routegate.core.RunContext` — one per dispatch, whose
-:class:`~routegate.core.Deadline` (``Budget.max_seconds``) bounds the whole dispatch. So refusals carry the core stop reasons (``invalid_route:route_not_allowed:<t>``,
+:class:`~routegate.core._deadline.Deadline` (``Budget.max_seconds``) bounds the whole dispatch. So refusals carry the core stop reasons (``invalid_route:route_not_allowed:<t>``,
 ``route_denied:<t>``, ``route_missing:<t>``, ``max_delegations``, ``loop_detected``, ``max_seconds``...), and a
 handler's own failures carry theirs (``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
 
@@ -244,7 +244,7 @@ class TechniqueDispatcher:
     arguments (default :class:`~routegate.core.ArgLimits`: depth 32, 10,000 keys and elements, 1 MB).
     ``budget.max_delegations`` bounds the parts per output, ``budget.max_seconds`` the whole dispatch.
 
-    Every part is one :class:`~routegate.core.GovernedStep` (``step``): validated against the policy before
+    Every part is one :class:`~routegate.core.governed.GovernedStep` (``step``): validated against the policy before
     any part runs, then delegated through the gateway under the dispatch's :class:`~routegate.core.RunContext`,
     which a handler's worker receives if it declares a ``RunContext`` parameter.
     """

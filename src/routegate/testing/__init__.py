@@ -10,9 +10,6 @@
 from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.testing.openai_server import ScriptedOpenAIServer
 from routegate.testing.scripted import (
-    ChatCall,
-    ChatStep,
-    RouteStep,
     ScriptedChatModel,
     ScriptedRouter,
     ScriptExhaustedError,
@@ -24,24 +21,17 @@ from routegate.testing.steps import (
     RawReply,
     RecordedRequest,
     Reply,
-    Responder,
-    ScriptItem,
     ServerStep,
 )
 
 __all__ = [
-    "ChatCall",
-    "ChatStep",
     "EmbeddingReply",
     "ErrorReply",
     "Hang",
     "RawReply",
     "RecordedRequest",
     "Reply",
-    "Responder",
-    "RouteStep",
     "ScriptExhaustedError",
-    "ScriptItem",
     "ScriptedChatModel",
     "ScriptedOpenAIServer",
     "ScriptedRouter",
@@ -55,4 +45,11 @@ _RENAMED = {  # the old name, which read like the Plan's Step
         "routegate.testing.Step is renamed ServerStep (one scripted answer of ScriptedOpenAIServer)",
     )
 }
-__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, renamed=_RENAMED)
+_MOVED = {  # the script's item types: a script is written with the steps themselves
+    "ChatCall": "scripted",
+    "ChatStep": "scripted",
+    "Responder": "steps",
+    "RouteStep": "scripted",
+    "ScriptItem": "steps",
+}
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, renamed=_RENAMED, moved=_MOVED)

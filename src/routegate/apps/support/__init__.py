@@ -22,103 +22,87 @@ from routegate._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from routegate.apps.support.contracts import (
-        ROUTES,
         AnswerToken,
-        Message,
         RouteChosen,
         SupportDesk,
         SupportEvent,
-        SupportRoute,
         ToolUsed,
         TurnError,
         TurnResult,
     )
-    from routegate.apps.support.db import DatabaseUnavailableError, EmbeddedPostgres, SupportDatabase
+    from routegate.apps.support.db import DatabaseUnavailableError
     from routegate.apps.support.desk import SupportAgent
-    from routegate.apps.support.errors import InvalidSessionIdError, ToolError, TurnFailedError
-    from routegate.apps.support.external_tool import ExternalResult, ExternalTool
+    from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
+    from routegate.apps.support.external_tool import ExternalTool
     from routegate.apps.support.factory import open_support_desk
     from routegate.apps.support.fake import FakeSupportDesk
     from routegate.apps.support.memory import MessageStore
-    from routegate.apps.support.postgres_tool import PostgresTool, SqlResult
+    from routegate.apps.support.postgres_tool import PostgresTool
     from routegate.apps.support.router import RouteChoice, SupportRouter
-    from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer, FittedSemanticLayer
-    from routegate.apps.support.sqlguard import CheckedQuery, SqlRefusedError, check_sql
-    from routegate.apps.support.vector_tool import Document, VectorTool
+    from routegate.apps.support.semantic import ExampleEmbeddingLayer
+    from routegate.apps.support.vector_tool import VectorTool
 
 __all__ = [
-    "ROUTES",
     "AnswerToken",
-    "CheckedQuery",
     "DatabaseUnavailableError",
-    "Document",
-    "EmbeddedPostgres",
-    "EmbeddingLayer",
     "ExampleEmbeddingLayer",
-    "ExternalResult",
     "ExternalTool",
     "FakeSupportDesk",
-    "FittedSemanticLayer",
     "InvalidSessionIdError",
-    "Message",
     "MessageStore",
     "PostgresTool",
     "RouteChoice",
     "RouteChosen",
-    "SqlRefusedError",
-    "SqlResult",
     "SupportAgent",
-    "SupportDatabase",
     "SupportDesk",
     "SupportEvent",
-    "SupportRoute",
     "SupportRouter",
-    "ToolError",
     "ToolUsed",
     "TurnError",
     "TurnFailedError",
     "TurnResult",
     "VectorTool",
-    "check_sql",
     "open_support_desk",
 ]
 
 _MODULES: dict[str, str] = {
-    "ROUTES": "contracts",
     "AnswerToken": "contracts",
-    "Message": "contracts",
     "RouteChosen": "contracts",
     "SupportDesk": "contracts",
     "SupportEvent": "contracts",
-    "SupportRoute": "contracts",
     "ToolUsed": "contracts",
     "TurnError": "contracts",
     "TurnResult": "contracts",
     "DatabaseUnavailableError": "db",
-    "EmbeddedPostgres": "db",
-    "SupportDatabase": "db",
     "SupportAgent": "desk",
-    "ToolError": "errors",
     "InvalidSessionIdError": "errors",
     "TurnFailedError": "errors",
     "FakeSupportDesk": "fake",
-    "ExternalResult": "external_tool",
     "ExternalTool": "external_tool",
     "open_support_desk": "factory",
     "MessageStore": "memory",
     "PostgresTool": "postgres_tool",
-    "SqlResult": "postgres_tool",
     "RouteChoice": "router",
     "SupportRouter": "router",
-    "EmbeddingLayer": "semantic",
     "ExampleEmbeddingLayer": "semantic",
-    "FittedSemanticLayer": "semantic",
-    "CheckedQuery": "sqlguard",
-    "SqlRefusedError": "sqlguard",
-    "check_sql": "sqlguard",
-    "Document": "vector_tool",
     "VectorTool": "vector_tool",
 }
 
+_MOVED = {  # the desk's own parts: its database, SQL guard, tool results and route table
+    "CheckedQuery": "sqlguard",
+    "Document": "vector_tool",
+    "EmbeddedPostgres": "db",
+    "EmbeddingLayer": "semantic",
+    "ExternalResult": "external_tool",
+    "FittedSemanticLayer": "semantic",
+    "Message": "contracts",
+    "ROUTES": "contracts",
+    "SqlRefusedError": "sqlguard",
+    "SqlResult": "postgres_tool",
+    "SupportDatabase": "db",
+    "SupportRoute": "contracts",
+    "ToolError": "errors",
+    "check_sql": "sqlguard",
+}
 
-__getattr__, __dir__ = _lazy_exports(__name__, _MODULES, __all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _MODULES, __all__, moved=_MOVED)

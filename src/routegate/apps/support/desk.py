@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, Literal
 
 from routegate._extras import needs
+from routegate._lazy import warn_old_method
 from routegate.core._faults import fault_message
 
 with needs("desk"):
@@ -55,8 +56,10 @@ from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, Deadline, GovernedStep, RouteGateway, RoutePolicy, RunContext, stop_reasons
+from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, stop_reasons
+from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
+from routegate.core.governed import GovernedStep
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
@@ -76,7 +79,7 @@ class SupportAgent:
     """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation. Call :meth:`start` first.
 
     Every entry point that takes a user message checks it with :func:`routegate.core.messages.check_message`
-    (``max_message_chars``: ``ROUTEGATE_MAX_MESSAGE_CHARS``): :meth:`astream` answers a refused message with an
+    (``max_message_chars``: ``ROUTEGATE_MAX_MESSAGE_CHARS``): :meth:`iter` answers a refused message with an
     ``error`` event whose code is the problem (``empty_message``, ``message_too_long``, ``invalid_text``),
     :meth:`ask` and :meth:`route` raise :class:`~routegate.core.messages.InvalidMessageError`.
     """
@@ -171,7 +174,8 @@ class SupportAgent:
         return stream_events(lambda emit: self._turn(message, session_id, emit), _is_last)
 
     def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        """The same as :meth:`iter` (the name the server uses)."""
+        """Deprecated: :meth:`iter` under its old name (warns)."""
+        warn_old_method("SupportAgent", "astream", "iter")
         return self.iter(message, session_id=session_id)
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
@@ -225,7 +229,7 @@ class SupportAgent:
         return turn
 
     async def run_turn(self, turn: Turn) -> TurnResult:
-        """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`astream`)."""
+        """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`iter`)."""
         tr = turn.run.tracer if turn.run is not None else None
         if tr is None:
             return await self._bounded(turn)

@@ -27,6 +27,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from routegate._lazy import warn_old_method
 from routegate.apps.support.contracts import (
     AnswerToken,
     Message,
@@ -87,6 +88,8 @@ class FakeSupportDesk:
         return self._turn(message, session_id)
 
     def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+        """Deprecated: :meth:`iter` under its old name (warns), as on the real desk."""
+        warn_old_method("FakeSupportDesk", "astream", "iter")
         return self.iter(message, session_id=session_id)
 
     async def _turn(self, message: str, session_id: str) -> AsyncIterator[SupportEvent]:

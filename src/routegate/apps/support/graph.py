@@ -9,11 +9,11 @@ The plan's input is the turn (:class:`~.turn.Turn`); every step reads it as ``ct
 the core's, composed here, not re-implemented:
 
 * ``router`` (:class:`RouterStep`) — the router's choice becomes a route decision that the core
-  :class:`~routegate.core.GovernedStep` validates (policy allowlist, argument schema); a refusal ends the turn with
+  :class:`~routegate.core.governed.GovernedStep` validates (policy allowlist, argument schema); a refusal ends the turn with
   the core's ``invalid_route:*`` stop reason. The step's output, a :class:`~.router.RouteChoice`, routes the plan by
   its ``Literal`` field ``route``; ``after_branches="LLM"`` makes the branches exclusive, rejoining at Respond.
 * ``POSTGRES`` / ``VECTOR`` / ``EXTERNAL`` (:class:`ToolStep`) — delegate the validated route through the same
-  governed step (the core gateway under the turn's run context and :class:`~routegate.core.DelegationLedger`:
+  governed step (the core gateway under the turn's run context and :class:`~routegate.core.contracts.DelegationLedger`:
   execution allowlist, ``max_delegations``, loop guard, argument check, the "done" observation contract). A refusal, a worker that raises or an observation
   out of contract ends the turn with the gateway's stop reason; a tool error or an empty result is an ordinary
   observation with a ``fallback``, and the plan goes on to Respond (no retry, no second tool).
@@ -34,8 +34,9 @@ from routegate.apps.support.contracts import ToolUsed
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
-from routegate.core import GovernedStep, RunContext, Stopped, stop_reasons
+from routegate.core import RunContext, stop_reasons
 from routegate.core._faults import fault_message
+from routegate.core.governed import GovernedStep, Stopped
 from routegate.errors import RunStopError, RuntimeFaultError
 from routegate.plan import Plan, Step, StepContext
 

@@ -32,7 +32,9 @@ from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
-from routegate.core import Budget, NormalizedText, RouteDecision, RoutePolicy, RouteRequest, RouteSpec, WorkerArgs
+from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, WorkerArgs
+from routegate.core.contracts import RouteSpec
+from routegate.core.workers import NormalizedText
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
 from routegate.routers.cascade import CascadeChoice, CascadeRouter

