@@ -126,6 +126,7 @@ class SupportAgent:
     async def start(self) -> None:
         """Create the schema and seed data if needed, embed the articles and the route examples (once)."""
         await self.db.ensure_schema(embedding_dim=self.encoder.dim)
+        await self.postgres.prime()  # the SQL guard's column lists, read once before any turn
         await self.vector.index()
         if self.semantic is None:
             self.semantic = await asyncio.to_thread(ExampleEmbeddingLayer, self.encoder)

@@ -152,6 +152,10 @@ class PostgresTool:
             self._columns = found_columns
         return self._columns
 
+    async def prime(self) -> None:
+        """Read the readable tables' columns now (once), so the first turns do not each look them up."""
+        await self._readable_columns()
+
     async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
         """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
         columns = await self._readable_columns()
