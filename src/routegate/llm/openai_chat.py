@@ -49,7 +49,7 @@ from openai.types.chat import (
     ChatCompletionSystemMessageParam,
     ChatCompletionUserMessageParam,
 )
-from opentelemetry.trace import INVALID_SPAN, SpanKind
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
@@ -288,10 +288,7 @@ class OpenAIChatModel:
                             model=self.model, messages=params, temperature=temperature
                         )
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-                stop = self._stop(exc)
-                self.breaker.failed(stop)
-                record_llm_error(llm_span, stop)
-                raise stop from exc
+                raise self._failed(exc, llm_span) from exc
             self.breaker.succeeded()
             record_completion(llm_span, completion)
             text = _content(completion)
@@ -317,10 +314,7 @@ class OpenAIChatModel:
                         model=self.model, messages=params, temperature=temperature, stream=True
                     )
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-                stop = self._stop(exc)
-                self.breaker.failed(stop)
-                record_llm_error(llm_span, stop)
-                raise stop from exc
+                raise self._failed(exc, llm_span) from exc
             self.breaker.succeeded()
             try:
                 async with chunks:
@@ -332,10 +326,7 @@ class OpenAIChatModel:
                             if delta:
                                 yield delta
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-                stop = self._stop(exc)
-                self.breaker.failed(stop)
-                record_llm_error(llm_span, stop)
-                raise stop from exc
+                raise self._failed(exc, llm_span) from exc
             if finish and llm_span.is_recording():
                 llm_span.set_attribute(GenAI.FINISH_REASONS, finish)
         finally:
@@ -369,6 +360,13 @@ class OpenAIChatModel:
         await self.aclose()
 
     # -- error mapping ---------------------------------------------------------------------------------------
+    def _failed(self, exc: BaseException, llm_span: Span) -> LLMError:
+        """The stop signal for ``exc``, counted by the breaker and recorded on the call's span."""
+        stop = self._stop(exc)
+        self.breaker.failed(stop)
+        record_llm_error(llm_span, stop)
+        return stop
+
     def _stop(self, exc: BaseException) -> LLMError:
         """The stop signal for one SDK / transport failure."""
         where = f"model {self.model!r} at {self.base_url}"

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from typing import Any
 
 from routegate._extras import needs
-from routegate.plan.checkpoint import Lease, RunRecord, dumps, read_row
+from routegate.plan.checkpoint import Lease, SqlRunTable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS routegate_plan_runs (
@@ -46,11 +45,20 @@ class _SessionLease:
             self._store = None
 
 
-class PostgresCheckpoints:
+class PostgresCheckpoints(SqlRunTable):
     """Checkpoints in table ``routegate_plan_runs``; one autocommit connection per store (serialised by a lock).
 
     A lease is a session advisory lock on that connection: PostgreSQL drops it when the process (or the
     connection) dies, so a crashed run never blocks its resume."""
+
+    _LOAD_SQL = "SELECT status, stop_reason, updated, state FROM routegate_plan_runs WHERE key = %s"
+    _SAVE_SQL = (
+        "INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
+        "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET status = EXCLUDED.status, "
+        "stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, state = EXCLUDED.state"
+    )
+    _RUNS_SQL = "SELECT key, status, stop_reason, updated, state FROM routegate_plan_runs ORDER BY key"
+    _DELETE_SQL = "DELETE FROM routegate_plan_runs WHERE key = %s"
 
     def __init__(self, url: str) -> None:
         with needs("desk"):
@@ -59,39 +67,9 @@ class PostgresCheckpoints:
         self._psycopg = psycopg
         self.url = url
         self._mutex = threading.Lock()
-        self._conn = psycopg.connect(url, autocommit=True)
+        self._conn: psycopg.Connection[tuple[Any, ...]] = psycopg.connect(url, autocommit=True)
         self._conn.execute(_SCHEMA)
         self._held: set[str] = set()
-
-    def load(self, key: str) -> RunRecord | None:
-        with self._mutex:
-            row = self._conn.execute(
-                "SELECT status, stop_reason, updated, state FROM routegate_plan_runs WHERE key = %s", (key,)
-            ).fetchone()
-        if row is None:
-            return None
-        return read_row(key, *row)
-
-    def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
-        doc = dumps(state)
-        with self._mutex:
-            self._conn.execute(
-                "INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
-                "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET status = EXCLUDED.status, "
-                "stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, state = EXCLUDED.state",
-                (key, status, stop_reason, time.time(), doc),
-            )
-
-    def runs(self) -> list[RunRecord]:
-        with self._mutex:
-            rows = self._conn.execute(
-                "SELECT key, status, stop_reason, updated, state FROM routegate_plan_runs ORDER BY key"
-            ).fetchall()
-        return [read_row(*row) for row in rows]
-
-    def delete(self, key: str) -> None:
-        with self._mutex:
-            self._conn.execute("DELETE FROM routegate_plan_runs WHERE key = %s", (key,))
 
     def acquire(self, key: str) -> Lease | None:
         with self._mutex:

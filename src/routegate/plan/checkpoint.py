@@ -116,6 +116,18 @@ def dumps(state: dict[str, Any]) -> str:
     return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
 
 
+class _SqlCursor(Protocol):
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> Any: ...
+
+
+class _SqlConnection(Protocol):
+    """What :class:`SqlRunTable` needs of a DB-API connection (sqlite3's and psycopg's both fit)."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> _SqlCursor: ...
+
+
 class _KeyLease:
     __slots__ = ("_held", "_key")
 
@@ -184,23 +196,20 @@ CREATE TABLE IF NOT EXISTS plan_runs (
 """
 
 
-class SqliteCheckpoints:
-    """Checkpoints in a SQLite file; one connection per store, serialised by a lock (WAL journal)."""
+class SqlRunTable:
+    """The row logic the SQL backends share: load, save, list and delete a run's row under one mutex. A backend
+    sets the four statements in its own dialect (table name, placeholders) and ``_conn`` / ``_mutex``."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._locks = Path(path + ".locks")
-        self._mutex = threading.Lock()
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SQLITE_SCHEMA)
+    _LOAD_SQL: str  # (key) -> status, stop_reason, updated, state
+    _SAVE_SQL: str  # (key, status, stop_reason, updated, state): insert, or update the row of that key
+    _RUNS_SQL: str  # () -> key, status, stop_reason, updated, state, ordered by key
+    _DELETE_SQL: str  # (key)
+    _conn: _SqlConnection
+    _mutex: threading.Lock
 
     def load(self, key: str) -> RunRecord | None:
         with self._mutex:
-            row = self._conn.execute(
-                "SELECT status, stop_reason, updated, state FROM plan_runs WHERE key = ?", (key,)
-            ).fetchone()
+            row = self._conn.execute(self._LOAD_SQL, (key,)).fetchone()
         if row is None:
             return None
         return read_row(key, *row)
@@ -208,23 +217,40 @@ class SqliteCheckpoints:
     def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
         doc = dumps(state)
         with self._mutex:
-            self._conn.execute(
-                "INSERT INTO plan_runs (key, status, stop_reason, updated, state) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET status = excluded.status, stop_reason = excluded.stop_reason, "
-                "updated = excluded.updated, state = excluded.state",
-                (key, status, stop_reason, time.time(), doc),
-            )
+            self._conn.execute(self._SAVE_SQL, (key, status, stop_reason, time.time(), doc))
 
     def runs(self) -> list[RunRecord]:
         with self._mutex:
-            rows = self._conn.execute(
-                "SELECT key, status, stop_reason, updated, state FROM plan_runs ORDER BY key"
-            ).fetchall()
+            rows = self._conn.execute(self._RUNS_SQL).fetchall()
         return [read_row(*row) for row in rows]
 
     def delete(self, key: str) -> None:
         with self._mutex:
-            self._conn.execute("DELETE FROM plan_runs WHERE key = ?", (key,))
+            self._conn.execute(self._DELETE_SQL, (key,))
+
+
+class SqliteCheckpoints(SqlRunTable):
+    """Checkpoints in a SQLite file; one connection per store, serialised by a lock (WAL journal)."""
+
+    _LOAD_SQL = "SELECT status, stop_reason, updated, state FROM plan_runs WHERE key = ?"
+    _SAVE_SQL = (
+        "INSERT INTO plan_runs (key, status, stop_reason, updated, state) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET status = excluded.status, stop_reason = excluded.stop_reason, "
+        "updated = excluded.updated, state = excluded.state"
+    )
+    _RUNS_SQL = "SELECT key, status, stop_reason, updated, state FROM plan_runs ORDER BY key"
+    _DELETE_SQL = "DELETE FROM plan_runs WHERE key = ?"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._locks = Path(path + ".locks")
+        self._mutex = threading.Lock()
+        self._conn: sqlite3.Connection = sqlite3.connect(
+            path, check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(_SQLITE_SCHEMA)
 
     def acquire(self, key: str) -> Lease | None:
         """Lock ``<db>.locks/<first 32 hex digits of sha256(key)>``. Neither the directory nor the file is

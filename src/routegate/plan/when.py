@@ -21,6 +21,7 @@ non-callable given to ``when.payload``, ``&`` or ``|``) raises :class:`~routegat
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -177,31 +178,11 @@ class FieldRef:
     def greater_than(self, threshold: Any) -> Predicate:
         """``value > threshold``; None, or a value that does not compare (``"high" > 0.5``), is False — unless
         ``strict=True``, where a value that does not compare raises."""
-        strict = self.strict
-
-        def test(value: Any) -> bool:
-            try:
-                return value is not None and bool(value > threshold)
-            except TypeError:
-                if strict:
-                    raise
-                return False
-
-        return self._predicate(test, f"greater_than({threshold!r})")
+        return self._predicate(_compared(operator.gt, threshold, self.strict), f"greater_than({threshold!r})")
 
     def less_than(self, threshold: Any) -> Predicate:
         """``value < threshold``, with the same rules as :meth:`greater_than`."""
-        strict = self.strict
-
-        def test(value: Any) -> bool:
-            try:
-                return value is not None and bool(value < threshold)
-            except TypeError:
-                if strict:
-                    raise
-                return False
-
-        return self._predicate(test, f"less_than({threshold!r})")
+        return self._predicate(_compared(operator.lt, threshold, self.strict), f"less_than({threshold!r})")
 
     # -- text --------------------------------------------------------------------------------------------------
     def matches(self, pattern: str) -> Predicate:
@@ -210,6 +191,21 @@ class FieldRef:
         return self._predicate(
             lambda value: isinstance(value, str) and compiled.search(value) is not None, f"matches({pattern!r})"
         )
+
+
+def _compared(compare: Callable[[Any, Any], Any], threshold: Any, strict: bool) -> Callable[[Any], bool]:
+    """The test of :meth:`FieldRef.greater_than` / :meth:`FieldRef.less_than`: ``compare(value, threshold)``; None is
+    False, and so is a value that does not compare unless ``strict``, where its ``TypeError`` propagates."""
+
+    def test(value: Any) -> bool:
+        try:
+            return value is not None and bool(compare(value, threshold))
+        except TypeError:
+            if strict:
+                raise
+            return False
+
+    return test
 
 
 def _haystack(values: Iterable[Any]) -> frozenset[Any] | tuple[Any, ...]:

@@ -16,10 +16,13 @@ import stat
 import sys
 import sysconfig
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+ContentT = TypeVar("ContentT")
 
 SETPRIV_CANDIDATES = ("/usr/bin/setpriv", "/bin/setpriv")
 
@@ -81,16 +84,23 @@ def shared_python() -> str | None:
     return None
 
 
-def processes_of(uid: int) -> list[tuple[int, int]]:
-    """Live (non-zombie) processes whose real or effective uid is ``uid``, with their thread counts."""
-    found = []
+def _proc_files(name: str, read: Callable[[Path], ContentT]) -> Iterator[tuple[str, ContentT]]:
+    """``(pid, read(/proc/<pid>/<name>))`` for every process the host's ``/proc`` lists; one whose file cannot
+    be read (it ended meanwhile, or is not ours to read) is passed over."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            status = Path(entry.path, "status").read_text()
+            content = read(Path(entry.path, name))
         except OSError:
             continue
+        yield entry.name, content
+
+
+def processes_of(uid: int) -> list[tuple[int, int]]:
+    """Live (non-zombie) processes whose real or effective uid is ``uid``, with their thread counts."""
+    found = []
+    for pid, status in _proc_files("status", Path.read_text):
         uids = state = threads = ""
         for line in status.splitlines():
             if line.startswith("Uid:"):
@@ -102,7 +112,7 @@ def processes_of(uid: int) -> list[tuple[int, int]]:
         fields = uids.split()
         if len(fields) >= 3 and str(uid) in fields[1:3] and " Z " not in state + " ":
             count = threads.split()[1] if len(threads.split()) > 1 else "1"
-            found.append((int(entry.name), int(count) if count.isdigit() else 1))
+            found.append((int(pid), int(count) if count.isdigit() else 1))
     return found
 
 
@@ -114,17 +124,11 @@ def tree_cpu_seconds(root: int) -> float:
     """
     children: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": the command may hold spaces
+    for name, record in _proc_files("stat", Path.read_bytes):
+        fields = record[record.rfind(b")") + 2 :].split()  # after "pid (comm) ": the command may hold spaces
         if len(fields) < 15:
             continue
-        pid = int(entry.name)
+        pid = int(name)
         children.setdefault(int(fields[1]), []).append(pid)
         ticks[pid] = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
     total, pending, seen = 0, [root], set()
