@@ -149,7 +149,11 @@ CORPUS = [
     Hostile(
         "walk_root",
         "walk the whole visible file system for the secret",
-        "for d, _, files in os.walk('/'):\n    if d.startswith('/proc'):\n        continue\n"
+        # the interpreter's own install (mounted read-only at a fixed path: a pyenv one holds ~50,000 files of
+        # site-packages) is the host's public install, not where a secret could be: reading it all would only spend
+        # the block's CPU budget
+        "for d, _, files in os.walk('/'):\n    if d.startswith(('/proc', '/usr/local/routegate-python')):\n"
+        "        continue\n"
         "    for f in files:\n        try:\n            data = open(os.path.join(d, f), 'rb').read(1 << 20)\n"
         "        except OSError:\n            continue\n        if b'$SECRET_HEAD' in data:\n"
         "            print('found', data)",
