@@ -24,29 +24,9 @@ import pytest
 
 from routegate.cli import build_parser
 from routegate.server.testing import free_port, parse_sse, wait_until_serving
+from server.rawhttp import descendants
 
 pytest.importorskip("ray", reason="needs the routegate[ray] extra")
-
-
-def _descendants(root: int) -> set[int]:
-    """Every live process below ``root`` (from /proc), the way ``ps`` sees them."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -134,7 +114,7 @@ def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
                 raise AssertionError("serve --ray exited early:\n" + "".join(lines))
             lines.append(line)
             assert time.monotonic() < deadline, "serve --ray did not get ready in 240 s:\n" + "".join(lines)
-        started = _descendants(proc.pid)
+        started = descendants(proc.pid)
         assert len(started) >= 3, started  # Ray's daemons and workers run below the command
         replicas: set[str] = set()
         with httpx.Client(base_url=url, timeout=60) as c:
@@ -234,7 +214,7 @@ def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: P
 
     def replicas() -> set[int]:
         found = set()
-        for pid in _descendants(proc.pid):
+        for pid in descendants(proc.pid):
             try:
                 if b"ServeReplica:routegate" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     found.add(pid)
@@ -246,7 +226,7 @@ def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: P
         wait_until_serving(f"{url}/healthz", proc, timeout=240)
         before = replicas()
         assert len(before) == 2, before
-        started = _descendants(proc.pid)
+        started = descendants(proc.pid)
         endings: dict[str, tuple[str, str | None]] = {}
         load_done = asyncio.Event()
         under_load, after_kill = asyncio.Event(), asyncio.Event()
@@ -295,7 +275,7 @@ def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: P
             ).status_code
             == 200
         )
-        started |= _descendants(proc.pid)
+        started |= descendants(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=120) == 130
         assert not [pid for pid in started if _alive(pid)]
