@@ -5,7 +5,9 @@ holds in PostgreSQL's lock table stay within their bound, and the turns beyond i
 
 from __future__ import annotations
 
-import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -34,8 +36,7 @@ JSON = {"Accept": "application/json"}
 TICKET = "What is the status of ticket 1?"
 FLOOD_WORKERS = 500  # turns of key A in flight at once
 FLOOD_CAP = 4000  # and at most this many in all
-LATENCY_BOUND_SECONDS = 5.0  # generous: docs/server.md states the bound measured on two cores (well under 1 s)
-FIRST_WAVE_BOUND_SECONDS = 30.0  # B's first turn, queued in the pool behind A's first wave (measured 0.7-14 s)
+LATENCY_BOUND_SECONDS = 3.0  # generous: measured 0.3-0.5 s for the first of B's turns, 40-100 ms after (docs/server.md)
 
 
 @pytest.fixture
@@ -69,12 +70,46 @@ def serve(
         server.stop()
 
 
+_FLOOD_CLIENT = """
+import asyncio, json, sys, threading
+import httpx
+
+url, key, workers, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+seen = []
+
+async def main():
+    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    headers = {"Authorization": "Bearer " + key, "Accept": "application/json"}
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits, headers=headers) as a:
+        async def worker():
+            while not stop.is_set() and len(seen) < cap:
+                r = await a.post("/chat", json={"message": "What is the status of ticket 1?"})
+                body = r.json()
+                answer = body.get("answer", "") if r.status_code == 200 else ""
+                code = body["error"]["code"] if r.status_code != 200 else ""
+                seen.append([r.status_code, code, r.headers.get("retry-after"), answer[:200]])
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+error = None
+try:
+    asyncio.run(main())
+except Exception as exc:
+    error = repr(exc)
+json.dump({"seen": seen, "error": error}, sys.stdout)
+"""
+
+
 def test_one_keys_flood_leaves_another_keys_turns_right_fast_and_the_health_check_ok(
     serve: Callable[..., tuple[ServerThread, str]],
 ) -> None:
-    # the default tenant limits. The flood's client shares this process (and its GIL) with the server and lags
-    # seconds behind it: generous connection timeouts keep the server from closing a kept-alive connection the
-    # lagging client is about to reuse (a ReadError that would say nothing about fairness)
+    """Key A floods from a process of its own (as a client elsewhere would: not sharing this process's GIL with
+    the server) with 500 connections; key B's turns, once A runs its most turns, are right and fast — even the
+    first, whose database work takes the pool's connections in turn with A's (a fair queue in front of the pool)."""
+    # the default tenant limits. The flood client runs 500 connections on one core and can lag a second behind the
+    # server: generous connection timeouts keep the server from closing a kept-alive connection the client is about
+    # to reuse (a ReadError that would say nothing about fairness)
     server, _ = serve(
         server_api_keys=f"{KEY_A},{KEY_B}",
         server_keepalive_timeout_seconds=120,
@@ -82,27 +117,10 @@ def test_one_keys_flood_leaves_another_keys_turns_right_fast_and_the_health_chec
     )
     limiter = server.app.state.services.limiter
     flooder = f"key:{owner_of(KEY_A)}"
-    stop = threading.Event()
     b_latencies: list[float] = []
     b_answers: list[tuple[int, str]] = []
     health: list[int] = []
-
-    def key_b() -> None:
-        """Once A runs its most turns, B asks five times, one after the other, timing each turn."""
-        deadline = time.monotonic() + 60
-        with httpx.Client(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {KEY_B}"}) as b:
-            # B's connection is open before the flood (a client keeps its connections): what is timed is the
-            # turn, not the accept queue behind A's 500 new connections (connection floods are bounded elsewhere)
-            assert b.get("/healthz").status_code == 200
-            while limiter.running(flooder) < server.app.state.services.settings.tenant_max_concurrent_turns:
-                assert time.monotonic() < deadline, "the flood never reached A's limit"
-                time.sleep(0.01)
-            for _ in range(5):
-                started = time.perf_counter()
-                response = b.post("/chat", json={"message": TICKET}, headers=JSON)
-                b_latencies.append(time.perf_counter() - started)
-                b_answers.append((response.status_code, response.text))
-        stop.set()
+    stop = threading.Event()
 
     def health_check() -> None:
         with httpx.Client(base_url=server.url, timeout=60) as c:
@@ -110,54 +128,50 @@ def test_one_keys_flood_leaves_another_keys_turns_right_fast_and_the_health_chec
                 health.append(c.get("/healthz").status_code)
                 time.sleep(0.05)
 
-    async def flood() -> list[tuple[int, str, str | None]]:
-        seen: list[tuple[int, str, str | None]] = []
-        limits = httpx.Limits(max_connections=FLOOD_WORKERS, max_keepalive_connections=FLOOD_WORKERS)
-        headers = {"Authorization": f"Bearer {KEY_A}", **JSON}
-        async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits, headers=headers) as a:
-
-            async def worker() -> None:
-                while not stop.is_set() and len(seen) < FLOOD_CAP:
-                    response = await a.post("/chat", json={"message": TICKET})
-                    code = response.json()["error"]["code"] if response.status_code != 200 else ""
-                    seen.append((response.status_code, code, response.headers.get("retry-after")))
-                    if response.status_code == 200:  # A's own admitted turns may queue past the pool's timeout in
-                        # its flood (the in-process client starves the server's loop): then the desk says it could
-                        # not look it up — never a wrong answer
-                        answer = response.json()["answer"]
-                        assert "Login not working" in answer or "couldn't look that up" in answer, answer
-
-            await asyncio.gather(*(worker() for _ in range(FLOOD_WORKERS)))
-        return seen
-
-    threads = [threading.Thread(target=key_b), threading.Thread(target=health_check)]
-    for t in threads:
-        t.start()
+    flood = subprocess.Popen(
+        [sys.executable, "-c", _FLOOD_CLIENT, server.url, KEY_A, str(FLOOD_WORKERS), str(FLOOD_CAP)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    checker = threading.Thread(target=health_check)
     try:
-        seen = asyncio.run(flood())
+        with httpx.Client(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {KEY_B}"}) as b:
+            # B's connection is open before the flood (a client keeps its connections): what is timed is the
+            # turn, not the accept queue behind A's 500 new connections (connection floods are bounded elsewhere)
+            assert b.get("/healthz").status_code == 200
+            checker.start()
+            deadline = time.monotonic() + 60
+            while limiter.running(flooder) < server.app.state.services.settings.tenant_max_concurrent_turns:
+                assert flood.poll() is None, "the flood client ended early"
+                assert time.monotonic() < deadline, "the flood never reached A's limit"
+                time.sleep(0.01)
+            for _ in range(5):
+                started = time.perf_counter()
+                response = b.post("/chat", json={"message": TICKET}, headers=JSON)
+                b_latencies.append(time.perf_counter() - started)
+                b_answers.append((response.status_code, response.text))
     finally:
         stop.set()
-        for t in threads:
-            t.join(timeout=120)
+        out, _ = flood.communicate(timeout=120)  # closing its stdin stops the flood
+        checker.join(timeout=60)
+    report = json.loads(out)
+    assert report["error"] is None, f"the flood client failed: {report['error']}"
+    seen: list[tuple[int, str, str | None, str]] = [tuple(x) for x in report["seen"]]
 
     assert len(b_answers) == 5, "B's turns did not all run during the flood"
-    for index, (status, text) in enumerate(b_answers):
+    for status, text in b_answers:
         assert status == 200, text
-        if index == 0 and "couldn't look that up" in text:
-            # B's first turn can meet A's first wave of admitted turns in the shared pool's queue and time out
-            # there: it then says so (never a wrong answer). A queue fair between tenants would close this (docs)
-            continue
         assert "Login not working" in text, text  # the right answer: ticket 1's issue
-    # the first of B's turns meets the first wave of A's admitted turns in the database pool's queue (the pool is
-    # shared, first come first served: docs/server.md states this bound); B's later turns stay under the tight one
-    assert b_latencies[0] < FIRST_WAVE_BOUND_SECONDS, b_latencies
-    assert max(b_latencies[1:]) < LATENCY_BOUND_SECONDS, b_latencies
+    assert max(b_latencies) < LATENCY_BOUND_SECONDS, b_latencies
     print(f"key B during the flood: {[round(s * 1000) for s in b_latencies]} ms; key A: {len(seen)} requests")
-    refused = [(code, retry) for status, code, retry in seen if status == 429]
+    refused = [(code, retry) for status, code, retry, _ in seen if status == 429]
     assert refused, "the flood was never refused"
     assert {code for code, _ in refused} <= {"too_many_concurrent_turns", "rate_limited"}
     assert all(retry is not None and int(retry) >= 1 for _, retry in refused)
-    assert {status for status, _, _ in seen} <= {200, 429}, {s for s, _, _ in seen}
+    assert {status for status, _, _, _ in seen} <= {200, 429}, {s for s, _, _, _ in seen}
+    # A's own admitted turns are answered too, and right (its flood slows them; it does not fail them)
+    assert all("Login not working" in answer for status, _, _, answer in seen if status == 200)
     assert health and set(health) == {200}
     assert not server.app.state.services.database.down
 

@@ -41,12 +41,14 @@ class _Tenant:
 
 
 class Lease:
-    """A turn's place among its tenant's running turns; :meth:`release` gives it back (once, whoever calls)."""
+    """A turn's place among its tenant's running turns; :meth:`release` gives it back (once, whoever calls).
+    ``tenant`` names whose turn it is (the desk's database queues fairly between tenants)."""
 
-    __slots__ = ("_state", "released")
+    __slots__ = ("_state", "released", "tenant")
 
-    def __init__(self, state: _Tenant | None) -> None:
+    def __init__(self, state: _Tenant | None, tenant: str = "") -> None:
         self._state = state
+        self.tenant = tenant
         self.released = False
 
     def release(self) -> None:
@@ -100,7 +102,7 @@ class TenantLimiter:
         """A lease for one turn of ``tenant``, or why not (nothing is taken then). ``who`` names the tenant in
         the refusal's message."""
         if not self.enabled:
-            return Lease(None)
+            return Lease(None, tenant)
         now = self._clock()
         state = self._tenants.get(tenant)
         if state is None:
@@ -126,7 +128,7 @@ class TenantLimiter:
         if self.rate:
             state.tokens -= 1.0
         state.running += 1
-        return Lease(state)
+        return Lease(state, tenant)
 
     def _refill(self, state: _Tenant, now: float) -> None:
         if self.rate:

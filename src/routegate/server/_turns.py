@@ -23,6 +23,7 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
+from routegate.apps.support.tenancy import ANONYMOUS, acting_for
 from routegate.core import messages
 from routegate.server._auth import KeyRing, SessionRef, Tenant
 from routegate.server._errors import ApiError
@@ -228,7 +229,10 @@ async def run_turn(
             yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
             return
         async with services.locks.hold(session.internal):
-            stream = services.desk.iter(message, session_id=session.internal)
+            # the desk starts its turn acting for this tenant (its database connections are shared fairly
+            # between tenants); set around the call only, never across this generator's yields
+            with acting_for(lease.tenant if lease is not None else ANONYMOUS):
+                stream = services.desk.iter(message, session_id=session.internal)
             try:
                 async for event in stream:
                     if isinstance(event, RouteChosen):

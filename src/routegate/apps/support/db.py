@@ -10,7 +10,9 @@
   at the price of the last transactions before a database crash (measured in docs/benchmarks/server.md).
   Outside the pool it has two connections of its own, so that load on the pool never reaches them: the session
   locks' (:class:`~routegate.apps.support.advisory.AdvisoryLocks`, at most ``max_advisory_locks`` held at once) and
-  the health check's (:meth:`SupportDatabase.ping`: a saturated pool is not a dead database).
+  the health check's (:meth:`SupportDatabase.ping`: a saturated pool is not a dead database). In front of the
+  pool, :class:`~routegate.apps.support.fair_share.FairShare` hands connections out round robin between tenants
+  (the server's API keys), so one tenant's flood queues behind itself.
 * :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (about 7 ms, the
   reader role's grants re-applied): tables, indexes, the spec's rows, a trigger that drops an article's vector when its text
   changes (start-up embeds only articles without a vector, :meth:`VectorTool.index`), and the restricted
@@ -23,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, cast
 
@@ -40,6 +43,8 @@ from routegate.apps.support.advisory import AdvisoryLocks
 from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
 from routegate.apps.support.embedded import DatabaseUnavailableError as DatabaseUnavailableError
 from routegate.apps.support.embedded import EmbeddedPostgres as EmbeddedPostgres  # its home until it moved
+from routegate.apps.support.fair_share import FairShare
+from routegate.apps.support.tenancy import current_tenant
 from routegate.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -79,6 +84,7 @@ class SupportDatabase:
         max_size: int = 4,
         connect_timeout: float = 10.0,
         acquire_timeout: float = 3.0,
+        queue_timeout: float = 30.0,
         asynchronous_commit: bool = False,
         readable_tables: frozenset[str] = ALLOWED_TABLES,
         max_advisory_locks: int = 256,
@@ -115,6 +121,10 @@ class SupportDatabase:
             },
             name=f"routegate-support-{self.schema}",
         )
+        # in front of the pool, one slot per connection handed out round robin between tenants (the pool's own
+        # queue is first come, first served): a tenant's flood waits behind itself, not in front of the others.
+        # A wait ends as PoolTimeout after acquire_timeout with no connection freed, or queue_timeout in all
+        self._share = FairShare(max_size, stall_seconds=acquire_timeout, max_wait_seconds=queue_timeout)
         # cross-process locks (a session's turns, one at a time) on a connection of their own, opened on first use
         self.locks = AdvisoryLocks(url, connect_timeout=connect_timeout, max_held=max_advisory_locks)
         # the health check's own connection, outside the pool: a saturated pool is not a dead database
@@ -167,9 +177,19 @@ class SupportDatabase:
         await self.close()
 
     def connection(self) -> AbstractAsyncContextManager[AsyncConn]:
-        """``async with db.connection() as conn`` — a pooled autocommit connection with dict rows."""
-        # the pool is built with row_factory=dict_row, which its type parameters cannot express
-        return cast("AbstractAsyncContextManager[AsyncConn]", self._pool.connection())
+        """``async with db.connection() as conn`` — a pooled autocommit connection with dict rows, taken in the
+        current tenant's turn (:mod:`~routegate.apps.support.fair_share`); ``PoolTimeout`` when none came free."""
+        return self._shared_connection(current_tenant())
+
+    @asynccontextmanager
+    async def _shared_connection(self, tenant: str) -> AsyncIterator[AsyncConn]:
+        await self._share.acquire(tenant)
+        try:
+            async with self._pool.connection() as conn:
+                # the pool is built with row_factory=dict_row, which its type parameters cannot express
+                yield cast("AsyncConn", conn)
+        finally:
+            self._share.release()
 
     async def ping(self) -> bool:
         """Whether the database answers ``SELECT 1``, within :data:`HEALTH_TIMEOUT_SECONDS`, on a connection of

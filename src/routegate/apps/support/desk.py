@@ -54,6 +54,7 @@ from routegate.apps.support.postgres_tool import (
 from routegate.apps.support.respond import RespondNode, tokens_of
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
+from routegate.apps.support.tenancy import acting_for, current_tenant
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, stop_reasons
@@ -172,7 +173,10 @@ class SupportAgent:
             return _single(problem)
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
-        return stream_events(lambda emit: self._turn(message, session_id, emit), _is_last)
+        # the turn runs as a task of its own, started on the first read: it acts for the tenant the caller acts
+        # for now (the server's API key), which picks its place in the database pool's fair queue
+        tenant = current_tenant()
+        return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit), _is_last)
 
     def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
         """Deprecated: :meth:`iter` under its old name (warns)."""
@@ -257,6 +261,10 @@ class SupportAgent:
             if not deadline.expired:
                 raise
         return self._final(turn, result, started)
+
+    async def _turn_as(self, tenant: str, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
+        with acting_for(tenant):  # the turn's own task: the tenant does not leak to the caller
+            await self._turn(message, session_id, emit)
 
     async def _turn(self, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
         """Memory read, the plan, memory write; the events go to ``emit``, the last one ``final`` or ``error``."""
