@@ -13,6 +13,7 @@ with needs("server"):
     from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError, TurnResult
+from routegate.apps.support.tenancy import acting_for
 from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
@@ -120,19 +121,25 @@ async def _sse(
     "/sessions/{session_id}",
     summary="A session's history (with API keys: 404 unless the key's turns created it; without: empty if unknown)",
 )
-async def get_session(session_id: SessionPath, services: ServicesDep, caller: CallerDep) -> SessionOut:
+async def get_session(
+    session_id: SessionPath, services: ServicesDep, caller: CallerDep, tenant: TenantDep
+) -> SessionOut:
     internal = caller.session(session_id).internal
-    messages = await call_desk(services, "reading the history", services.desk.history(internal))
+    with acting_for(tenant.id):  # the desk's database serves tenants in turn
+        messages = await call_desk(services, "reading the history", services.desk.history(internal))
     if not messages and caller.owner is not None:
         raise not_found(session_id)
     return SessionOut.model_validate({"session_id": session_id, "messages": [m.to_dict() for m in messages]})
 
 
 @protected.delete("/sessions/{session_id}", status_code=204, summary="Forget a session (404 if another key's)")
-async def delete_session(session_id: SessionPath, services: ServicesDep, caller: CallerDep) -> Response:
-    internal = (await session_to_delete(services, caller, session_id)).internal
-    async with services.locks.hold(internal):
-        await call_desk(services, "resetting the session", services.desk.reset(internal))
+async def delete_session(
+    session_id: SessionPath, services: ServicesDep, caller: CallerDep, tenant: TenantDep
+) -> Response:
+    with acting_for(tenant.id):  # the desk's database serves tenants in turn
+        internal = (await session_to_delete(services, caller, session_id)).internal
+        async with services.locks.hold(internal):
+            await call_desk(services, "resetting the session", services.desk.reset(internal))
     return Response(status_code=204)
 
 
