@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
@@ -35,6 +35,7 @@ from routegate.core.events import FinalEvent, RunEvent
 from routegate.core.gateway import RouteGateway
 from routegate.core.governed import (
     GovernedStep,
+    OnRefusal,
     Stopped,
     as_mapping,
     phase_of,
@@ -55,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[RunEvent], None]
 MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
-OnRefusal = Literal["end", "observe"]
 
 
 class _Run:

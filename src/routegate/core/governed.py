@@ -40,7 +40,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry.trace import Span
 from pydantic import BaseModel
@@ -64,6 +64,9 @@ from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import FlowRules, ProvenanceLedger
 from routegate.core.telemetry import Attr, record_stop, span
 from routegate.errors import RunStopError
+
+OnRefusal = Literal["end", "observe"]
+"""What a policy refusal does to a run: end it, or be handed back to the router as an observation."""
 
 ObservationCheck = Callable[[object], "tuple[str, str] | None"]
 """Checks what a worker returned: ``None`` to accept it, ``(stop_reason, message)`` to stop the run."""
