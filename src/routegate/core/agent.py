@@ -142,7 +142,11 @@ class RoutingAgent:
         self.step = GovernedStep(self.policy, self.gateway)
         self.on_refusal: OnRefusal = on_refusal
         self.output_check = output_check
-        self._tracks = output_check is not None or needs_sources(self.finalizer, *(w.fn for w in workers))
+        self._tracks = (
+            self.step.tracks_provenance
+            or output_check is not None
+            or needs_sources(self.finalizer, *(w.fn for w in workers))
+        )
         self.catalog = tuple(
             RouteSpec(w.name, w.description, w.schema.model_json_schema()) for w in workers if w.name in allowed
         )
@@ -236,7 +240,8 @@ class RoutingAgent:
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
-        self.step.admit(ctx, goal, context, always=self._tracks)
+        if self._tracks:
+            self.step.admit(ctx, goal, context, always=True)
         observe = self.on_refusal == "observe"
         refused: list[Outcome] = []
         previous: HistoryEntry | None = None  # the last delegation: a refusal handed back does not lift its guard
