@@ -89,7 +89,8 @@ class RouterStep:
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
         run = _run_of(turn)
-        self.step.admit(run, turn.message, conversation=[(m.role, m.content) for m in turn.history])
+        if self.step.tracks_provenance:
+            self.step.admit(run, turn.message, conversation=[(m.role, m.content) for m in turn.history])
         refused: list[HistoryEntry] = []
         outcomes: list[Outcome] = []
         for attempt in range(1, self.max_route_attempts + 1):
