@@ -15,7 +15,19 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel
 
-from routegate.core import Budget, FinalizeRequest, From, RoutingAgent, Sensitive, Worker, WorkerArgs, worker
+from routegate.core import (
+    Budget,
+    FinalizeRequest,
+    From,
+    ProvenanceLedger,
+    RoutingAgent,
+    RunContext,
+    Sensitive,
+    Source,
+    Worker,
+    WorkerArgs,
+    worker,
+)
 from routegate.errors import ConfigurationError
 from routegate.technique import DispatchResult, OutputKind, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, technique_worker
@@ -227,6 +239,21 @@ def test_a_refused_part_refuses_the_whole_output() -> None:
     )
     result = dispatcher(tools).dispatch(both, request=GOAL)
     assert result.stop_reason == "route_denied:provenance:recipient" and tools.sent == []
+
+
+async def test_a_refused_output_leaves_no_evidence_waiting_in_the_runs_ledger() -> None:
+    """The first part passed its rule; the second was refused: the run's ledger keeps nothing for the first."""
+    tools = BankTools()
+    run: RunContext[None] = RunContext(None)
+    run.provenance = ProvenanceLedger.of_request(GOAL)
+    both = classified(
+        call("send_money", recipient=FRIEND, amount=50) + "\n" + call("send_money", recipient=ATTACKER, amount=9)
+    )
+    refused = await dispatcher(tools).adispatch(both, context=run)
+    assert refused.stop_reason == "route_denied:provenance:recipient"
+    assert run.provenance.pending == {} and tools.sent == []
+    done = await dispatcher(tools).adispatch(classified(call("send_money", recipient=FRIEND, amount=50)), context=run)
+    assert done.ok and run.provenance.sources[-1] == Source("tool", SEND, 1)  # the part's result, in the run
 
 
 class Transfer(WorkerArgs):
