@@ -6,19 +6,36 @@ docs/benchmarks/security.md. These are correctness figures: the same on every ma
 
 Part 2 times one governed decision (the routing agent, a scripted router, one worker, the trivial finalizer — the
 request of bench/core_overhead.py) with and without flow rules on the worker: the difference is what keeping the
-run's sources and matching the arguments costs per decision. Run: python bench/provenance.py [--runs N]
+run's sources and matching the arguments costs per decision. The same for one technique dispatch (one tool call
+with the request's text as its argument, ``request=`` given) with and without ``flows=`` on its target. Run:
+python bench/provenance.py [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import platform
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from routegate.core import Budget, FinalizeRequest, From, RouteDecision, RouteRequest, RoutingAgent, WorkerArgs
+from pydantic import BaseModel
+
+from routegate.core import (
+    Budget,
+    FinalizeRequest,
+    From,
+    RouteDecision,
+    RouteRequest,
+    RoutingAgent,
+    Worker,
+    WorkerArgs,
+)
 from routegate.core import worker as make_worker
+from routegate.technique import OutputKind, TechniqueDispatcher, TechniqueRouter
+from routegate.technique.types import TechniqueItem, ToolCallRequest
 from routegate.testing.injection import DEFENSES, SUITES, measure
 
 GOAL = "User Anna (user_id=42) asks: can I get a refund for my pro_monthly subscription charged 10 days ago?"
@@ -67,6 +84,46 @@ async def time_async(agent: RoutingAgent, runs: int, repeats: int) -> float:
     return min(samples)
 
 
+@dataclass
+class EchoTools:
+    """A tool-call handler whose one tool does nothing: the dispatch figure is the governance cost."""
+
+    kind: OutputKind = OutputKind.TOOL_CALL
+    prefix: str = "mcp"
+
+    def route(self, item: TechniqueItem) -> tuple[str, dict[str, Any]]:
+        assert isinstance(item, ToolCallRequest)
+        return f"mcp:{item.qualified_name}", dict(item.arguments)
+
+    def schema(self, target: str) -> type[BaseModel] | None:
+        return None
+
+    def worker(self, target: str) -> Worker | None:
+        return Worker(target, lambda **args: {"ok": True}, inline=True)
+
+
+TARGET = "mcp:desk/refund"
+CALL = TechniqueRouter().classify(
+    "```tool_call\n" + json.dumps({"server": "desk", "method": "refund", "arguments": {"ticket": GOAL}}) + "\n```"
+)
+
+
+def dispatcher(*, rules: bool) -> TechniqueDispatcher:
+    flows = {TARGET: {"ticket": From("user")}} if rules else None
+    return TechniqueDispatcher(handlers=[EchoTools()], allow=[TARGET], flows=flows)
+
+
+async def time_dispatch(d: TechniqueDispatcher, runs: int, repeats: int) -> float:
+    """Best-of-``repeats`` mean µs per dispatch."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(runs):
+            await d.adispatch(CALL, request=GOAL)
+        samples.append((time.perf_counter() - started) / runs * 1e6)
+    return min(samples)
+
+
 def suites_table() -> None:
     print("| suite | defense | tasks | pairs | utility (no injection) | utility under attack | attack success |")
     print("|---|---|---:|---:|---:|---:|---:|")
@@ -96,6 +153,14 @@ def main() -> None:
     print(f"{'arun, worker without flow rules':52} {without:9.2f}")
     print(f"{'arun, worker with a flow rule (ledger + matcher)':52} {with_rules:9.2f}")
     print(f"provenance overhead per decision: {with_rules - without:.2f} µs")
+    plain_d, ruled_d = dispatcher(rules=False), dispatcher(rules=True)
+    dispatched = ruled_d.dispatch(CALL, request=GOAL)
+    assert plain_d.dispatch(CALL).ok and dispatched.ok and dispatched.outcomes[0].provenance == {"ticket": ("user",)}
+    d_without = asyncio.run(time_dispatch(plain_d, args.runs, args.repeats))
+    d_with = asyncio.run(time_dispatch(ruled_d, args.runs, args.repeats))
+    print(f"{'adispatch, target without flow rules':52} {d_without:9.2f}")
+    print(f"{'adispatch, target with a flow rule (ledger + matcher)':52} {d_with:9.2f}")
+    print(f"provenance overhead per dispatched call: {d_with - d_without:.2f} µs")
 
 
 if __name__ == "__main__":

@@ -156,10 +156,21 @@ def test_flows_override_annotations_and_must_name_arguments() -> None:
         Worker("send", _send, args_model=Transfer, flows={"amout": Sensitive})
 
 
-@pytest.mark.parametrize("pattern", ["usr", "tool:", "tool: x", "tool:a:b:c", ""])
+@pytest.mark.parametrize("pattern", ["usr", "tool:", "tool: x", "tool:a:", "tool:a:b:", ""])
 def test_an_unknown_source_pattern_is_refused_at_build_time(pattern: str) -> None:
     with pytest.raises(ConfigurationError, match="unknown flow source"):
         From(pattern)
+
+
+def test_a_worker_name_may_hold_colons_as_a_dispatchers_targets_do() -> None:
+    """``tool:a:b:c`` (once refused) names the worker ``a:b:c`` or the field ``c`` of the worker ``a:b``."""
+    ledger = ProvenanceLedger.of_request("pay")
+    ledger.record_tool("mcp:bank/read_file", {"iban": "GB29NWBK60161331926819", "note": "XX98ATTK00006666"})
+    iban, note = ledger.origins("GB29NWBK60161331926819")[0], ledger.origins("XX98ATTK00006666")[0]
+    assert From("tool:mcp:bank/read_file").allows(iban) and From("tool:mcp:bank/read_file").allows(note)
+    assert From("tool:mcp:bank/read_file:iban").allows(iban)
+    assert not From("tool:mcp:bank/read_file:iban").allows(note)
+    assert not From("tool:mcp").allows(iban) and not From("tool:mcp:bank").allows(iban)
 
 
 @settings(max_examples=100, deadline=None)

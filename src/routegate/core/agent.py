@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
@@ -27,19 +27,27 @@ from routegate.core.contracts import (
     DelegationLedger,
     HistoryEntry,
     RouteIntent,
-    RouteProposal,
     RouteSpec,
     RunResult,
     TraceEntry,
 )
 from routegate.core.events import FinalEvent, RunEvent
 from routegate.core.gateway import RouteGateway
-from routegate.core.governed import GovernedStep, Stopped, as_mapping, phase_of
+from routegate.core.governed import (
+    GovernedStep,
+    OnRefusal,
+    Stopped,
+    as_mapping,
+    phase_of,
+    refusal_observation,
+    refusals_exhausted,
+    refused_route,
+)
 from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, text_problem
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
-from routegate.core.provenance import OutputCheck, ProvenanceLedger
+from routegate.core.provenance import OutputCheck, needs_sources
 from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
@@ -48,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[RunEvent], None]
 MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
-OnRefusal = Literal["end", "observe"]
 
 
 class _Run:
@@ -135,7 +142,11 @@ class RoutingAgent:
         self.step = GovernedStep(self.policy, self.gateway)
         self.on_refusal: OnRefusal = on_refusal
         self.output_check = output_check
-        self._tracks = self.step.tracks_provenance or output_check is not None
+        self._tracks = (
+            self.step.tracks_provenance
+            or output_check is not None
+            or needs_sources(self.finalizer, *(w.fn for w in workers))
+        )
         self.catalog = tuple(
             RouteSpec(w.name, w.description, w.schema.model_json_schema()) for w in workers if w.name in allowed
         )
@@ -230,7 +241,7 @@ class RoutingAgent:
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
         if self._tracks:
-            ctx.provenance = ProvenanceLedger.of_request(goal, context)
+            self.step.admit(ctx, goal, context, always=True)
         observe = self.on_refusal == "observe"
         refused: list[Outcome] = []
         previous: HistoryEntry | None = None  # the last delegation: a refusal handed back does not lift its guard
@@ -275,7 +286,9 @@ class RoutingAgent:
                 if observe:
                     refused.append(outcome)
                     history.append(
-                        HistoryEntry(attempt, verdict.intent or _refused_intent(decision.raw), _told(outcome))
+                        HistoryEntry(
+                            attempt, verdict.intent or refused_route(decision.raw), refusal_observation(outcome)
+                        )
                     )
                     continue
                 return run.stop(outcome.stop_reason, outcome.message, phase=outcome.phase, raw_route=decision.raw)
@@ -306,15 +319,10 @@ class RoutingAgent:
             if isinstance(finished, RunResult):
                 return finished
             refused.append(finished)  # the output check refused the answer: the router gets another try
-            history.append(HistoryEntry(attempt, verdict, _told(finished)))
+            history.append(HistoryEntry(attempt, verdict, refusal_observation(finished)))
         if refused:
-            last = refused[-1]
-            return run.stop(
-                last.stop_reason,
-                f"{last.message} ({len(refused)} refusal(s) handed back to the router; "
-                f"max_route_attempts={budget.max_route_attempts} used up)",
-                phase=last.phase,
-            )
+            ended = refusals_exhausted(refused, budget.max_route_attempts)
+            return run.stop(ended.stop_reason, ended.message, phase=ended.phase)
         return run.stop(
             sr.MAX_ROUTE_ATTEMPTS,
             f"max_route_attempts={budget.max_route_attempts} used up without a 'done' observation",
@@ -405,17 +413,6 @@ class RoutingAgent:
             )
         )
         return Outcome(False, stop, "finalize", f"the output check refused the answer ({sr.safe_detail(str(reason))})")
-
-
-def _told(outcome: Outcome) -> dict[str, Any]:
-    """A refusal as the observation the router reads."""
-    return {"status": "refused", "stop_reason": outcome.stop_reason, "message": outcome.message}
-
-
-def _refused_intent(raw: object) -> RouteIntent:
-    """The route a refused decision named, for the history: its target when it had a text one, no arguments."""
-    target = raw.target if isinstance(raw, RouteProposal) else raw.get("target") if isinstance(raw, dict) else None
-    return RouteIntent(sr.safe_detail(target.strip()) if isinstance(target, str) else "", {})
 
 
 def _refused_goal(run: _Run, goal: object, refused: InvalidMessageError) -> RunResult:

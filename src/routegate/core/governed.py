@@ -23,6 +23,12 @@ It returns :class:`Delegated` or :class:`Stopped` and never raises for anything 
 worker hold (a worker's :class:`~routegate.errors.RunStopError` is a stop too). The run's deadline is the caller's
 :class:`~routegate.core._deadline.Deadline` around the whole run, so one clock bounds every step.
 
+What enters a run is labelled the same way by every runtime, through :meth:`GovernedStep.admit`: the user's
+request as ``user``, the caller's configuration as ``config``, a conversation's earlier user messages as ``user``
+and its earlier answers as ``tool:memory#<n>`` — only when a worker declares flow rules (or the caller asks).
+A refusal a runtime hands back to its router instead of ending the run (``on_refusal="observe"``) is shaped by
+:func:`refusal_observation` and, when the budget runs out, ends as :func:`refusals_exhausted`.
+
 A runtime that validates and delegates at different moments (the desk validates when its router step runs and
 delegates in its tool step; the dispatcher validates every part before it runs the first) calls
 :meth:`GovernedStep.validate` and :meth:`GovernedStep.delegate` separately; :meth:`GovernedStep.run` is both.
@@ -32,16 +38,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry.trace import Span
 from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
 from routegate.core.context import RunContext
-from routegate.core.contracts import ABSENT, OBSERVATION_STATUSES, HistoryEntry, RouteIntent, TraceEntry
+from routegate.core.contracts import (
+    ABSENT,
+    OBSERVATION_STATUSES,
+    HistoryEntry,
+    RouteIntent,
+    RouteProposal,
+    TraceEntry,
+)
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
 from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
@@ -51,6 +64,9 @@ from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import FlowRules, ProvenanceLedger
 from routegate.core.telemetry import Attr, record_stop, span
 from routegate.errors import RunStopError
+
+OnRefusal = Literal["end", "observe"]
+"""What a policy refusal does to a run: end it, or be handed back to the router as an observation."""
 
 ObservationCheck = Callable[[object], "tuple[str, str] | None"]
 """Checks what a worker returned: ``None`` to accept it, ``(stop_reason, message)`` to stop the run."""
@@ -128,7 +144,7 @@ def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> Observatio
 class GovernedStep:
     """Validate → delegate → check → trace, for one policy and one gateway (shareable across runs)."""
 
-    __slots__ = ("_accepted", "_rules", "check", "gateway", "policy", "statuses")
+    __slots__ = ("_accepted", "_rules", "check", "gateway", "observed", "policy", "statuses")
 
     def __init__(
         self,
@@ -137,11 +153,15 @@ class GovernedStep:
         *,
         statuses: tuple[str, ...] = OBSERVATION_STATUSES,
         check: ObservationCheck | None = None,
+        observed: Callable[[object], object] | None = None,
     ) -> None:
+        """``observed`` picks what of a worker's return value is recorded as its output in the run's sources
+        (default: the observation as a mapping, or the value itself)."""
         self.policy = policy
         self.gateway = gateway
         self.statuses = statuses
         self.check = check or status_check(statuses)
+        self.observed = observed
         # the default contract, checked inline on the hot path (the same test as ``status_check``)
         self._accepted = frozenset(statuses) if check is None else None
         rules = {name: w.flow_rules for name, w in gateway.workers.items() if w.flow_rules is not None}
@@ -151,6 +171,28 @@ class GovernedStep:
     def tracks_provenance(self) -> bool:
         """Does a worker of this step declare flow rules (so a run should keep a provenance ledger)?"""
         return self._rules is not None
+
+    def admit(
+        self,
+        ctx: RunContext[Any],
+        request: str | None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        conversation: Iterable[tuple[str, str]] = (),
+        always: bool = False,
+    ) -> ProvenanceLedger | None:
+        """Label what enters the run ``ctx`` starts: the user's ``request`` (``user``), the caller's ``config``
+        (``config``) and the ``conversation`` before it (:meth:`ProvenanceLedger.of_request`). Every runtime
+        calls this once per run, before its first decision; the workers' outputs are recorded by
+        :meth:`delegate`. Nothing is kept unless a worker declares flow rules or ``always`` (an output check, a
+        dispatcher further down that does). A context that already has a ledger — the run of an outer runtime
+        this one is part of — keeps it: the sources are the run's, not this runtime's."""
+        if ctx.provenance is not None:
+            return ctx.provenance
+        if self._rules is None and not always:
+            return None
+        ctx.provenance = ProvenanceLedger.of_request(request, config, conversation=conversation)
+        return ctx.provenance
 
     def validate(
         self,
@@ -195,6 +237,14 @@ class GovernedStep:
             emit(DecisionEvent(attempt, decision, verdict))
         return verdict
 
+    def discard(self, intents: Iterable[RouteIntent], ctx: RunContext[Any]) -> None:
+        """Validated decisions that will not be delegated (a runtime that checks a batch refused a later one):
+        the evidence :meth:`validate` kept for their trace entries is dropped."""
+        ledger = ctx.provenance
+        if ledger is not None and ledger.pending:
+            for intent in intents:
+                ledger.pending.pop(id(intent), None)
+
     def _flows(
         self, intent: RouteIntent, decision: RouteDecision, ctx: RunContext[Any], attempt: int, t0: float
     ) -> Stopped | None:
@@ -231,7 +281,7 @@ class GovernedStep:
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
             result = self._observe(done, intent, attempt, t0, decision, digest, emit)
             if self._rules is not None or ctx.provenance is not None:
-                _record_source(result, ctx)
+                self._record(result, ctx)
             return result
         attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
         with span(tr, "routegate.delegate", attributes) as delegated:  # the worker and the check of its answer
@@ -242,9 +292,15 @@ class GovernedStep:
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
             result = self._observe(done, intent, attempt, t0, decision, digest, emit)
             if self._rules is not None or ctx.provenance is not None:
-                _record_source(result, ctx)
+                self._record(result, ctx)
             _record_delegation(delegated, done, result)
             return result
+
+    def _record(self, result: Delegated | Stopped, ctx: RunContext[Any]) -> None:
+        if self.observed is None:
+            _record_source(result, ctx)
+        else:
+            _record_observed(result, ctx, self.observed)
 
     def _observe(
         self,
@@ -349,6 +405,38 @@ def _record_source(result: Delegated | Stopped, ctx: RunContext[Any]) -> None:
         result.trace.provenance = pending[1].evidence
     if isinstance(result, Delegated):
         ledger.record_tool(result.intent.target, result.value if result.observation is None else result.observation)
+
+
+def _record_observed(result: Delegated | Stopped, ctx: RunContext[Any], observed: Callable[[object], object]) -> None:
+    """:func:`_record_source` for a step whose workers wrap their output (``observed`` unwraps it)."""
+    if isinstance(result, Delegated):
+        value = observed(result.value)
+        mapped = as_mapping(value)
+        result = Delegated(result.intent, value, mapped, result.status, result.trace)
+    _record_source(result, ctx)
+
+
+def refusal_observation(outcome: Outcome) -> dict[str, Any]:
+    """A refusal handed back to the router as an observation (``on_refusal="observe"``): what it reads in the
+    history instead of a worker's output."""
+    return {"status": "refused", "stop_reason": outcome.stop_reason, "message": outcome.message}
+
+
+def refused_route(raw: object) -> RouteIntent:
+    """The route a refused decision named, for the history: its target when it had a text one, no arguments."""
+    target = raw.target if isinstance(raw, RouteProposal) else raw.get("target") if isinstance(raw, dict) else None
+    return RouteIntent(sr.safe_detail(target.strip()) if isinstance(target, str) else "", {})
+
+
+def refusals_exhausted(refused: Sequence[Outcome], max_route_attempts: int) -> Outcome:
+    """How a run that handed ``refused`` back to its router ends when its route attempts are used up: the last
+    refusal's stop reason and phase, its message with the count."""
+    last = refused[-1]
+    message = (
+        f"{last.message} ({len(refused)} refusal(s) handed back to the router; "
+        f"max_route_attempts={max_route_attempts} used up)"
+    )
+    return Outcome(False, last.stop_reason, last.phase, message)
 
 
 def _record_verdict(sp: Span, verdict: RouteIntent | RouteRejection) -> None:

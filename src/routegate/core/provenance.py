@@ -26,7 +26,7 @@ inferred by matching, not carried by an interpreter, so a value the model copies
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -58,6 +58,9 @@ class Source:
 
 USER: Final = Source("user")
 CONFIG: Final = Source("config")
+MEMORY: Final = "memory"
+"""The tool name of a conversation's earlier answers (``tool:memory#<n>``): text a runtime answered with before,
+built from what its tools returned, so never the user's own words."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,9 @@ class From:
 
     Each pattern is ``"user"``, ``"config"``, ``"tool"`` (any tool's output), ``"tool:<name>"`` (that worker's
     output), ``"tool:<name>:<field>"`` (only values found under a key named ``<field>`` of that worker's
-    structured output, e.g. ``"tool:read_inbox:sender"``) or ``"*"`` (anywhere, and no source at all). Use it as
+    structured output, e.g. ``"tool:read_inbox:sender"``) or ``"*"`` (anywhere, and no source at all). A worker
+    name may hold ``:`` (a dispatcher's ``mcp:bank/read_file``): the whole text after ``tool:`` names a worker,
+    or the text before its last ``:`` does and what follows is the field. Use it as
     ``Annotated`` metadata on a field of the worker's argument model, or in ``Worker(flows={...})``.
     """
 
@@ -114,8 +119,11 @@ class From:
             if pattern == "*" or pattern == source.kind:
                 return True
             if source.kind == "tool" and pattern.startswith("tool:"):
-                name, _, field = pattern[5:].partition(":")
-                if name == source.tool and (not field or field == origin.field):
+                named = pattern[5:]
+                if named == source.tool:  # the whole worker (whose name may hold ':', as mcp:<server>/<tool>)
+                    return True
+                name, _, field = named.rpartition(":")  # the last ':' names a field of that worker's output
+                if name == source.tool and field == origin.field:
                     return True
         return False
 
@@ -126,8 +134,8 @@ def _check_pattern(pattern: object) -> None:
     if pattern in ("*", "user", "config", "tool"):
         return
     if pattern.startswith("tool:"):
-        name, _, field = pattern[5:].partition(":")
-        if name.strip() and name == name.strip() and (not field or (field.strip() == field and ":" not in field)):
+        named = pattern[5:]
+        if named.strip() and named == named.strip() and not named.endswith(":"):
             return
     raise ConfigurationError(
         f"unknown flow source {pattern!r}: use 'user', 'config', 'tool', 'tool:<worker>', "
@@ -187,12 +195,26 @@ class ProvenanceLedger:
         for the delegation's trace entry (a runtime may validate several decisions before it delegates any)."""
 
     @classmethod
-    def of_request(cls, goal: str, config: Mapping[str, Any] | None = None) -> ProvenanceLedger:
-        """A ledger holding the user's request and, when given, the caller's configuration."""
+    def of_request(
+        cls,
+        goal: str | None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        conversation: Iterable[tuple[str, str]] = (),
+    ) -> ProvenanceLedger:
+        """A ledger holding the user's request and, when given, the caller's configuration and the conversation
+        before it: ``(role, text)`` pairs, oldest first, where the user's earlier messages are ``user`` and every
+        other message (an earlier answer, built from tools' outputs) is ``tool:memory#<n>``."""
         ledger = cls()
-        ledger.record(USER, goal)
+        if goal is not None:
+            ledger.record(USER, goal)
         if config:
             ledger.record(CONFIG, config)
+        for role, text in conversation:
+            if role == "user":
+                ledger.record(USER, text)
+            else:
+                ledger.record_tool(MEMORY, text)
         return ledger
 
     @property
@@ -240,9 +262,12 @@ class FlowRules:
     rules: Mapping[str, From]
 
     @classmethod
-    def of(cls, worker: str, model: type[BaseModel], flows: Mapping[str, From] | None = None) -> FlowRules | None:
+    def of(
+        cls, worker: str, model: type[BaseModel], flows: Mapping[str, From] | None = None, *, open_args: bool = False
+    ) -> FlowRules | None:
         """The rules ``model``'s fields declare (``Annotated[..., From(...)]``), overridden by ``flows``; ``None``
-        when there are none (the worker then costs nothing)."""
+        when there are none (the worker then costs nothing). ``flows`` may name only ``model``'s fields, unless
+        the model accepts other keys or ``open_args`` (the worker takes ``**kwargs``)."""
         fields = model.model_fields
         rules: dict[str, From] = {}
         for name, info in fields.items():
@@ -251,8 +276,9 @@ class FlowRules:
                 raise ConfigurationError(f"worker {worker!r}: argument {name!r} has {len(declared)} From() rules")
             if declared:
                 rules[name] = declared[0]
+        open_model = open_args or model.model_config.get("extra") == "allow"  # other arguments are accepted too
         for name, rule in (flows or {}).items():
-            if name not in fields:
+            if name not in fields and not (open_model and isinstance(name, str) and name):
                 raise ConfigurationError(
                     f"worker {worker!r}: flows names {name!r}, which is not an argument ({sorted(fields)})"
                 )
@@ -287,6 +313,13 @@ class FlowRules:
                     refusal = Refusal(name, rule, tuple(str(o) for o in found[:MAX_EVIDENCE]))
             evidence[name] = tuple(seen)[:MAX_EVIDENCE]
         return FlowCheck(evidence, refusal)
+
+
+def needs_sources(*parts: object) -> bool:
+    """Does a part of a run read its sources though no worker of the run declares a rule — a finalizer or a worker
+    that dispatches a model's output through a dispatcher whose targets do (``tracks_provenance = True``)? The
+    run then keeps its ledger for them."""
+    return any(getattr(part, "tracks_provenance", False) is True for part in parts)
 
 
 OutputCheck = Callable[[str, RunContext[Any]], "str | None"]

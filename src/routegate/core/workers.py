@@ -130,9 +130,11 @@ class Worker:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigurationError(f"worker {self.name!r}: args_model must be a pydantic model class")
         object.__setattr__(self, "args_model", model)
-        object.__setattr__(self, "flow_rules", FlowRules.of(self.name, model, self.flows))
+        signature = _Signature.of(self.fn, context)
+        object.__setattr__(self, "_signature", signature)
+        rules = FlowRules.of(self.name, model, self.flows, open_args=signature.var_keyword)
+        object.__setattr__(self, "flow_rules", rules)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
-        object.__setattr__(self, "_signature", _Signature.of(self.fn, context))
         if not self.description:
             doc = inspect.getdoc(self.fn) or ""
             object.__setattr__(self, "description", doc.split("\n\n")[0].replace("\n", " "))

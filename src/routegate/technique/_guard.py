@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
 from routegate.core._faults import fault_message
+from routegate.core.provenance import FlowRules, From
 from routegate.core.workers import Worker
 from routegate.errors import RunStopError
 
@@ -66,10 +69,17 @@ def _failure(target: str, exc: Exception) -> Returned:
     return Returned(HandlerFailure(sr.route_error(target), fault_message(exc, f"the handler for {target!r}", logger)))
 
 
-def guarded(found: Worker) -> Worker:
+def returned_value(returned: object) -> object:
+    """What a guarded worker returned, unwrapped: the value recorded as the part's output in the run's sources."""
+    return returned.value if isinstance(returned, Returned) else returned
+
+
+def guarded(found: Worker, *, schema: type[BaseModel] | None = None, flows: Mapping[str, From] | None = None) -> Worker:
     """The same worker, but it returns a :class:`Returned` and an exception it raises (other than a stop signal)
     becomes a :class:`HandlerFailure`. A :class:`~routegate.core.RunContext` parameter of the worker still gets
-    the dispatch's context (``functools.wraps`` keeps its signature)."""
+    the dispatch's context (``functools.wraps`` keeps its signature). Its flow rules are the worker's own, the
+    ``Annotated`` rules of ``schema`` (the schema the dispatcher checks the target's arguments against) and
+    ``flows``, later ones winning."""
     fn, target = found.fn, found.name
     wrapper: Any
     if found.is_async:
@@ -96,7 +106,13 @@ def guarded(found: Worker) -> Worker:
             # hasattr on the type: inspect.isawaitable's ABC check costs more than the rest of the guard
             return _awaited(target, value) if hasattr(type(value), "__await__") else Returned(value)
 
-    return Worker(target, wrapper, found.description, found.args_model, inline=found.inline)
+    rules: dict[str, From] = dict(found.flow_rules.rules) if found.flow_rules is not None else {}
+    model = schema or found.args_model
+    if schema is not None:
+        declared = FlowRules.of(target, schema)
+        rules.update(declared.rules if declared is not None else {})
+    rules.update(flows or {})
+    return Worker(target, wrapper, found.description, model, inline=found.inline, flows=rules or None)
 
 
 async def _awaited(target: str, value: Awaitable[object]) -> Returned:

@@ -9,6 +9,10 @@ Three composable pieces, no change to :mod:`routegate.core` needed:
 * :func:`technique_worker` wraps a :class:`~routegate.core.Worker` the same way, on its observation's
   ``result`` text (phase ``delegate``).
 * :func:`dispatch_answer` classifies and dispatches the answer of a finished :class:`~routegate.core.RunResult`.
+
+When the dispatcher's targets declare flow rules, the routing agent keeps its run's sources (the goal, the
+``context`` mapping, every observation) and the dispatch reads and extends them: a call the model wrote with a
+value it read in a tool's output is refused as it would be in a route (``route_denied:provenance:<arg>``).
 """
 
 from __future__ import annotations
@@ -79,6 +83,11 @@ class TechniqueFinalizer:
         self.render = render
         self._inner_ctx = context_parameter(inner.finalize)
 
+    @property
+    def tracks_provenance(self) -> bool:
+        """Does the dispatcher check flow rules? The routing agent then keeps its run's sources for it."""
+        return self.dispatcher.tracks_provenance
+
     async def finalize(
         self,
         request: FinalizeRequest,
@@ -146,16 +155,35 @@ def technique_worker(
             raise RunStopError(result.stop_reason, result.message or result.stop_reason, phase="delegate")
         return {**value, "result": {"output": value["result"], "technique": result.to_dict()}}
 
-    return Worker(name=inner.name, fn=run, description=inner.description, args_model=inner.schema)
+    # the dispatch reads the run's sources when its targets declare flow rules: the routing agent keeps them then
+    setattr(run, "tracks_provenance", dispatcher.tracks_provenance)  # noqa: B010  # an attribute of a function
+    return Worker(name=inner.name, fn=run, description=inner.description, args_model=inner.schema, flows=inner.flows)
 
 
 async def dispatch_answer(
-    result: RunResult, *, dispatcher: TechniqueDispatcher, router: TechniqueRouter | None = None
+    result: RunResult,
+    *,
+    dispatcher: TechniqueDispatcher,
+    router: TechniqueRouter | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> DispatchResult | None:
-    """Classify and dispatch a finished run's answer; ``None`` when the run did not end with one."""
+    """Classify and dispatch a finished run's answer; ``None`` when the run did not end with one.
+
+    When the dispatcher's targets declare flow rules, the run's sources are rebuilt from the result: its goal
+    (``user``), ``config`` (the run's ``context`` mapping, ``config``) and every observation in its history
+    (``tool:<worker>#<n>``; a refusal handed back is not a tool's output)."""
     if not result.ok or not result.answer:
         return None
-    return await dispatcher.adispatch((router or TechniqueRouter()).classify(result.answer))
+    classified = (router or TechniqueRouter()).classify(result.answer)
+    if not dispatcher.tracks_provenance:
+        return await dispatcher.adispatch(classified)
+    ctx: RunContext[None] = RunContext(None, run_id=result.run_id)
+    ledger = dispatcher.step.admit(ctx, result.goal, config)
+    assert ledger is not None  # the dispatcher tracks provenance
+    for entry in result.history:
+        if entry.status != "refused":
+            ledger.record_tool(entry.route.target, entry.observation)
+    return await dispatcher.adispatch(classified, context=ctx)
 
 
 __all__ = ["TechniqueFinalizer", "dispatch_answer", "render_dispatch", "technique_worker"]

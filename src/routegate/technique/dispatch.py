@@ -20,6 +20,15 @@ dispatch. Arguments are bounded by :class:`~routegate.core.ArgLimits` and must b
 :meth:`TechniqueDispatcher.adispatch` never raises for anything the output holds, nor for a handler that
 raises: a handler's exception ends its part with ``route_error:<target>`` and a message naming only the
 exception's class; the exception itself goes to the log (logger ``routegate.technique.dispatch``).
+
+Argument provenance: flow rules on a target (``Annotated[..., From(...)]`` in its handler worker's or its
+``schemas=`` model, or ``flows={target: {arg: From(...)}}``) are checked with the policy, before any part runs,
+against the run's sources (:mod:`routegate.core.provenance`): a dispatch that is part of a run (``context=``) reads
+and extends that run's ledger — the user's request, configuration and every tool output so far — and a dispatch on
+its own labels ``request=`` (``user``) and ``config=`` (``config``) through the same
+:meth:`~routegate.core.governed.GovernedStep.admit` as the routing agent. A value no allowed source holds refuses
+the output, ``route_denied:provenance:<arg>``; each part's outcome carries its arguments' origins
+(``provenance``). Every part that ran is a source of the run afterwards (``tool:<target>#<n>``).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from routegate.core.hashing import args_hash
 from routegate.core.outcome import HasOutcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
+from routegate.core.provenance import From
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
@@ -52,6 +62,7 @@ from routegate.technique._guard import (
     Returned,
     check_returned,
     guarded,
+    returned_value,
     value_message,
     value_stop_reason,
 )
@@ -143,6 +154,9 @@ class DispatchOutcome(HasOutcome):
     phase: sr.Phase | None = None
     message: str = ""
     value: object = None
+    provenance: Mapping[str, tuple[str, ...]] | None = None
+    """Per argument, the sources its values were found in (``{"recipient": ("tool:read_file#1:content",)}``),
+    when the target declares flow rules."""
 
     @property
     def ok(self) -> bool:
@@ -156,6 +170,8 @@ class DispatchOutcome(HasOutcome):
             out["message"] = self.message
         if self.value is not None:
             out["value"] = jsonable(self.value)
+        if self.provenance is not None:
+            out["provenance"] = jsonable(self.provenance)
         return out
 
 
@@ -220,19 +236,19 @@ class _Dispatch:
 def _part(done: Delegated | Stopped) -> DispatchOutcome:
     """The outcome of one part the governed step delegated."""
     assert done.intent is not None  # delegate() always carries the validated intent
-    target, returned = done.intent.target, done.value
+    target, returned, evidence = done.intent.target, done.value, done.trace.provenance
     if isinstance(done, Delegated):  # the observation check passed: the part succeeded
         assert isinstance(returned, Returned)  # every worker of the dispatcher is guarded
         logger.info("technique dispatch target=%s stop_reason=%s", target, sr.SUCCESS)
-        return DispatchOutcome(target, sr.SUCCESS, None, "", returned.value)
+        return DispatchOutcome(target, sr.SUCCESS, None, "", returned.value, evidence)
     if not isinstance(returned, Returned):  # the gateway refused the part, or its worker raised a stop signal
         stopped = done.outcome
-        return DispatchOutcome(target, stopped.stop_reason, stopped.phase, stopped.message)
+        return DispatchOutcome(target, stopped.stop_reason, stopped.phase, stopped.message, provenance=evidence)
     value = returned.value  # the observation check refused it: the worker's own stop reason and message
     reason = value_stop_reason(value)
     logger.info("technique dispatch target=%s stop_reason=%s", target, reason)
     kept = None if isinstance(value, HandlerFailure) else value
-    return DispatchOutcome(target, reason, "delegate", value_message(value), kept)
+    return DispatchOutcome(target, reason, "delegate", value_message(value), kept, evidence)
 
 
 class TechniqueDispatcher:
@@ -243,6 +259,8 @@ class TechniqueDispatcher:
     ``allow``. ``schemas`` override a handler's argument schema per target. ``limits`` bound every part's
     arguments (default :class:`~routegate.core.ArgLimits`: depth 32, 10,000 keys and elements, 1 MB).
     ``budget.max_delegations`` bounds the parts per output, ``budget.max_seconds`` the whole dispatch.
+    ``flows`` adds flow rules per target (``{"mcp:bank/send_money": {"recipient": Sensitive}}``) to those the
+    target's schema declares — the way to give them to a tool whose schema is JSON (an MCP ``inputSchema``).
 
     Every part is one :class:`~routegate.core.governed.GovernedStep` (``step``): validated against the policy before
     any part runs, then delegated through the gateway under the dispatch's :class:`~routegate.core.RunContext`,
@@ -260,38 +278,55 @@ class TechniqueDispatcher:
         schemas: Mapping[str, type[BaseModel]] | None = None,
         budget: Budget | None = None,
         limits: ArgLimits | None = None,
+        flows: Mapping[str, Mapping[str, From]] | None = None,
     ) -> None:
         self.handlers = handlers if isinstance(handlers, HandlerRegistry) else HandlerRegistry(handlers)
         policy_allow = frozenset(allow)
         execution = policy_allow if execution_allow is None else frozenset(execution_allow)
         overrides = dict(schemas or {})
+        rules = dict(flows or {})
+        unknown = sorted(set(rules) - (policy_allow | execution))
+        if unknown:
+            raise ConfigurationError(f"flows names target(s) {unknown} that neither allowlist names")
         workers: list[Worker] = []
         checked: dict[str, type[BaseModel]] = {}
         for target in sorted(policy_allow | execution):
             handler = self.handlers.for_target(target)
             if handler is None:
                 continue  # allowed but nothing serves it: route_missing:<t> when asked for
+            schema = overrides.get(target) or handler.schema(target)
             found = handler.worker(target)
             if found is not None:
                 if found.name != target:
                     raise ConfigurationError(f"handler for {target!r} built a worker named {found.name!r}")
-                workers.append(guarded(found))
-            schema = overrides.get(target) or handler.schema(target)
+                workers.append(guarded(found, schema=schema, flows=rules.get(target)))
             if schema is not None:
                 checked[target] = schema
         self.policy = RoutePolicy(policy_allow, checked, limits=limits, json_only=True)
         self.gateway = RouteGateway(allow=execution, registry=workers)
-        self.step = GovernedStep(self.policy, self.gateway, check=check_returned)
+        self.step = GovernedStep(self.policy, self.gateway, check=check_returned, observed=returned_value)
         self.budget = budget or Budget()
 
+    @property
+    def tracks_provenance(self) -> bool:
+        """Does a target declare flow rules (so the run a dispatch is part of should keep its sources)?"""
+        return self.step.tracks_provenance
+
     async def adispatch(
-        self, classified: ClassifiedOutput, *, context: RunContext[Any] | None = None
+        self,
+        classified: ClassifiedOutput,
+        *,
+        context: RunContext[Any] | None = None,
+        request: str | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> DispatchResult:
         """Dispatch the parts of the winning kind. Never raises for anything the output holds.
 
         ``context`` is the run this dispatch is part of (a routing agent's, when a worker or finalizer
-        dispatches): the dispatch's own context takes its ``deps`` and ``run_id``; its deadline and delegation
-        ledger come from this dispatcher's budget.
+        dispatches): the dispatch's own context takes its ``deps``, ``run_id`` and provenance ledger (the run's
+        sources, which the parts' outputs then extend); its deadline and delegation ledger come from this
+        dispatcher's budget. ``request`` and ``config``: the user's request and the caller's configuration, the
+        sources a flow rule may accept, for a dispatch with no run's ledger to read.
         """
         run = _Dispatch(classified.kind)
         if classified.kind is OutputKind.PROSE:
@@ -305,6 +340,8 @@ class TechniqueDispatcher:
             ctx: RunContext[Any] = RunContext.start(None, self.budget)
         else:
             ctx = RunContext.start(context.deps, self.budget, run_id=context.run_id)
+            ctx.provenance = context.provenance  # one run, one ledger
+        self.step.admit(ctx, request, config)
         tr = ctx.tracer
         if tr is None:
             return await self._bounded(run, handler, classified, ctx)
@@ -339,9 +376,11 @@ class TechniqueDispatcher:
         except Exception as exc:
             return run.fault(exc)
 
-    def dispatch(self, classified: ClassifiedOutput) -> DispatchResult:
+    def dispatch(
+        self, classified: ClassifiedOutput, *, request: str | None = None, config: Mapping[str, Any] | None = None
+    ) -> DispatchResult:
         """Synchronous :meth:`adispatch` (not from inside a running event loop)."""
-        return run_sync(self.adispatch(classified), what="dispatch")
+        return run_sync(self.adispatch(classified, request=request, config=config), what="dispatch")
 
     async def _dispatch(
         self, run: _Dispatch, handler: TechniqueHandler, items: tuple[TechniqueItem, ...], ctx: RunContext[Any]
@@ -371,25 +410,41 @@ class TechniqueDispatcher:
             verdict = validate(decision, ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
                 refused = verdict.outcome
-                return DispatchOutcome(target, refused.stop_reason, refused.phase, refused.message)
+                evidence = verdict.trace.provenance
+                return self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
             target = verdict.target
+            checked.append((verdict, ""))  # accepted by the policy: its flow-rule evidence waits for its delegation
             refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
             if refusal is not None:
-                return DispatchOutcome(target, refusal.stop_reason, "delegate", refusal.message)
+                return self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
             digest = args_hash(verdict.args)
             if (target, digest) in seen:
-                return DispatchOutcome(
-                    target, sr.LOOP_DETECTED, "delegate", f"{target!r} is asked twice with the same arguments"
-                )
+                why = f"{target!r} is asked twice with the same arguments"
+                return self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why)
             seen.add((target, digest))
-            checked.append((verdict, digest))
+            checked[-1] = (verdict, digest)
         check_args = getattr(handler, "check_args", None)  # ArgumentChecker (getattr: isinstance costs ~10 µs)
         if check_args is not None:
             for intent, _ in checked:
                 rejection = await check_args(intent.target, intent.args)
                 if rejection is not None:
-                    return DispatchOutcome(intent.target, rejection.stop_reason, "route", rejection.message)
+                    return self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", rejection.message)
         return checked
+
+    def _refuse(
+        self,
+        checked: list[_Checked],
+        ctx: RunContext[Any],
+        target: str,
+        stop_reason: str,
+        phase: sr.Phase | None,
+        message: str,
+        evidence: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> DispatchOutcome:
+        """The output is refused: the parts accepted so far will not run (their evidence is dropped)."""
+        if checked:
+            self.step.discard([intent for intent, _ in checked], ctx)
+        return DispatchOutcome(target, stop_reason, phase, message, provenance=evidence)
 
     def _gateway_refusal(self, intent: RouteIntent, index: int, parts: int) -> DelegationStop | None:
         """The gateway's guards, checked for every part before any runs (the gateway checks them again when

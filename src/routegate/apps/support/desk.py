@@ -15,6 +15,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from typing import Any, Final, Literal
 
 from routegate._extras import needs
@@ -60,8 +61,9 @@ from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, stop_reasons
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
-from routegate.core.governed import GovernedStep
+from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
+from routegate.core.provenance import From
 from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
@@ -70,6 +72,9 @@ from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
 from routegate.plan import Plan, PlanResult
 
 logger = logging.getLogger(__name__)
+
+TOOL_ROUTES: Final = ("POSTGRES", "VECTOR", "EXTERNAL")
+"""The routes a tool serves (the LLM route is the Respond node: no arguments to rule on)."""
 
 SUPPORT_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1, max_seconds=60.0)
 """One route decision (the plan routes once), one delegation, 60 s per turn."""
@@ -83,6 +88,14 @@ class SupportAgent:
     (``max_message_chars``: ``ROUTEGATE_MAX_MESSAGE_CHARS``): :meth:`iter` answers a refused message with an
     ``error`` event whose code is the problem (``empty_message``, ``message_too_long``, ``invalid_text``),
     :meth:`ask` and :meth:`route` raise :class:`~routegate.core.messages.InvalidMessageError`.
+
+    ``flows`` gives the tools flow rules (``{"EXTERNAL": {"query": From("user")}}``, :mod:`routegate.core.provenance`):
+    the turn then labels its sources (the message and the user's earlier messages ``user``, the desk's earlier
+    answers ``tool:memory#<n>``, the tool's output ``tool:<ROUTE>#1``), a decision whose argument no allowed
+    source holds is refused before the tool runs (``route_denied:provenance:<arg>``) and the trace's ``policy`` and
+    ``gateway`` notes carry the arguments' origins. ``on_refusal`` says what a refused decision does: ``"end"``
+    (the default) ends the turn; ``"observe"`` hands it back to the router, which does not offer that route again,
+    while ``budget.max_route_attempts`` lasts (:class:`~routegate.apps.support.graph.RouterStep`).
     """
 
     def __init__(
@@ -100,9 +113,18 @@ class SupportAgent:
         vector_min_score: float = DEFAULT_MIN_SCORE,
         semantic: EmbeddingLayer | None = None,
         max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
+        flows: Mapping[str, Mapping[str, From]] | None = None,
+        on_refusal: OnRefusal = "end",
     ) -> None:
         if max_message_chars < 1:
             raise ConfigurationError(f"max_message_chars must be >= 1, got {max_message_chars}")
+        if on_refusal not in ("end", "observe"):
+            raise ConfigurationError(f"on_refusal must be 'end' or 'observe', got {on_refusal!r}")
+        unknown = sorted(set(flows or {}) - set(TOOL_ROUTES))
+        if unknown:
+            raise ConfigurationError(f"flows names {unknown}; the desk's tools are {list(TOOL_ROUTES)}")
+        self.flows = dict(flows or {})
+        self.on_refusal: OnRefusal = on_refusal
         self.db = db
         self.max_message_chars = max_message_chars
         # within a turn's request scope a text is embedded once (the router's vector is the vector tool's)
@@ -139,12 +161,16 @@ class SupportAgent:
             external=self.external,
             text_to_sql=TextToSql(self.chat_model) if self.chat_model is not None else None,
         )
+        if self.flows:
+            workers = tuple(replace(w, flows=self.flows.get(w.name) or w.flows) for w in workers)
         # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
         policy = RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))
         self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
         step = GovernedStep(policy, self.gateway, statuses=("done",))  # a tool answers once: no reroute
         self._plan = support_plan(
-            router=RouterStep(self.router, step),
+            router=RouterStep(
+                self.router, step, on_refusal=self.on_refusal, max_route_attempts=self.budget.max_route_attempts
+            ),
             tool=ToolStep(step),
             respond=RespondNode(chat_model=self.chat_model),
         )

@@ -36,8 +36,17 @@ from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
 from routegate.core import RunContext, stop_reasons
 from routegate.core._faults import fault_message
-from routegate.core.governed import GovernedStep, Stopped
-from routegate.errors import RunStopError, RuntimeFaultError
+from routegate.core.contracts import HistoryEntry
+from routegate.core.governed import (
+    GovernedStep,
+    OnRefusal,
+    Stopped,
+    refusal_observation,
+    refusals_exhausted,
+    refused_route,
+)
+from routegate.core.outcome import Outcome
+from routegate.errors import ConfigurationError, RunStopError, RuntimeFaultError
 from routegate.plan import Plan, Step, StepContext
 
 logger = logging.getLogger(__name__)
@@ -57,32 +66,60 @@ def support_plan(*, router: RouterStep, tool: ToolStep, respond: RespondNode) ->
 
 
 class RouterStep:
-    """The Router node: the router's choice, validated by the core governed step; emits the ``route`` event."""
+    """The Router node: the router's choice, validated by the core governed step; emits the ``route`` event.
 
-    def __init__(self, router: SupportRouter, step: GovernedStep) -> None:
+    The turn's sources are labelled first, through the governed step (:meth:`GovernedStep.admit`: the message and
+    the user's earlier messages ``user``, the desk's earlier answers ``tool:memory#<n>``), when a tool declares
+    flow rules. A refused decision is one trace note (``{"node": "policy", ...}``, with the arguments' origins
+    when a flow rule refused it). With ``on_refusal="end"`` it ends the turn; with ``"observe"`` it is handed
+    back to the router (its route is not offered again, the refusal is in the request's history for the LLM
+    stage) while ``max_route_attempts`` lasts, and the turn ends with the last refusal's stop reason after.
+    """
+
+    def __init__(
+        self, router: SupportRouter, step: GovernedStep, *, on_refusal: OnRefusal = "end", max_route_attempts: int = 1
+    ) -> None:
+        if on_refusal not in ("end", "observe"):
+            raise ConfigurationError(f"on_refusal must be 'end' or 'observe', got {on_refusal!r}")
         self.router = router
         self.step = step
+        self.observe = on_refusal == "observe"
+        self.max_route_attempts = max(1, max_route_attempts)
 
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
-        try:
-            choice = await self.router.route_choice(turn.message, turn.user_messages())
-        except RunStopError:
-            raise
-        except Exception as exc:
-            message = fault_message(exc, "the router", logger)
-            raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
-        turn.choice = choice
-        if choice.llm_stop is not None:
-            turn.model_failed(choice.llm_stop)
-        decision = choice.decision(turn.message)
-        turn.decision = decision
-        verdict = self.step.validate(decision, _run_of(turn))
-        if isinstance(verdict, Stopped):
-            raise RunStopError(verdict.stop_reason, verdict.outcome.message, phase="route")
-        turn.intent = verdict
-        turn.announce()
-        return choice
+        run = _run_of(turn)
+        if self.step.tracks_provenance:
+            self.step.admit(run, turn.message, conversation=[(m.role, m.content) for m in turn.history])
+        refused: list[HistoryEntry] = []
+        outcomes: list[Outcome] = []
+        for attempt in range(1, self.max_route_attempts + 1):
+            try:
+                choice = await self.router.route_choice(turn.message, turn.user_messages(), refused)
+            except RunStopError:
+                raise
+            except Exception as exc:
+                message = fault_message(exc, "the router", logger)
+                raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
+            turn.choice = choice
+            if choice.llm_stop is not None:
+                turn.model_failed(choice.llm_stop)
+            decision = choice.decision(turn.message)
+            turn.decision = decision
+            verdict = self.step.validate(decision, run, attempt=attempt)
+            if not isinstance(verdict, Stopped):
+                turn.intent = verdict
+                turn.announce()
+                return choice
+            outcome = verdict.outcome
+            turn.notes.append({"node": "policy", **verdict.trace.to_dict()})
+            if not self.observe:
+                raise RunStopError(verdict.stop_reason, outcome.message, phase=outcome.phase or "route")
+            outcomes.append(outcome)
+            intent = verdict.intent or refused_route(decision.raw)
+            refused.append(HistoryEntry(attempt, intent, refusal_observation(outcome)))
+        ended = refusals_exhausted(outcomes, self.max_route_attempts)
+        raise RunStopError(ended.stop_reason, ended.message, phase=ended.phase or "route")
 
 
 class ToolStep:

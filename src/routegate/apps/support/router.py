@@ -33,7 +33,7 @@ from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, WorkerArgs
-from routegate.core.contracts import RouteSpec
+from routegate.core.contracts import HistoryEntry, RouteSpec
 from routegate.core.workers import NormalizedText
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
@@ -143,17 +143,28 @@ class SupportRouter(CascadeRouter):
             return (" ".join(text.split()),)  # the query the vector tool gets (QueryArgs collapses whitespace)
         return ()
 
-    def request_for(self, text: str, history: Sequence[str] = ()) -> RouteRequest:
-        """The route request for one message; ``history``: earlier user messages, oldest first."""
-        return RouteRequest(goal=text, catalog=CATALOG, budget=_LLM_BUDGET, conversation=tuple(history))
+    def request_for(self, text: str, history: Sequence[str] = (), refused: Sequence[HistoryEntry] = ()) -> RouteRequest:
+        """The route request for one message; ``history``: earlier user messages, oldest first; ``refused``: this
+        turn's decisions the desk's policy refused, handed back (their routes are not offered again)."""
+        return RouteRequest(
+            goal=text,
+            catalog=CATALOG,
+            budget=_LLM_BUDGET,
+            conversation=tuple(history),
+            history=tuple(refused),
+            forbidden_targets=frozenset(entry.route.target for entry in refused),
+        )
 
-    async def route_choice(self, text: str, history: Sequence[str] = ()) -> RouteChoice:
-        """Decide the route for one message (no tool runs here); ``history``: earlier user messages."""
+    async def route_choice(
+        self, text: str, history: Sequence[str] = (), refused: Sequence[HistoryEntry] = ()
+    ) -> RouteChoice:
+        """Decide the route for one message (no tool runs here); ``history``: earlier user messages; ``refused``:
+        the refusals handed back so far this turn (``on_refusal="observe"``)."""
         shape = pasted_shape(text)
         if shape is not None:  # pasted in, not asked: no stage (and no model) is consulted
             return RouteChoice("LLM", UNSURE, {}, f"the message looks like {shape} pasted in; asking the user")
         try:
-            choice = _as_route_choice(await self.choose(self.request_for(text, history)))
+            choice = _as_route_choice(await self.choose(self.request_for(text, history, refused)))
         except RunStopError:
             raise
         except Exception as exc:  # the rules did not settle it and the embedding layer failed (its encoder)
