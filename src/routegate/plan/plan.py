@@ -48,11 +48,12 @@ from routegate.plan._compiled import (
     SYNC,
     Compiled,
     compile_steps,
-    fingerprint,
     is_sync,
+    shape_of,
     wants_context,
 )
 from routegate.plan._position import Decision, Position
+from routegate.plan._shape import PlanShape
 from routegate.plan._spans import NO_SPANS, RunSpans, TracedSpans
 from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
 from routegate.plan.envelope import Envelope, ErrorInfo
@@ -141,7 +142,7 @@ class Plan:
         self.resume = resume
         self.on_concurrent = on_concurrent
         self._checkpoints: Store | None = None  # the in-memory checkpoints of a durable plan without a Store
-        self._fingerprint: str | None = None  # of the steps, for checkpoints; computed on the first durable run
+        self._checkpoint_shape: PlanShape | None = None  # what checkpoints know of the steps; on the first durable run
         self.steps: tuple[Step, ...] = steps
         self.budget = budget
         if budget is not None:
@@ -261,6 +262,7 @@ class Plan:
         spans, checkpoint and final event.
         """
         started = _perf()
+        given = store  # a durable run's checkpoints go to the store the caller gave, not to a fresh one
         if store is None:
             store = self.store
             if store is None and self._has_writes:
@@ -292,9 +294,7 @@ class Plan:
         elif self._wants_ctx:
             ctx = RunContext(deps, emit=emit, tracer=tr)
         run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
-        return run.drive(
-            started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given=store
-        )
+        return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
 
     def _backend(self, store: Any) -> tuple[Any, bytes | None]:
         """The checkpoint backend of a durable run and the key that signs its checkpoints: its store's, else the
@@ -313,12 +313,12 @@ class Plan:
             self._checkpoints = Store()
         return self._checkpoints.checkpoints, None
 
-    def _fingerprint_of(self) -> str:
-        """The fingerprint a durable run's checkpoints carry (computed on the first durable run)."""
-        fp = self._fingerprint
-        if fp is None:
-            fp = self._fingerprint = fingerprint(self._compiled)
-        return fp
+    def _shape(self) -> PlanShape:
+        """What a durable run's checkpoints know of this plan (built on its first durable run)."""
+        shape = self._checkpoint_shape
+        if shape is None:
+            shape = self._checkpoint_shape = shape_of(self._compiled)
+        return shape
 
     def _ended(
         self,
@@ -651,8 +651,7 @@ class _Run:
         plan = self.plan
         backend, secret = plan._backend(given)
         opened = open_run(
-            plan._compiled,
-            plan._fingerprint_of(),
+            plan._shape(),
             backend,
             key,
             plan.resume,
