@@ -52,7 +52,7 @@ def _close_loops() -> None:
         _loops.clear()
 
 
-def run_sync(coro: Coroutine[Any, Any, T], *, what: str = "run", loopless: bool = False) -> T:
+def run_sync(coro: Coroutine[Any, Any, T], what: str = "run", loopless: bool = False) -> T:
     """Run ``coro`` to completion; refuse (clearly) when called from inside a running event loop.
 
     ``loopless=True`` promises that ``coro`` never suspends (it awaits nothing that waits): it then runs right

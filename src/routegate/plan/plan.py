@@ -66,6 +66,7 @@ from routegate.plan.targets import StepContext
 from routegate.plan.when import _MISSING, read_field
 
 _logger = logging.getLogger(__name__)
+_INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
 _get_running_loop = asyncio._get_running_loop
@@ -206,9 +207,7 @@ class Plan:
         loop; the deadline of its budget is then checked between steps (a running synchronous step cannot be cut
         off). Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
         """
-        return run_sync(
-            self._drive(payload, store, deps, None, checkpoint_key, answer), what="run", loopless=self._all_sync
-        )
+        return run_sync(self._drive(payload, store, deps, None, checkpoint_key, answer), "run", self._all_sync)
 
     def iter(
         self,
@@ -330,17 +329,21 @@ class Plan:
         store: Any,
         started: float,
     ) -> PlanResult:
-        """The result of a run, and its one log line."""
+        """The result of a run and its log line (the interpreter's end repeats this inline, for speed)."""
         result = PlanResult(value, payload, error, envelopes, decisions, store, (_perf() - started) * 1000.0)
-        if _logger.isEnabledFor(logging.INFO):
-            _logger.info(
-                "plan %s path=%s stop_reason=%s latency_ms=%.3f",
-                self.name or "-",
-                ">".join(result.path),
-                result.stop_reason,
-                result.elapsed_ms,
-            )
+        if _logger.isEnabledFor(_INFO):
+            self._log(result)
         return result
+
+    def _log(self, result: PlanResult) -> None:
+        """The one log line of a run."""
+        _logger.info(
+            "plan %s path=%s stop_reason=%s latency_ms=%.3f",
+            self.name or "-",
+            ">".join(result.path),
+            result.stop_reason,
+            result.elapsed_ms,
+        )
 
     # -- the interpreter -------------------------------------------------------------------------------------
     async def _steps(self, value: Any, store: Any, run: _Run | None, started: float) -> PlanResult:
@@ -503,7 +506,13 @@ class Plan:
             decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
         if watched:
             spans.finish(iterations)
-        return self._ended(value, None if error is not None else prev, error, envelopes, decisions, store, started)
+        # what _ended does, inline: one call less on every run (the driver's cut-off path calls _ended)
+        result = PlanResult(
+            value, None if error is not None else prev, error, envelopes, decisions, store, (_perf() - started) * 1000.0
+        )
+        if _logger.isEnabledFor(_INFO):
+            self._log(result)
+        return result
 
     async def _run_band(
         self,
@@ -623,19 +632,55 @@ class _Run:
         answer: Any = NO_ANSWER,
         given: Any = None,
     ) -> PlanResult:
-        """Run from the first step (or the checkpoint of ``key``) to the end: under the budget's timer when
-        ``timed``, inside the run's spans, then the final event. ``given`` is the store the caller passed."""
-        spans = self.spans
-        spans.begin(self.plan.name, self.envelopes, self.decisions)
+        """Run from the first step to the end, inside the run's spans, then the final event.
+
+        ``timed``: under the budget's timer — a step still running when the deadline passes is cancelled and
+        the run ends with ``max_seconds`` (:meth:`out_of_time`). ``key``: a durable run — take the key's lease,
+        resume from its checkpoint (or answer from a finished one), checkpoint before every step, record how
+        the run ended; ``given`` is the store the caller passed (where the checkpoints are). One frame for all of
+        it: every coroutine between a door and the interpreter costs each run about 0.2 µs."""
+        plan, spans = self.plan, self.spans
+        spans.begin(plan.name, self.envelopes, self.decisions)
         try:
-            if key is None:
-                if answer is not NO_ANSWER:
-                    raise ConfigurationError(
-                        "answer= resumes a durable run: give the plan (or this run) a checkpoint_key"
-                    )
-                result = await self._timed(started, timed)
-            else:
-                result = await self._durable(started, timed, key, answer, given)
+            result: PlanResult | None = None
+            durable: DurableRun | None = None
+            if key is not None:
+                opened = self._open(key, answer, given)
+                if isinstance(opened, PlanResult):  # it finished before: nothing runs
+                    result = opened
+                else:
+                    durable = opened
+            elif answer is not NO_ANSWER:
+                raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
+            if result is None:
+                try:
+                    if not timed:  # no budget, or a plan of synchronous steps: it never yields to a timer
+                        result = await plan._steps(self.input, self.store, self, started)
+                    else:
+                        assert self.max_seconds is not None
+                        timer = Deadline(self.max_seconds)
+                        try:
+                            async with timer:
+                                result = await plan._steps(self.input, self.store, self, started)
+                        except TimeoutError:
+                            if not timer.expired:
+                                raise
+                            stop = self.out_of_time(self.at, started)
+                            spans.close_step()  # the cut-off step's span, with its envelope
+                            result = plan._ended(
+                                self.input, None, stop, self.envelopes, self.decisions, self.store, started
+                            )
+                    if self.emit is not None:
+                        self.flush()
+                except BaseException as exc:
+                    if durable is not None:
+                        durable.abort(exc)
+                    raise
+                finally:
+                    if durable is not None:
+                        durable.close()
+                if durable is not None:
+                    durable.finish(result)
         except BaseException as exc:  # a plan bug or a cancellation: the open spans end with it
             spans.end(None, exc)
             raise
@@ -645,58 +690,17 @@ class _Run:
             emit(PlanFinalEvent(result))
         return result
 
-    async def _durable(self, started: float, timed: bool, key: str, answer: Any, given: Any) -> PlanResult:
-        """A durable run: take the key's lease, resume from its checkpoint (or answer from a finished one),
-        checkpoint before every step, record how the run ended."""
+    def _open(self, key: str, answer: Any, given: Any) -> DurableRun | PlanResult:
+        """Open the durable run of ``key``: the run to drive, watched from now on, or the result of the run that
+        already finished under it."""
         plan = self.plan
         backend, secret = plan._backend(given)
-        opened = open_run(
-            plan._shape(),
-            backend,
-            key,
-            plan.resume,
-            plan.on_concurrent,
-            answer,
-            self.store,
-            secret,
-        )
-        if isinstance(opened, PlanResult):  # it finished before: nothing runs
-            self.spans.resumed(True)
-            return opened
-        self.spans.resumed(opened.state is not None)
-        self.durable = opened
-        self.watched = True
-        try:
-            result = await self._timed(started, timed)
-        except BaseException as exc:
-            opened.abort(exc)
-            raise
-        finally:
-            opened.close()
-        opened.finish(result)
-        return result
-
-    async def _timed(self, started: float, timed: bool) -> PlanResult:
-        """The interpreter, under the budget's timer when ``timed``: a step still running when the deadline
-        passes is cancelled, and the run ends with ``max_seconds`` (:meth:`out_of_time`)."""
-        plan = self.plan
-        if not timed:  # no budget, or a plan of synchronous steps: it never yields, a timer could not fire
-            result = await plan._steps(self.input, self.store, self, started)
-        else:
-            assert self.max_seconds is not None
-            timer = Deadline(self.max_seconds)
-            try:
-                async with timer:
-                    result = await plan._steps(self.input, self.store, self, started)
-            except TimeoutError:
-                if not timer.expired:
-                    raise
-                stop = self.out_of_time(self.at, started)
-                self.spans.close_step()  # the cut-off step's span, with its envelope
-                result = plan._ended(self.input, None, stop, self.envelopes, self.decisions, self.store, started)
-        if self.emit is not None:
-            self.flush()
-        return result
+        opened = open_run(plan._shape(), backend, key, plan.resume, plan.on_concurrent, answer, self.store, secret)
+        self.spans.resumed(isinstance(opened, PlanResult) or opened.state is not None)
+        if not isinstance(opened, PlanResult):
+            self.durable = opened
+            self.watched = True
+        return opened
 
     def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
         """The one deadline handler: the run's ``max_seconds`` passed before step ``at`` ran, or while it ran —
