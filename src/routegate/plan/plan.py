@@ -285,8 +285,7 @@ class Plan:
         if budget is not None:
             max_seconds = budget.max_seconds
             if self._wants_ctx:
-                ctx = RunContext.start(deps, budget, emit=emit)
-                ctx.tracer = tr
+                ctx = RunContext.start(deps, budget, emit=emit)  # its tracer: tracer(), the same as tr
                 deadline = ctx.deadline
             else:
                 deadline = _monotonic() + max_seconds
