@@ -69,7 +69,6 @@ _logger = logging.getLogger(__name__)
 _INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
-_get_running_loop = asyncio._get_running_loop
 _CoroutineType = types.CoroutineType
 _DEFAULT_ITERATIONS = Budget().max_iterations
 
