@@ -705,29 +705,30 @@ class _Run:
         the timer cancelled it: then ``started`` is when the run started, and the step (every member of its
         band) gets an envelope with the stop."""
         assert self.deadline is not None and self.max_seconds is not None
-        step = self.plan._compiled[at]
+        compiled = self.plan._compiled
+        step = compiled[at]
         path = _path_text(self.envelopes)
+        cut: tuple[Compiled, ...] = ()
         if started is None:
             elapsed = self.max_seconds + (_monotonic() - self.deadline)
             message = (
                 f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s, before step {step.name!r} ran "
                 f"(path so far: {path})"
             )
-            return ErrorInfo(
-                "RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step"
+        else:
+            cut = compiled[step.index : step.band_end] if step.band_end else (step,)
+            elapsed = _perf() - started
+            names = ", ".join(repr(m.name) for m in cut)
+            message = (
+                f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s; step {names} was cut off "
+                f"(path so far: {path})"
             )
-        members = self.plan._compiled[step.index : step.band_end] if step.band_end else (step,)
-        total_ms = (_perf() - started) * 1000.0
-        step_ms = max(total_ms - sum(env.elapsed_ms for env in self.envelopes), 0.0)
-        names = ", ".join(repr(m.name) for m in members)
-        message = (
-            f"max_seconds={self.max_seconds} reached after {total_ms / 1000:.3f}s; step {names} was cut off "
-            f"(path so far: {path})"
-        )
         info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
-        for member in members:
-            self.envelopes.append(Envelope(None, info, None, member.name, step_ms))
-            self.decisions.append((None, MAX_SECONDS))
+        if cut:
+            step_ms = max(elapsed * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
+            for member in cut:
+                self.envelopes.append(Envelope(None, info, None, member.name, step_ms))
+                self.decisions.append((None, MAX_SECONDS))
         return info
 
     def flush(self) -> None:
