@@ -147,6 +147,22 @@ def test_interrupt_asks_and_a_resume_hands_the_answer_to_the_step(store: Store) 
     assert third.path == ("approve",)  # errored() did not catch the interrupts
 
 
+def test_a_plan_without_a_store_keeps_its_checkpoints_across_runs_even_when_its_steps_write() -> None:
+    """The run's own store (a fresh one per run, for ``writes=``) is not where its checkpoints go: the plan keeps
+    them, so the interrupted run resumes on the next call."""
+
+    def approve(amount: int) -> str:
+        return f"approved {amount}: {interrupt('ok?')}"
+
+    plan = Plan(Step(lambda x: x * 2, name="double", writes="doubled"), Step(approve), checkpoint_key="no-store")
+    first = plan.run(20)
+    assert (first.stop_reason, first.question) == ("interrupted", "ok?")
+    second = plan.run(answer="yes")
+    assert second.ok and second.payload == "approved 40: yes" and second.path == ("double", "approve")
+    assert second.store is not None and second.store.read("doubled") == 40
+    assert plan.run().payload == "approved 40: yes"  # finished: answered from the plan's checkpoints
+
+
 def test_answer_needs_an_interrupted_durable_run(store: Store) -> None:
     plan = Plan(Step(lambda x: x, name="id"), store=store, checkpoint_key="plain")
     with pytest.raises(ValueError, match="no interrupted run"):

@@ -14,7 +14,7 @@ from opentelemetry.trace import StatusCode
 
 from routegate.core import Budget, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
 from routegate.plan import Plan, PlanFinalEvent, PlanRuntimeError, Step, StepEvent, Store, interrupt, when
-from routegate.plan import plan as plan_module
+from routegate.plan import _spans as spans_module
 
 SECRET = "my card number is 4111 1111 1111 1111"
 
@@ -296,8 +296,8 @@ def test_without_a_tracer_provider_a_plan_opens_no_span(monkeypatch: pytest.Monk
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a span was opened without a tracer provider")
 
-    for name in ("span", "begin_step", "end_plan"):
-        monkeypatch.setattr(plan_module, name, refuse)
+    for name in ("span", "open_span", "end_run"):  # every way the plan's spans open or end one
+        monkeypatch.setattr(spans_module, name, refuse)
     assert triage_plan().run("site down").ok
     assert asyncio.run(triage_plan(budget=Budget(max_seconds=5)).arun("site down")).ok
 

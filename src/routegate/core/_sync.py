@@ -10,6 +10,9 @@ the task is done — the same iterations ``run_forever`` makes, without the per-
 step is the only callback due it runs it without polling the selector first — which brings a sync run within a
 few microseconds of ``await arun()``. Any other loop class (uvloop installed as the policy) gets
 ``run_until_complete``.
+
+One branch needs no loop at all: a coroutine its caller knows can never suspend (``Plan.run`` of a plan whose
+steps are all synchronous) is driven with a single ``send`` (``loopless=True``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from routegate.errors import ConfigurationError
 
 T = TypeVar("T")
 
+_get_running_loop = asyncio._get_running_loop  # get_running_loop() without raising when there is none
 _local = threading.local()
 _loops: list[asyncio.AbstractEventLoop] = []
 _loops_lock = threading.Lock()
@@ -48,17 +52,24 @@ def _close_loops() -> None:
         _loops.clear()
 
 
-def run_sync(coro: Coroutine[Any, Any, T], *, what: str = "run") -> T:
-    """Run ``coro`` to completion; refuse (clearly) when called from inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
+def run_sync(coro: Coroutine[Any, Any, T], what: str = "run", loopless: bool = False) -> T:
+    """Run ``coro`` to completion; refuse (clearly) when called from inside a running event loop.
+
+    ``loopless=True`` promises that ``coro`` never suspends (it awaits nothing that waits): it then runs right
+    here, with one ``send`` and no event loop."""
+    if _get_running_loop() is not None:
         coro.close()
         raise ConfigurationError(
             f"{what}() was called from inside a running event loop; use 'await ...a{what}(...)' there instead"
         )
+    if loopless:
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        coro.close()
+        raise RuntimeError(f"internal error: {what}() was given a coroutine that suspended without an event loop")
     loop = _thread_loop()
     if not isinstance(loop, asyncio.BaseEventLoop) or not hasattr(loop, "_run_once"):
         return loop.run_until_complete(coro)  # pragma: no cover - a third-party loop class

@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from routegate.core import RoutingAgent
 from routegate.core.context import context_parameter
+from routegate.plan._shape import PlanShape, StepShape
 from routegate.plan.envelope import Envelope
 from routegate.plan.errors import DetourTrapWarning, PlanCompileError
 from routegate.plan.sentinels import FromParallel, FromParallelAll, FromPrev, FromStart
@@ -171,6 +172,27 @@ def fingerprint(steps: tuple[Compiled, ...]) -> str:
             )
         )
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def shape_of(steps: tuple[Compiled, ...]) -> PlanShape:
+    """What a durable run's checkpoints know of the plan compiled as ``steps`` (see :mod:`routegate.plan._shape`)."""
+    return PlanShape(
+        tuple(
+            StepShape(
+                c.name,
+                c.index,
+                c.band_end,
+                c.writes,
+                c.validate,
+                frozenset(t for t, _, _, _ in c.routes) if c.routes is not None else frozenset(),
+                frozenset(c.by_map.values()) if c.by_field is not None else frozenset(),
+                c.rejoin,
+                c.rejoin_why,
+            )
+            for c in steps
+        ),
+        fingerprint(steps),
+    )
 
 
 # -- compilation ---------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from routegate.plan._compiled import Compiled
+from routegate.plan._shape import StepShape
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, RunRecord
 from routegate.plan.errors import CheckpointMismatchError
 
@@ -107,9 +107,9 @@ def check_readable(record: RunRecord) -> None:
         )
 
 
-def check_checkpoint(steps: tuple[Compiled, ...], record: RunRecord) -> None:
-    """Raise :class:`CheckpointMismatchError` unless ``record`` is a checkpoint the plan compiled as ``steps``
-    could have written.
+def check_checkpoint(steps: tuple[StepShape, ...], record: RunRecord) -> None:
+    """Raise :class:`CheckpointMismatchError` unless ``record`` is a checkpoint the plan of shape ``steps`` could
+    have written.
 
     Checked: the document's shape; that the recorded path and decisions are a walk of the plan's graph; that
     the step about to run, the pending rejoin and the step count are where that walk ends; that the parallel
@@ -145,7 +145,7 @@ def _shape(exc: ValidationError) -> str:
     return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
 
 
-def _check(compiled: tuple[Compiled, ...], record: RunRecord, doc: _Document) -> None:
+def _check(compiled: tuple[StepShape, ...], record: RunRecord, doc: _Document) -> None:
     count = len(compiled)
     status = record.status
     if status not in (RUNNING, ENDED, INTERRUPTED):
@@ -182,7 +182,7 @@ def _check(compiled: tuple[Compiled, ...], record: RunRecord, doc: _Document) ->
 
 
 def _check_status(
-    compiled: tuple[Compiled, ...], status: str, stop_reason: str, doc: _Document, keys: set[str]
+    compiled: tuple[StepShape, ...], status: str, stop_reason: str, doc: _Document, keys: set[str]
 ) -> None:
     result = doc.result
     if status == RUNNING:
@@ -211,10 +211,11 @@ def _check_status(
 
 
 def walk(
-    compiled: tuple[Compiled, ...], envelopes: list[_Envelope], decisions: list[tuple[str | None, str]]
+    compiled: tuple[StepShape, ...], envelopes: list[_Envelope], decisions: list[tuple[str | None, str]]
 ) -> tuple[int, int, int]:
-    """Replay a recorded path through the graph of the plan compiled as ``compiled``, as the interpreter moves: ``(index of the next step,
-    index of the routing step whose rejoin is pending or -1, steps run)`` (a parallel band counts as one step).
+    """Replay a recorded path through the graph of the plan of shape ``compiled``, as the interpreter moves:
+    ``(index of the next step, index of the routing step whose rejoin is pending or -1, steps run)`` (a parallel
+    band counts as one step).
 
     Routing predicates are not run: a decision is accepted when the plan's routing can make it at that point."""
     count = len(compiled)
@@ -249,8 +250,8 @@ def walk(
 
 
 def _move(
-    compiled: tuple[Compiled, ...],
-    step: Compiled,
+    compiled: tuple[StepShape, ...],
+    step: StepShape,
     env: _Envelope,
     target: str | None,
     why: str,
@@ -269,9 +270,7 @@ def _move(
             _refuse(f"its path leaves the branch {step.name!r} without its rejoin {compiled[rejoin].name!r}")
         return step.index + 1, -1
     to = index.get(target, -1)
-    routes = {t for t, _, _, _ in step.routes} if step.routes is not None else set()
-    if step.by_field is not None and not failed:
-        routes.update(step.by_map.values())
+    routes = step.routes if failed else step.routes | step.by_routes
     if to in routes and not (to == rejoin and why == compiled[pending].rejoin_why):
         return to, step.index if step.rejoin >= 0 and to != step.rejoin else -1
     if to >= 0 and to == rejoin:
@@ -279,7 +278,7 @@ def _move(
     _refuse(f"after {step.name!r} its path goes to {target!r}, which the plan's routing cannot choose there")
 
 
-def _rejoin_text(compiled: tuple[Compiled, ...], pending: int) -> str:
+def _rejoin_text(compiled: tuple[StepShape, ...], pending: int) -> str:
     if pending < 0:
         return "none"
     rejoin = compiled[pending].rejoin

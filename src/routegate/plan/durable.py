@@ -25,8 +25,8 @@ from typing import Any
 from routegate.core.contracts import jsonable
 from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
-from routegate.plan._compiled import Compiled
 from routegate.plan._position import Position
+from routegate.plan._shape import PlanShape, StepShape
 from routegate.plan._signature import sign, verify
 from routegate.plan._validate import check_checkpoint, check_readable
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, Checkpoints, Lease, RunRecord
@@ -98,10 +98,10 @@ def _error_of(doc: dict[str, Any]) -> ErrorInfo:
 class _Codec:
     """Payloads to JSON and back, through the producing step's ``output=`` type (``steps``: the plan's)."""
 
-    def __init__(self, steps: tuple[Compiled, ...]) -> None:
+    def __init__(self, steps: tuple[StepShape, ...]) -> None:
         self.steps = steps
         self.index = {c.name: c for c in steps}
-        self.band_of: dict[str, Compiled] = {}
+        self.band_of: dict[str, StepShape] = {}
         for c in steps:
             if c.band_end:
                 for m in steps[c.index : c.band_end]:
@@ -109,7 +109,7 @@ class _Codec:
 
     def _validator(self, name: str | None) -> Callable[[Any], Any] | None:
         c = self.index.get(name or "")
-        return None if c is None else c.validate
+        return None if c is None else c.decode
 
     def encode_env(self, env: Envelope) -> dict[str, Any]:
         doc: dict[str, Any] = {"s": env.step, "p": jsonable(env.payload), "ms": round(env.elapsed_ms, 3)}
@@ -140,14 +140,12 @@ class _Codec:
 class DurableRun(_Codec):
     """One durable run: the backend, the lease on its key, and the checkpoint being written."""
 
-    def __init__(
-        self, steps: tuple[Compiled, ...], backend: Checkpoints, key: str, lease: Lease, fp: str, secret: bytes | None
-    ) -> None:
-        super().__init__(steps)
+    def __init__(self, shape: PlanShape, backend: Checkpoints, key: str, lease: Lease, secret: bytes | None) -> None:
+        super().__init__(shape.steps)
         self.backend = backend
         self.key = key
         self.lease = lease
-        self.fp = fp
+        self.fp = shape.fingerprint
         self.secret = secret
         self.state: dict[str, Any] | None = None  # the checkpoint to resume from (None: a fresh run)
         self.retry = False  # resuming a run that ended with an error or a stop
@@ -347,7 +345,7 @@ class DurableRun(_Codec):
         self.lease.release()
 
 
-def stored_result(steps: tuple[Compiled, ...], record: RunRecord, store: Any) -> PlanResult:
+def stored_result(steps: tuple[StepShape, ...], record: RunRecord, store: Any) -> PlanResult:
     """The result of a finished run, rebuilt from its checkpoint (nothing runs); a stored payload that does not
     validate as its step's ``output=`` type raises :class:`CheckpointMismatchError`."""
     try:
@@ -360,7 +358,7 @@ def stored_result(steps: tuple[Compiled, ...], record: RunRecord, store: Any) ->
         ) from exc
 
 
-def _stored_result(steps: tuple[Compiled, ...], record: RunRecord, store: Any) -> PlanResult:
+def _stored_result(steps: tuple[StepShape, ...], record: RunRecord, store: Any) -> PlanResult:
     run = _Codec(steps)
     doc = record.state.get("result", {})
     envelopes = [run.decode_env(e) for e in doc.get("envelopes", [])]
@@ -379,9 +377,11 @@ def _stored_result(steps: tuple[Compiled, ...], record: RunRecord, store: Any) -
     return result
 
 
-def trust(steps: tuple[Compiled, ...], record: RunRecord, fp: str, secret: bytes | None) -> None:
-    """Refuse a stored checkpoint the plan of ``steps`` (fingerprint ``fp``) must not resume: unreadable, of an unknown format, unsigned or badly
-    signed (when ``secret`` is set), written by another plan, or not consistent with this plan's graph."""
+def trust(shape: PlanShape, record: RunRecord, secret: bytes | None) -> None:
+    """Refuse a stored checkpoint the plan of ``shape`` must not resume: unreadable, of an unknown format,
+    unsigned or badly signed (when ``secret`` is set), written by another plan, or not consistent with this plan's
+    graph."""
+    fp = shape.fingerprint
     check_readable(record)
     if secret is not None:
         verify(secret, record)
@@ -392,12 +392,11 @@ def trust(steps: tuple[Compiled, ...], record: RunRecord, fp: str, secret: bytes
             f"changed: fingerprint {found!r} != {fp!r}); resume it with the plan that wrote it, or start over with "
             "resume=False or another checkpoint_key"
         )
-    check_checkpoint(steps, record)
+    check_checkpoint(shape.steps, record)
 
 
 def open_run(
-    steps: tuple[Compiled, ...],
-    fp: str,
+    shape: PlanShape,
     backend: Checkpoints,
     key: str,
     resume: bool,
@@ -406,9 +405,9 @@ def open_run(
     store: Any,
     secret: bytes | None = None,
 ) -> DurableRun | PlanResult:
-    """Take the lease of ``key`` (or fork it) and decide where the run of the plan compiled as ``steps`` (its
-    fingerprint ``fp``) starts: a :class:`DurableRun` to drive, or the stored :class:`PlanResult` of a run that
-    already finished successfully. ``secret`` signs what the run writes and is required of what it resumes."""
+    """Take the lease of ``key`` (or fork it) and decide where the run of the plan of ``shape`` starts: a
+    :class:`DurableRun` to drive, or the stored :class:`PlanResult` of a run that already finished successfully.
+    ``secret`` signs what the run writes and is required of what it resumes."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"checkpoint_key must be a non-empty string, got {key!r}")
     lease = backend.acquire(key)
@@ -425,7 +424,7 @@ def open_run(
     try:
         record = backend.load(source) if resume else None
         if record is not None:
-            trust(steps, record, fp, secret)
+            trust(shape, record, secret)
         if answer is not NO_ANSWER and record is not None and record.status != INTERRUPTED:
             raise ConfigurationError(
                 f"answer= was given but the run {source!r} is {record.status}, not interrupted; resume it without "
@@ -433,8 +432,8 @@ def open_run(
             )
         if record is not None and record.status == ENDED and record.stop_reason == SUCCESS and source == key:
             lease.release()
-            return stored_result(steps, record, store)
-        run = DurableRun(steps, backend, key, lease, fp, secret)
+            return stored_result(shape.steps, record, store)
+        run = DurableRun(shape, backend, key, lease, secret)
         if record is not None:
             state = dict(record.state)
             state.pop("result", None)

@@ -48,7 +48,7 @@ class Envelope:
     produced it and how long its target took. Treat envelopes as read-only.
     """
 
-    __slots__ = ("elapsed_ms", "error", "metadata", "payload", "step")
+    __slots__ = ("_metadata", "elapsed_ms", "error", "payload", "step")
 
     def __init__(
         self,
@@ -60,9 +60,21 @@ class Envelope:
     ) -> None:
         self.payload = payload
         self.error = error
-        self.metadata = {} if metadata is None else metadata
+        self._metadata = metadata  # None: made on first read (most envelopes never carry any)
         self.step = step
         self.elapsed_ms = elapsed_ms
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Free-form metadata (a nested plan's step: ``{"plan": <its PlanResult>}``); empty unless set."""
+        metadata = self._metadata
+        if metadata is None:
+            metadata = self._metadata = {}
+        return metadata
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._metadata = value
 
     @property
     def ok(self) -> bool:
@@ -76,8 +88,8 @@ class Envelope:
         out: dict[str, Any] = {"step": self.step, "payload": jsonable(self.payload)}
         if self.error is not None:
             out["error"] = self.error.to_dict()
-        if self.metadata:
-            out["metadata"] = jsonable(self.metadata)
+        if self._metadata:
+            out["metadata"] = jsonable(self._metadata)
         out["elapsed_ms"] = round(self.elapsed_ms, 3)
         return out
 

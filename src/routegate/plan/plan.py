@@ -4,13 +4,17 @@ Everything is worked out when the plan is built (step index, route tables, predi
 validators, which steps ask for the run's :class:`~routegate.core.RunContext`), so a run is a tight loop: resolve
 the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step.
 
-There is one interpreter, :meth:`Plan._steps`. ``arun`` and ``run`` call it with no listener; ``iter`` (and its
-deprecated alias ``astream``) streams its events through :func:`routegate.core._stream.stream_events`. ``run`` of a plan
-whose targets are all synchronous drives the same coroutine without an event loop (it never suspends).
+One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through the one sync bridge,
+:func:`routegate.core._sync.run_sync`, which drives a plan of synchronous steps without an event loop), ``iter``
+(and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`) and a plan
+nested as a step. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
+Any other run is a :class:`_Run`, which owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
+place a deadline becomes ``max_seconds``), spans, checkpoint and final event. The run's position between steps is
+a :class:`~routegate.plan._position.Position` when a durable run checkpoints it; otherwise it stays in the
+interpreter's locals.
 
-With a tracer provider installed, a run is a ``routegate.plan`` span with a ``routegate.step`` span per step
-(:mod:`routegate.plan._spans`); the entry points look for a tracer once per run and, without one, run exactly as
-before: a traced run is never lean, and the interpreter opens step spans only where it already watches a run.
+The driver asks once per run whether a tracer provider is installed; with one, the run is a ``routegate.plan``
+span with a ``routegate.step`` span per step (:mod:`routegate.plan._spans`), and without one it opens none.
 """
 
 from __future__ import annotations
@@ -23,8 +27,6 @@ import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
 
-from opentelemetry.trace import Span, Tracer
-
 from routegate._lazy import warn_old_method
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
@@ -32,7 +34,7 @@ from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
 from routegate.core.contracts import Budget
 from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
-from routegate.core.telemetry import Attr, CurrentSpan, record_stop, span, tracer
+from routegate.core.telemetry import record_stop, tracer
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan._compiled import (
     ASYNC,
@@ -46,12 +48,13 @@ from routegate.plan._compiled import (
     SYNC,
     Compiled,
     compile_steps,
-    fingerprint,
     is_sync,
+    shape_of,
     wants_context,
 )
-from routegate.plan._position import Position
-from routegate.plan._spans import PLAN_SPAN, STEP_SPAN, begin_step, end_plan, end_step, plan_attributes
+from routegate.plan._position import Decision, Position
+from routegate.plan._shape import PlanShape
+from routegate.plan._spans import NO_SPANS, RunSpans, TracedSpans
 from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import INTERRUPTED, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
@@ -63,9 +66,9 @@ from routegate.plan.targets import StepContext
 from routegate.plan.when import _MISSING, read_field
 
 _logger = logging.getLogger(__name__)
+_INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
-_get_running_loop = asyncio._get_running_loop
 _CoroutineType = types.CoroutineType
 _DEFAULT_ITERATIONS = Budget().max_iterations
 
@@ -139,7 +142,7 @@ class Plan:
         self.resume = resume
         self.on_concurrent = on_concurrent
         self._checkpoints: Store | None = None  # the in-memory checkpoints of a durable plan without a Store
-        self._fingerprint: str | None = None  # of the steps, for checkpoints; computed on the first durable run
+        self._checkpoint_shape: PlanShape | None = None  # what checkpoints know of the steps; on the first durable run
         self.steps: tuple[Step, ...] = steps
         self.budget = budget
         if budget is not None:
@@ -155,8 +158,11 @@ class Plan:
         self._uses_from_step = any(c.source >= STEP for c in self._compiled)
         self._all_sync = all(is_sync(c) for c in self._compiled)
         self._wants_ctx = any(wants_context(c) for c in self._compiled)
-        # no budget and no step that asks for the context: arun/run go straight to the interpreter
+        # no budget and no step that asks for the context: the driver's lean branch (the interpreter alone)
         self._lean = budget is None and not self._wants_ctx and checkpoint_key is None
+        # a deadline timer that can cut off a running step; a plan of synchronous steps never yields, so a timer
+        # could not fire before the run ended: its deadline is checked between steps only
+        self._timed_runs = budget is not None and not self._all_sync
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -166,7 +172,7 @@ class Plan:
         label = f"{self.name!r}, " if self.name else ""
         return f"Plan({label}steps={list(self._names)}, max_iterations={self.max_iterations})"
 
-    # -- public API ------------------------------------------------------------------------------------------
+    # -- public API: three doors into the one driver -----------------------------------------------------------
     async def arun(
         self,
         payload: Any = None,
@@ -183,12 +189,7 @@ class Plan:
         interrupted durable run, handing the answer to the step that asked (see :func:`routegate.plan.interrupt`).
         When resuming, ``payload`` may be ``None``: the checkpointed input is used.
         """
-        tr = tracer()
-        if tr is not None:
-            return await self._traced(tr, payload, store, deps, None, not self._all_sync, checkpoint_key, answer)
-        if self._lean and checkpoint_key is None and answer is NO_ANSWER:
-            return await self._steps(payload, store, None, _perf())
-        return await self._start(payload, store, deps, None, not self._all_sync, checkpoint_key, answer)
+        return await self._drive(payload, store, deps, None, checkpoint_key, answer)
 
     def run(
         self,
@@ -199,34 +200,13 @@ class Plan:
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
     ) -> PlanResult:
-        """Synchronous :meth:`arun` (not from inside a running event loop).
+        """Synchronous :meth:`arun` (not from inside a running event loop), through the one sync bridge.
 
-        A plan whose targets are all synchronous never suspends, so it runs right here with no event loop; the
-        deadline of its budget is then checked between steps (a running synchronous step cannot be cut off).
-        Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
+        A plan whose targets are all synchronous never suspends, so the bridge drives it right here with no event
+        loop; the deadline of its budget is then checked between steps (a running synchronous step cannot be cut
+        off). Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
         """
-        if not self._all_sync:
-            return run_sync(
-                self.arun(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer), what="run"
-            )
-        if _get_running_loop() is not None:
-            raise ConfigurationError(
-                "run() was called from inside a running event loop; use 'await ...arun(...)' there instead"
-            )
-        tr = tracer()
-        if tr is not None:
-            coro = self._traced(tr, payload, store, deps, None, False, checkpoint_key, answer)
-        elif self._lean and checkpoint_key is None and answer is NO_ANSWER:
-            coro = self._steps(payload, store, None, _perf())
-        else:
-            coro = self._start(payload, store, deps, None, False, checkpoint_key, answer)
-        try:
-            coro.send(None)
-        except StopIteration as done:
-            result: PlanResult = done.value
-            return result
-        coro.close()  # pragma: no cover - a synchronous plan cannot suspend
-        raise PlanRuntimeError("internal error: a synchronous plan suspended")  # pragma: no cover
+        return run_sync(self._drive(payload, store, deps, None, checkpoint_key, answer), "run", self._all_sync)
 
     def iter(
         self,
@@ -240,13 +220,9 @@ class Plan:
         """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
         decided, then a :class:`~routegate.plan.PlanFinalEvent` with the result. Closing the iterator early
         cancels the run."""
-        timed = not self._all_sync
 
         def start(emit: Callable[[PlanEvent], None]) -> Coroutine[Any, Any, PlanResult]:
-            tr = tracer()
-            if tr is not None:
-                return self._traced(tr, payload, store, deps, emit, timed, checkpoint_key, answer)
-            return self._start(payload, store, deps, emit, timed, checkpoint_key, answer)
+            return self._drive(payload, store, deps, emit, checkpoint_key, answer)
 
         return stream_events(start, _is_final)
 
@@ -263,82 +239,59 @@ class Plan:
         warn_old_method("Plan", "astream", "iter")
         return self.iter(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer)
 
-    # -- one run -----------------------------------------------------------------------------------------------
-    async def _traced(
-        self,
-        tr: Tracer,
-        value: Any,
-        store: Any,
-        deps: Any,
-        emit: Callable[[PlanEvent], None] | None,
-        timed: bool,
-        key: str | None,
-        answer: Any,
-    ) -> PlanResult:
-        """A run under its ``routegate.plan`` span (a tracer provider is installed)."""
-        with span(tr, PLAN_SPAN, plan_attributes(self.name)) as root:
-            result = await self._start(value, store, deps, emit, timed, key, answer, tr, root)
-            end_plan(root, result)
-        return result
-
-    async def _start(
+    # -- the driver --------------------------------------------------------------------------------------------
+    def _drive(
         self,
         value: Any,
         store: Any,
-        deps: Any,
-        emit: Callable[[PlanEvent], None] | None,
-        timed: bool,
+        deps: Any = None,
+        emit: Callable[[PlanEvent], None] | None = None,
         key: str | None = None,
         answer: Any = NO_ANSWER,
-        tr: Tracer | None = None,
-        root: Span | None = None,
-    ) -> PlanResult:
-        """A run on its own: its context and deadline, the interpreter, the final event.
+        nested: bool = False,
+        outer: _Run | None = None,
+    ) -> Coroutine[Any, Any, PlanResult]:
+        """The one driver: every run of the plan starts here, and this returns the coroutine that runs it.
 
-        The deadline is checked between steps; ``timed=True`` adds a timer that cancels a step still running
-        when it passes. A plan whose steps are all synchronous runs with ``timed=False``: it never yields to the
-        event loop, so a timer could not fire before the run ended anyway (and ``run()`` drives it without a loop
-        at all). A plan with no budget, no listener and no step that asks for the context runs lean: no
-        :class:`_Run`, no context, no timer.
+        A ``nested`` run is a step of the run ``outer`` (``None``: a lean run).
+        A run with nothing to watch — no tracer provider, listener, budget, checkpoint or step that asks for
+        the context (for a nested plan: an outer run with none of them) — is the lean branch: the interpreter
+        alone, with no :class:`_Run`. Every other run is a :class:`_Run`, which owns its context, deadline,
+        spans, checkpoint and final event.
         """
         started = _perf()
-        given_store = store
+        given = store  # a durable run's checkpoints go to the store the caller gave, not to a fresh one
         if store is None:
             store = self.store
             if store is None and self._has_writes:
                 store = Store()
-        key = key if key is not None else self.checkpoint_key
-        if key is None and answer is not NO_ANSWER:
-            raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
-        if key is not None:
-            backend, secret = self._backend(given_store)
-            fp = self._fingerprint
-            if fp is None:
-                fp = self._fingerprint = fingerprint(self._compiled)
-            opened = open_run(self._compiled, fp, backend, key, self.resume, self.on_concurrent, answer, store, secret)
-            if root is not None:  # a finished run answered from its checkpoint, or one that continues
-                root.set_attribute(Attr.RESUMED, isinstance(opened, PlanResult) or opened.state is not None)
-            if isinstance(opened, PlanResult):
-                if emit is not None:
-                    emit(PlanFinalEvent(opened))
-                return opened
-            try:
-                result = await self._timed(value, store, deps, emit, timed, started, opened, tr, root)
-            except BaseException as exc:
-                opened.abort(exc)
-                raise
-            finally:
-                opened.close()
-            opened.finish(result)
-            if emit is not None:
-                emit(PlanFinalEvent(result))
-            return result
-        if self._lean and emit is None and tr is None:
-            return await self._steps(value, store, None, started)
-        result = await self._timed(value, store, deps, emit, timed, started, None, tr, root)
-        if emit is not None:
-            emit(PlanFinalEvent(result))
-        return result
+        if nested:  # a step of another plan: its context, deadline and spans; no events of its own
+            if outer is None or not outer.shares:
+                return self._steps(value, store, None, started)
+            run = _Run(self, value, store, outer.ctx, outer.deadline, outer.max_seconds, None, outer.spans.nested())
+            return run.drive(started)
+        tr = tracer()  # the run's one question about tracing: the spans it opens follow from the answer
+        if tr is None:
+            if self._lean and emit is None and key is None and answer is NO_ANSWER:
+                return self._steps(value, store, None, started)
+            spans: RunSpans = NO_SPANS
+        else:
+            spans = TracedSpans(tr)
+        budget = self.budget
+        ctx: RunContext[Any] | None = None
+        deadline: float | None = None
+        max_seconds: float | None = None
+        if budget is not None:
+            max_seconds = budget.max_seconds
+            if self._wants_ctx:
+                ctx = RunContext.start(deps, budget, emit=emit)  # its tracer: tracer(), the same as tr
+                deadline = ctx.deadline
+            else:
+                deadline = _monotonic() + max_seconds
+        elif self._wants_ctx:
+            ctx = RunContext(deps, emit=emit, tracer=tr)
+        run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
+        return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
 
     def _backend(self, store: Any) -> tuple[Any, bytes | None]:
         """The checkpoint backend of a durable run and the key that signs its checkpoints: its store's, else the
@@ -357,98 +310,31 @@ class Plan:
             self._checkpoints = Store()
         return self._checkpoints.checkpoints, None
 
-    async def _timed(
+    def _shape(self) -> PlanShape:
+        """What a durable run's checkpoints know of this plan (built on its first durable run)."""
+        shape = self._checkpoint_shape
+        if shape is None:
+            shape = self._checkpoint_shape = shape_of(self._compiled)
+        return shape
+
+    def _ended(
         self,
         value: Any,
-        store: Any,
-        deps: Any,
-        emit: Callable[[PlanEvent], None] | None,
-        timed: bool,
-        started: float,
-        durable: DurableRun | None,
-        tr: Tracer | None = None,
-        root: Span | None = None,
-    ) -> PlanResult:
-        """The run with its context and deadline (see :meth:`_start`); emits the step events, not the final one."""
-        budget = self.budget
-        ctx: RunContext[Any] | None = None
-        deadline: float | None = None
-        if budget is not None:
-            if self._wants_ctx:
-                ctx = RunContext.start(deps, budget, emit=emit)
-                deadline = ctx.deadline
-            else:
-                deadline = _monotonic() + budget.max_seconds
-        elif self._wants_ctx:
-            ctx = RunContext(deps, emit=emit, tracer=tr)
-        run = _Run(value, store, ctx, deadline, None if budget is None else budget.max_seconds, emit, tr)
-        try:
-            if budget is None or not timed:
-                result = await self._steps(value, store, run, started, durable)
-            else:
-                timer = Deadline(budget.max_seconds)
-                try:
-                    async with timer:
-                        result = await self._steps(value, store, run, started, durable)
-                except TimeoutError:
-                    if not timer.expired:
-                        raise
-                    stop = self._cut_off(run, started)
-                    if tr is not None and run.step is not None:  # the cut-off step's span, with its envelope
-                        _end_step(run)
-                    result = self._result(run.input, store, run.envelopes, run.decisions, stop, started)
-        except BaseException as exc:  # a plan bug or a cancellation: the open step span ends with it
-            if tr is not None and run.step is not None:
-                _end_step(run, exc)
-            raise
-        if emit is not None:
-            _flush(run)
-        if root is not None:
-            root.set_attribute(Attr.ITERATIONS, run.iteration)
-        return result
-
-    async def _nested(self, value: Any, store: Any, outer: _Run | None) -> PlanResult:
-        """This plan as a step of another: the outer run's context and deadline (its own budget's ``max_seconds``
-        does not apply; its ``max_iterations`` does), no events of its own."""
-        started = _perf()
-        if store is None and self._has_writes:
-            store = Store()
-        if outer is not None and outer.tracer is not None:
-            return await self._nested_traced(value, store, outer, outer.tracer, started)
-        run = None
-        if outer is not None and (outer.ctx is not None or outer.deadline is not None):
-            run = _Run(value, store, outer.ctx, outer.deadline, outer.max_seconds, None)
-        return await self._steps(value, store, run, started)
-
-    async def _nested_traced(self, value: Any, store: Any, outer: _Run, tr: Tracer, started: float) -> PlanResult:
-        """:meth:`_nested` under its own ``routegate.plan`` span, below the outer step's."""
-        with span(tr, PLAN_SPAN, plan_attributes(self.name)) as root:
-            run = _Run(value, store, outer.ctx, outer.deadline, outer.max_seconds, None, tr)
-            try:
-                result = await self._steps(value, store, run, started)
-            except BaseException as exc:
-                if run.step is not None:
-                    _end_step(run, exc)
-                raise
-            end_plan(root, result, run.iteration)
-        return result
-
-    def _result(
-        self,
-        value: Any,
-        store: Any,
-        envelopes: list[Envelope],
-        decisions: list[tuple[str | None, str]],
+        payload: Any,
         error: ErrorInfo | None,
+        envelopes: list[Envelope],
+        decisions: list[Decision],
+        store: Any,
         started: float,
     ) -> PlanResult:
-        """The result of a run that stopped outside the interpreter (the deadline cut it off)."""
-        result = PlanResult(value, None, error, envelopes, decisions, store, (_perf() - started) * 1000.0)
-        if _logger.isEnabledFor(logging.INFO):
+        """The result of a run and its log line (the interpreter's end repeats this inline, for speed)."""
+        result = PlanResult(value, payload, error, envelopes, decisions, store, (_perf() - started) * 1000.0)
+        if _logger.isEnabledFor(_INFO):
             self._log(result)
         return result
 
     def _log(self, result: PlanResult) -> None:
+        """The one log line of a run."""
         _logger.info(
             "plan %s path=%s stop_reason=%s latency_ms=%.3f",
             self.name or "-",
@@ -457,58 +343,37 @@ class Plan:
             result.elapsed_ms,
         )
 
-    def _cut_off(self, run: _Run, started: float) -> ErrorInfo:
-        """The deadline cancelled the step (or parallel band) at ``run.at``: it ends the run with ``max_seconds``."""
-        step = self._compiled[run.at]
-        members = self._compiled[step.index : step.band_end] if step.band_end else (step,)
-        total_ms = (_perf() - started) * 1000.0
-        step_ms = max(total_ms - sum(env.elapsed_ms for env in run.envelopes), 0.0)
-        names = ", ".join(repr(m.name) for m in members)
-        message = (
-            f"max_seconds={run.max_seconds} reached after {total_ms / 1000:.3f}s; step {names} was cut off "
-            f"(path so far: {_path_text(run.envelopes)})"
-        )
-        info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
-        for member in members:
-            run.envelopes.append(Envelope(None, info, None, member.name, step_ms))
-            run.decisions.append((None, MAX_SECONDS))
-        return info
-
     # -- the interpreter -------------------------------------------------------------------------------------
-    async def _steps(
-        self, value: Any, store: Any, run: _Run | None, started: float, durable: DurableRun | None = None
-    ) -> PlanResult:
-        """Run steps from the first until the plan ends or stops, and return how it ended.
+    async def _steps(self, value: Any, store: Any, run: _Run | None, started: float) -> PlanResult:
+        """Run steps from the first (or a durable run's checkpoint) until the plan ends or stops; return how it
+        ended.
 
-        ``run`` is ``None`` for a lean run (see :meth:`_start`); otherwise the interpreter appends to its lists,
-        keeps ``run.at`` on the running step, emits step events and checks the deadline between steps.
+        ``run`` is ``None`` on the driver's lean branch; otherwise the interpreter appends to its path, keeps
+        ``run.at`` on the running step and, when the run is watched, checkpoints, emits step events, checks the
+        deadline and moves the step spans between steps.
         """
-        if store is None:
-            store = self.store
-            if store is None and self._has_writes:
-                store = Store()
         compiled = self._compiled
         names = self._names
         count = len(compiled)
         limit = self.max_iterations
+        durable: DurableRun | None = None
         deadline: float | None = None
         emit: Callable[[PlanEvent], None] | None = None
+        spans: RunSpans = NO_SPANS
         envelopes: list[Envelope]
-        decisions: list[tuple[str | None, str]]
-        traced: Tracer | None = None
-        if run is None:  # a lean run: no deadline, listener, checkpoints or spans to watch
+        decisions: list[Decision]
+        if run is None:  # the lean branch: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
             watched = False
         else:
-            envelopes, decisions, deadline, emit, traced = (
+            envelopes, decisions, deadline, emit, spans = (
                 run.envelopes,
                 run.decisions,
                 run.deadline,
                 run.emit,
-                run.tracer,
+                run.spans,
             )
-            # one test per step when none is set
-            watched = deadline is not None or emit is not None or durable is not None or traced is not None
+            durable, watched = run.durable, run.watched
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
@@ -518,6 +383,7 @@ class Plan:
         iterations = 0
         i = 0
         if durable is not None:
+            assert run is not None
             start = durable.restore(value, store)
             value, i, prev, iterations = durable.input, start.at, start.prev, start.iterations
             rejoin_next = compiled[start.rejoin] if start.rejoin >= 0 else None
@@ -528,33 +394,26 @@ class Plan:
                 for env in start.envelopes:
                     latest[index[env.step or ""]] = env
             limit += durable.allowance
-            if run is not None:
-                run.input = value
+            run.input = value
         while True:
             if iterations == limit:
                 if durable is not None:  # the resume point of the stopped run: the step it did not run
                     durable.save(Position(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions), store)
                 error = _iterations_stop(limit, envelopes, names[i])
                 break
+            step = compiled[i]
             if watched:
                 assert run is not None
-                if traced is not None and run.step is not None:  # the previous step's routing is decided
-                    _end_step(run)
                 if durable is not None:
                     durable.save(Position(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions), store)
                 if emit is not None:
-                    _flush(run)
+                    run.flush()
                 if deadline is not None and _monotonic() >= deadline:
-                    error = _deadline_stop(run, names[i])
+                    error = run.out_of_time(i)
                     break
                 run.at = i
-                if traced is not None:
-                    run.iteration = iterations + 1
-                    if not compiled[i].band_end:  # a band's members each open their own span
-                        run.step_at = len(envelopes)
-                        run.step = begin_step(traced, names[i], iterations + 1)
+                spans.step(step, iterations + 1)
             iterations += 1
-            step = compiled[i]
             if step.band_end:
                 prev, error = await self._run_band(step, prev, value, store, run, latest, envelopes, decisions, durable)
                 if error is not None:
@@ -643,15 +502,13 @@ class Plan:
                 decisions.append((None, step.why_end if step.by_field is None else _by_miss(step, out, "end")))
                 break
             decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
-        if traced is not None:
-            assert run is not None
-            run.iteration = iterations
-            if run.step is not None:
-                _end_step(run)
+        if watched:
+            spans.finish(iterations)
+        # what _ended does, inline: one call less on every run (the driver's cut-off path calls _ended)
         result = PlanResult(
             value, None if error is not None else prev, error, envelopes, decisions, store, (_perf() - started) * 1000.0
         )
-        if _logger.isEnabledFor(logging.INFO):
+        if _logger.isEnabledFor(_INFO):
             self._log(result)
         return result
 
@@ -711,75 +568,177 @@ class Plan:
 
 
 class _Run:
-    """One run's state beyond the lean path: its context, deadline and listener, the lists the interpreter appends
-    to, and where it is (what a deadline stop is built from)."""
+    """One run beyond the lean branch — the one run-state object: its context, deadline, listener, spans and
+    checkpoint, the path the interpreter appends to, and where it is (what a deadline stop is built from).
+
+    :meth:`drive` owns the run from its first step to its final event; the interpreter (:meth:`Plan._steps`) only
+    runs steps and reads from here what it must watch between them.
+    """
 
     __slots__ = (
         "at",
         "ctx",
         "deadline",
         "decisions",
+        "durable",
         "emit",
         "envelopes",
         "input",
-        "iteration",
         "max_seconds",
+        "plan",
         "sent",
-        "step",
-        "step_at",
+        "shares",
+        "spans",
         "store",
-        "tracer",
+        "watched",
     )
 
     def __init__(
         self,
+        plan: Plan,
         value: Any,
         store: Any,
         ctx: RunContext[Any] | None,
         deadline: float | None,
         max_seconds: float | None,
         emit: Callable[[PlanEvent], None] | None,
-        tracer: Tracer | None = None,
+        spans: RunSpans,
     ) -> None:
+        self.plan = plan
         self.input = value
         self.store = store
         self.ctx = ctx
         self.deadline = deadline  # on time.monotonic(); None: no deadline
         self.max_seconds = max_seconds
         self.emit = emit
+        self.spans = spans
+        self.durable: DurableRun | None = None
         self.envelopes: list[Envelope] = []
-        self.decisions: list[tuple[str | None, str]] = []
+        self.decisions: list[Decision] = []
         self.at = 0  # the step (or band) running now
         self.sent = 0  # step events emitted so far
-        self.tracer = tracer  # None: no spans (no tracer provider installed)
-        if tracer is not None:  # read only where the run is traced: an untraced run does not set them
-            self.step: CurrentSpan | None = None  # the span of the step whose routing is being decided
-            self.step_at = 0  # the index of that step's envelope
-            self.iteration = 0  # the iteration running now (at the end: the iterations used)
+        # the interpreter looks at the run between steps (one test per step when it need not)
+        self.watched = deadline is not None or emit is not None or spans.watching
+        # a plan nested in this run shares its context, deadline and spans (else it runs lean)
+        self.shares = ctx is not None or deadline is not None or spans.watching
 
+    async def drive(
+        self,
+        started: float,
+        timed: bool = False,
+        key: str | None = None,
+        answer: Any = NO_ANSWER,
+        given: Any = None,
+    ) -> PlanResult:
+        """Run from the first step to the end, inside the run's spans, then the final event.
 
-def _flush(run: _Run) -> None:
-    """Emit a StepEvent for every step whose routing was decided since the last flush."""
-    emit, decisions, envelopes = run.emit, run.decisions, run.envelopes
-    assert emit is not None
-    while run.sent < len(decisions):
-        index = run.sent
-        run.sent = index + 1
-        emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
+        ``timed``: under the budget's timer — a step still running when the deadline passes is cancelled and
+        the run ends with ``max_seconds`` (:meth:`out_of_time`). ``key``: a durable run — take the key's lease,
+        resume from its checkpoint (or answer from a finished one), checkpoint before every step, record how
+        the run ended; ``given`` is the store the caller passed (where the checkpoints are). One frame for all of
+        it: every coroutine between a door and the interpreter costs each run about 0.2 µs."""
+        plan, spans = self.plan, self.spans
+        spans.begin(plan.name, self.envelopes, self.decisions)
+        try:
+            result: PlanResult | None = None
+            durable: DurableRun | None = None
+            if key is not None:
+                opened = self._open(key, answer, given)
+                if isinstance(opened, PlanResult):  # it finished before: nothing runs
+                    result = opened
+                else:
+                    durable = opened
+            elif answer is not NO_ANSWER:
+                raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
+            if result is None:
+                try:
+                    if not timed:  # no budget, or a plan of synchronous steps: it never yields to a timer
+                        result = await plan._steps(self.input, self.store, self, started)
+                    else:
+                        assert self.max_seconds is not None
+                        timer = Deadline(self.max_seconds)
+                        try:
+                            async with timer:
+                                result = await plan._steps(self.input, self.store, self, started)
+                        except TimeoutError:
+                            if not timer.expired:
+                                raise
+                            stop = self.out_of_time(self.at, started)
+                            spans.close_step()  # the cut-off step's span, with its envelope
+                            result = plan._ended(
+                                self.input, None, stop, self.envelopes, self.decisions, self.store, started
+                            )
+                    if self.emit is not None:
+                        self.flush()
+                except BaseException as exc:
+                    if durable is not None:
+                        durable.abort(exc)
+                    raise
+                finally:
+                    if durable is not None:
+                        durable.close()
+                if durable is not None:
+                    durable.finish(result)
+        except BaseException as exc:  # a plan bug or a cancellation: the open spans end with it
+            spans.end(None, exc)
+            raise
+        spans.end(result)
+        emit = self.emit
+        if emit is not None:
+            emit(PlanFinalEvent(result))
+        return result
 
+    def _open(self, key: str, answer: Any, given: Any) -> DurableRun | PlanResult:
+        """Open the durable run of ``key``: the run to drive, watched from now on, or the result of the run that
+        already finished under it."""
+        plan = self.plan
+        backend, secret = plan._backend(given)
+        opened = open_run(plan._shape(), backend, key, plan.resume, plan.on_concurrent, answer, self.store, secret)
+        self.spans.resumed(isinstance(opened, PlanResult) or opened.state is not None)
+        if not isinstance(opened, PlanResult):
+            self.durable = opened
+            self.watched = True
+        return opened
 
-def _end_step(run: _Run, exc: BaseException | None = None) -> None:
-    """Close the open step span with what the step did (its envelope and routing, once they exist)."""
-    opened, at = run.step, run.step_at
-    assert opened is not None
-    run.step = None
-    envelopes, decisions = run.envelopes, run.decisions
-    end_step(
-        opened,
-        envelopes[at] if at < len(envelopes) else None,
-        decisions[at] if at < len(decisions) else None,
-        exc,
-    )
+    def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
+        """The one deadline handler: the run's ``max_seconds`` passed before step ``at`` ran, or while it ran —
+        the timer cancelled it: then ``started`` is when the run started, and the step (every member of its
+        band) gets an envelope with the stop."""
+        assert self.deadline is not None and self.max_seconds is not None
+        compiled = self.plan._compiled
+        step = compiled[at]
+        path = _path_text(self.envelopes)
+        cut: tuple[Compiled, ...] = ()
+        if started is None:
+            elapsed = self.max_seconds + (_monotonic() - self.deadline)
+            message = (
+                f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s, before step {step.name!r} ran "
+                f"(path so far: {path})"
+            )
+        else:
+            cut = compiled[step.index : step.band_end] if step.band_end else (step,)
+            elapsed = _perf() - started
+            names = ", ".join(repr(m.name) for m in cut)
+            message = (
+                f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s; step {names} was cut off "
+                f"(path so far: {path})"
+            )
+        info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
+        if cut:
+            step_ms = max(elapsed * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
+            for member in cut:
+                self.envelopes.append(Envelope(None, info, None, member.name, step_ms))
+                self.decisions.append((None, MAX_SECONDS))
+        return info
+
+    def flush(self) -> None:
+        """Emit a StepEvent for every step whose routing was decided since the last flush."""
+        emit, decisions, envelopes = self.emit, self.decisions, self.envelopes
+        assert emit is not None
+        while self.sent < len(decisions):
+            index = self.sent
+            self.sent = index + 1
+            emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
 
 
 def _rejoin(pending: Compiled | None) -> int:
@@ -793,16 +752,6 @@ def _is_final(event: PlanEvent) -> bool:
 def _iterations_stop(limit: int, envelopes: list[Envelope], next_step: str) -> ErrorInfo:
     exc = MaxIterationsExceeded(limit, [env.step or "" for env in envelopes], next_step)
     return ErrorInfo(type(exc).__name__, str(exc), MAX_ITERATIONS, exc, "step")
-
-
-def _deadline_stop(run: _Run, next_step: str) -> ErrorInfo:
-    assert run.deadline is not None and run.max_seconds is not None
-    elapsed = run.max_seconds + (_monotonic() - run.deadline)
-    message = (
-        f"max_seconds={run.max_seconds} reached after {elapsed:.3f}s, before step {next_step!r} ran "
-        f"(path so far: {_path_text(run.envelopes)})"
-    )
-    return ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
 
 
 def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
@@ -888,13 +837,13 @@ async def _durable_band(
 
 async def _member(step: Compiled, given: Any, run: _Run | None, store: Any) -> Envelope:
     """Run a parallel band member, whatever its kind (under its own step span when the run is traced)."""
-    if run is not None and run.tracer is not None:
-        with span(run.tracer, STEP_SPAN, {Attr.STEP: step.name, Attr.ITERATION: run.iteration}) as member:
-            env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
-            if env.error is not None and member.is_recording():
-                record_stop(member, env.error.stop_reason)
-            return env
-    return _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
+    if run is None:
+        return _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
+    with run.spans.member(step.name) as member:
+        env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
+        if env.error is not None and member.is_recording():
+            record_stop(member, env.error.stop_reason)
+        return env
 
 
 async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> Envelope:
@@ -912,7 +861,7 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
             out = await _with_context(step, given, run)
         else:  # PLAN
             target: Plan = step.target
-            nested = await target._nested(given, store if target.store is None else target.store, run)
+            nested = await target._drive(given, store if target.store is None else target.store, nested=True, outer=run)
             meta = {"plan": nested}
             if nested.error is not None:
                 raise _StepFailed(nested.error)
