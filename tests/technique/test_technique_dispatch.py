@@ -72,7 +72,7 @@ def _dispatch(text: str, handler: EchoHandler | None = None, **kwargs: Any) -> D
 
 def test_prose_needs_nothing() -> None:
     result = _dispatch("just words", allow=["code:python"])
-    assert (result.kind, result.status, result.stop_reason, result.outcomes) == ("prose", "ok", "success", ())
+    assert (result.kind, result.status, result.stop_reason, result.output) == ("prose", "ok", "success", ())
 
 
 def test_allowed_code_runs_and_results_carry_a_stop_reason() -> None:
@@ -80,7 +80,7 @@ def test_allowed_code_runs_and_results_carry_a_stop_reason() -> None:
     result = _dispatch("```python\nprint(1)\n```\n```py\nprint(2)\n```", handler, allow=["code:python"])
     assert result.ok
     assert handler.calls == ["print(1)", "print(2)"]
-    assert [(o.target, o.stop_reason) for o in result.outcomes] == [("code:python", "success")] * 2
+    assert [(o.target, o.stop_reason) for o in result.output] == [("code:python", "success")] * 2
     assert result.to_dict()["outcomes"][0] == {
         "target": "code:python",
         "stop_reason": "success",
@@ -126,7 +126,7 @@ def test_max_delegations_bounds_the_parts_run() -> None:
     result = _dispatch(text, handler, allow=["code:python"], budget=Budget(max_delegations=2))
     assert (result.stop_reason, result.phase) == ("max_delegations", "delegate")
     assert handler.calls == []  # all or none: the output asks for more than the budget, nothing runs
-    assert [o.stop_reason for o in result.outcomes] == ["max_delegations"]
+    assert [o.stop_reason for o in result.output] == ["max_delegations"]
     assert result.message == "max_delegations=2, but the output has 3 parts"
 
 
@@ -193,7 +193,7 @@ def test_real_sandbox_through_the_policy() -> None:
     dispatcher = TechniqueDispatcher(handlers=[CodeHandler(runner)], allow=["code:python"])
     result = dispatcher.dispatch(ROUTER.classify("Sum:\n```python\nprint(sum(range(10)))\n```"))
     assert result.ok
-    assert result.outcomes[0].to_dict()["value"]["stdout"] == "45\n"
+    assert result.output[0].to_dict()["value"]["stdout"] == "45\n"
     result = dispatcher.dispatch(ROUTER.classify("```python\nwhile True:\n    pass\n```"))
     assert (result.stop_reason, result.phase) == ("sandbox_timeout:cpu", "delegate")
     assert "cpu_seconds=1" in result.message

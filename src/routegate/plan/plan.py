@@ -21,7 +21,7 @@ import logging
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Generic
 
 from opentelemetry.trace import Span, Tracer
 
@@ -29,8 +29,9 @@ from routegate._lazy import warn_old_method
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
-from routegate.core.context import RunContext
+from routegate.core.context import RunContext, RunDepsT
 from routegate.core.contracts import Budget
+from routegate.core.result import OutputT
 from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
 from routegate.core.telemetry import Attr, CurrentSpan, record_stop, span, tracer
 from routegate.errors import ConfigurationError, RunStopError
@@ -70,8 +71,12 @@ _CoroutineType = types.CoroutineType
 _DEFAULT_ITERATIONS = Budget().max_iterations
 
 
-class Plan:
+class Plan(Generic[RunDepsT, OutputT]):
     """A plan: ``Plan(Step(...), Step(...), ..., budget=Budget(...))``; validated here, run with ``arun``/``run``.
+
+    Generic over the ``deps`` its runs take and the output of its last step, for the type checker:
+    ``Plan[MyDeps, Answer](...)`` runs take ``deps: MyDeps`` and return a ``PlanResult[Answer]`` whose ``output``
+    is ``Answer | None``. Unsubscripted, both are ``Any`` (steps are not checked against either).
 
     * ``budget`` — a :class:`~routegate.core.Budget`: ``max_seconds`` is the run's deadline (a step still running
       when it passes is cut off and the run stops with ``max_seconds``) and ``max_iterations`` the most steps one
@@ -172,10 +177,10 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
-    ) -> PlanResult:
+    ) -> PlanResult[OutputT]:
         """Run the plan on ``payload`` (the first step's input) and return how it ended.
 
         ``deps`` becomes ``ctx.deps`` of every step that declares a :class:`~routegate.core.RunContext` parameter.
@@ -195,10 +200,10 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
-    ) -> PlanResult:
+    ) -> PlanResult[OutputT]:
         """Synchronous :meth:`arun` (not from inside a running event loop).
 
         A plan whose targets are all synchronous never suspends, so it runs right here with no event loop; the
@@ -233,7 +238,7 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
     ) -> AsyncIterator[PlanEvent]:
@@ -255,7 +260,7 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
     ) -> AsyncIterator[PlanEvent]:
@@ -396,7 +401,7 @@ class Plan:
                     stop = self._cut_off(run, started)
                     if tr is not None and run.step is not None:  # the cut-off step's span, with its envelope
                         _end_step(run)
-                    result = self._result(run.input, store, run.envelopes, run.decisions, stop, started)
+                    result = self._result(run.input, store, run.envelopes, run.decisions, stop, started, ctx)
         except BaseException as exc:  # a plan bug or a cancellation: the open step span ends with it
             if tr is not None and run.step is not None:
                 _end_step(run, exc)
@@ -441,9 +446,11 @@ class Plan:
         decisions: list[tuple[str | None, str]],
         error: ErrorInfo | None,
         started: float,
+        ctx: RunContext[Any] | None,
     ) -> PlanResult:
         """The result of a run that stopped outside the interpreter (the deadline cut it off)."""
-        result = PlanResult(value, None, error, envelopes, decisions, store, (_perf() - started) * 1000.0)
+        run_id = None if ctx is None else ctx.run_id
+        result = PlanResult(value, None, error, envelopes, decisions, store, (_perf() - started) * 1000.0, run_id)
         if _logger.isEnabledFor(logging.INFO):
             self._log(result)
         return result
@@ -648,8 +655,16 @@ class Plan:
             run.iteration = iterations
             if run.step is not None:
                 _end_step(run)
+        ctx = None if run is None else run.ctx
         result = PlanResult(
-            value, None if error is not None else prev, error, envelopes, decisions, store, (_perf() - started) * 1000.0
+            value,
+            None if error is not None else prev,
+            error,
+            envelopes,
+            decisions,
+            store,
+            (_perf() - started) * 1000.0,
+            None if ctx is None else ctx.run_id,  # a run without a context gets its id when it is read
         )
         if _logger.isEnabledFor(logging.INFO):
             self._log(result)
@@ -916,7 +931,7 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
             meta = {"plan": nested}
             if nested.error is not None:
                 raise _StepFailed(nested.error)
-            out = nested.payload
+            out = nested.output
         if step.validate is not None and type(out) is not step.out_cls:
             out = step.validate(out)
         err = None

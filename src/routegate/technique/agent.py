@@ -8,7 +8,7 @@ Three composable pieces, no change to :mod:`routegate.core` needed:
   reason (``RunStopError``, phase ``finalize``), so a refused or failed action is never reported as success.
 * :func:`technique_worker` wraps a :class:`~routegate.core.Worker` the same way, on its observation's
   ``result`` text (phase ``delegate``).
-* :func:`dispatch_answer` classifies and dispatches the answer of a finished :class:`~routegate.core.RunResult`.
+* :func:`dispatch_answer` classifies and dispatches the answer of a finished :class:`~routegate.core.AgentResult`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from routegate.core import stop_reasons as sr
 from routegate.core.context import RunContext, context_parameter
-from routegate.core.contracts import RunResult
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest
+from routegate.core.result import AgentResult
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.sandbox.supervisor import CodeRun
@@ -49,7 +49,7 @@ def _render_value(outcome: DispatchOutcome) -> str:
 def render_dispatch(text: str, result: DispatchResult) -> str:
     """The default answer after a successful dispatch: the text, then one section per part that ran."""
     sections = [text.rstrip()]
-    for outcome in result.outcomes:
+    for outcome in result.output:
         sections.append(f"[{outcome.target}] {_render_value(outcome)}")
     return "\n\n".join(sections)
 
@@ -150,12 +150,12 @@ def technique_worker(
 
 
 async def dispatch_answer(
-    result: RunResult, *, dispatcher: TechniqueDispatcher, router: TechniqueRouter | None = None
+    result: AgentResult, *, dispatcher: TechniqueDispatcher, router: TechniqueRouter | None = None
 ) -> DispatchResult | None:
     """Classify and dispatch a finished run's answer; ``None`` when the run did not end with one."""
-    if not result.ok or not result.answer:
+    if not result.ok or not result.output:
         return None
-    return await dispatcher.adispatch((router or TechniqueRouter()).classify(result.answer))
+    return await dispatcher.adispatch((router or TechniqueRouter()).classify(result.output))
 
 
 __all__ = ["TechniqueFinalizer", "dispatch_answer", "render_dispatch", "technique_worker"]
