@@ -243,7 +243,7 @@ class Plan(Generic[RunDepsT, OutputT]):
         answer: Any = NO_ANSWER,
     ) -> AsyncIterator[PlanEvent]:
         """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
-        decided, then a :class:`~routegate.plan.PlanFinalEvent` with the result. Closing the iterator early
+        decided, then a :class:`~routegate.core.FinalEvent` with the result. Closing the iterator early
         cancels the run."""
         timed = not self._all_sync
 
