@@ -78,3 +78,31 @@ def test_the_agent_stream_ends_with_the_final_event_holding_the_same_result() ->
     last = asyncio.run(events())[-1]
     assert isinstance(last, FinalEvent) and isinstance(last.result, AgentResult) and last.result.ok
     assert last.to_dict()["result"] == last.result.to_dict()
+
+
+def test_a_runtime_of_your_own_returns_the_same_type() -> None:
+    stopped: RunResult[dict[str, int] | None] = RunResult(
+        Outcome.stopped("quota:used_up", "delegate", "no quota"), None
+    )
+    assert stopped.to_dict() == {
+        "status": "stopped",
+        "stop_reason": "quota:used_up",
+        "phase": "delegate",
+        "message": "no quota",
+        "output": None,
+        "trace": [],
+        "run_id": stopped.run_id,
+        "elapsed_ms": 0.0,
+    }
+    with pytest.raises(RunStopError, match="no quota"):
+        stopped.raise_for_stop()
+    done = RunResult(Outcome.success(), {"n": 1}, run_id="r-1", elapsed_ms=1.23456)
+    assert list(done.to_dict().items()) == [
+        ("status", "ok"),
+        ("stop_reason", "success"),
+        ("output", {"n": 1}),
+        ("trace", []),
+        ("run_id", "r-1"),
+        ("elapsed_ms", 1.235),
+    ]
+    assert repr(done) == "RunResult(stop_reason='success', output={'n': 1})"

@@ -117,13 +117,19 @@ class RunResult(Generic[OutputT]):
             return self
         raise RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
 
-    def to_dict(self) -> dict[str, Any]:
+    def _stop_fields(self) -> dict[str, Any]:
+        """How the run ended as the JSON forms begin it: ``status``, ``stop_reason``, then ``phase`` and
+        ``message`` when set."""
         outcome = self.outcome
         out: dict[str, Any] = {"status": self.status, "stop_reason": outcome.stop_reason}
         if outcome.phase is not None:
             out["phase"] = outcome.phase
         if outcome.message:
             out["message"] = outcome.message
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self._stop_fields()
         out["output"] = jsonable(self.output)
         out["trace"] = [entry.to_dict() for entry in self.trace]
         out["run_id"] = self.run_id

@@ -213,12 +213,7 @@ class DispatchResult(RunResult[tuple[DispatchOutcome, ...]]):
         return self.output
 
     def to_dict(self) -> dict[str, Any]:
-        outcome = self.outcome
-        out: dict[str, Any] = {"kind": self.kind.value, "status": self.status, "stop_reason": outcome.stop_reason}
-        if outcome.phase is not None:
-            out["phase"] = outcome.phase
-        if outcome.message:
-            out["message"] = outcome.message
+        out: dict[str, Any] = {"kind": self.kind.value, **self._stop_fields()}
         out["outcomes"] = [part.to_dict() for part in self.output]
         out["elapsed_ms"] = round(self.elapsed_ms, 3)
         return out
