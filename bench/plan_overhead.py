@@ -24,8 +24,8 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
-from routegate.core import Budget
-from routegate.plan import Plan, PlanFinalEvent, Step, when
+from routegate.core import Budget, FinalEvent
+from routegate.plan import Plan, Step, when
 
 INPUTS = ("the site is down for everyone", "please update my billing address", "buy cheap watches now")
 SEVERITY = Literal["urgent", "normal", "spam"]
@@ -217,19 +217,19 @@ def check(name: str, answers: Sequence[str]) -> None:
 def measure(runs: int, repeats: int, peer_runs: int, *, peers: bool = True) -> list[tuple[str, float]]:
     form_a, form_a_async, form_b = routegate_form_a(), routegate_form_a(use_async=True), routegate_form_b()
     form_a_budget = routegate_form_a(use_async=True, budget=Budget(max_seconds=60))
-    check("routegate run", [form_a.run(t).payload for t in INPUTS])
-    check("routegate routes_by", [form_b.run(t).payload for t in INPUTS])
-    check("routegate arun", [asyncio.run(form_a.arun(t)).payload for t in INPUTS])
-    check("routegate arun, async steps", [asyncio.run(form_a_async.arun(t)).payload for t in INPUTS])
-    check("routegate arun, async steps, budget", [asyncio.run(form_a_budget.arun(t)).payload for t in INPUTS])
+    check("routegate run", [form_a.run(t).output for t in INPUTS])
+    check("routegate routes_by", [form_b.run(t).output for t in INPUTS])
+    check("routegate arun", [asyncio.run(form_a.arun(t)).output for t in INPUTS])
+    check("routegate arun, async steps", [asyncio.run(form_a_async.arun(t)).output for t in INPUTS])
+    check("routegate arun, async steps, budget", [asyncio.run(form_a_budget.arun(t)).output for t in INPUTS])
 
     async def iter_a(text: str) -> Any:
         async for event in form_a.iter(text):
-            if isinstance(event, PlanFinalEvent):
+            if isinstance(event, FinalEvent):
                 return event.result
         raise AssertionError("iter() ended without its final event")
 
-    check("routegate iter", [asyncio.run(iter_a(t)).payload for t in INPUTS])
+    check("routegate iter", [asyncio.run(iter_a(t)).output for t in INPUTS])
 
     async def arun_a(text: str) -> Any:
         return await form_a.arun(text)

@@ -38,6 +38,7 @@ PINNED: dict[str, list[str]] = {
         "worker",
     ],
     "routegate.core": [
+        "AgentResult",
         "ArgLimits",
         "Budget",
         "DecisionEvent",
@@ -82,7 +83,6 @@ PINNED: dict[str, list[str]] = {
         "MaxIterationsExceeded",
         "Plan",
         "PlanCompileError",
-        "PlanFinalEvent",
         "PlanResult",
         "PlanRuntimeError",
         "Step",
@@ -274,6 +274,7 @@ MOVED: dict[str, dict[str, str]] = {
         "FromParallel": "routegate.plan.sentinels",
         "FromParallelAll": "routegate.plan.sentinels",
         "PlanEvent": "routegate.plan.events",
+        "PlanFinalEvent": "routegate.core:FinalEvent",
         "Predicate": "routegate.plan.when",
         "RunRecord": "routegate.plan.checkpoint",
         "Sentinel": "routegate.plan.sentinels",
@@ -396,13 +397,13 @@ def test_the_pinned_surface_stays_within_its_bound() -> None:
 def test_the_top_level_has_the_plan_and_the_run_types() -> None:
     import routegate
     import routegate.core.context
-    import routegate.core.contracts
+    import routegate.core.result
     import routegate.plan
     from routegate import Plan, RunContext, RunResult, Step
 
     assert (Plan, Step) == (routegate.plan.Plan, routegate.plan.Step)
     assert RunContext is routegate.core.context.RunContext
-    assert RunResult is routegate.core.contracts.RunResult
+    assert RunResult is routegate.core.result.RunResult
 
 
 MOVED_NAMES = sorted((package, name, place) for package, names in MOVED.items() for name, place in names.items())

@@ -3,8 +3,9 @@ a name's module is imported the first time the name is looked up.
 
 Every package of routegate that defers an import does it through :func:`lazy_exports`: no package writes its
 own module ``__getattr__``. Old names go through here too, for the one release they keep working: a name a
-package renamed or stopped exporting (``renamed=``, ``moved=``) and a method's old name (:func:`warn_old_method`)
-warn with a :class:`DeprecationWarning` that names what to use instead.
+package renamed or stopped exporting (``renamed=``, ``moved=``), a method's old name (:func:`warn_old_method`) and
+an attribute's old name (:func:`warn_old_attribute`) warn with a :class:`DeprecationWarning` that names what to use
+instead.
 """
 
 from __future__ import annotations
@@ -66,11 +67,18 @@ def lazy_exports(
 def warn_old_method(owner: str, old: str, new: str) -> None:
     """Issue the :class:`DeprecationWarning` of the method ``old`` of ``owner``, kept for one release as another
     name of ``new``; called first thing by the old method, so the warning points at its caller."""
-    warnings.warn(
-        f"{owner}.{old} is deprecated: call {owner}.{new}, the same method. The old name goes in the next release.",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+    _warn_old(f"{owner}.{old} is deprecated: call {owner}.{new}, the same method.")
+
+
+def warn_old_attribute(owner: str, old: str, new: str) -> None:
+    """Issue the :class:`DeprecationWarning` of the attribute ``old`` of ``owner``, kept for one release as another
+    name of ``new``; called first thing by the old name's property getter, so the warning points at the line that
+    read it (Python's default filter shows it once per such line)."""
+    _warn_old(f"{owner}.{old} is deprecated: read {owner}.{new}, the same value.")
+
+
+def _warn_old(what: str) -> None:
+    warnings.warn(f"{what} The old name goes in the next release.", DeprecationWarning, stacklevel=4)
 
 
 def _moved_warning(package: str, name: str, place: str) -> str:

@@ -57,7 +57,7 @@ def test_seed_goal_goes_to_billing_with_a_49_usd_refund_offline() -> None:
     observation = result.history[-1].observation
     assert observation["result"]["refund_amount_usd"] == 49.0
     assert observation["result"]["currency"] == "USD"
-    assert result.answer is not None and "49.00" in result.answer and "USD" in result.answer
+    assert result.output is not None and "49.00" in result.output and "USD" in result.output
     (entry,) = result.trace
     assert entry.target == "billing_specialist" and entry.ok and entry.observation_status == "done"
     assert entry.domain == "billing" and entry.decided_by == "rules" and len(entry.args_hash or "") == 12

@@ -190,9 +190,17 @@ def test_a_non_string_goal_is_an_empty_goal_stop() -> None:
 
 
 def test_result_extra_fields_are_merged_into_the_json_view() -> None:
-    result = agent_for(outputs=[]).run(" ")
-    data = dataclasses.replace(result, extra={"dispatch": [{"kind": "prose"}]}).to_dict()
+    class Finalizer:
+        async def finalize(self, request: FinalizeRequest) -> FinalAnswer:
+            return FinalAnswer("done.", {"dispatch": [{"kind": "prose"}]})
+
+    @worker(args=TicketArgs, inline=True)
+    def ok(ticket: str) -> dict[str, Any]:
+        return {"status": "done", "result": {"x": 1}}
+
+    data = agent_for(ok, outputs=[route("ok")], finalizer=Finalizer()).run("t").to_dict()
     assert data["dispatch"] == [{"kind": "prose"}]
+    assert (data["status"], data["answer"]) == ("ok", "done.")
 
 
 def test_overlong_raw_text_is_refused_without_parsing() -> None:
@@ -292,6 +300,6 @@ def test_a_final_answer_carries_extra_data_onto_the_result(answer: FinalAnswer, 
     result = agent_for(ok, outputs=[route("ok")], finalizer=Finalizer()).run("t")
     assert result.stop_reason == stop
     if result.ok:
-        assert result.answer == "done."
+        assert result.output == "done."
         assert result.extra == {"k": 1}
         assert result.to_dict()["k"] == 1

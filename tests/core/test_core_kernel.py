@@ -110,7 +110,7 @@ async def test_worker_router_and_finalizer_that_ask_get_the_runs_context() -> No
     agent = RoutingAgent(workers=[lookup], router=Router(), finalizer=Finalizer(), budget=Budget(max_seconds=5))
     result = await agent.arun("hi", deps=Deps("acme"))
     assert result.ok, result.to_dict()
-    assert result.answer == "tenant acme"
+    assert result.output == "tenant acme"
     contexts = set(map(id, seen.values()))
     assert len(contexts) == 1 and set(seen) == {"worker", "router", "finalizer"}
     ctx = seen["worker"]

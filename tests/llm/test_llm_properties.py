@@ -46,7 +46,7 @@ def test_any_model_text_ends_the_run_explicitly(text: str, final: str) -> None:
         assert result.phase == "route"
         assert result.raw_route == text or result.raw_route == json.loads(text)
     elif result.ok:
-        assert result.answer == final.strip()
+        assert result.output == final.strip()
     else:
         # a valid route that needed a reroute runs out of script; an empty answer is llm_empty
         assert result.stop_reason in {sr.LLM_EMPTY, "router_error:ScriptExhaustedError"}, result.stop_reason

@@ -30,7 +30,7 @@ async def test_valid_route_succeeds_with_the_llm_answer(server: ScriptedOpenAISe
     assert result.stop_reason == "success"
     assert result.phase is None
     assert result.selected_route == "billing_specialist"
-    assert result.answer == ANSWER
+    assert result.output == ANSWER
     assert result.history[0].observation["result"]["refund_amount_usd"] == 49.0
     assert result.trace[0].decided_by == "llm"
     assert result.trace[0].why == "the model chose 'billing_specialist'"
@@ -149,7 +149,7 @@ async def test_empty_final_answer_stops_with_llm_empty_in_finalize(
     assert result.phase == "finalize"
     assert result.route is not None
     assert result.route.target == "billing_specialist"
-    assert result.answer is None
+    assert result.output is None
 
 
 async def test_missing_final_content_stops_with_llm_empty(server: ScriptedOpenAIServer, model: OpenAIChatModel) -> None:

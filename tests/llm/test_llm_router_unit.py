@@ -87,7 +87,7 @@ async def test_only_the_last_three_history_entries_are_sent() -> None:
     )
     result = await agent.arun(goal)
     assert result.stop_reason == "success"
-    assert result.answer == "Refund: 49 USD."
+    assert result.output == "Refund: 49 USD."
     chat.assert_consumed()
     last_route = json.loads(chat.calls[4].content("user") or "")
     assert [h["attempt"] for h in last_route["recent_history"]] == [2, 3, 4]

@@ -85,7 +85,7 @@ from routegate.plan import Plan, Step, Store
 plan = Plan(Step(lambda text: text.upper(), name="shout"), store=Store(db={str(tmp_path / "plans.sqlite")!r}),
             checkpoint_key="job-1")
 result = plan.run("durable on sqlite")
-print(json.dumps([result.ok, result.payload]))
+print(json.dumps([result.ok, result.output]))
 """
     done = run_without(code)
     assert done.returncode == 0, done.stderr

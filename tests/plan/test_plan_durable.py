@@ -146,9 +146,9 @@ def test_in_one_process_a_live_key_is_refused_and_freed_when_the_run_ends(plan_d
 
     try:
         plan = Plan(Step(again), store=store, checkpoint_key=key, resume=False)
-        assert plan.run(1).payload == 2
+        assert plan.run(1).output == 2
         assert len(refused) == 1 and key in refused[0]
-        assert plan.run(5).payload == 6  # the lease was released: the key is free again
+        assert plan.run(5).output == 6  # the lease was released: the key is free again
         record = store.checkpoints.load(key)
         assert record is not None and (record.status, record.stop_reason) == ("ended", "success")
     finally:

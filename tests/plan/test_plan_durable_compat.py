@@ -53,7 +53,7 @@ def test_a_paused_run_written_before_resumes_with_its_answer_into_the_step_that_
     store = _stored(PAUSED["status"], PAUSED["stop_reason"], PAUSED["state"])
     result = cp.refund_plan(store).run(answer="yes")
     assert (result.ok, result.stop_reason) == (True, "success")
-    assert result.payload == "notified: refunded 250"
+    assert result.output == "notified: refunded 250"
     assert result.path == ("classify", "refund", "notify")  # the pending rejoin was restored
     assert store["claim"] == cp.Claim(amount=250)  # the store's write came back through output=
 
@@ -62,7 +62,7 @@ def test_a_crashed_run_written_before_resumes_inside_its_band_without_rerunning_
     store = _stored("running", "", MID_BAND)
     result = cp.loop_plan(store).run()
     assert (result.ok, result.stop_reason) == (True, "success")
-    assert result.payload == "left=left:3 + right=right:3"
+    assert result.output == "left=left:3 + right=right:3"
     assert result.path == ("start", "inc", "inc", "left", "right", "join")
     left = next(env for env in result.envelopes if env.step == "left")
     assert left.elapsed_ms == MID_BAND["band"]["left"]["ms"]  # restored from the checkpoint, not run again
@@ -96,5 +96,5 @@ def test_a_resumed_run_still_reads_a_step_that_ran_before_the_pause() -> None:
     )
     assert plan.run("a-1").stop_reason == "interrupted"
     resumed = plan.run(answer="ann")
-    assert (resumed.ok, resumed.payload) == (True, "receipt for A-1")
+    assert (resumed.ok, resumed.output) == (True, "receipt for A-1")
     assert resumed.path == ("order", "ask", "receipt")

@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from routegate.core import FinalEvent
 from routegate.errors import ConfigurationError
 from routegate.plan import (
     CheckpointConflictError,
     CheckpointMismatchError,
     Plan,
-    PlanFinalEvent,
     Step,
     Store,
     interrupt,
@@ -69,7 +69,7 @@ def test_models_round_trip_as_models_through_the_checkpoint(store: Store) -> Non
     assert status(store, "k") == ("ended", "step_error:ValueError")  # never left running
     fresh = reopen(store)
     second = build(fresh).run()
-    assert second.ok and second.payload == "TWO WORDS"
+    assert second.ok and second.output == "TWO WORDS"
     assert calls == ["write", "check", "check"]  # the finished step did not run again
     assert isinstance(fresh["draft"], Draft)
     assert second.path == ("write", "fail_once")
@@ -78,11 +78,11 @@ def test_models_round_trip_as_models_through_the_checkpoint(store: Store) -> Non
 def test_a_finished_run_is_returned_without_running_anything(store: Store) -> None:
     calls: list[int] = []
     plan = Plan(Step(lambda x: calls.append(x) or x + 1, name="inc"), store=store, checkpoint_key="done")
-    assert plan.run(1).payload == 2
+    assert plan.run(1).output == 2
     again = plan.run(1)
-    assert (again.payload, again.path, calls) == (2, ("inc",), [1])
+    assert (again.output, again.path, calls) == (2, ("inc",), [1])
     assert status(store, "done") == ("ended", "success")
-    assert Plan(plan.steps[0], store=store, checkpoint_key="done", resume=False).run(5).payload == 6
+    assert Plan(plan.steps[0], store=store, checkpoint_key="done", resume=False).run(5).output == 6
     assert calls == [1, 5]
 
 
@@ -100,7 +100,7 @@ def test_max_iterations_is_recorded_as_ended_and_resume_continues(store: Store) 
     assert first.stop_reason == "max_iterations"
     assert status(store, "loop") == ("ended", "max_iterations")
     second = plan.run()
-    assert second.ok and second.payload == 5
+    assert second.ok and second.output == 5
     assert len(second.path) == 5  # three before the stop, two after: no step ran twice
 
 
@@ -143,7 +143,7 @@ def test_interrupt_asks_and_a_resume_hands_the_answer_to_the_step(store: Store) 
     second = plan.run(answer="yes")
     assert (second.stop_reason, second.question) == ("interrupted", "really?")
     third = plan.run(answer="sure")
-    assert third.ok and third.payload == "yes/sure"
+    assert third.ok and third.output == "yes/sure"
     assert third.path == ("approve",)  # errored() did not catch the interrupts
 
 
@@ -210,9 +210,9 @@ async def test_async_durable_runs_stream_their_events(store: Store) -> None:
 
     plan = Plan(Step(slow), Step(lambda x: x + 1, name="inc"), store=store, checkpoint_key="async")
     events = [event async for event in plan.iter(3)]
-    assert isinstance(events[-1], PlanFinalEvent) and events[-1].result.payload == 7
+    assert isinstance(events[-1], FinalEvent) and events[-1].result.output == 7
     again = [event async for event in plan.iter(3)]
-    assert [type(e) for e in again] == [PlanFinalEvent]  # finished: nothing runs, only the result
+    assert [type(e) for e in again] == [FinalEvent]  # finished: nothing runs, only the result
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -224,7 +224,7 @@ def test_any_key_and_json_payload_round_trip(tmp_path: Path, key: str, payload: 
         plan = Plan(Step(lambda x: x, name="id"), Step(lambda x: x, name="id2"), store=store, checkpoint_key=key)
         first = plan.run(payload)
         again = plan.run(payload)
-        assert again.payload == first.payload == payload
+        assert again.output == first.output == payload
         record = store.checkpoints.load(key)
         assert record is not None and record.key == key
     finally:
@@ -245,8 +245,8 @@ def test_step_targets_get_the_idempotency_key_on_their_context(store: Store) -> 
             return f"{ctx.idempotency_key}:{payload}"
 
     result = Plan(Step(Charge(), name="charge"), store=store, checkpoint_key="pay").run(3)
-    assert result.payload == "pay/1/charge:3"
-    assert Plan(Step(Charge(), name="charge")).run(3).payload == "None:3"
+    assert result.output == "pay/1/charge:3"
+    assert Plan(Step(Charge(), name="charge")).run(3).output == "None:3"
 
 
 _JSON = st.recursive(
@@ -332,5 +332,5 @@ async def test_a_step_cut_off_by_the_deadline_is_recorded_and_retried(store: Sto
     assert cut.stop_reason == "max_seconds"
     assert status(store, "slow") == ("ended", "max_seconds")
     done = await plan.arun()
-    assert done.ok and done.payload == 20
+    assert done.ok and done.output == 20
     assert calls == ["first", "wait", "wait"]

@@ -212,7 +212,7 @@ def test_a_truncated_document_is_refused_as_unreadable(tmp_path: Path) -> None:
 def test_an_untouched_checkpoint_still_resumes(paused: tuple[str, list[str]]) -> None:
     db, ran = paused
     done = resume(db, ran, answer="yes")
-    assert (done.stop_reason, done.payload, done.path) == (
+    assert (done.stop_reason, done.output, done.path) == (
         "success",
         "notified: refunded 250",
         ("classify", "refund", "notify"),
@@ -228,7 +228,7 @@ def test_a_format_1_checkpoint_resumes_without_a_key_and_is_refused_with_one(pau
         resume(db, ran, signing_key=SECRET, answer="yes")
     assert ran == []
     done = resume(db, ran, answer="yes")
-    assert done.payload == "notified: refunded 250" and ran == ["refund", "refund:yes", "notify"]
+    assert done.output == "notified: refunded 250" and ran == ["refund", "refund:yes", "notify"]
 
 
 # -- signed checkpoints --------------------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def test_a_forged_interrupt_answer_is_refused_when_checkpoints_are_signed(signed
 
     edit(db, lambda state: state.clear() or state.update(original))  # the person's answer, given through the API
     done = resume(db, ran, signing_key=SECRET, answer="no")
-    assert (done.payload, ran) == ("notified: declined", ["refund", "refund:no", "notify"])
+    assert (done.output, ran) == ("notified: declined", ["refund", "refund:no", "notify"])
 
 
 def _switched_to_the_sibling_branch(state: dict[str, Any]) -> None:
@@ -286,7 +286,7 @@ def test_a_signed_checkpoint_is_bound_to_its_key_status_and_signer(signed: tuple
     with pytest.raises(CheckpointMismatchError, match="does not match"):
         resume(db, ran, signing_key="another key, also long enough")
     assert ran == []
-    assert resume(db, ran, signing_key=SECRET, answer="yes").payload == "notified: refunded 250"
+    assert resume(db, ran, signing_key=SECRET, answer="yes").output == "notified: refunded 250"
 
 
 def test_signatures_survive_every_backend_with_awkward_numbers(plan_db: str) -> None:
@@ -318,7 +318,7 @@ def test_signatures_survive_every_backend_with_awkward_numbers(plan_db: str) -> 
     finally:
         again.checkpoints.delete("numbers")
         again.close()
-    assert done.ok and done.payload["answer"] == "fine" and done.payload["echo"]["z"] == "ä\u2028"
+    assert done.ok and done.output["answer"] == "fine" and done.output["echo"]["z"] == "ä\u2028"
     assert ran == ["first", "second", "second"]
 
 
@@ -427,7 +427,7 @@ def test_an_edited_checkpoint_resumes_identically_or_is_refused(data: st.DataObj
             # resumed: exactly the original resume — the failed step once more, on the same path
             assert ran == ["final"], (ran, original)
             assert done.path == ("classify", "left", "join", "p1", "p2", "final")
-            assert (done.stop_reason, done.payload) == ("success", "final")
+            assert (done.stop_reason, done.output) == ("success", "final")
         finally:
             store.close()
 
@@ -532,7 +532,7 @@ def test_a_signed_checkpoint_of_any_json_payload_verifies_after_postgres(plan_pg
         store.checkpoints.delete("any-json")
         assert build(store).run(0).stop_reason == "interrupted"
         done = build(store).run(answer="yes")
-        assert done.ok and done.payload[1] == "yes"
+        assert done.ok and done.output[1] == "yes"
     finally:
         store.checkpoints.delete("any-json")
         store.close()
@@ -543,7 +543,7 @@ def test_a_finished_run_with_an_edited_result_is_refused(plan_db: str) -> None:
     store = Store(db=plan_db)
     store.checkpoints.delete(KEY)
     try:
-        assert refund_plan(store, ran).run(0).payload == "notified: rejected"
+        assert refund_plan(store, ran).run(0).output == "notified: rejected"
     finally:
         store.close()
     edit(plan_db, lambda state: state["result"].update(payload={"not": "a string"}))
@@ -571,7 +571,7 @@ def test_a_run_paused_by_raising_interrupt_still_resumes(tmp_path: Path) -> None
     try:
         plan = Plan(Step(gate), store=store, checkpoint_key="gate")
         assert plan.run(21).stop_reason == "interrupted"
-        assert plan.run().payload == 42
+        assert plan.run().output == 42
     finally:
         store.close()
     assert asked == [21, 21]

@@ -22,7 +22,7 @@ def band_plan(**kw: object) -> Plan:
 def test_a_later_step_reads_the_whole_band_or_one_member() -> None:
     result = band_plan().run("q")
     assert result.envelope("all").payload == {"web": "web:Q", "docs": "docs:Q"}
-    assert result.payload == "docs:Q"
+    assert result.output == "docs:Q"
 
 
 def test_a_durable_resume_rebuilds_the_band_outputs(tmp_path: object) -> None:
@@ -46,7 +46,7 @@ def test_a_durable_resume_rebuilds_the_band_outputs(tmp_path: object) -> None:
     )
     assert plan.run("x").stop_reason == "step_error:RuntimeError"
     resumed = plan.run()
-    assert resumed.ok and resumed.payload == ["a:x", "b:x"]
+    assert resumed.ok and resumed.output == ["a:x", "b:x"]
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import routegate.plan.plan as plan_module
-from routegate.core import Budget, Outcome, RunContext
+from routegate.core import Budget, FinalEvent, Outcome, RunContext
 from routegate.errors import RunStopError
 from routegate.plan import (
     MaxIterationsExceeded,
     Plan,
     PlanCompileError,
-    PlanFinalEvent,
     Step,
     StepContext,
     StepEvent,
@@ -74,7 +73,7 @@ async def test_a_step_still_running_at_the_deadline_is_cut_off_and_the_run_stops
     )
     result = await plan.arun(1)
     assert (result.ok, result.stop_reason, result.phase) == (False, "max_seconds", "step")
-    assert result.path == ("first", "wait") and result.payload is None
+    assert result.path == ("first", "wait") and result.output is None
     assert cancelled == ["wait"]  # the step was cancelled, not left running
     assert "max_seconds=0.05" in result.message and "'wait' was cut off" in result.message
     assert result.trace[-1].stop_reason == "max_seconds" and not result.trace[-1].ok
@@ -135,7 +134,7 @@ def test_without_a_budget_a_plan_has_no_deadline(clock: FakeClock) -> None:
         return x + 1
 
     result = Plan(Step(slow, name="s1"), Step(slow, name="s2")).run(0)
-    assert result.ok and result.payload == 2 and result.phase is None and result.message == ""
+    assert result.ok and result.output == 2 and result.phase is None and result.message == ""
 
 
 # -- the budget: step bound --------------------------------------------------------------------------------------
@@ -144,7 +143,7 @@ def test_an_exhausted_iteration_budget_is_a_stop_reason_and_raise_for_stop_raise
     assert plan.max_iterations == 4
     result = plan.run(1)
     assert (result.ok, result.stop_reason, result.phase) == (False, "max_iterations", "step")
-    assert result.path == ("spin",) * 4 and result.payload is None
+    assert result.path == ("spin",) * 4 and result.output is None
     assert result.to_dict()["phase"] == "step" and result.to_dict()["message"] == result.message
     with pytest.raises(MaxIterationsExceeded) as caught:
         result.raise_for_stop()
@@ -240,7 +239,7 @@ async def test_targets_that_declare_a_run_context_receive_the_runs_context() -> 
         Step(inner),
     )
     result = await plan.arun("x", deps=Deps("ann"))
-    assert result.payload == "x+kw+sc+both+plain+rc"
+    assert result.output == "x+kw+sc+both+plain+rc"
     assert [name for name, _, _ in seen] == ["keyword_only", "step_context", "both:both", "plain", "run_step"]
     assert {deps for _, _, deps in seen} == {Deps("ann")}
     assert len({run_id for _, run_id, _ in seen}) == 1  # one run, one context: the nested plan shares it
@@ -286,7 +285,7 @@ async def test_iter_yields_one_event_per_executed_step_in_order_then_the_final_e
     )
     events = [event async for event in plan.iter(1)]
     *steps, final = events
-    assert isinstance(final, PlanFinalEvent)
+    assert isinstance(final, FinalEvent)
     assert all(isinstance(event, StepEvent) for event in steps)
     result = final.result
     assert [(e.attempt, e.step, e.ok, e.next, e.why) for e in steps if isinstance(e, StepEvent)] == [
@@ -296,7 +295,7 @@ async def test_iter_yields_one_event_per_executed_step_in_order_then_the_final_e
         (4, "handle", True, None, "end"),
     ]
     assert [e.trace_entry() for e in steps if isinstance(e, StepEvent)] == list(result.trace)
-    assert result.payload == "handled ValueError" and result.path == ("inc", "big", "check", "handle")
+    assert result.output == "handled ValueError" and result.path == ("inc", "big", "check", "handle")
     assert steps[2].to_dict()["stop_reason"] == "step_error:ValueError"
     assert final.to_dict()["result"]["path"] == ["inc", "big", "check", "handle"]
 
@@ -316,7 +315,7 @@ async def test_iter_streams_a_stop_and_what_steps_send_through_the_context() -> 
     assert events[0] == {"note": "working"}  # sent while the step ran, before its own StepEvent
     assert [e.step for e in events if isinstance(e, StepEvent)] == ["announce", "spin", "spin"]
     final = events[-1]
-    assert isinstance(final, PlanFinalEvent) and final.result.stop_reason == "max_iterations"
+    assert isinstance(final, FinalEvent) and final.result.stop_reason == "max_iterations"
 
 
 async def test_closing_iter_early_cancels_the_run() -> None:
@@ -344,7 +343,7 @@ def test_a_nested_plans_step_targets_see_the_store_its_writes_go_to() -> None:
 
     inner = Plan(Step(lambda x: x * 2, name="keep", writes="kept"), Step(ReadBack(), name="read"), name="inner")
     result = Plan(Step(lambda x: x + 1, name="first"), Step(inner)).run(1)
-    assert result.ok and result.payload == 4
+    assert result.ok and result.output == 4
 
 
 @settings(max_examples=200, deadline=None)

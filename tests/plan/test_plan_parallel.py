@@ -33,7 +33,7 @@ async def test_band_members_run_concurrently() -> None:
     async with asyncio.timeout(10):  # a guard against a deadlock regression, not a synchronisation
         result = await plan.arun("q")
     assert result.path == ("prep", "left", "right", "merge")
-    assert result.payload == {"left": "left(Q)", "right": "right(Q)"}
+    assert result.output == {"left": "left(Q)", "right": "right(Q)"}
     assert [entry.why for entry in result.trace[1:3]] == ["parallel band", "parallel band"]
 
 
@@ -46,7 +46,7 @@ def test_sync_bands_run_in_declared_order_and_feed_from_step() -> None:
     )
     result = plan.run("in")
     assert result.path == ("start", "a", "b", "after")
-    assert result.payload == "b(in)"
+    assert result.output == "b(in)"
     assert result.store is not None and result.store.to_dict() == {"a": "a(in)", "b": "b(in)"}
 
 
@@ -108,7 +108,7 @@ def test_a_band_counts_as_one_iteration_and_can_end_the_plan() -> None:
         Step(lambda x: 1, name="a", parallel=True), Step(lambda x: 2, name="b", parallel=True), max_iterations=1
     )
     result = plan.run(None)
-    assert result.payload == {"a": 1, "b": 2}
+    assert result.output == {"a": 1, "b": 2}
 
 
 def test_loops_can_run_a_band_again() -> None:
@@ -150,7 +150,7 @@ async def test_every_kind_of_target_can_be_a_band_member() -> None:
         Step(lambda joined: joined, name="after"),
     )
     result = await plan.arun("x")
-    assert result.payload == {"target": "target:x", "nested": "inner(x)", "fetch": Count(n=2)}
+    assert result.output == {"target": "target:x", "nested": "inner(x)", "fetch": Count(n=2)}
 
 
 @pytest.mark.parametrize("failure", ["coroutine", "nested"])

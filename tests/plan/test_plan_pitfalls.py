@@ -47,7 +47,7 @@ def test_pitfall_the_detour_trap_runs_the_branch_only_step_on_the_success_path()
     assert success.path == ("search", "apology", "write")
     # ... and when it fires, "write" runs after the apology: the final output comes from the wrong step
     assert plan.run("nothing").path == ("search", "apology", "write")
-    assert plan.run("nothing").payload == "write"
+    assert plan.run("nothing").output == "write"
     # fix (1): cover every outcome and rejoin
     fixed = Plan(
         Step(

@@ -203,7 +203,7 @@ def observe(plan: Plan, visits: dict[int, int], mode: str) -> tuple[str, list[st
     except PlanRuntimeError as error:
         return "runtime_error", [f"s{k}" for k in sorted(visits)], error  # no path on the exception: loose check
     if result.stop_reason == "max_iterations":
-        assert result.phase == "step" and result.payload is None
+        assert result.phase == "step" and result.output is None
         with pytest.raises(MaxIterationsExceeded) as stop:
             result.raise_for_stop()
         assert list(stop.value.path) == list(result.path)

@@ -47,7 +47,7 @@ def test_linear_plan_chains_payloads_and_the_first_step_gets_the_input() -> None
     result = Plan(echo("a"), echo("b"), echo("c")).run("in")
     assert result.ok and result.stop_reason == "success"
     assert result.path == ("a", "b", "c")
-    assert result.payload == "c(b(a(in)))"
+    assert result.output == "c(b(a(in)))"
     assert [env.payload for env in result.envelopes] == ["a(in)", "a(in)".join(["b(", ")"]), "c(b(a(in)))"]
     assert all(env.elapsed_ms >= 0 for env in result.envelopes)
     assert result.envelope("b").payload == "b(a(in))"
@@ -149,7 +149,7 @@ def test_backward_routes_loop_until_the_predicate_stops_firing() -> None:
     )
     result = plan.run(None)
     assert result.path == ("tick", "check") * 3
-    assert result.payload == 3
+    assert result.output == 3
 
 
 def test_max_iterations_counts_steps_and_names_limit_and_path() -> None:
@@ -223,7 +223,7 @@ def test_a_failed_step_ends_the_run_with_a_stop_reason_not_an_exception() -> Non
     result = Plan(echo("a"), Step(boom, name="b"), echo("c")).run("x")
     assert not result.ok
     assert result.stop_reason == "step_error:ValueError"
-    assert result.payload is None
+    assert result.output is None
     assert result.path == ("a", "b")
     assert result.error is not None and result.error.message == "boom"
     assert isinstance(result.error.exception, ValueError)
@@ -258,7 +258,7 @@ def test_when_errored_routes_a_failed_step_and_the_handler_gets_the_error() -> N
     result = plan.run("x")
     assert result.ok
     assert result.path == ("risky", "fallback", "done")
-    assert result.payload == "done(fallback after ValueError)"
+    assert result.output == "done(fallback after ValueError)"
     assert isinstance(seen[0], ErrorInfo)
     assert (
         result.trace[0].ok is False and result.trace[0].why == "when.errored()" and result.trace[0].next == "fallback"
@@ -303,7 +303,7 @@ class Hits(BaseModel):
 def test_output_validates_dicts_instances_and_json_text() -> None:
     for returned in ({"items": ["a"]}, Hits(items=["a"]), '{"items": ["a"]}', b'{"items": ["a"]}'):
         result = Plan(Step(lambda _, r=returned: r, name="a", output=Hits)).run(None)
-        assert result.payload == Hits(items=["a"]), returned
+        assert result.output == Hits(items=["a"]), returned
 
 
 def test_output_validation_failure_is_a_step_error_that_can_be_routed() -> None:
@@ -312,13 +312,13 @@ def test_output_validation_failure_is_a_step_error_that_can_be_routed() -> None:
         Step(lambda e: e.type, name="repair"),
     )
     result = plan.run(None)
-    assert result.path == ("a", "repair") and result.payload == "ValidationError"
+    assert result.path == ("a", "repair") and result.output == "ValidationError"
     assert isinstance(result.envelopes[0].error and result.envelopes[0].error.exception, ValidationError)
 
 
 def test_output_can_be_any_type_pydantic_validates() -> None:
-    assert Plan(Step(lambda _: "3", name="a", output=int)).run(None).payload == 3
-    assert Plan(Step(lambda _: '["b", "a"]', name="a", output=list[str])).run(None).payload == ["b", "a"]
+    assert Plan(Step(lambda _: "3", name="a", output=int)).run(None).output == 3
+    assert Plan(Step(lambda _: '["b", "a"]', name="a", output=list[str])).run(None).output == ["b", "a"]
 
 
 # -- sentinels and the store ------------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ def test_from_step_of_a_step_that_did_not_run_is_a_clear_runtime_error() -> None
         echo("right"),
         echo("join", context=from_step("left")),
     )
-    assert plan.run("l").payload == "join(left(l))"
+    assert plan.run("l").output == "join(left(l))"
     with pytest.raises(PlanRuntimeError, match=r"context=from_step\('left'\) but that step has not run"):
         plan.run("r")
 
@@ -396,8 +396,8 @@ def test_async_callables_and_async_callable_objects() -> None:
             return x + 1
 
     plan = Plan(Step(double), Step(AddOne()))
-    assert asyncio.run(plan.arun(5)).payload == 11
-    assert plan.run(5).payload == 11  # sync run of a plan with async targets uses the per-thread loop
+    assert asyncio.run(plan.arun(5)).output == 11
+    assert plan.run(5).output == 11  # sync run of a plan with async targets uses the per-thread loop
 
 
 def test_step_target_protocol_sync_and_async() -> None:
@@ -417,7 +417,7 @@ def test_step_target_protocol_sync_and_async() -> None:
         Step(Sync(), name="s", task="do it", writes="w"), Step(Async(), name="a", sources=[store, "note"]), store=store
     )
     result = plan.run("in")
-    assert result.payload == "s:in:do it:in+k: v\nw: s:in:do it:in\n\nnote"
+    assert result.output == "s:in:do it:in+k: v\nw: s:in:do it:in\n\nnote"
     assert seen[0].store is store
 
 
@@ -440,7 +440,7 @@ def test_a_routing_agent_step_gets_the_payload_as_text_and_returns_its_run_resul
     plan = Plan(
         Step(lambda text: {"ticket": text}, name="prepare"),
         Step(agent, task="Answer the customer.", routes={"escalate": when.field("status").equals("stopped")}),
-        Step(lambda run: run.answer, name="reply"),
+        Step(lambda run: run.output, name="reply"),
         Step(lambda run: "escalated", name="escalate"),
     )
     result = plan.run("refund please")
@@ -463,7 +463,7 @@ def test_nested_plans_run_as_one_step() -> None:
     outer = Plan(echo("search", writes="hits"), Step(inner), echo("log"))
     result = outer.run("q")
     assert result.path == ("search", "branch", "log")
-    assert result.payload == "log(write(rank(search(q))))"
+    assert result.output == "log(write(rank(search(q))))"
     nested = result.envelope("branch").metadata["plan"]
     assert nested.path == ("rank", "write")
     assert result.store is not None and result.store["hits"] == "search(q)"
@@ -551,9 +551,9 @@ def test_an_llm_step_without_output_asks_for_a_string_and_accepts_text() -> None
     model = FakeChatModel('"a JSON string"', "plain text", '{"an": "object"}')
     store = Store({"verdict": "too long"})
     plan = Plan(Step(model, name="write", sources=[store]), max_iterations=3)
-    assert plan.run("q").payload == "a JSON string"
-    assert plan.run(Hits(items=["x"])).payload == "plain text"
-    assert plan.run("q").payload == '{"an": "object"}'
+    assert plan.run("q").output == "a JSON string"
+    assert plan.run(Hits(items=["x"])).output == "plain text"
+    assert plan.run("q").output == '{"an": "object"}'
     messages, schema = model.calls[1]
     assert schema == {"type": "string"}
     assert messages[0]["content"].endswith("Context:\nverdict: too long")
@@ -598,7 +598,7 @@ def test_a_plain_chat_model_step_gets_the_schema_in_the_prompt_and_json_mode() -
     assert '"severity"' in messages[0]["content"]
     assert messages[1] == {"role": "user", "content": "ticket"}
     text = Plan(Step(model, name="write", sources=["be brief"])).run("q")
-    assert text.payload == "free text"
+    assert text.output == "free text"
     assert model.calls[1][1] is False
     assert model.calls[1][0][0]["content"] == "You are the step 'write' of a plan.\n\nContext:\nbe brief"
 
@@ -632,7 +632,7 @@ async def test_concurrent_runs_of_one_plan_are_independent() -> None:
         Step(lambda x: -x, name="big"),
     )
     results = await asyncio.gather(*(plan.arun(i) for i in range(10)))
-    assert [r.payload for r in results] == [-(i * 10) for i in range(10)]
+    assert [r.output for r in results] == [-(i * 10) for i in range(10)]
     assert all(r.path == ("slow_echo", "times", "big") for r in results)
 
 

@@ -50,14 +50,14 @@ def test_example_1_empty_hits_go_search_apology_log_outcome() -> None:
     result = example_1([]).run("quantum gravity in 1820")
     assert result.ok
     assert result.path == ("search", "apology", "log_outcome")
-    assert result.payload == "logged: sorry: no hits, try broader terms"
+    assert result.output == "logged: sorry: no hits, try broader terms"
     assert isinstance(result.envelope("search").payload, Hits)
 
 
 def test_example_1_some_hits_go_search_write_log_outcome() -> None:
     result = example_1(["a", "b"]).run("routing")
     assert result.path == ("search", "write", "log_outcome")
-    assert result.payload == "logged: brief on a, b"
+    assert result.output == "logged: brief on a, b"
 
 
 async def test_example_1_async_gives_the_same_shapes() -> None:
@@ -97,7 +97,7 @@ def test_example_2_each_severity_runs_only_its_branch_then_archive(
 ) -> None:
     result = example_2(severity).run("the site is down!")
     assert result.path == path
-    assert result.payload == payload
+    assert result.output == payload
     assert result.trace[0].why == f"routes_by severity={severity!r}"
     assert result.trace[0].next == severity
 
@@ -161,7 +161,7 @@ def test_example_3_loops_back_until_the_reviewer_approves() -> None:
     result = plan.run("what is a plan?")
     assert result.path == ("write", "review", "write", "review", "write", "review", "publish")
     assert seen == ["what is a plan?"] * 3  # context=from_start: every rewrite sees the question
-    assert result.payload == "published: draft 3 addressing 'too vague (review 2)'"
+    assert result.output == "published: draft 3 addressing 'too vague (review 2)'"
     assert store["draft"] == "draft 3 addressing 'too vague (review 2)'"
     assert store["verdict"].approved is True
     assert [entry.next for entry in result.trace if entry.target == "review"] == ["write", "write", None]
@@ -171,7 +171,7 @@ def test_example_3_an_infinite_rejection_stops_at_max_iterations() -> None:
     plan, _, _ = example_3(approve_on_review=10**9, max_iterations=8)
     result = plan.run("q")
     assert (result.ok, result.stop_reason, result.phase) == (False, "max_iterations", "step")
-    assert result.path == ("write", "review") * 4 and result.payload is None
+    assert result.path == ("write", "review") * 4 and result.output is None
     with pytest.raises(MaxIterationsExceeded) as caught:
         result.raise_for_stop()
     assert caught.value.limit == 8
@@ -202,7 +202,7 @@ def example_4(items: list[str]) -> Plan:
 def test_example_4_lambda_predicates_route_exclusively() -> None:
     ranked = example_4(["b", "a"]).run("q")
     assert ranked.path == ("classify", "rank", "log_outcome")
-    assert ranked.payload == {"metrics": ["a", "b"]}
+    assert ranked.output == {"metrics": ["a", "b"]}
     assert ranked.trace[0].why == "<lambda>"
     assert example_4([]).run("q").path == ("classify", "apology", "log_outcome")
 
@@ -258,4 +258,4 @@ def test_example_5_custom_predicates_with_their_complement(score: float, topic: 
     result = example_5(score, topic).run("text")
     assert result.path == path
     assert result.trace[0].why == ("needs_review" if path[1] == "review" else "safe_to_auto")
-    assert result.payload.startswith("audited: ")
+    assert result.output.startswith("audited: ")

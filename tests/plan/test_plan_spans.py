@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from routegate.core import Budget, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
-from routegate.plan import Plan, PlanFinalEvent, PlanRuntimeError, Step, StepEvent, Store, interrupt, when
+from routegate.core import Budget, FinalEvent, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
+from routegate.plan import Plan, PlanRuntimeError, Step, StepEvent, Store, interrupt, when
 from routegate.plan import _spans as spans_module
 
 SECRET = "my card number is 4111 1111 1111 1111"
@@ -98,7 +98,7 @@ def test_run_drives_the_same_tree_without_a_loop(otel_spans: InMemorySpanExporte
 async def test_a_streamed_run_has_the_same_tree(otel_spans: InMemorySpanExporter) -> None:
     plan = triage_plan()
     events = [event async for event in plan.iter(f"site down: {SECRET}")]
-    assert [type(e) for e in events] == [StepEvent, StepEvent, StepEvent, PlanFinalEvent]
+    assert [type(e) for e in events] == [StepEvent, StepEvent, StepEvent, FinalEvent]
     assert_triage_tree(otel_spans)
     otel_spans.clear()
     assert [event async for event in plan.iter(f"site down: {SECRET}")][-1].result.ok
@@ -205,7 +205,7 @@ async def test_a_step_that_runs_an_agent_holds_the_agents_tree(otel_spans: InMem
     agent = RoutingAgent(workers=[billing], router=Router())
 
     async def ask(text: str) -> str:
-        return (await agent.arun(text)).answer or ""
+        return (await agent.arun(text)).output or ""
 
     assert (await Plan(Step(ask, name="ask")).arun("refund please")).ok
     (step,) = spans_named(otel_spans, "routegate.step")
@@ -217,7 +217,7 @@ async def test_a_step_that_runs_an_agent_holds_the_agents_tree(otel_spans: InMem
 async def test_a_nested_plan_is_a_plan_span_below_its_step(otel_spans: InMemorySpanExporter) -> None:
     inner = Plan(Step(str.upper, name="shout"), name="inner")
     outer = Plan(Step(inner, name="nested"), Step(str.lower, name="whisper"), name="outer")
-    assert (await outer.arun("x")).payload == "x"
+    assert (await outer.arun("x")).output == "x"
     root = the_root(otel_spans)
     nested, whisper = children(otel_spans, root)
     (inner_root,) = children(otel_spans, nested)
@@ -246,7 +246,7 @@ async def test_the_members_of_a_parallel_band_are_sibling_step_spans(
         Step(aright if kind == "async" else right, name="right", parallel=True),
         Step(lambda both: both, name="join"),
     )
-    assert (await plan.arun(1)).payload == {"left": 2, "right": 3}
+    assert (await plan.arun(1)).output == {"left": 2, "right": 3}
     root = the_root(otel_spans)
     left, right_span, join = children(otel_spans, root)
     assert {attributes(left)["routegate.step"], attributes(right_span)["routegate.step"]} == {"left", "right"}
@@ -274,7 +274,7 @@ def test_a_resumed_durable_run_says_so_and_shows_the_steps_it_ran(otel_spans: In
     otel_spans.clear()
 
     second = plan.run(answer="yes")
-    assert second.ok and second.payload == "approved yes"
+    assert second.ok and second.output == "approved yes"
     root = the_root(otel_spans)
     assert attributes(root)["routegate.resumed"] is True
     assert attributes(root)["routegate.stop_reason"] == "success"
@@ -283,7 +283,7 @@ def test_a_resumed_durable_run_says_so_and_shows_the_steps_it_ran(otel_spans: In
     assert attributes(ran) == {"routegate.step": "approve", "routegate.iteration": 2}
     otel_spans.clear()
 
-    assert plan.run().payload == "approved yes"  # finished: answered from the checkpoint, nothing runs
+    assert plan.run().output == "approved yes"  # finished: answered from the checkpoint, nothing runs
     root = the_root(otel_spans)
     assert attributes(root)["routegate.resumed"] is True and not children(otel_spans, root)
 

@@ -151,14 +151,14 @@ def test_the_output_check_refuses_an_injected_link_and_observe_lets_the_router_a
     workers = [Worker("finish", finish, inline=True)]
     check = links_only_from()
     ended = RoutingAgent(workers=workers, router=ScriptedRouter([answer(phishing)]), output_check=check).run("hi")
-    assert (ended.stop_reason, ended.phase, ended.answer) == ("output_denied:link", "finalize", None)
+    assert (ended.stop_reason, ended.phase, ended.output) == ("output_denied:link", "finalize", None)
     assert ended.trace[-1].stop_reason == "output_denied:link"
 
     router = ScriptedRouter([answer(phishing), answer("Your balance is fine.")])
     recovered = RoutingAgent(
         workers=workers, router=router, output_check=check, on_refusal="observe", budget=Budget(max_route_attempts=3)
     ).run("is my balance fine? my bank is https://bank.example")
-    assert recovered.ok and recovered.answer is not None and "http" not in recovered.answer
+    assert recovered.ok and recovered.output is not None and "http" not in recovered.output
     assert router.requests[1].history[-1].observation["stop_reason"] == "output_denied:link"
 
     quoted = RoutingAgent(workers=workers, router=ScriptedRouter([answer("See bank.example/help")]), output_check=check)

@@ -137,6 +137,15 @@ async def test_ask_returns_the_turns_result_and_the_history_keeps_it(subject: Su
     assert await desk.history("another-session") == []
 
 
+async def test_a_turn_reads_like_a_run_result_and_its_json_stays_the_wire_form(subject: Subject) -> None:
+    first = await subject.desk.ask("What is the status of ticket 1?", session_id="reads")
+    second = await subject.desk.ask("What is the status of ticket 1?", session_id="reads")
+    assert first.ok is first.outcome.ok is True and first.output == first.answer
+    assert first.elapsed_ms == first.latency_ms > 0
+    assert len(first.run_id) == 16 and first.run_id != second.run_id
+    assert list(first.to_dict()) == ["session_id", "route", "answer", "stop_reason", "fallback", "trace", "latency_ms"]
+
+
 async def test_the_history_keeps_the_last_ten_messages_oldest_first(subject: Subject) -> None:
     desk = subject.desk
     for n in range(6):

@@ -138,7 +138,7 @@ async def test_dispatch_a2a_through_the_policy() -> None:
     text = 'Needs review.\n```a2a\n{"target_agent": "reviewer", "task": "Review PR 7", "context": {"pr": 7}}\n```'
     result = await dispatcher.adispatch(ROUTER.classify(text))
     assert (result.kind, result.stop_reason) == (OutputKind.A2A_REQUEST, "success")
-    outcome = result.outcomes[0].value
+    outcome = result.output[0].value
     assert isinstance(outcome, A2AOutcome)
     assert outcome.result == {"verdict": "approve", "pr": 7, "sender": "routegate"}
     refused = await dispatcher.adispatch(

@@ -55,7 +55,7 @@ async def test_code_in_the_final_answer_runs_in_the_sandbox() -> None:
     seen: list[DispatchResult] = []
     result = await _agent("Let me check:\n```python\nprint(sum(range(10)))\n```", seen).arun("orders?")
     assert (result.status, result.stop_reason) == ("ok", "success")
-    assert result.answer == "Let me check:\n```python\nprint(sum(range(10)))\n```\n\n[code:python] exit code 0\n45"
+    assert result.output == "Let me check:\n```python\nprint(sum(range(10)))\n```\n\n[code:python] exit code 0\n45"
     assert [r.stop_reason for r in seen] == ["success"]
     assert result.extra["technique"] == seen[0].to_dict()  # the dispatch record travels on the result
     assert result.to_dict()["technique"]["stop_reason"] == "success"
@@ -64,7 +64,7 @@ async def test_code_in_the_final_answer_runs_in_the_sandbox() -> None:
 async def test_prose_answers_pass_through() -> None:
     seen: list[DispatchResult] = []
     result = await _agent("There were 45 orders last week.", seen).arun("orders?")
-    assert result.answer == "There were 45 orders last week."
+    assert result.output == "There were 45 orders last week."
     assert seen == []
     assert "technique" not in result.extra
 
@@ -76,7 +76,7 @@ async def test_a_refused_action_ends_the_run_with_the_core_stop_reason() -> None
         "invalid_route:route_not_allowed:code:bash",
         "finalize",
     )
-    assert result.answer is None
+    assert result.output is None
 
 
 @needs_os_sandbox
@@ -130,7 +130,7 @@ async def test_dispatch_answer_of_a_finished_run() -> None:
     dispatcher = TechniqueDispatcher(handlers=[CodeHandler(SANDBOX)], allow=["code:python"])
     dispatched = await dispatch_answer(finished, dispatcher=dispatcher)
     assert dispatched is not None
-    assert dispatched.outcomes[0].to_dict()["value"]["stdout"] == "from the answer\n"
+    assert dispatched.output[0].to_dict()["value"]["stdout"] == "from the answer\n"
     stopped = await RoutingAgent(workers=[analyst], router=ScriptedRouter(["not json"])).arun("x")
     assert await dispatch_answer(stopped, dispatcher=dispatcher) is None
 

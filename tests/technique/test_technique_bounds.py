@@ -231,7 +231,7 @@ async def test_a_block_with_a_disallowed_call_runs_none_of_it(demo: MCPServerCon
         )
         result = await dispatcher.adispatch(ROUTER.classify(text))
         assert (result.stop_reason, result.phase) == ("invalid_route:route_not_allowed:mcp:demo/fail", "route")
-        assert [outcome.target for outcome in result.outcomes] == ["mcp:demo/fail"]
+        assert [outcome.target for outcome in result.output] == ["mcp:demo/fail"]
         bad_second = tool_output(
             ToolCallRequest("demo", "add", {"a": 1, "b": 2}), ToolCallRequest("demo", "add", {"a": 1, "b": "two"})
         )

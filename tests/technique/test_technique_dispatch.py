@@ -72,7 +72,7 @@ def _dispatch(text: str, handler: EchoHandler | None = None, **kwargs: Any) -> D
 
 def test_prose_needs_nothing() -> None:
     result = _dispatch("just words", allow=["code:python"])
-    assert (result.kind, result.status, result.stop_reason, result.outcomes) == ("prose", "ok", "success", ())
+    assert (result.kind, result.status, result.stop_reason, result.output) == ("prose", "ok", "success", ())
 
 
 def test_allowed_code_runs_and_results_carry_a_stop_reason() -> None:
@@ -80,7 +80,7 @@ def test_allowed_code_runs_and_results_carry_a_stop_reason() -> None:
     result = _dispatch("```python\nprint(1)\n```\n```py\nprint(2)\n```", handler, allow=["code:python"])
     assert result.ok
     assert handler.calls == ["print(1)", "print(2)"]
-    assert [(o.target, o.stop_reason) for o in result.outcomes] == [("code:python", "success")] * 2
+    assert [(o.target, o.stop_reason) for o in result.output] == [("code:python", "success")] * 2
     assert result.to_dict()["outcomes"][0] == {
         "target": "code:python",
         "stop_reason": "success",
@@ -126,7 +126,7 @@ def test_max_delegations_bounds_the_parts_run() -> None:
     result = _dispatch(text, handler, allow=["code:python"], budget=Budget(max_delegations=2))
     assert (result.stop_reason, result.phase) == ("max_delegations", "delegate")
     assert handler.calls == []  # all or none: the output asks for more than the budget, nothing runs
-    assert [o.stop_reason for o in result.outcomes] == ["max_delegations"]
+    assert [o.stop_reason for o in result.output] == ["max_delegations"]
     assert result.message == "max_delegations=2, but the output has 3 parts"
 
 
@@ -193,9 +193,41 @@ def test_real_sandbox_through_the_policy() -> None:
     dispatcher = TechniqueDispatcher(handlers=[CodeHandler(runner)], allow=["code:python"])
     result = dispatcher.dispatch(ROUTER.classify("Sum:\n```python\nprint(sum(range(10)))\n```"))
     assert result.ok
-    assert result.outcomes[0].to_dict()["value"]["stdout"] == "45\n"
+    assert result.output[0].to_dict()["value"]["stdout"] == "45\n"
     result = dispatcher.dispatch(ROUTER.classify("```python\nwhile True:\n    pass\n```"))
     assert (result.stop_reason, result.phase) == ("sandbox_timeout:cpu", "delegate")
     assert "cpu_seconds=1" in result.message
     blank = dispatcher.dispatch(ROUTER.classify("```python\n   \n```"))
     assert blank.kind is OutputKind.PROSE  # an empty block is not extracted at all
+
+
+# -- the one result type ------------------------------------------------------------------------------------------
+def test_a_dispatch_is_a_run_result_with_one_trace_line_per_part_and_the_callers_run_id() -> None:
+    from routegate import RunResult
+    from routegate.core import RunContext
+
+    handler = EchoHandler(behaviour="fail")
+    dispatcher = TechniqueDispatcher(handlers=[handler], allow=["code:python"])
+    outer: RunContext[None] = RunContext(None)
+    result = asyncio.run(dispatcher.adispatch(ROUTER.classify("```python\n1\n```\n```python\n2\n```"), context=outer))
+    assert isinstance(result, RunResult) and result.run_id == outer.run_id
+    assert (result.ok, result.stop_reason, result.phase) == (False, "sandbox_exit:2", "delegate")
+    assert result.outcome.stop_reason == result.output[-1].outcome.stop_reason == "sandbox_exit:2"
+    assert [(e.target, e.phase, e.ok) for e in result.trace] == [("code:python", "delegate", False)]
+    assert "trace" not in result.to_dict() and "run_id" not in result.to_dict()  # the JSON form is unchanged
+
+
+def test_a_policy_refusal_is_the_dispatch_traces_one_line() -> None:
+    result = _dispatch("```ruby\nputs 1\n```", allow=["code:python"])
+    assert result.stop_reason == "invalid_route:route_not_allowed:code:ruby"
+    assert [(e.phase, e.stop_reason) for e in result.trace] == [("route", result.stop_reason)]
+    assert len(result.run_id) == 16  # a dispatch of its own has its own id
+
+
+def test_outcomes_is_the_old_name_of_output_and_warns() -> None:
+    result = _dispatch("```python\nprint(1)\n```", allow=["code:python"])
+    with pytest.warns(
+        DeprecationWarning, match=r"^DispatchResult\.outcomes is deprecated: read DispatchResult\.output"
+    ):
+        parts = result.outcomes  # type: ignore[deprecated]
+    assert parts == result.output and [p.target for p in parts] == ["code:python"]

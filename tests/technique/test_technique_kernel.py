@@ -258,15 +258,15 @@ async def test_every_ending_has_an_outcome(name: str) -> None:
     expected = Outcome.success() if ok else Outcome(False, stop_reason, phase, message)  # type: ignore[arg-type]
     assert result.outcome == expected
     assert result.outcome.ok is result.ok is ok
-    for part in result.outcomes:  # each part's outcome mirrors its fields; only the last may have failed
+    for part in result.output:  # each part's outcome mirrors its fields; only the last may have failed
         assert (part.outcome.ok, part.outcome.stop_reason, part.outcome.phase) == (
             part.ok,
             part.stop_reason,
             part.phase,
         )
-    assert all(part.ok for part in result.outcomes[:-1])
-    if result.outcomes and not ok:
-        assert result.outcomes[-1].outcome.stop_reason == stop_reason
+    assert all(part.ok for part in result.output[:-1])
+    if result.output and not ok:
+        assert result.output[-1].outcome.stop_reason == stop_reason
 
 
 # -- the run's context through technique_worker and TechniqueFinalizer -----------------------------------------
@@ -339,7 +339,7 @@ def test_sync_dispatch_result_is_the_same_shape() -> None:
     dispatcher = TechniqueDispatcher(handlers=[ContextHandler()], allow=ALLOW)
     result: DispatchResult = dispatcher.dispatch(_tools({"q": 1}))
     assert result.outcome == Outcome.success()
-    assert result.outcomes[0].outcome.ok
+    assert result.output[0].outcome.ok
 
 
 async def test_a_dispatch_is_one_span_tree(otel_spans: Any) -> None:

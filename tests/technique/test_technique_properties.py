@@ -122,8 +122,8 @@ def test_dispatch_of_any_output_ends_with_a_stop_reason(text: str) -> None:
     result = DISPATCHER.dispatch(classified)
     assert result.kind is classified.kind
     assert result.status == ("ok" if result.stop_reason == "success" else "stopped")
-    assert len(result.outcomes) <= len(classified.items())
-    assert all(outcome.ok for outcome in result.outcomes[:-1])
+    assert len(result.output) <= len(classified.items())
+    assert all(outcome.ok for outcome in result.output[:-1])
     if classified.is_prose:
-        assert result.outcomes == ()
+        assert result.output == ()
     json.dumps(result.to_dict())

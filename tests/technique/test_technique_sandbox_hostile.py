@@ -547,7 +547,7 @@ async def test_hostile_code_through_the_public_dispatcher(name: str, world: Worl
     dispatcher = TechniqueDispatcher(handlers=[CodeHandler(SandboxRunner(limits=LIMITS))], allow=["code:python"])
     answer = f"Here is the code:\n```python\n{world.substitute(case.code)}\n```\n"
     result = await dispatcher.adispatch(TechniqueRouter().classify(answer))
-    run = result.outcomes[0].value
+    run = result.output[0].value
     assert isinstance(run, CodeRun)
     world.assert_no_effect(run)
     _check(case, run)

@@ -55,7 +55,7 @@ async def test_dispatch_tool_calls_through_the_policy() -> None:
         )
         result = await dispatcher.adispatch(ROUTER.classify(text))
         assert result.ok, result
-        values = [outcome.value for outcome in result.outcomes]
+        values = [outcome.value for outcome in result.output]
         assert all(isinstance(value, ToolOutcome) for value in values)
         assert [value.text for value in values if isinstance(value, ToolOutcome)] == ["3", "Hello, Ben!"]
 

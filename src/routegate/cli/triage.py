@@ -10,7 +10,7 @@ from routegate.cli._input import checked
 from routegate.settings import Settings
 
 if TYPE_CHECKING:
-    from routegate.core import RunResult
+    from routegate.core import AgentResult
 
 
 def register(subparsers: Any) -> None:
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-async def _triage(request: str, settings: Settings, *, offline: bool) -> RunResult:
+async def _triage(request: str, settings: Settings, *, offline: bool) -> AgentResult:
     from routegate.apps.triage import build_triage_agent
 
     if offline or not settings.llm_enabled:

@@ -15,16 +15,18 @@ if TYPE_CHECKING:
     from routegate.core.agent import RoutingAgent
     from routegate.core.compose import GroundedComposer
     from routegate.core.context import RunContext
-    from routegate.core.contracts import ArgLimits, Budget, RunResult, TraceEntry
+    from routegate.core.contracts import ArgLimits, Budget, TraceEntry
     from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
     from routegate.core.gateway import RouteGateway
     from routegate.core.outcome import Outcome
     from routegate.core.policy import RoutePolicy
     from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
     from routegate.core.provenance import From, ProvenanceLedger, Sensitive, Source, links_only_from
+    from routegate.core.result import AgentResult, RunResult
     from routegate.core.workers import TicketArgs, Worker, WorkerArgs, worker
 
 __all__ = [
+    "AgentResult",
     "ArgLimits",
     "Budget",
     "DecisionEvent",
@@ -59,6 +61,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "AgentResult": "result",
     "ArgLimits": "contracts",
     "Budget": "contracts",
     "DecisionEvent": "events",
@@ -80,7 +83,7 @@ _WHERE = {
     "RoutingAgent": "agent",
     "RunContext": "context",
     "RunEvent": "events",
-    "RunResult": "contracts",
+    "RunResult": "result",
     "Sensitive": "provenance",
     "Source": "provenance",
     "TicketArgs": "workers",

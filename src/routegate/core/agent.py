@@ -1,8 +1,9 @@
 """The routing agent: Route → Validate → Delegate → (reroute) → Finalize, under budgets, with a trace.
 
 This module is wiring: the policy boundary (:mod:`.policy`), the gateway (:mod:`.gateway`) and the router and
-finalizer protocols (:mod:`.protocols`) do the work. Every run returns a :class:`RunResult`; none raises for
-bad model output, bad input, budgets, loops or timeouts.
+finalizer protocols (:mod:`.protocols`) do the work. Every run returns an :class:`~routegate.core.AgentResult` (a
+:class:`~routegate.core.AgentResult` whose output is the answer); none raises for bad model output, bad input,
+budgets, loops or timeouts.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic
 
 from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
@@ -19,7 +20,7 @@ from routegate.core._faults import fault_message
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
-from routegate.core.context import RunContext, context_parameter, new_run_id
+from routegate.core.context import RunContext, RunDepsT, context_parameter, new_run_id
 from routegate.core.contracts import (
     ABSENT,
     OBSERVATION_STATUSES,
@@ -28,7 +29,6 @@ from routegate.core.contracts import (
     HistoryEntry,
     RouteIntent,
     RouteSpec,
-    RunResult,
     TraceEntry,
 )
 from routegate.core.events import FinalEvent, RunEvent
@@ -48,6 +48,7 @@ from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.provenance import OutputCheck, needs_sources
+from routegate.core.result import AgentResult
 from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[RunEvent], None]
 MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
+_SUCCESS = Outcome.success()
 
 
 class _Run:
@@ -74,23 +76,25 @@ class _Run:
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
 
-    def stop(self, stop_reason: str, message: str, *, phase: sr.Phase | None = None, **fields: Any) -> RunResult:
-        return RunResult(
-            status="stopped",
-            stop_reason=stop_reason,
-            phase=phase or self.phase,
-            run_id=self.ctx.run_id,
-            goal=self.goal,
-            trace=tuple(self.trace),
+    def stop(self, stop_reason: str, message: str, *, phase: sr.Phase | None = None, **fields: Any) -> AgentResult:
+        return AgentResult(
+            Outcome(False, stop_reason, phase or self.phase, message),
+            None,
+            tuple(self.trace),
+            self.ctx.run_id,
+            self.elapsed_ms(),
+            self.goal,
             history=tuple(self.history),
-            message=message,
-            elapsed_ms=self.elapsed_ms(),
             **fields,
         )
 
 
-class RoutingAgent:
+class RoutingAgent(Generic[RunDepsT]):
     """A governed routing agent over a set of workers.
+
+    Generic over the type of the ``deps`` its runs take, for the type checker: runs of ``RoutingAgent[MyDeps](...)``
+    take ``deps: MyDeps`` (unsubscripted: any). A worker, router or finalizer that declares
+    ``ctx: RunContext[MyDeps]`` receives them as ``ctx.deps``.
 
     ``policy_allow`` is the allowlist the policy boundary applies to router decisions
     (``invalid_route:route_not_allowed:<t>``); ``execution_allow`` is the gateway's, applied again at
@@ -154,15 +158,33 @@ class RoutingAgent:
         self._finalizer_ctx = context_parameter(self.finalizer.finalize)
 
     # -- public API ------------------------------------------------------------------------------------------
-    async def arun(self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None) -> RunResult:
+    async def arun(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
+    ) -> AgentResult:
         """Run one request to its end and return how it ended."""
         return await self._execute(goal, context or {}, deps, None)
 
-    def run(self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None) -> RunResult:
+    def run(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
+    ) -> AgentResult:
         """Synchronous :meth:`arun` (not from inside a running event loop)."""
         return run_sync(self._execute(goal, context or {}, deps, None), what="run")
 
-    def iter(self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None) -> AsyncIterator[RunEvent]:
+    def iter(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
+    ) -> AsyncIterator[RunEvent]:
         """Run one request, yielding its events as they happen; the last one is a :class:`FinalEvent`.
 
         Closing the iterator early cancels the run.
@@ -171,14 +193,18 @@ class RoutingAgent:
         return stream_events(lambda emit: self._execute(goal, given, deps, emit), _is_final)
 
     def astream(
-        self, goal: str, *, context: Mapping[str, Any] | None = None, deps: Any = None
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
     ) -> AsyncIterator[RunEvent]:
         """Deprecated: :meth:`iter` under its old name (warns)."""
         warn_old_method("RoutingAgent", "astream", "iter")
         return self.iter(goal, context=context, deps=deps)
 
     # -- the loop --------------------------------------------------------------------------------------------
-    async def _execute(self, goal: str, context: Mapping[str, Any], deps: Any, emit: Emit | None) -> RunResult:
+    async def _execute(self, goal: str, context: Mapping[str, Any], deps: RunDepsT, emit: Emit | None) -> AgentResult:
         budget = self.budget
         # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
         ctx = RunContext(
@@ -217,7 +243,7 @@ class RoutingAgent:
             emit(FinalEvent(result))
         return result
 
-    async def _bounded(self, run: _Run, goal: str, context: Mapping[str, Any]) -> RunResult:
+    async def _bounded(self, run: _Run, goal: str, context: Mapping[str, Any]) -> AgentResult:
         """The run under its deadline (``max_seconds``)."""
         deadline = Deadline(self.budget.max_seconds)
         try:
@@ -232,7 +258,7 @@ class RoutingAgent:
                 f"in phase {run.phase!r}",
             )
 
-    async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> RunResult:
+    async def _loop(self, run: _Run, goal: object, context: Mapping[str, Any]) -> AgentResult:
         try:
             goal = check_message(goal, max_chars=MAX_GOAL_CHARS)
         except InvalidMessageError as bad_goal:
@@ -316,7 +342,7 @@ class RoutingAgent:
             if done.status == "needs_reroute":
                 continue
             finished = await self._finalize(run, goal, verdict, context, attempt, observe=observe)
-            if isinstance(finished, RunResult):
+            if isinstance(finished, AgentResult):
                 return finished
             refused.append(finished)  # the output check refused the answer: the router gets another try
             history.append(HistoryEntry(attempt, verdict, refusal_observation(finished)))
@@ -348,7 +374,7 @@ class RoutingAgent:
         attempt: int,
         *,
         observe: bool,
-    ) -> RunResult | Outcome:
+    ) -> AgentResult | Outcome:
         """The final answer; an :class:`Outcome` when the output check refused it and ``observe`` is set."""
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context)
@@ -375,18 +401,16 @@ class RoutingAgent:
             denied = self._check_output(run, answer, route, attempt)
             if denied is not None:
                 return denied if observe else run.stop(denied.stop_reason, denied.message, route=route)
-        return RunResult(
-            status="ok",
-            stop_reason=sr.SUCCESS,
-            phase=None,
-            run_id=run.ctx.run_id,
-            goal=run.goal,
+        return AgentResult(
+            _SUCCESS,
+            answer.strip(),
+            tuple(run.trace),
+            run.ctx.run_id,
+            run.elapsed_ms(),
+            run.goal,
             selected_route=route.target,
-            answer=answer.strip(),
-            trace=tuple(run.trace),
             history=tuple(run.history),
             route=route,
-            elapsed_ms=run.elapsed_ms(),
             extra=extra,
         )
 
@@ -415,7 +439,7 @@ class RoutingAgent:
         return Outcome(False, stop, "finalize", f"the output check refused the answer ({sr.safe_detail(str(reason))})")
 
 
-def _refused_goal(run: _Run, goal: object, refused: InvalidMessageError) -> RunResult:
+def _refused_goal(run: _Run, goal: object, refused: InvalidMessageError) -> AgentResult:
     """The stop of a goal the message rule refused: ``invalid_goal:empty`` / ``too_long`` / ``invalid_text``."""
     if refused.code == "message_too_long":
         assert isinstance(goal, str)

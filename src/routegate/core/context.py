@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 _getrandbits = random.getrandbits
 
 DepsT = TypeVar("DepsT", default=None)
+RunDepsT = TypeVar("RunDepsT", default=Any)
+"""The ``deps`` a runtime's runs take: ``RoutingAgent[MyDeps]``, ``Plan[MyDeps, Out]``; ``Any`` when it is not
+subscripted (a run then accepts any deps, as before the runtimes were generic)."""
 
 
 def new_run_id() -> str:

@@ -1,4 +1,5 @@
-"""Typed contracts of a governed run: route intent, observation, budget, trace, history and result.
+"""Typed contracts of a governed run: route intent, observation, budget, trace and history (the result is in
+:mod:`routegate.core.result`).
 
 Frozen dataclasses: these are internal values the runtime builds after validation. Untrusted data (router
 output, worker arguments) enters through the policy boundary (:mod:`routegate.core.policy`), not here.
@@ -6,14 +7,11 @@ output, worker arguments) enters through the policy boundary (:mod:`routegate.co
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from routegate.core.outcome import HasOutcome
-from routegate.core.stop_reasons import SUCCESS, Phase
 from routegate.errors import ConfigurationError
 
 ObservationStatus = Literal["done", "needs_reroute"]
@@ -229,60 +227,3 @@ class TraceEntry:
             if value is not None:
                 out[name] = jsonable(value) if name in ("scores", "provenance") else value
         return out
-
-
-@dataclass(slots=True)
-class RunResult(HasOutcome):
-    """How a run ended. Every run returns one of these; bad input, budgets and timeouts included."""
-
-    status: Literal["ok", "stopped"]
-    stop_reason: str
-    phase: Phase | None
-    run_id: str
-    goal: str
-    selected_route: str | None = None
-    answer: str | None = None
-    trace: tuple[TraceEntry, ...] = ()
-    history: tuple[HistoryEntry, ...] = ()
-    route: RouteIntent | None = None
-    message: str = ""
-    raw_route: object = ABSENT
-    expected_statuses: tuple[str, ...] | None = None
-    received_status: object = ABSENT
-    bad_observation: object = ABSENT
-    elapsed_ms: float = 0.0
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "status": self.status,
-            "stop_reason": self.stop_reason,
-        }
-        if self.phase is not None:
-            out["phase"] = self.phase
-        out["selected_route"] = self.selected_route
-        out["answer"] = self.answer
-        if self.message and self.stop_reason != SUCCESS:
-            out["message"] = self.message
-        if self.route is not None:
-            out["route"] = self.route.to_dict()
-        if self.raw_route is not ABSENT:
-            out["raw_route"] = jsonable(self.raw_route)
-        if self.expected_statuses is not None:
-            out["expected_statuses"] = list(self.expected_statuses)
-            out["received_status"] = jsonable(None if self.received_status is ABSENT else self.received_status)
-            out["bad_observation"] = jsonable(None if self.bad_observation is ABSENT else self.bad_observation)
-        out["trace"] = [entry.to_dict() for entry in self.trace]
-        out["history"] = [entry.to_dict() for entry in self.history]
-        out["run_id"] = self.run_id
-        out["elapsed_ms"] = round(self.elapsed_ms, 3)
-        if self.extra:
-            out.update(jsonable(self.extra))
-        return out
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)

@@ -1,12 +1,21 @@
-"""Events a run emits while it runs, in order: decision, delegation, observation (per attempt), then final."""
+"""Events a run emits while it runs, in order: decision, delegation, observation (per attempt), then final.
+
+:class:`FinalEvent` is every runtime's last event (the routing agent's and a Plan's): it carries the run's
+:class:`~routegate.core.RunResult`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
 
-from routegate.core.contracts import RouteIntent, RunResult, jsonable
+from typing_extensions import TypeVar
+
+from routegate.core.contracts import RouteIntent, jsonable
 from routegate.core.protocols import RouteDecision
+from routegate.core.result import AgentResult, RunResult
+
+ResultT = TypeVar("ResultT", bound=RunResult[Any], default=RunResult[Any], covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +78,15 @@ class ObservationEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class FinalEvent:
-    """The run ended; always the last event."""
+class FinalEvent(Generic[ResultT]):
+    """The run ended; always the last event. ``result`` is how it ended: an
+    :class:`~routegate.core.AgentResult` from the routing agent, a :class:`~routegate.plan.PlanResult` from a Plan."""
 
-    result: RunResult
+    result: ResultT
     type: str = "final"
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "result": self.result.to_dict()}
 
 
-RunEvent = DecisionEvent | DelegationEvent | ObservationEvent | FinalEvent
+RunEvent = DecisionEvent | DelegationEvent | ObservationEvent | FinalEvent[AgentResult]

@@ -1,7 +1,8 @@
 """``Outcome``: the one way a run says how it ended, whichever runtime ran it.
 
-Every result type — the routing agent's :class:`~routegate.core.RunResult`, the Plan's ``PlanResult``, the support
-desk's ``TurnResult``, the technique dispatcher's ``DispatchResult`` — carries one as ``.outcome``. Code that only
+Every run's result carries one as ``.outcome``: the one :class:`~routegate.core.RunResult` type (the routing
+agent's, a Plan's, the technique dispatcher's) and the support desk's ``TurnResult``. It is the only value that
+says how a run stopped; a result's ``ok``, ``stop_reason``, ``phase`` and ``message`` read it. Code that only
 needs to know *whether* and *why* a run stopped reads the outcome and works with all of them.
 """
 
@@ -44,17 +45,3 @@ class Outcome:
 
 
 _SUCCESS = Outcome(True, SUCCESS)
-
-
-class HasOutcome:
-    """Gives a result type that stores its ``stop_reason``, ``phase`` and ``message`` its :class:`Outcome`."""
-
-    __slots__ = ()
-    stop_reason: str
-    phase: Phase | None
-    message: str
-
-    @property
-    def outcome(self) -> Outcome:
-        """How the run ended, in the form every runtime's result shares."""
-        return Outcome.stopped(self.stop_reason, self.phase, self.message)

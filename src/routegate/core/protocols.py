@@ -96,7 +96,7 @@ class FinalizeRequest:
 
 @dataclass(frozen=True, slots=True)
 class FinalAnswer:
-    """A final answer with structured data for the caller: ``extra`` lands on ``RunResult.extra`` (and in its
+    """A final answer with structured data for the caller: ``extra`` lands on ``AgentResult.extra`` (and in its
     JSON view), e.g. what a technique dispatch did with the answer. A finalizer may return this or plain text."""
 
     text: str

@@ -1,6 +1,6 @@
 """Stop reasons: the exact strings of the routing-agent seed, plus the ``family:detail`` extensions.
 
-A stop reason is data on a :class:`~routegate.core.contracts.RunResult`, never an exception. Reasons that
+A stop reason is data on a :class:`~routegate.core.RunResult`, never an exception. Reasons that
 carry a detail (``route_denied:<target>``) are built with the functions below so that untrusted text (a target
 name a model invented) is bounded and printable before it lands in a log line or a metric label.
 """

@@ -14,6 +14,7 @@
     )
     result = plan.run("query")          # or: await plan.arun("query"); async for event in plan.iter("query")
     result.path                         # ('search', 'apology', 'log_outcome') for empty hits
+    result.output                       # the last step's payload ('result' is a core RunResult)
     result.outcome                      # the core Outcome: ok, stop_reason, phase, message
 
 See docs/plan.md.
@@ -32,7 +33,7 @@ from routegate.plan.errors import (
     PlanCompileError,
     PlanRuntimeError,
 )
-from routegate.plan.events import PlanFinalEvent, StepEvent
+from routegate.plan.events import StepEvent
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
 from routegate.plan.sentinels import (
@@ -59,7 +60,6 @@ __all__ = [
     "MaxIterationsExceeded",
     "Plan",
     "PlanCompileError",
-    "PlanFinalEvent",
     "PlanResult",
     "PlanRuntimeError",
     "Step",
@@ -86,4 +86,11 @@ _MOVED = {  # types a plan's author never names: the stream's union, sentinel an
     "RunRecord": "checkpoint",
     "Sentinel": "sentinels",
 }
-__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, moved=_MOVED)
+_RENAMED = {  # every runtime's stream ends with the core's one final event
+    "PlanFinalEvent": (
+        "events:FinalEvent",
+        "routegate.plan.PlanFinalEvent is no longer exported by routegate.plan; import FinalEvent from "
+        "routegate.core (every runtime's final event, the same class). The old import works until the next release.",
+    ),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, renamed=_RENAMED, moved=_MOVED)

@@ -314,7 +314,7 @@ class DurableRun(_Codec):
             status = ENDED
         doc["result"] = {
             "stop_reason": result.stop_reason,
-            "payload": jsonable(result.payload),
+            "payload": jsonable(result.output),
             "error": None if error is None else _error_doc(error),
             "envelopes": [self.encode_env(env) for env in result.envelopes],
             "decisions": [list(d) for d in result._decisions],

@@ -1,5 +1,6 @@
 """Events a plan run emits while it runs (``Plan.iter``): one :class:`StepEvent` per executed step, in order,
-then one :class:`PlanFinalEvent` carrying the :class:`~routegate.plan.PlanResult`.
+then the one final event of every runtime, :class:`~routegate.core.FinalEvent`, carrying the
+:class:`~routegate.plan.PlanResult`.
 
 A step's event is emitted once its routing is decided (so ``next`` and ``why`` are known), before the next step
 starts. The fields are those of the step's :class:`~routegate.core.TraceEntry` in ``result.trace``.
@@ -8,9 +9,10 @@ starts. The fields are those of the step's :class:`~routegate.core.TraceEntry` i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from routegate.core.contracts import TraceEntry
+from routegate.core.events import FinalEvent
 from routegate.plan.envelope import Envelope
 
 if TYPE_CHECKING:
@@ -75,15 +77,7 @@ class StepEvent:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class PlanFinalEvent:
-    """The run ended; always the last event."""
+PlanFinalEvent = FinalEvent
+"""The old name of :class:`~routegate.core.FinalEvent` in a plan's stream (``routegate.plan.PlanFinalEvent`` warns)."""
 
-    result: PlanResult
-    type: str = "final"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "result": self.result.to_dict()}
-
-
-PlanEvent = StepEvent | PlanFinalEvent
+PlanEvent: TypeAlias = StepEvent | FinalEvent["PlanResult[Any]"]

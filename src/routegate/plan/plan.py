@@ -25,14 +25,16 @@ import logging
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Generic
 
 from routegate._lazy import warn_old_method
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
-from routegate.core.context import RunContext
+from routegate.core.context import RunContext, RunDepsT
 from routegate.core.contracts import Budget
+from routegate.core.events import FinalEvent
+from routegate.core.result import OutputT
 from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
 from routegate.core.telemetry import record_stop, tracer
 from routegate.errors import ConfigurationError, RunStopError
@@ -58,7 +60,7 @@ from routegate.plan._spans import NO_SPANS, RunSpans, TracedSpans
 from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import INTERRUPTED, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
-from routegate.plan.events import PlanEvent, PlanFinalEvent, StepEvent
+from routegate.plan.events import PlanEvent, StepEvent
 from routegate.plan.result import PlanResult
 from routegate.plan.step import Step
 from routegate.plan.store import Store
@@ -73,8 +75,12 @@ _CoroutineType = types.CoroutineType
 _DEFAULT_ITERATIONS = Budget().max_iterations
 
 
-class Plan:
+class Plan(Generic[RunDepsT, OutputT]):
     """A plan: ``Plan(Step(...), Step(...), ..., budget=Budget(...))``; validated here, run with ``arun``/``run``.
+
+    Generic over the ``deps`` its runs take and the output of its last step, for the type checker:
+    ``Plan[MyDeps, Answer](...)`` runs take ``deps: MyDeps`` and return a ``PlanResult[Answer]`` whose ``output``
+    is ``Answer | None``. Unsubscripted, both are ``Any`` (steps are not checked against either).
 
     * ``budget`` — a :class:`~routegate.core.Budget`: ``max_seconds`` is the run's deadline (a step still running
       when it passes is cut off and the run stops with ``max_seconds``) and ``max_iterations`` the most steps one
@@ -178,10 +184,10 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
-    ) -> PlanResult:
+    ) -> PlanResult[OutputT]:
         """Run the plan on ``payload`` (the first step's input) and return how it ended.
 
         ``deps`` becomes ``ctx.deps`` of every step that declares a :class:`~routegate.core.RunContext` parameter.
@@ -196,10 +202,10 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
-    ) -> PlanResult:
+    ) -> PlanResult[OutputT]:
         """Synchronous :meth:`arun` (not from inside a running event loop), through the one sync bridge.
 
         A plan whose targets are all synchronous never suspends, so the bridge drives it right here with no event
@@ -213,12 +219,12 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
     ) -> AsyncIterator[PlanEvent]:
         """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
-        decided, then a :class:`~routegate.plan.PlanFinalEvent` with the result. Closing the iterator early
+        decided, then a :class:`~routegate.core.FinalEvent` with the result. Closing the iterator early
         cancels the run."""
 
         def start(emit: Callable[[PlanEvent], None]) -> Coroutine[Any, Any, PlanResult]:
@@ -231,7 +237,7 @@ class Plan:
         payload: Any = None,
         *,
         store: Any = None,
-        deps: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
         checkpoint_key: str | None = None,
         answer: Any = NO_ANSWER,
     ) -> AsyncIterator[PlanEvent]:
@@ -326,9 +332,10 @@ class Plan:
         decisions: list[Decision],
         store: Any,
         started: float,
+        run_id: str | None = None,
     ) -> PlanResult:
         """The result of a run and its log line (the interpreter's end repeats this inline, for speed)."""
-        result = PlanResult(value, payload, error, envelopes, decisions, store, (_perf() - started) * 1000.0)
+        result = PlanResult(value, payload, error, envelopes, decisions, store, (_perf() - started) * 1000.0, run_id)
         if _logger.isEnabledFor(_INFO):
             self._log(result)
         return result
@@ -505,8 +512,16 @@ class Plan:
         if watched:
             spans.finish(iterations)
         # what _ended does, inline: one call less on every run (the driver's cut-off path calls _ended)
+        ctx = None if run is None else run.ctx
         result = PlanResult(
-            value, None if error is not None else prev, error, envelopes, decisions, store, (_perf() - started) * 1000.0
+            value,
+            None if error is not None else prev,
+            error,
+            envelopes,
+            decisions,
+            store,
+            (_perf() - started) * 1000.0,
+            None if ctx is None else ctx.run_id,  # a run without a context gets its id when it is read
         )
         if _logger.isEnabledFor(_INFO):
             self._log(result)
@@ -665,8 +680,9 @@ class _Run:
                                 raise
                             stop = self.out_of_time(self.at, started)
                             spans.close_step()  # the cut-off step's span, with its envelope
+                            run_id = None if self.ctx is None else self.ctx.run_id
                             result = plan._ended(
-                                self.input, None, stop, self.envelopes, self.decisions, self.store, started
+                                self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
                             )
                     if self.emit is not None:
                         self.flush()
@@ -685,7 +701,7 @@ class _Run:
         spans.end(result)
         emit = self.emit
         if emit is not None:
-            emit(PlanFinalEvent(result))
+            emit(FinalEvent(result))
         return result
 
     def _open(self, key: str, answer: Any, given: Any) -> DurableRun | PlanResult:
@@ -746,7 +762,7 @@ def _rejoin(pending: Compiled | None) -> int:
 
 
 def _is_final(event: PlanEvent) -> bool:
-    return isinstance(event, PlanFinalEvent)
+    return isinstance(event, FinalEvent)
 
 
 def _iterations_stop(limit: int, envelopes: list[Envelope], next_step: str) -> ErrorInfo:
@@ -865,7 +881,7 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
             meta = {"plan": nested}
             if nested.error is not None:
                 raise _StepFailed(nested.error)
-            out = nested.payload
+            out = nested.output
         if step.validate is not None and type(out) is not step.out_cls:
             out = step.validate(out)
         err = None

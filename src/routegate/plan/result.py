@@ -1,67 +1,79 @@
-"""``PlanResult``: how a plan run ended — payload, path, envelopes, the trace, the outcome."""
+"""``PlanResult``: how a plan run ended — the core :class:`~routegate.core.RunResult` plus the path, the envelopes
+and the store."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, Self
 
+from typing_extensions import deprecated
+
+from routegate._lazy import warn_old_attribute
 from routegate.core.contracts import TraceEntry, jsonable
 from routegate.core.outcome import Outcome
-from routegate.core.stop_reasons import SUCCESS, Phase
+from routegate.core.result import OutputT, RunResult
 from routegate.errors import RunStopError
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import INTERRUPTED
 from routegate.plan.events import StepEvent
 
+_SUCCESS = Outcome.success()
 
-class PlanResult:
-    """How a plan run ended.
 
-    * ``payload`` — the last step's payload (``None`` when the run stopped);
-    * ``ok`` / ``stop_reason`` / ``phase`` / ``message`` — ``"success"`` (phase ``None``, no message), or why the
-      run stopped: the failed step's ``step_error:<Exception>``, a :class:`~routegate.errors.RunStopError`'s stop
-      reason and phase, ``max_iterations`` or ``max_seconds`` (phase ``"step"``); ``outcome`` is the same as a
-      core :class:`~routegate.core.Outcome`; ``error`` the :class:`ErrorInfo` of the stop (``None`` on success);
+class PlanResult(RunResult[OutputT | None], Generic[OutputT]):
+    """How a plan run ended: a :class:`~routegate.core.RunResult` (``outcome``, ``output``, ``trace``,
+    ``run_id``, ``elapsed_ms``, ``ok``) plus what a plan adds.
+
+    * ``output`` — the last step's payload (``None`` when the run stopped); typed by ``Plan[DepsT, OutputT]``;
+    * ``outcome`` (and ``ok`` / ``stop_reason`` / ``phase`` / ``message``) — ``"success"`` (phase ``None``, no
+      message), or why the run stopped: the failed step's ``step_error:<Exception>``, a
+      :class:`~routegate.errors.RunStopError`'s stop reason and phase, ``max_iterations`` or ``max_seconds``
+      (phase ``"step"``); ``error`` the :class:`ErrorInfo` of the stop (``None`` on success), with the exception;
     * ``raise_for_stop()`` — raises the stop as an exception (see there), returns the result on success;
     * ``path`` — the executed step names, in order; ``envelopes`` — one :class:`Envelope` per executed step
       (payload, error, ``elapsed_ms``); ``envelope(name)`` — the latest one of a step;
-    * ``trace`` — the core trace format: one :class:`~routegate.core.TraceEntry` per executed step
-      (``phase="step"``, ``next`` = the step routed to, ``why`` = what decided);
+    * ``trace`` — one :class:`~routegate.core.TraceEntry` per executed step (``phase="step"``, ``next`` = the
+      step routed to, ``why`` = what decided), built when first read;
+    * ``run_id`` — the run's context's id (a nested plan shares its outer run's); a run without a context gets
+      one when it is first read;
     * ``store`` — the store the run wrote to (``None`` when no store was given and no step writes);
     * ``question`` — what a step asked when the run stopped with ``"interrupted"`` (else ``None``);
-    * ``checkpoint_key`` — the key a durable run was checkpointed under (a fork's own key); ``None`` otherwise.
+    * ``checkpoint_key`` — the key a durable run was checkpointed under (a fork's own key); ``None`` otherwise;
+    * ``input`` — what the run started from.
+
+    ``payload``, the old name of ``output``, still reads it with a :class:`DeprecationWarning`.
     """
 
-    __slots__ = (
-        "_decisions",
-        "_trace",
-        "checkpoint_key",
-        "elapsed_ms",
-        "envelopes",
-        "error",
-        "input",
-        "payload",
-        "store",
-    )
+    __slots__ = ("_decisions", "checkpoint_key", "envelopes", "error", "input", "store")
 
     def __init__(
         self,
         input: Any,
-        payload: Any,
+        payload: OutputT | None,
         error: ErrorInfo | None,
         envelopes: list[Envelope],
         decisions: list[tuple[str | None, str]],
         store: Any,
         elapsed_ms: float,
+        run_id: str | None = None,
     ) -> None:
+        self.outcome = _SUCCESS if error is None else Outcome(False, error.stop_reason, error.phase, error.message)
+        self.output = payload
+        self._trace = None  # built from the envelopes when first read
+        self._run_id = run_id
+        self.elapsed_ms = elapsed_ms
         self.input = input
-        self.payload = payload
         self.error = error
         self.envelopes = envelopes
         self._decisions = decisions
         self.store = store
-        self.elapsed_ms = elapsed_ms
-        self._trace: tuple[TraceEntry, ...] | None = None
         self.checkpoint_key: str | None = None
+
+    @property
+    @deprecated("read PlanResult.output instead", category=None)
+    def payload(self) -> OutputT | None:
+        """Deprecated: :attr:`output` under its old name (warns)."""
+        warn_old_attribute("PlanResult", "payload", "output")
+        return self.output
 
     @property
     def question(self) -> Any:
@@ -71,32 +83,7 @@ class PlanResult:
             return None
         return getattr(error.exception, "question", None)
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def stop_reason(self) -> str:
-        return SUCCESS if self.error is None else self.error.stop_reason
-
-    @property
-    def phase(self) -> Phase | None:
-        """Where the run stopped (``"step"``, or the phase a step's ``RunStopError`` named); ``None`` on success."""
-        return None if self.error is None else self.error.phase
-
-    @property
-    def message(self) -> str:
-        """Why the run stopped, for people; empty on success."""
-        return "" if self.error is None else self.error.message
-
-    @property
-    def outcome(self) -> Outcome:
-        error = self.error
-        if error is None:
-            return Outcome.success()
-        return Outcome.stopped(error.stop_reason, error.phase, error.message)
-
-    def raise_for_stop(self) -> PlanResult:
+    def raise_for_stop(self) -> Self:
         """Return this result if the run succeeded; else raise the exception that stopped it.
 
         That is :class:`~routegate.plan.MaxIterationsExceeded` for ``max_iterations``; the step's own exception
@@ -123,20 +110,17 @@ class PlanResult:
                 return env
         raise KeyError(f"step {name!r} did not run; path: {list(self.path)}")
 
-    @property
-    def trace(self) -> tuple[TraceEntry, ...]:
-        if self._trace is None:
-            pairs = zip(self.envelopes, self._decisions, strict=True)
-            self._trace = tuple(
-                [StepEvent.of(attempt, env, decision).trace_entry() for attempt, (env, decision) in enumerate(pairs, 1)]
-            )
-        return self._trace
+    def _build_trace(self) -> tuple[TraceEntry, ...]:
+        pairs = zip(self.envelopes, self._decisions, strict=True)
+        return tuple(
+            [StepEvent.of(attempt, env, decision).trace_entry() for attempt, (env, decision) in enumerate(pairs, 1)]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "status": "ok" if self.error is None else "stopped",
             "stop_reason": self.stop_reason,
-            "payload": jsonable(self.payload),
+            "payload": jsonable(self.output),
             "path": list(self.path),
         }
         if self.error is not None:

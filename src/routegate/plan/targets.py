@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from routegate.core.contracts import RunResult
+from routegate.core.result import AgentResult
 from routegate.plan.envelope import payload_text
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def render_sources(sources: tuple[Any, ...]) -> str:
 class AgentTarget:
     """Runs a :class:`~routegate.core.RoutingAgent` as a step: ``arun(goal)`` with the payload as text.
 
-    The step's payload is the agent's :class:`~routegate.core.RunResult` (a stopped run is a result, not a step
+    The step's payload is the agent's :class:`~routegate.core.AgentResult` (a stopped run is a result, not a step
     error: route on ``when.field("status")`` or ``when.payload(lambda r: r.ok)``). The step's ``task=``, when
     set, reaches the router and finalizer as ``context={"task": ...}``; the plan run's ``deps`` are the agent
     run's ``deps``.
@@ -86,10 +86,10 @@ class AgentTarget:
 
     __slots__ = ("agent",)
 
-    def __init__(self, agent: RoutingAgent) -> None:
+    def __init__(self, agent: RoutingAgent[Any]) -> None:
         self.agent = agent
 
-    async def run_step(self, payload: Any, ctx: StepContext) -> RunResult:
+    async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
         context = {"task": ctx.task} if ctx.task else None
         deps = None if ctx.run is None else ctx.run.deps
         return await self.agent.arun(payload_text(payload), context=context, deps=deps)

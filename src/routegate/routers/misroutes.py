@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from routegate.core.contracts import RunResult
+from routegate.core.result import AgentResult
 from routegate.errors import ConfigurationError
 from routegate.routers.data import LabelledExample
 
@@ -28,7 +28,7 @@ class Misroute:
     reason: str = ""
 
 
-def misroutes_of(result: RunResult) -> list[Misroute]:
+def misroutes_of(result: AgentResult) -> list[Misroute]:
     """The misroutes of a finished run: every ``needs_reroute`` attempt, labelled with the route that then
     completed (``None`` when the run never completed)."""
     final = result.selected_route if result.ok else None
@@ -56,7 +56,7 @@ class MisrouteLog:
                     handle.writelines(lines)
         return len(lines)
 
-    def record_run(self, result: RunResult) -> int:
+    def record_run(self, result: AgentResult) -> int:
         """Log the misroutes of one run; returns how many were logged."""
         return self.record(misroutes_of(result))
 

@@ -8,7 +8,7 @@ Three composable pieces, no change to :mod:`routegate.core` needed:
   reason (``RunStopError``, phase ``finalize``), so a refused or failed action is never reported as success.
 * :func:`technique_worker` wraps a :class:`~routegate.core.Worker` the same way, on its observation's
   ``result`` text (phase ``delegate``).
-* :func:`dispatch_answer` classifies and dispatches the answer of a finished :class:`~routegate.core.RunResult`.
+* :func:`dispatch_answer` classifies and dispatches the answer of a finished :class:`~routegate.core.AgentResult`.
 
 When the dispatcher's targets declare flow rules, the routing agent keeps its run's sources (the goal, the
 ``context`` mapping, every observation) and the dispatch reads and extends them: a call the model wrote with a
@@ -23,8 +23,8 @@ from typing import Any
 
 from routegate.core import stop_reasons as sr
 from routegate.core.context import RunContext, context_parameter
-from routegate.core.contracts import RunResult
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest
+from routegate.core.result import AgentResult
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.sandbox.supervisor import CodeRun
@@ -53,7 +53,7 @@ def _render_value(outcome: DispatchOutcome) -> str:
 def render_dispatch(text: str, result: DispatchResult) -> str:
     """The default answer after a successful dispatch: the text, then one section per part that ran."""
     sections = [text.rstrip()]
-    for outcome in result.outcomes:
+    for outcome in result.output:
         sections.append(f"[{outcome.target}] {_render_value(outcome)}")
     return "\n\n".join(sections)
 
@@ -161,7 +161,7 @@ def technique_worker(
 
 
 async def dispatch_answer(
-    result: RunResult,
+    result: AgentResult,
     *,
     dispatcher: TechniqueDispatcher,
     router: TechniqueRouter | None = None,
@@ -172,9 +172,9 @@ async def dispatch_answer(
     When the dispatcher's targets declare flow rules, the run's sources are rebuilt from the result: its goal
     (``user``), ``config`` (the run's ``context`` mapping, ``config``) and every observation in its history
     (``tool:<worker>#<n>``; a refusal handed back is not a tool's output)."""
-    if not result.ok or not result.answer:
+    if not result.ok or not result.output:
         return None
-    classified = (router or TechniqueRouter()).classify(result.answer)
+    classified = (router or TechniqueRouter()).classify(result.output)
     if not dispatcher.tracks_provenance:
         return await dispatcher.adispatch(classified)
     ctx: RunContext[None] = RunContext(None, run_id=result.run_id)

@@ -37,23 +37,26 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel
+from typing_extensions import deprecated
 
+from routegate._lazy import warn_old_attribute
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
 from routegate.core._faults import fault_message
 from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
-from routegate.core.contracts import ArgLimits, Budget, RouteIntent, jsonable
+from routegate.core.contracts import ArgLimits, Budget, RouteIntent, TraceEntry, jsonable
 from routegate.core.gateway import DelegationStop, RouteGateway
 from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.core.hashing import args_hash
-from routegate.core.outcome import HasOutcome
+from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import From
+from routegate.core.result import RunResult
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
@@ -69,6 +72,7 @@ from routegate.technique._guard import (
 from routegate.technique.types import ClassifiedOutput, OutputKind, TechniqueItem
 
 logger = logging.getLogger(__name__)
+_SUCCESS = Outcome.success()
 
 
 @runtime_checkable
@@ -146,28 +150,55 @@ class HandlerRegistry:
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchOutcome(HasOutcome):
-    """What happened to one extracted part. ``value`` is the handler's result (a ``CodeRun``, ...), if it ran."""
+class DispatchOutcome:
+    """What happened to one extracted part: its ``target``, how it ended (``outcome``: the core
+    :class:`~routegate.core.Outcome`, which ``ok``, ``stop_reason``, ``phase`` and ``message`` read) and ``value``,
+    the handler's result (a ``CodeRun``, ...) if it ran."""
 
     target: str
-    stop_reason: str
-    phase: sr.Phase | None = None
-    message: str = ""
+    outcome: Outcome
     value: object = None
     provenance: Mapping[str, tuple[str, ...]] | None = None
     """Per argument, the sources its values were found in (``{"recipient": ("tool:read_file#1:content",)}``),
     when the target declares flow rules."""
 
+    @classmethod
+    def of(
+        cls,
+        target: str,
+        stop_reason: str,
+        phase: sr.Phase | None,
+        message: str,
+        value: object = None,
+        provenance: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> Self:
+        """The part's outcome from its stop reason (``"success"``: it succeeded), phase and message."""
+        outcome = _SUCCESS if stop_reason == sr.SUCCESS else Outcome(False, stop_reason, phase, message)
+        return cls(target, outcome, value, provenance)
+
     @property
     def ok(self) -> bool:
-        return self.stop_reason == sr.SUCCESS
+        return self.outcome.ok
+
+    @property
+    def stop_reason(self) -> str:
+        return self.outcome.stop_reason
+
+    @property
+    def phase(self) -> sr.Phase | None:
+        return self.outcome.phase
+
+    @property
+    def message(self) -> str:
+        return self.outcome.message
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"target": self.target, "stop_reason": self.stop_reason}
-        if self.phase is not None:
-            out["phase"] = self.phase
-        if self.message:
-            out["message"] = self.message
+        outcome = self.outcome
+        out: dict[str, Any] = {"target": self.target, "stop_reason": outcome.stop_reason}
+        if outcome.phase is not None:
+            out["phase"] = outcome.phase
+        if outcome.message:
+            out["message"] = outcome.message
         if self.value is not None:
             out["value"] = jsonable(self.value)
         if self.provenance is not None:
@@ -175,31 +206,44 @@ class DispatchOutcome(HasOutcome):
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchResult(HasOutcome):
-    """How a dispatch ended: ``ok`` when every part of the winning kind succeeded (prose: nothing to do)."""
+class DispatchResult(RunResult[tuple[DispatchOutcome, ...]]):
+    """How a dispatch ended: a :class:`~routegate.core.RunResult` whose ``output`` is the parts' outcomes, in
+    document order, up to the one that ended the dispatch; ``kind`` is the output kind dispatched. ``ok`` when
+    every part of the winning kind succeeded (prose: nothing to do). ``trace`` holds one
+    :class:`~routegate.core.TraceEntry` per governed step (each part delegated, or the policy's refusal).
 
-    kind: OutputKind
-    status: Literal["ok", "stopped"]
-    stop_reason: str
-    phase: sr.Phase | None = None
-    outcomes: tuple[DispatchOutcome, ...] = ()
-    message: str = ""
-    elapsed_ms: float = 0.0
+    ``outcomes``, the old name of ``output``, still reads it with a :class:`DeprecationWarning`.
+    """
+
+    __slots__ = ("kind",)
+
+    def __init__(
+        self,
+        kind: OutputKind,
+        outcome: Outcome,
+        output: tuple[DispatchOutcome, ...],
+        trace: tuple[TraceEntry, ...],
+        run_id: str | None,
+        elapsed_ms: float,
+    ) -> None:
+        super().__init__(outcome, output, trace, run_id, elapsed_ms)
+        self.kind = kind
 
     @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+    @deprecated("read DispatchResult.output instead", category=None)
+    def outcomes(self) -> tuple[DispatchOutcome, ...]:
+        """Deprecated: :attr:`output` under its old name (warns)."""
+        warn_old_attribute("DispatchResult", "outcomes", "output")
+        return self.output
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind.value, "status": self.status, "stop_reason": self.stop_reason}
-        if self.phase is not None:
-            out["phase"] = self.phase
-        if self.message:
-            out["message"] = self.message
-        out["outcomes"] = [outcome.to_dict() for outcome in self.outcomes]
+        out: dict[str, Any] = {"kind": self.kind.value, **self._stop_fields()}
+        out["outcomes"] = [part.to_dict() for part in self.output]
         out["elapsed_ms"] = round(self.elapsed_ms, 3)
         return out
+
+    def __repr__(self) -> str:
+        return f"DispatchResult(kind={self.kind.value!r}, stop_reason={self.stop_reason!r}, parts={len(self.output)})"
 
 
 _Checked = tuple[RouteIntent, str]
@@ -207,19 +251,22 @@ _Checked = tuple[RouteIntent, str]
 
 
 class _Dispatch:
-    """One dispatch's state: the kind, when it started, the parts' outcomes so far; it ends as a result."""
+    """One dispatch's state: the kind, its run id, when it started, the parts' outcomes and trace entries so far;
+    it ends as a result."""
 
-    __slots__ = ("kind", "outcomes", "started")
+    __slots__ = ("kind", "outcomes", "run_id", "started", "trace")
 
     def __init__(self, kind: OutputKind) -> None:
         self.kind = kind
         self.started = time.perf_counter()
         self.outcomes: list[DispatchOutcome] = []
+        self.trace: list[TraceEntry] = []
+        self.run_id: str | None = None  # the context's, once the dispatch has one
 
     def end(self, reason: str, phase: sr.Phase | None = None, message: str = "") -> DispatchResult:
-        status: Literal["ok", "stopped"] = "ok" if reason == sr.SUCCESS else "stopped"
+        outcome = _SUCCESS if reason == sr.SUCCESS else Outcome(False, reason, phase, message)
         elapsed = (time.perf_counter() - self.started) * 1000.0
-        return DispatchResult(self.kind, status, reason, phase, tuple(self.outcomes), message, elapsed)
+        return DispatchResult(self.kind, outcome, tuple(self.outcomes), tuple(self.trace), self.run_id, elapsed)
 
     def stop_at(self, outcome: DispatchOutcome) -> DispatchResult:
         """The dispatch ends on this part's outcome."""
@@ -240,15 +287,14 @@ def _part(done: Delegated | Stopped) -> DispatchOutcome:
     if isinstance(done, Delegated):  # the observation check passed: the part succeeded
         assert isinstance(returned, Returned)  # every worker of the dispatcher is guarded
         logger.info("technique dispatch target=%s stop_reason=%s", target, sr.SUCCESS)
-        return DispatchOutcome(target, sr.SUCCESS, None, "", returned.value, evidence)
+        return DispatchOutcome(target, _SUCCESS, returned.value, evidence)
     if not isinstance(returned, Returned):  # the gateway refused the part, or its worker raised a stop signal
-        stopped = done.outcome
-        return DispatchOutcome(target, stopped.stop_reason, stopped.phase, stopped.message, provenance=evidence)
+        return DispatchOutcome(target, done.outcome, provenance=evidence)
     value = returned.value  # the observation check refused it: the worker's own stop reason and message
     reason = value_stop_reason(value)
     logger.info("technique dispatch target=%s stop_reason=%s", target, reason)
     kept = None if isinstance(value, HandlerFailure) else value
-    return DispatchOutcome(target, reason, "delegate", value_message(value), kept, evidence)
+    return DispatchOutcome.of(target, reason, "delegate", value_message(value), kept, evidence)
 
 
 class TechniqueDispatcher:
@@ -329,6 +375,8 @@ class TechniqueDispatcher:
         sources a flow rule may accept, for a dispatch with no run's ledger to read.
         """
         run = _Dispatch(classified.kind)
+        if context is not None:
+            run.run_id = context.run_id
         if classified.kind is OutputKind.PROSE:
             return run.end(sr.SUCCESS)
         handler = self.handlers.get(classified.kind)
@@ -341,6 +389,7 @@ class TechniqueDispatcher:
         else:
             ctx = RunContext.start(context.deps, self.budget, run_id=context.run_id)
             ctx.provenance = context.provenance  # one run, one ledger
+        run.run_id = ctx.run_id
         self.step.admit(ctx, request, config)
         tr = ctx.tracer
         if tr is None:
@@ -386,21 +435,28 @@ class TechniqueDispatcher:
         self, run: _Dispatch, handler: TechniqueHandler, items: tuple[TechniqueItem, ...], ctx: RunContext[Any]
     ) -> DispatchResult:
         """All or none: every part checked, then each delegated in order until one does not succeed."""
-        checked = await self._check_all(handler, items, ctx)
+        checked = await self._check_all(handler, items, ctx, run.trace)
         if isinstance(checked, DispatchOutcome):
             return run.stop_at(checked)
         step = self.step
         for attempt, (intent, digest) in enumerate(checked, 1):
-            outcome = _part(await step.delegate(intent, ctx, attempt=attempt, digest=digest))
+            done = await step.delegate(intent, ctx, attempt=attempt, digest=digest)
+            run.trace.append(done.trace)
+            outcome = _part(done)
             if not outcome.ok:
                 return run.stop_at(outcome)
             run.outcomes.append(outcome)
         return run.end(sr.SUCCESS)
 
     async def _check_all(
-        self, handler: TechniqueHandler, items: tuple[TechniqueItem, ...], ctx: RunContext[Any]
+        self,
+        handler: TechniqueHandler,
+        items: tuple[TechniqueItem, ...],
+        ctx: RunContext[Any],
+        trace: list[TraceEntry],
     ) -> list[_Checked] | DispatchOutcome:
-        """Every part through the policy and the gateway's guards, then the handler's own check; no part runs."""
+        """Every part through the policy and the gateway's guards, then the handler's own check; no part runs.
+        The policy's refusal is a line of ``trace``."""
         checked: list[_Checked] = []
         seen: set[tuple[str, str]] = set()
         validate = self.step.validate
@@ -409,6 +465,7 @@ class TechniqueDispatcher:
             decision = RouteDecision.proposed(target, args)
             verdict = validate(decision, ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
+                trace.append(verdict.trace)
                 refused = verdict.outcome
                 evidence = verdict.trace.provenance
                 return self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
@@ -444,7 +501,7 @@ class TechniqueDispatcher:
         """The output is refused: the parts accepted so far will not run (their evidence is dropped)."""
         if checked:
             self.step.discard([intent for intent, _ in checked], ctx)
-        return DispatchOutcome(target, stop_reason, phase, message, provenance=evidence)
+        return DispatchOutcome.of(target, stop_reason, phase, message, provenance=evidence)
 
     def _gateway_refusal(self, intent: RouteIntent, index: int, parts: int) -> DelegationStop | None:
         """The gateway's guards, checked for every part before any runs (the gateway checks them again when

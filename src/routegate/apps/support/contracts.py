@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from routegate.core.outcome import HasOutcome
-from routegate.core.stop_reasons import Phase
+from routegate.core.context import new_run_id
+from routegate.core.outcome import Outcome
+from routegate.core.stop_reasons import SUCCESS, Phase
 
 LLM_UNAVAILABLE = "llm_unavailable"
 """A turn's ``fallback`` when the chat model failed (unreachable, timeout, auth, 5xx, a refused or unusable answer)
@@ -69,7 +70,15 @@ class AnswerToken:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnResult(HasOutcome):
+class TurnResult:
+    """How a turn ended, and the turn's last event (``final``).
+
+    It reads like every run's :class:`~routegate.core.RunResult`: ``outcome`` (and ``ok``, ``stop_reason``,
+    ``phase``, ``message``), ``output`` (the answer), ``run_id``, ``elapsed_ms``. Its JSON form
+    (:meth:`to_dict`, what the HTTP API sends) is the desk's wire format: ``latency_ms`` there, no ``run_id``.
+    ``trace`` is that wire form's list of dicts.
+    """
+
     session_id: str
     route: SupportRoute
     answer: str
@@ -80,6 +89,27 @@ class TurnResult(HasOutcome):
     type: Literal["final"] = "final"
     phase: Phase | None = None  # where a stopped turn stopped (None on success)
     message: str = ""  # why it stopped, for people (empty on success)
+    run_id: str = field(default_factory=new_run_id, compare=False)  # the turn's id (not in the JSON form)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the turn answered (its stop reason is ``"success"``)."""
+        return self.stop_reason == SUCCESS
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the turn ended, in the form every runtime's result shares."""
+        return Outcome.stopped(self.stop_reason, self.phase, self.message)
+
+    @property
+    def output(self) -> str:
+        """The answer (every run's result calls it ``output``)."""
+        return self.answer
+
+    @property
+    def elapsed_ms(self) -> float:
+        """How long the turn took: ``latency_ms``, under the name every run's result uses."""
+        return self.latency_ms
 
     def to_dict(self) -> dict[str, Any]:
         return {

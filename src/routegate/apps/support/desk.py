@@ -350,7 +350,7 @@ class SupportAgent:
         why = ""
         fallback = turn.fallback
         if result is not None and result.ok:
-            stop_reason, answer = result.stop_reason, str(result.payload)
+            stop_reason, answer = result.stop_reason, str(result.output)
             if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
                 # the answer only says the question could not be answered: that is not a success
                 stop_reason, phase = unanswered(fallback), "delegate"

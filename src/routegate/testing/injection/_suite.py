@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from routegate.core.agent import RoutingAgent
-from routegate.core.contracts import Budget, RunResult
+from routegate.core.contracts import Budget
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.core.provenance import OutputCheck
+from routegate.core.result import AgentResult
 from routegate.core.workers import Worker
 
 Seen = Mapping[str, Any]
@@ -173,8 +174,8 @@ def run_once(suite: Suite, task: UserTask, injection: Injection | None, defense:
         on_refusal=defense.on_refusal,
         output_check=suite.output_check if defense.output_check else None,
     )
-    result: RunResult = agent.run(task.goal)
-    answer = result.answer if result.ok else None
+    result: AgentResult = agent.run(task.goal)
+    answer = result.output if result.ok else None
     refusals = sum(1 for entry in result.trace if not entry.ok)
     attacked = injection is not None and injection.succeeded(world, answer)
     return PairResult(result.ok and task.check(world, answer), attacked, result.stop_reason, refusals)
