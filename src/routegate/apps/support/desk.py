@@ -33,6 +33,7 @@ from routegate.apps.support.contracts import (
     UNANSWERED_FALLBACKS,
     AnswerToken,
     Message,
+    Role,
     SupportEvent,
     TurnError,
     TurnResult,
@@ -293,7 +294,8 @@ class SupportAgent:
         try:
             final = await self.run_turn(turn)
             if final.answer:
-                await self.memory.extend(turn.session_id, [("user", turn.message), ("assistant", final.answer)])
+                messages: list[tuple[Role, str]] = [("user", turn.message), ("assistant", final.answer)]
+                await self.memory.extend(turn.session_id, messages, context=turn.context().to_json())
             emit(final)
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from routegate.apps.support.contracts import ToolUsed
+from routegate.apps.support.followup import resolve
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
@@ -65,17 +67,22 @@ class RouterStep:
 
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
+        # a follow-up ("which city is he from?") is routed, and its tool called, as the question it stands for
+        followup = turn.followup = resolve(turn.message, turn.history)
         try:
-            choice = await self.router.route_choice(turn.message, turn.user_messages())
+            choice = await self.router.route_choice(followup.text, turn.user_messages())
         except RunStopError:
             raise
         except Exception as exc:
             message = fault_message(exc, "the router", logger)
             raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
+        if followup.resolved:
+            choice = replace(choice, why=f"{choice.why}; follow-up: {followup.carried}")
+            turn.notes.append(followup.note())
         turn.choice = choice
         if choice.llm_stop is not None:
             turn.model_failed(choice.llm_stop)
-        decision = choice.decision(turn.message)
+        decision = choice.decision(followup.text)
         turn.decision = decision
         verdict = self.step.validate(decision, _run_of(turn))
         if isinstance(verdict, Stopped):
@@ -104,6 +111,7 @@ class ToolStep:
             raise RunStopError(done.stop_reason, done.outcome.message, phase=done.outcome.phase or "delegate")
         observation = done.observation
         assert observation is not None  # the "done" status check accepts mappings only
+        turn.observation = observation
         tool, call, fallback = observation.get("tool"), observation.get("call"), observation.get("fallback")
         turn.fallback = fallback if isinstance(fallback, str) else None
         if isinstance(tool, str):

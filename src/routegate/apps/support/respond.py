@@ -229,10 +229,14 @@ def llm_messages(
     }
     messages: list[ChatMessage] = [{"role": "system", "content": RESPOND_SYSTEM_PROMPT}]
     messages += [{"role": m.role, "content": m.content} for m in turn.history]
+    followup = turn.followup
+    read_as = ""
+    if followup is not None and followup.resolved:  # the same resolved question the router and the tool saw
+        read_as = f"\n(Read against the conversation as: {followup.text} — {followup.carried}.)"
     messages.append(
         {
             "role": "user",
-            "content": f"{turn.message}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
+            "content": f"{turn.message}{read_as}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
         }
     )
     return messages

@@ -9,11 +9,12 @@ parameter (the Postgres node resolves "which tickets does *she* have?" from earl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
+from routegate.apps.support.followup import FollowUp, TurnContext, context_of, contexts_of, next_turn
 from routegate.apps.support.router import RouteChoice
 from routegate.apps.support.rules import RuleVerdict
 from routegate.core import RouteDecision, RunContext
@@ -38,6 +39,8 @@ class Turn:
     decision: RouteDecision | None = None  # the router's choice as a route decision (what the policy judged)
     run: RunContext[Any] | None = None  # the turn's run context: its deps is this turn
     llm_stop: str | None = None  # the first model failure the turn answered around offline (its stop reason)
+    followup: FollowUp | None = None  # the message read against the conversation (what routing and the tool see)
+    observation: Mapping[str, Any] | None = None  # the tool step's observation (the evidence), when a tool ran
 
     @property
     def route(self) -> SupportRoute:
@@ -66,6 +69,16 @@ class Turn:
 
     def user_messages(self) -> list[str]:
         return [m.content for m in self.history if m.role == "user"]
+
+    @property
+    def text(self) -> str:
+        """What routing and the tool see: the message with its follow-up references resolved (:mod:`.followup`)."""
+        return self.followup.text if self.followup is not None else self.message
+
+    def context(self) -> TurnContext:
+        """What this turn established, stored with its answer for the next turns' follow-ups."""
+        number = self.followup.turn if self.followup is not None else next_turn(self.history, contexts_of(self.history))
+        return context_of(number, self.route, self.observation)
 
 
 def turn_of(ctx: StepContext) -> Turn:
