@@ -68,12 +68,10 @@ async def run(url: str, layer: EmbeddingLayer, encoder: MiniLMEncoder, *, model:
                 result = await desk.ask(turn.text, session_id=f"{conv.id}-{schema}")
                 kind = "first turn" if turn.carry is None else "follow-up" if turn.carry else "topic change"
                 wrong = problems(turn, result.route, result.answer)
-                total[kind] += 1
-                total["all"] += 1
-                if not wrong:
-                    right[kind] += 1
-                    right["all"] += 1
-                else:
+                for key in (kind, "all", f"{conv.split} split"):
+                    total[key] += 1
+                    right[key] += not wrong
+                if wrong:
                     all_right = False
                     if show:
                         print(f"  {conv.id}#{index + 1} {turn.text!r}: {'; '.join(wrong)}\n    → {result.answer!r}")
@@ -88,7 +86,7 @@ async def run(url: str, layer: EmbeddingLayer, encoder: MiniLMEncoder, *, model:
             server.close()
     took = time.perf_counter() - started
     print(f"{'with the scripted model' if model else 'offline'} ({routegate.__file__}):")
-    for kind in ("all", "first turn", "follow-up", "topic change"):
+    for kind in ("all", "dev split", "test split", "first turn", "follow-up", "topic change"):
         print(f"  turns {kind:13} {pct(right[kind], total[kind]):>20}")
     print(f"  conversations all right {pct(whole, len(convs)):>12}   ({took:.1f} s)")
 

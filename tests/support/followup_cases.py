@@ -41,6 +41,7 @@ class Conversation:
     id: str
     kind: str  # "carry" | "switch" | "chain"
     turns: tuple[Turn, ...]
+    split: str  # "dev": the resolver was built on these; "test": written after it was settled, never tuned on
 
 
 def conversations(path: Path = DATA) -> list[Conversation]:
@@ -52,7 +53,7 @@ def conversations(path: Path = DATA) -> list[Conversation]:
         turns = tuple(
             Turn(t["text"], t["route"], tuple(t["expect"]), tuple(t["reject"]), t.get("carry")) for t in row["turns"]
         )
-        out.append(Conversation(row["id"], row["kind"], turns))
+        out.append(Conversation(row["id"], row["kind"], turns, row["split"]))
     return out
 
 

@@ -352,6 +352,8 @@ def resolve(message: str, history: Sequence[Message]) -> FollowUp:
             found = _article(message, contexts, number)
             if found is not None:
                 return found
+    if verdict.route == "EXTERNAL" and contexts[-1].route == "EXTERNAL":
+        return _elliptic(message, contexts, number, False) or plain  # "and ethereum?" after the bitcoin price
     if verdict.route not in (None, "POSTGRES"):
         return plain  # a help topic, the weather, thanks: the message says where it goes
     for resolver in (_ordinal, _elliptic, _reference, _bare):
