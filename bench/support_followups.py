@@ -101,7 +101,9 @@ async def main() -> None:
     encoder.warm_up()
     with tempfile.TemporaryDirectory() as tmp:
         layer: EmbeddingLayer = (
-            FittedSemanticLayer.load_or_fit(encoder, Path(tmp)) if args.layer == "fitted" else ExampleEmbeddingLayer(encoder)
+            FittedSemanticLayer.load_or_fit(encoder, Path(tmp))
+            if args.layer == "fitted"
+            else ExampleEmbeddingLayer(encoder)
         )
         pg = EmbeddedPostgres(Path(tmp) / "pg")
         url = pg.start()

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.followup_cases import Conversation, conversations, model_responder, problems
 
 from routegate.apps.support.contracts import Message, RouteChosen, TurnResult
 from routegate.apps.support.db import SupportDatabase
@@ -24,6 +23,7 @@ from routegate.apps.support.sqlguard import check_sql
 from routegate.embed import MiniLMEncoder
 from routegate.llm.openai_chat import OpenAIChatModel
 from routegate.testing import ScriptedOpenAIServer
+from support.followup_cases import Conversation, conversations, model_responder, problems
 
 CONVERSATIONS = conversations()
 KNOWN_LIMITS = {
@@ -194,7 +194,7 @@ async def test_an_old_messages_table_is_upgraded_and_its_sessions_go_on(
                 (db.schema,),
             )
             assert await cur.fetchall() == [{"data_type": "jsonb"}]
-        assert [m.content for m in await desk.history("old")][0] == "What is the status of ticket 3?"
+        assert (await desk.history("old"))[0].content == "What is the status of ticket 3?"
         # the old session has no stored context: the turn is answered as before (no carry), then contexts start
         first = await desk.ask("Which city is customer 3 from?", session_id="old")
         assert first.answer == "Alex Brown (customer 3) is from Toronto."
@@ -257,7 +257,10 @@ _context = st.fixed_dictionaries(
 def test_any_message_against_any_stored_context_reads_safely(message: str, contexts: list[object]) -> None:
     history = []
     for context in contexts:
-        history += [Message("user", "x"), Message("assistant", "y", context=context if isinstance(context, dict) else None)]
+        history += [
+            Message("user", "x"),
+            Message("assistant", "y", context=context if isinstance(context, dict) else None),
+        ]
     found = resolve(message, history)
     assert found.turn >= 1
     if found.carried is None:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
-from routegate.apps.support.followup import FollowUp, TurnContext, context_of, contexts_of, next_turn
+from routegate.apps.support.followup import FollowUp
 from routegate.apps.support.router import RouteChoice
 from routegate.apps.support.rules import RuleVerdict
+from routegate.apps.support.turn_context import TurnContext, context_of, contexts_of, next_turn
 from routegate.core import RouteDecision, RunContext
 from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.errors import ConfigurationError
