@@ -86,7 +86,7 @@ async def run(url: str, layer: EmbeddingLayer, encoder: MiniLMEncoder, *, model:
             server.close()
     took = time.perf_counter() - started
     print(f"{'with the scripted model' if model else 'offline'} ({routegate.__file__}):")
-    for kind in ("all", "dev split", "test split", "first turn", "follow-up", "topic change"):
+    for kind in ("all", "dev split", "test1 split", "test2 split", "first turn", "follow-up", "topic change"):
         print(f"  turns {kind:13} {pct(right[kind], total[kind]):>20}")
     print(f"  conversations all right {pct(whole, len(convs)):>12}   ({took:.1f} s)")
 

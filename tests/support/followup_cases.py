@@ -41,7 +41,9 @@ class Conversation:
     id: str
     kind: str  # "carry" | "switch" | "chain"
     turns: tuple[Turn, ...]
-    split: str  # "dev": the resolver was built on these; "test": written after it was settled, never tuned on
+    # "dev": the resolver was built on these; "test1": written after it was settled (two fixes followed);
+    # "test2": written after those fixes, never tuned on
+    split: str
 
 
 def conversations(path: Path = DATA) -> list[Conversation]:

@@ -27,11 +27,13 @@ from support.followup_cases import Conversation, conversations, model_responder,
 
 CONVERSATIONS = conversations()
 KNOWN_LIMITS = {
-    # held out (written after the resolver was settled), and not resolved: "that" with no noun after a help answer,
-    # and "that ticket" with a help question between it and the ticket (only "it" and bare "that" reach back one
-    # turn; see docs/support.md)
-    "h-refund-days#2",
-    "h-chain-ticket-password-back#3",
+    # from the second held-out batch (written after the resolver was settled, never tuned on), not resolved: an
+    # ordinal id with no noun ("and number 3?"), "that email" (a thing the article names, not the article), and
+    # "them" meaning a list of tickets (read as their customer); see docs/support.md. (A fourth, "any tickets for
+    # him?", read "him" as a name; fixed after, so that batch is no longer wholly blind.)
+    "b-city-number-3#2",
+    "b-password-that-email#2",
+    "b-john-which-closed#2",
 }
 
 
@@ -66,7 +68,7 @@ def test_the_set_has_enough_conversations_of_each_kind() -> None:
     carries = [t for c in CONVERSATIONS for t in c.turns if t.carry]
     switches = [t for c in CONVERSATIONS for t in c.turns if t.carry is False]
     assert len(carries) >= 60 and len(switches) >= 30
-    assert {c.split for c in CONVERSATIONS} == {"dev", "test"}
+    assert {c.split for c in CONVERSATIONS} == {"dev", "test1", "test2"}
 
 
 @pytest.mark.integration

@@ -56,11 +56,13 @@ _CUSTOMER_PRONOUN: Final = re.compile(r"\b(he|she|him|his|her|hers|they|them|the
 _CUSTOMER_PHRASE: Final = re.compile(
     r"\b(?:the|that|this|same|said)\s+(?:customer|client|person|user|guy|man|woman|lady|owner)\b(?!s)", re.IGNORECASE
 )
+_THAT_TICKET: Final = re.compile(r"\b(?:the|that|this|same|said)\s+(?:ticket|issue)\b(?!s)", re.IGNORECASE)
 _TICKET_PHRASE: Final = re.compile(
     r"\b(?:the|that|this|same|said)\s+(?:ticket|issue|one)\b(?!s)|\b(?:it|its)\b|\b(?:that|this)(?=\W*$)", re.IGNORECASE
 )
 _ARTICLE_PHRASE: Final = re.compile(
-    r"\b(?:the|that|this|same)\s+(?:article|guide|policy|one|page|document)\b|\b(?:it|its)\b", re.IGNORECASE
+    r"\b(?:the|that|this|same)\s+(?:article|guide|policy|one|page|document)\b|\b(?:it|its)\b|\b(?:that|this)(?=\W*$)",
+    re.IGNORECASE,
 )
 _ORDINAL: Final = re.compile(
     r"\b(?:the\s+)?(first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|5th)"
@@ -179,6 +181,15 @@ def _ticket_in_focus(contexts: Sequence[TurnContext]) -> tuple[TicketRef, TurnCo
     return None
 
 
+def _customers_ticket(contexts: Sequence[TurnContext], customer: CustomerRef) -> TicketRef | None:
+    """The ticket of ``customer`` the conversation last talked about alone ("his *other* tickets")."""
+    for context in reversed(contexts):
+        ticket = context.ticket
+        if ticket is not None and customer.id is not None and ticket.customer_id == customer.id:
+            return ticket
+    return None
+
+
 def _ordinal(reading: _Reading) -> FollowUp | None:
     """ "and the second one?": the item of the list the last answer gave."""
     found = _ORDINAL.search(reading.message)
@@ -269,16 +280,17 @@ def _reference(reading: _Reading) -> FollowUp | None:
         if focus is None:
             return None
         customer, context = focus
-        ticket = _ticket_in_focus(reading.contexts)
+        ticket = _customers_ticket(reading.contexts, customer)
         if _OTHER.search(message) and _ABOUT_TICKETS.search(message) and ticket is not None:
-            text = _other_tickets(customer, ticket[0])
+            text = _other_tickets(customer, ticket)
         elif _WHO.search(message) and not _PLURAL_TICKETS.search(message):
             text = f"Who is {customer.label}?"  # "who opened it?", "who is the customer?": the ticket's customer
         else:
             text = _customer_swap(message, customer.label)
         return reading.carried(text, customer.label, context)
-    if ticket_ref is not None and reading.latest.route == "POSTGRES":
-        in_focus = _ticket_in_focus(reading.contexts[-1:])  # "it" is the last answer's ticket, or nothing
+    if ticket_ref is not None and (reading.latest.route == "POSTGRES" or _THAT_TICKET.search(message)):
+        # "it" is the last answer's ticket, or nothing; "that ticket" the last one talked about
+        in_focus = _ticket_in_focus(reading.contexts if _THAT_TICKET.search(message) else reading.contexts[-1:])
         if in_focus is None:
             return None
         label = f"ticket {in_focus[0].id}"
@@ -301,8 +313,10 @@ def _bare(reading: _Reading) -> FollowUp | None:
     ticket = _ticket_in_focus(reading.contexts)
     if _CITY_QUESTION.search(message) and customer is not None:
         return reading.carried(f"Which city is {customer[0].label} from?", customer[0].label, customer[1])
-    if _OTHER.search(message) and _ABOUT_TICKETS.search(message) and customer is not None and ticket is not None:
-        return reading.carried(_other_tickets(customer[0], ticket[0]), customer[0].label, customer[1])
+    if _OTHER.search(message) and _ABOUT_TICKETS.search(message) and customer is not None:
+        own = _customers_ticket(reading.contexts, customer[0])
+        if own is not None:
+            return reading.carried(_other_tickets(customer[0], own), customer[0].label, customer[1])
     if _STATUS_QUESTION.search(message) and not _ABOUT_TICKETS.search(message) and ticket is not None:
         label = f"ticket {ticket[0].id}"
         return reading.carried(f"What is the status of {label}?", label, ticket[1])

@@ -73,8 +73,10 @@ def _looked_for(call: Mapping[str, Any] | None) -> str:
         return f"ticket {params.get('id')}"
     if template == "customer_by_id":
         return f"customer {params.get('id')}"
-    if template == "tickets_by_customer_id":
-        return f"tickets of customer {params.get('customer_id')}"
+    if str(template).startswith("tickets_by_customer_id") or "customer_id" in params:  # a model's SQL too
+        status = f"{params['status']} " if params.get("status") else ""
+        other = f" other than ticket {params['except_id']}" if "except_id" in params else ""
+        return f"{status}tickets of customer {params.get('customer_id')}{other}"
     if "name" in params:
         return f"a customer matching “{str(params['name']).strip('%')}”"
     if "city" in params:
