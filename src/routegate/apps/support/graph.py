@@ -8,7 +8,9 @@
 The plan's input is the turn (:class:`~.turn.Turn`); every step reads it as ``ctx.plan_input``. Governance is
 the core's, composed here, not re-implemented:
 
-* ``router`` (:class:`RouterStep`) — the router's choice becomes a route decision that the core
+* ``router`` (:class:`RouterStep`) — the message is first read against the conversation (:func:`.followup.resolve`:
+  "which city is he from?" after ticket 1 is routed, and its tool called, as "which city is customer 1 from?";
+  the trace and the route event's ``why`` say what was carried); the router's choice becomes a route decision that the core
   :class:`~routegate.core.governed.GovernedStep` validates (policy allowlist, argument schema); a refusal ends the turn with
   the core's ``invalid_route:*`` stop reason. The step's output, a :class:`~.router.RouteChoice`, routes the plan by
   its ``Literal`` field ``route``; ``after_branches="LLM"`` makes the branches exclusive, rejoining at Respond.

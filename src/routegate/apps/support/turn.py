@@ -1,10 +1,12 @@
-"""One user turn's state, shared by the graph's nodes: the message, the memory, the router's choice and the
-validated route, the delegation ledger, the fallback reason, the nodes' trace notes, and the event sink.
+"""One user turn's state, shared by the graph's nodes: the message, the memory, the message read against the
+conversation (:mod:`.followup`), the router's choice and the validated route, the delegation ledger, the fallback
+reason, the tool's observation, the nodes' trace notes, and the event sink. What the turn established
+(:meth:`Turn.context`) is stored with its answer for the next turns.
 
 The turn is the input of the desk's :class:`~routegate.plan.Plan`: every step reads it as ``ctx.plan_input``
 (:func:`turn_of`). Its :class:`~routegate.core.RunContext` (``turn.run``, whose ``deps`` is the turn) goes with the
 delegation through the core gateway: a tool worker that needs the conversation declares a ``RunContext``
-parameter (the Postgres node resolves "which tickets does *she* have?" from earlier messages) — no hidden channel.
+parameter (the Postgres node gives the text-to-SQL prompt what a follow-up carried) — no hidden channel.
 """
 
 from __future__ import annotations
