@@ -270,3 +270,19 @@ def test_any_message_against_any_stored_context_reads_safely(message: str, conte
     else:
         assert found.text.strip() and found.carried.rsplit(", from turn ", 1)[1].isdigit()
         select_query(found.text)  # whatever it reads as, the offline SQL source takes it
+
+
+@pytest.mark.integration
+async def test_a_fault_of_the_resolver_routes_the_message_as_it_is(
+    db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    desk = await _desk(db, encoder, semantic)
+    await desk.ask("What is the status of ticket 1?", session_id="fault")
+
+    def broken(message: str, history: object) -> None:
+        raise RuntimeError("resolver bug")
+
+    monkeypatch.setattr("routegate.apps.support.graph.resolve", broken)
+    result = await desk.ask("Which city is customer 2 from?", session_id="fault")
+    assert result.stop_reason == "success" and result.answer == "Jane Smith (customer 2) is from London."
+    assert not [t for t in result.trace if t.get("node") == "followup"]

@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from routegate.apps.support.contracts import ToolUsed
-from routegate.apps.support.followup import resolve
+from routegate.apps.support.followup import FollowUp, resolve
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
@@ -70,7 +70,7 @@ class RouterStep:
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
         # a follow-up ("which city is he from?") is routed, and its tool called, as the question it stands for
-        followup = turn.followup = resolve(turn.message, turn.history)
+        followup = turn.followup = _read_against_history(turn)
         try:
             choice = await self.router.route_choice(followup.text, turn.user_messages())
         except RunStopError:
@@ -126,6 +126,15 @@ class ToolStep:
             summary = summarize(intent.target, observation)
             turn.send(ToolUsed(tool=tool, call=call_args, summary=summary, ok=not fallback, evidence=evidence))
         return observation
+
+
+def _read_against_history(turn: Turn) -> FollowUp:
+    """The message read against the conversation; on a fault of the resolver, the message as it is (logged)."""
+    try:
+        return resolve(turn.message, turn.history)
+    except Exception:
+        logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
+        return FollowUp(turn.message, turn.message, len(turn.user_messages()) + 1)
 
 
 def _run_of(turn: Turn) -> RunContext[Any]:
