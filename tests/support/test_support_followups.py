@@ -282,7 +282,7 @@ async def test_a_fault_of_the_resolver_routes_the_message_as_it_is(
     def broken(message: str, history: object) -> None:
         raise RuntimeError("resolver bug")
 
-    monkeypatch.setattr("routegate.apps.support.graph.resolve", broken)
+    monkeypatch.setattr("routegate.apps.support.turn.resolve", broken)
     result = await desk.ask("Which city is customer 2 from?", session_id="fault")
     assert result.stop_reason == "success" and result.answer == "Jane Smith (customer 2) is from London."
     assert not [t for t in result.trace if t.get("node") == "followup"]

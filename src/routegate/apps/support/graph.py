@@ -8,9 +8,7 @@
 The plan's input is the turn (:class:`~.turn.Turn`); every step reads it as ``ctx.plan_input``. Governance is
 the core's, composed here, not re-implemented:
 
-* ``router`` (:class:`RouterStep`) — the message is first read against the conversation (:func:`.followup.resolve`:
-  "which city is he from?" after ticket 1 is routed, and its tool called, as "which city is customer 1 from?";
-  the trace and the route event's ``why`` say what was carried); the router's choice becomes a route decision that the core
+* ``router`` (:class:`RouterStep`) — the router's choice becomes a route decision that the core
   :class:`~routegate.core.governed.GovernedStep` validates (policy allowlist, argument schema); a refusal ends the turn with
   the core's ``invalid_route:*`` stop reason. The step's output, a :class:`~.router.RouteChoice`, routes the plan by
   its ``Literal`` field ``route``; ``after_branches="LLM"`` makes the branches exclusive, rejoining at Respond.
@@ -30,11 +28,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from routegate.apps.support.contracts import ToolUsed
-from routegate.apps.support.followup import FollowUp, resolve
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import Turn, turn_of
@@ -69,22 +65,17 @@ class RouterStep:
 
     async def run_step(self, payload: object, ctx: StepContext) -> RouteChoice:
         turn = turn_of(ctx)
-        # a follow-up ("which city is he from?") is routed, and its tool called, as the question it stands for
-        followup = turn.followup = _read_against_history(turn)
         try:
-            choice = await self.router.route_choice(followup.text, turn.user_messages())
+            choice = await self.router.route_choice(turn.message, turn.user_messages())
         except RunStopError:
             raise
         except Exception as exc:
             message = fault_message(exc, "the router", logger)
             raise RunStopError(stop_reasons.router_error(exc), message, phase="route") from exc
-        if followup.resolved:
-            choice = replace(choice, why=f"{choice.why}; follow-up: {followup.carried}")
-            turn.notes.append(followup.note())
         turn.choice = choice
         if choice.llm_stop is not None:
             turn.model_failed(choice.llm_stop)
-        decision = choice.decision(followup.text)
+        decision = choice.decision(turn.message)
         turn.decision = decision
         verdict = self.step.validate(decision, _run_of(turn))
         if isinstance(verdict, Stopped):
@@ -113,7 +104,6 @@ class ToolStep:
             raise RunStopError(done.stop_reason, done.outcome.message, phase=done.outcome.phase or "delegate")
         observation = done.observation
         assert observation is not None  # the "done" status check accepts mappings only
-        turn.observation = observation
         tool, call, fallback = observation.get("tool"), observation.get("call"), observation.get("fallback")
         turn.fallback = fallback if isinstance(fallback, str) else None
         if isinstance(tool, str):
@@ -126,15 +116,6 @@ class ToolStep:
             summary = summarize(intent.target, observation)
             turn.send(ToolUsed(tool=tool, call=call_args, summary=summary, ok=not fallback, evidence=evidence))
         return observation
-
-
-def _read_against_history(turn: Turn) -> FollowUp:
-    """The message read against the conversation; on a fault of the resolver, the message as it is (logged)."""
-    try:
-        return resolve(turn.message, turn.history)
-    except Exception:
-        logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
-        return FollowUp(turn.message, turn.message, len(turn.user_messages()) + 1)
 
 
 def _run_of(turn: Turn) -> RunContext[Any]:

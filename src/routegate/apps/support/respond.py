@@ -238,7 +238,7 @@ def llm_messages(
     messages.append(
         {
             "role": "user",
-            "content": f"{turn.message}{read_as}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
+            "content": f"{turn.said}{read_as}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
         }
     )
     return messages
@@ -261,6 +261,7 @@ class RespondNode:
     async def run_step(self, payload: object, ctx: StepContext) -> str:
         turn = turn_of(ctx)
         observation: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
+        turn.observation = observation  # what the turn established is taken from it (:meth:`Turn.context`)
         parts: list[str] = []
         try:
             async for token in self._tokens(turn, turn.route, observation):
