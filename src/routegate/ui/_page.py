@@ -78,6 +78,9 @@ def turn_panel(turn: dict[str, Any]) -> None:
         st.markdown(f"**Route:** `{route}` — decided by the `{decision.get('layer', '?')}` layer")
         if decision.get("why"):
             st.caption(str(decision["why"]))
+    carried = next((t for t in final.get("trace") or () if t.get("node") == "followup"), None)
+    if carried:  # a follow-up: what the turn took from earlier turns, and the question it was read as
+        st.markdown(f"**Follow-up:** {carried.get('carried')} — read as “{carried.get('read_as')}”")
     scores = decision.get("scores") or {}
     if scores:
         ranked = sorted(scores.items(), key=lambda kv: -float(kv[1]))

@@ -39,6 +39,8 @@ class Message:
     role: Role
     content: str
     created_at: float = 0.0
+    # what the turn established (an assistant message's, as stored: :class:`.followup.TurnContext`); not compared
+    context: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": self.role, "content": self.content, "created_at": self.created_at}

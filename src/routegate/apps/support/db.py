@@ -377,4 +377,9 @@ _DDL: Final = (
     " role text NOT NULL CHECK (role IN ('user', 'assistant')), content text NOT NULL,"
     " created_at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS support_messages_session ON support_messages (session_id, id DESC)",
+    # what an answered turn established (the follow-up resolver's context); added to tables made before it, the
+    # catalog looked at first so that a start with the column in place takes no lock on the table
+    "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute"
+    " WHERE attrelid = 'support_messages'::regclass AND attname = 'context' AND NOT attisdropped)"
+    " THEN ALTER TABLE support_messages ADD COLUMN context jsonb; END IF; END $$",
 )

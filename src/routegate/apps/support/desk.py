@@ -34,6 +34,7 @@ from routegate.apps.support.contracts import (
     UNANSWERED_FALLBACKS,
     AnswerToken,
     Message,
+    Role,
     SupportEvent,
     TurnError,
     TurnResult,
@@ -276,6 +277,7 @@ class SupportAgent:
 
     async def _bounded(self, turn: Turn) -> TurnResult:
         started = time.perf_counter()
+        turn.read_against_history()  # a follow-up is routed, and its tool called, as the question it stands for
         deadline = Deadline.of(turn.run) if turn.run is not None else Deadline(self.budget.max_seconds)
         result: PlanResult | None = None
         try:
@@ -327,7 +329,8 @@ class SupportAgent:
         try:
             final = await self.run_turn(turn)
             if final.answer:
-                await self.memory.extend(turn.session_id, [("user", turn.message), ("assistant", final.answer)])
+                messages: list[tuple[Role, str]] = [("user", turn.said), ("assistant", final.answer)]
+                await self.memory.extend(turn.session_id, messages, context=turn.context().to_json())
             emit(final)
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if

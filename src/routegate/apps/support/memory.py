@@ -12,8 +12,14 @@ run them, and each reads what the one before it wrote.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Final
+from typing import Any, Final
+
+from routegate._extras import needs
+
+with needs("desk"):
+    from psycopg.types.json import Jsonb
 
 from routegate.apps.support.advisory import lock_key
 from routegate.apps.support.contracts import Message, Role
@@ -56,8 +62,11 @@ class MessageStore:
     async def append(self, session_id: str, role: Role, content: str) -> None:
         await self.extend(session_id, [(role, content)])
 
-    async def extend(self, session_id: str, messages: list[tuple[Role, str]]) -> None:
-        """Append messages in order and keep only the last ``limit`` of the session (one statement)."""
+    async def extend(
+        self, session_id: str, messages: list[tuple[Role, str]], *, context: Mapping[str, Any] | None = None
+    ) -> None:
+        """Append messages in order and keep only the last ``limit`` of the session (one statement). ``context``
+        (JSON), if given, is stored with the last message: what the turn established (:mod:`.followup`)."""
         check_session_id(session_id)
         for role, content in messages:
             if role not in ("user", "assistant"):
@@ -69,11 +78,14 @@ class MessageStore:
         # only the last ``limit`` can survive the trim; one statement, one round trip (autocommit): the DELETE
         # cannot see the rows the INSERT adds (one snapshot), so the ids to keep are taken from both
         kept = messages[-self.limit :]
-        rows = ", ".join(["(%s, %s, %s)"] * len(kept))
-        params: list[object] = [v for role, content in kept for v in (session_id, role, content)]
+        rows = ", ".join(["(%s, %s, %s, %s)"] * len(kept))
+        contexts = [None] * (len(kept) - 1) + [Jsonb(dict(context)) if context is not None else None]
+        params: list[object] = [
+            v for (role, content), extra in zip(kept, contexts, strict=True) for v in (session_id, role, content, extra)
+        ]
         async with self._db.connection() as conn:
             await conn.execute(
-                f"WITH added AS (INSERT INTO support_messages (session_id, role, content) VALUES {rows} RETURNING id)"
+                f"WITH added AS (INSERT INTO support_messages (session_id, role, content, context) VALUES {rows} RETURNING id)"
                 " DELETE FROM support_messages WHERE session_id = %s AND id < ("
                 " SELECT min(id) FROM (SELECT id FROM ("
                 " SELECT id FROM support_messages WHERE session_id = %s UNION ALL SELECT id FROM added) AS every_id"
@@ -86,13 +98,15 @@ class MessageStore:
         check_session_id(session_id)
         async with self._db.connection() as conn:
             cur = await conn.execute(
-                "SELECT role, content, extract(epoch FROM created_at)::float8 AS at FROM ("
-                " SELECT id, role, content, created_at FROM support_messages WHERE session_id = %s"
+                "SELECT role, content, extract(epoch FROM created_at)::float8 AS at, context FROM ("
+                " SELECT id, role, content, created_at, context FROM support_messages WHERE session_id = %s"
                 " ORDER BY id DESC LIMIT %s) AS last ORDER BY id",
                 (session_id, self.limit),
             )
             rows = await cur.fetchall()
-        return [Message(role=r["role"], content=r["content"], created_at=float(r["at"])) for r in rows]
+        return [
+            Message(role=r["role"], content=r["content"], created_at=float(r["at"]), context=r["context"]) for r in rows
+        ]
 
     async def clear(self, session_id: str) -> None:
         check_session_id(session_id)

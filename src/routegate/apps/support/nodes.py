@@ -22,7 +22,7 @@ from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.sql_templates import SqlCall, select_query
 from routegate.apps.support.sqlguard import SqlRefusedError
-from routegate.apps.support.turn import turn_from
+from routegate.apps.support.turn import Turn, turn_from
 from routegate.apps.support.vector_tool import VectorTool
 from routegate.core import RunContext, Worker
 from routegate.errors import RunStopError
@@ -53,11 +53,15 @@ class TextToSql:
     def __init__(self, chat_model: ChatModel) -> None:
         self._chat_model = chat_model
 
-    async def write(self, message: str, history: Sequence[str]) -> SqlCall:
-        context = "\n".join(f"earlier: {h}" for h in history[-4:])
+    async def write(self, message: str, history: Sequence[str], *, resolved: str | None = None) -> SqlCall:
+        """The model's SQL for ``message``; ``resolved`` says what a follow-up's references were resolved to."""
+        lines = [f"earlier: {h}" for h in history[-4:]]
+        if resolved:
+            lines.append(f"resolved from the conversation: {resolved}")
+        lines.append(f"question: {message}")
         messages: list[ChatMessage] = [
             {"role": "system", "content": TEXT_TO_SQL_PROMPT},
-            {"role": "user", "content": f"{context}\nquestion: {message}".strip()},
+            {"role": "user", "content": "\n".join(lines)},
         ]
         text = await self._chat_model.complete(messages, json_mode=True)
         try:
@@ -68,6 +72,14 @@ class TextToSql:
             return SqlCall("llm", text, {})
         query, params = value.get("query"), value.get("params") or {}
         return SqlCall("llm", query if isinstance(query, str) else "", params if isinstance(params, dict) else {})
+
+
+def resolved_note(turn: Turn | None) -> str | None:
+    """What a follow-up carried, for a model's prompt: ``the user wrote “…”; read with customer 1, from turn 2``."""
+    followup = turn.followup if turn is not None else None
+    if followup is None or not followup.resolved:
+        return None
+    return f"the user wrote “{followup.message}”; read with {followup.carried}"
 
 
 def build_tool_workers(
@@ -87,7 +99,7 @@ def build_tool_workers(
         try:
             if text_to_sql is not None:
                 try:
-                    call = await text_to_sql.write(query, history)
+                    call = await text_to_sql.write(query, history, resolved=resolved_note(turn))
                 except RunStopError as stop:  # the model failed: the offline template serves the turn
                     logger.info("text-to-SQL failed (%s); using the offline template", stop.stop_reason)
                     if turn is not None:

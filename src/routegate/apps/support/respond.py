@@ -73,8 +73,10 @@ def _looked_for(call: Mapping[str, Any] | None) -> str:
         return f"ticket {params.get('id')}"
     if template == "customer_by_id":
         return f"customer {params.get('id')}"
-    if template == "tickets_by_customer_id":
-        return f"tickets of customer {params.get('customer_id')}"
+    if str(template).startswith("tickets_by_customer_id") or "customer_id" in params:  # a model's SQL too
+        status = f"{params['status']} " if params.get("status") else ""
+        other = f" other than ticket {params['except_id']}" if "except_id" in params else ""
+        return f"{status}tickets of customer {params.get('customer_id')}{other}"
     if "name" in params:
         return f"a customer matching “{str(params['name']).strip('%')}”"
     if "city" in params:
@@ -229,10 +231,14 @@ def llm_messages(
     }
     messages: list[ChatMessage] = [{"role": "system", "content": RESPOND_SYSTEM_PROMPT}]
     messages += [{"role": m.role, "content": m.content} for m in turn.history]
+    followup = turn.followup
+    read_as = ""
+    if followup is not None and followup.resolved:  # the same resolved question the router and the tool saw
+        read_as = f"\n(Read against the conversation as: {followup.text} — {followup.carried}.)"
     messages.append(
         {
             "role": "user",
-            "content": f"{turn.message}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
+            "content": f"{turn.said}{read_as}\n\nEvidence (JSON):\n{evidence_json(evidence, max_evidence_chars)}",
         }
     )
     return messages
@@ -255,6 +261,7 @@ class RespondNode:
     async def run_step(self, payload: object, ctx: StepContext) -> str:
         turn = turn_of(ctx)
         observation: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
+        turn.observation = observation  # what the turn established is taken from it (:meth:`Turn.context`)
         parts: list[str] = []
         try:
             async for token in self._tokens(turn, turn.route, observation):

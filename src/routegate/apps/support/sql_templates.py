@@ -20,6 +20,12 @@ _JOIN: Final = "JOIN customers c ON c.id = t.customer_id "
 TEMPLATES: Final[Mapping[str, str]] = {
     "ticket_by_id": _TICKET_COLUMNS + _JOIN + "WHERE t.id = :id",
     "tickets_by_customer_id": _TICKET_COLUMNS + _JOIN + "WHERE t.customer_id = :customer_id ORDER BY t.id",
+    "tickets_by_customer_id_and_status": _TICKET_COLUMNS
+    + _JOIN
+    + "WHERE t.customer_id = :customer_id AND t.status = :status ORDER BY t.id",
+    "tickets_by_customer_id_except": _TICKET_COLUMNS
+    + _JOIN
+    + "WHERE t.customer_id = :customer_id AND t.id <> :except_id ORDER BY t.id",
     "tickets_by_customer_name": _TICKET_COLUMNS + _JOIN + "WHERE c.name ILIKE :name ORDER BY t.id",
     "tickets_by_customer_name_and_status": _TICKET_COLUMNS
     + _JOIN
@@ -36,6 +42,8 @@ _TICKET_ID = re.compile(r"\b(?:ticket|issue)s?\s*(?:#|no\.?|number|id|nr\.?)?\s*
 _CUSTOMER_ID = re.compile(
     r"\b(?:customer|client|account)s?\s*(?:with\s+)?(?:#|no\.?|number|id|nr\.?)?\s*(?:id\s*)?#?(\d{1,9})\b"
 )
+_EXCEPT_TICKET = re.compile(r"\s*\b(?:other than|except|besides|apart from|but not)\s+(?:ticket|issue)\s*#?(\d{1,9})\b")
+_STATE = re.compile(r"\b(open|closed)\b")
 _STATUS = re.compile(r"\b(open|opened|closed|close)\b")
 _CITY = re.compile(r"\b(?:in|from|at)\s+([A-Za-z][A-Za-z.'-]+(?:\s+[A-Z][A-Za-z.'-]+)?)")
 _ABOUT_TICKETS = re.compile(r"\b(?:tickets?|issues?|problems?|reported|complain\w*|filed|opened)\b")
@@ -85,7 +93,13 @@ _STOP: Final = frozenset(
         "have",
         "he",
         "her",
+        "hers",
+        "him",
+        "himself",
+        "herself",
         "his",
+        "theirs",
+        "themselves",
         "how",
         "i",
         "id",
@@ -195,6 +209,11 @@ def _name_candidates(text: str) -> list[str]:
     return names
 
 
+def named_customers(text: str) -> list[str]:
+    """The names a message gives a customer by (``"Show tickets for customer John"`` → ``["John"]``)."""
+    return _name_candidates(text)
+
+
 def _status(text: str) -> str | None:
     found = _STATUS.search(text)
     if found is None:
@@ -205,9 +224,17 @@ def _status(text: str) -> str | None:
 def _from_message(original: str) -> SqlCall | None:
     text = correct_typos(original)
     about_tickets = bool(_ABOUT_TICKETS.search(text))
+    excluded = _EXCEPT_TICKET.search(text)
+    if excluded and (customer := _CUSTOMER_ID.search(text[: excluded.start()] + text[excluded.end() :])):
+        # "the tickets of customer 1 other than ticket 1": the customer's other tickets
+        return _call(
+            "tickets_by_customer_id_except", customer_id=int(customer.group(1)), except_id=int(excluded.group(1))
+        )
     if ticket := _TICKET_ID.search(text):
         return _call("ticket_by_id", id=int(ticket.group(1)))
     if customer := _CUSTOMER_ID.search(text):
+        if about_tickets and (state := _STATE.search(text)):  # "open" or "closed", not "opened" (who opened it)
+            return _call("tickets_by_customer_id_and_status", customer_id=int(customer.group(1)), status=state.group(1))
         if about_tickets:
             return _call("tickets_by_customer_id", customer_id=int(customer.group(1)))
         return _call("customer_by_id", id=int(customer.group(1)))
