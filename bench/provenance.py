@@ -155,7 +155,7 @@ def main() -> None:
     print(f"provenance overhead per decision: {with_rules - without:.2f} µs")
     plain_d, ruled_d = dispatcher(rules=False), dispatcher(rules=True)
     dispatched = ruled_d.dispatch(CALL, request=GOAL)
-    assert plain_d.dispatch(CALL).ok and dispatched.ok and dispatched.outcomes[0].provenance == {"ticket": ("user",)}
+    assert plain_d.dispatch(CALL).ok and dispatched.ok and dispatched.output[0].provenance == {"ticket": ("user",)}
     d_without = asyncio.run(time_dispatch(plain_d, args.runs, args.repeats))
     d_with = asyncio.run(time_dispatch(ruled_d, args.runs, args.repeats))
     print(f"{'adispatch, target without flow rules':52} {d_without:9.2f}")

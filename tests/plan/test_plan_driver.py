@@ -11,9 +11,9 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from routegate.core import Budget, RunContext, telemetry
+from routegate.core import Budget, FinalEvent, RunContext, telemetry
 from routegate.errors import ConfigurationError
-from routegate.plan import Envelope, Plan, PlanFinalEvent, Step, Store, when
+from routegate.plan import Envelope, Plan, Step, Store, when
 
 
 def classify(text: str) -> dict[str, str]:
@@ -42,9 +42,9 @@ async def test_every_door_runs_the_same_plan_to_the_same_result(use_async: bool,
     awaited = await plan.arun("site down")
     streamed = [event async for event in plan.iter("site down")]
     final = streamed[-1]
-    assert isinstance(final, PlanFinalEvent)
+    assert isinstance(final, FinalEvent)
     for result in (awaited, final.result):
-        assert result.ok and result.payload == "done: paged: site down"
+        assert result.ok and result.output == "done: paged: site down"
         assert result.path == ("classify", "page", "done")
         assert [(e.target, e.next, e.why) for e in result.trace] == [
             ("classify", "page", "when.field('severity').equals('urgent')"),

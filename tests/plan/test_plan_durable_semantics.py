@@ -158,9 +158,9 @@ def test_a_plan_without_a_store_keeps_its_checkpoints_across_runs_even_when_its_
     first = plan.run(20)
     assert (first.stop_reason, first.question) == ("interrupted", "ok?")
     second = plan.run(answer="yes")
-    assert second.ok and second.payload == "approved 40: yes" and second.path == ("double", "approve")
+    assert second.ok and second.output == "approved 40: yes" and second.path == ("double", "approve")
     assert second.store is not None and second.store.read("doubled") == 40
-    assert plan.run().payload == "approved 40: yes"  # finished: answered from the plan's checkpoints
+    assert plan.run().output == "approved 40: yes"  # finished: answered from the plan's checkpoints
 
 
 def test_answer_needs_an_interrupted_durable_run(store: Store) -> None:

@@ -122,7 +122,7 @@ def test_a_call_with_a_value_read_in_a_tools_output_is_refused_before_it_runs() 
     result = agent(tools, call("send_money", recipient=ATTACKER, amount=900), seen).run(GOAL)
     assert (result.stop_reason, result.phase) == ("route_denied:provenance:recipient", "finalize")
     assert tools.sent == []
-    [refused] = seen[0].outcomes
+    [refused] = seen[0].output
     assert (refused.target, refused.stop_reason, refused.phase) == (
         SEND,
         "route_denied:provenance:recipient",
@@ -139,7 +139,7 @@ def test_the_users_values_go_through_with_their_origins_on_the_outcome() -> None
     result = agent(tools, call("send_money", recipient=FRIEND.replace(" ", ""), amount="50.00"), seen).run(GOAL)
     assert result.ok, result.message
     assert tools.sent == [{"recipient": FRIEND.replace(" ", ""), "amount": "50.00"}]
-    [sent] = seen[0].outcomes
+    [sent] = seen[0].output
     assert sent.provenance is not None and sent.provenance["recipient"] == ("user",)
 
 
@@ -150,7 +150,7 @@ def test_a_dispatch_on_its_own_takes_the_request_and_configuration_as_sources() 
     assert d.dispatch(pay).stop_reason == "route_denied:provenance:recipient"  # no source recorded: fail closed
     ok = d.dispatch(pay, request="pay the rent, 900 EUR", config={"landlord": LANDLORD})
     assert ok.ok, ok.message
-    assert ok.outcomes[0].provenance == {"recipient": ("config:landlord",), "amount": ("user",)}
+    assert ok.output[0].provenance == {"recipient": ("config:landlord",), "amount": ("user",)}
     assert tools.sent == [{"recipient": LANDLORD, "amount": 900}]
 
 
@@ -172,7 +172,7 @@ async def test_a_dispatch_in_a_run_extends_its_sources_for_the_next_one() -> Non
     result = await RoutingAgent(workers=workers, router=router, finalizer=finalizer).arun(GOAL)
     assert result.stop_reason == "route_denied:provenance:recipient"
     assert [r.stop_reason for r in seen] == ["success", "route_denied:provenance:recipient"]
-    evidence = seen[1].outcomes[0].provenance
+    evidence = seen[1].output[0].provenance
     assert evidence is not None and evidence["recipient"][0] == f"tool:{READ}#1:content"
     # and the planner's observation, which carries the first dispatch's record
     assert evidence["recipient"][1] == "tool:planner#1:result.technique.outcomes[0].value.content"
@@ -208,7 +208,7 @@ async def test_a_worker_that_dispatches_makes_the_run_keep_its_sources(recipient
     assert result.ok is sent, result.message
     assert (tools.sent != []) is sent
     expected = ("user",) if sent else ("tool:read_file#1:result.content",)
-    assert seen[0].outcomes[0].provenance is not None and seen[0].outcomes[0].provenance["recipient"] == expected
+    assert seen[0].output[0].provenance is not None and seen[0].output[0].provenance["recipient"] == expected
 
 
 async def test_dispatch_answer_rebuilds_the_runs_sources_from_its_result() -> None:
@@ -220,7 +220,7 @@ async def test_dispatch_answer_rebuilds_the_runs_sources_from_its_result() -> No
     ).arun(GOAL)
     refused = await dispatch_answer(attacked, dispatcher=d)
     assert refused is not None and refused.stop_reason == "route_denied:provenance:recipient"
-    assert refused.outcomes[0].provenance == {
+    assert refused.output[0].provenance == {
         "recipient": ("tool:read_file#1:result.content",),
         "amount": ("tool:read_file#1:result.content",),
     }
@@ -282,7 +282,7 @@ def test_without_rules_no_sources_are_kept_and_nothing_is_matched() -> None:
     d = dispatcher(tools, flows=None)
     assert not d.tracks_provenance
     result = d.dispatch(classified(call("send_money", recipient=ATTACKER, amount=5)))
-    assert result.ok and result.outcomes[0].provenance is None
+    assert result.ok and result.output[0].provenance is None
 
 
 def test_flows_must_name_an_allowed_target() -> None:

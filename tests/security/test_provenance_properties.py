@@ -86,7 +86,7 @@ def test_a_value_of_the_request_passes_and_one_of_no_source_is_refused(ours: str
     assert dispatcher(tools).dispatch(send(to=ours), request=request).ok
     refused = dispatcher(tools).dispatch(send(to=theirs), request=request)
     assert refused.stop_reason == "route_denied:provenance:to"
-    assert refused.outcomes[0].provenance == {"to": ()}
+    assert refused.output[0].provenance == {"to": ()}
     assert tools.calls == [{"to": ours}]
 
 
