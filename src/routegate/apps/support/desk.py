@@ -196,12 +196,25 @@ class SupportAgent:
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
     async def reset(self, session_id: str) -> None:
-        """Forget the session's messages; :class:`DatabaseUnavailableError` when the database is unavailable."""
+        """Forget the session's messages, after the session's running turn (if any) has ended: it holds the
+        session's lock as a turn does. :class:`DatabaseUnavailableError` when the database is unavailable;
+        :class:`~routegate.apps.support.advisory.LockTimeoutError` when the session stays busy for the budget's
+        ``max_seconds``."""
         check_session_id(session_id)
         try:
-            await self.memory.clear(session_id)
+            async with self.memory.hold(session_id, within=self.budget.max_seconds):
+                await self.memory.clear(session_id)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
+
+    def serialises_sessions(self) -> bool:
+        """True: the desk runs a session's turns one at a time itself, in every process over its database (a
+        PostgreSQL advisory lock per session, :meth:`MessageStore.hold`); a server adds no lock of its own."""
+        return True
+
+    def sessions_held(self) -> int:
+        """How many sessions this process holds or waits for (the session locks' names in use)."""
+        return len(self.db.locks)
 
     async def healthy(self) -> bool:
         return self._plan is not None and await self.db.ping()
