@@ -25,6 +25,7 @@ from psycopg import pq
 from routegate.apps.support import postgres_tool as postgres_tool_module
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.errors import ToolError
 from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
@@ -140,3 +141,23 @@ async def test_a_rule_routed_sql_question_costs_three_round_trips_on_the_pool(
     # the history read, the SQL tool's one pipeline, the memory write (the session lock is on its own connection)
     assert seen.round_trips == 3, seen.sent
     assert seen.sent.count("Sync") == 3
+
+
+async def test_a_seen_query_that_fails_at_run_time_leaves_the_connection_clean(
+    seeded_database: Callable[..., AbstractAsyncContextManager[SupportDatabase]],
+    pg_url: str,
+    encoder: MiniLMEncoder,
+) -> None:
+    query = "SELECT 10 / (id - 1) AS ratio FROM customers WHERE id = :id"
+    async with one_connection(seeded_database, pg_url, encoder.dim) as (db, conn):
+        tool = PostgresTool(db)
+        assert (await tool.run(query, {"id": 2})).rows == ({"ratio": 10},)
+        with pytest.raises(ToolError) as failed:  # the pipeline's query fails: its rollback is skipped by the server
+            await tool.run(query, {"id": 1})
+        assert failed.value.code == "database_error" and "division by zero" in str(failed.value)
+        assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+        assert (await tool.run(query, {"id": 3})).rows == ({"ratio": 5},)
+        async with db.connection() as again:  # the pool's one connection, outside any transaction, not read-only
+            cursor = await again.execute("SELECT current_setting('transaction_read_only') AS ro, current_user AS who")
+            row = await cursor.fetchone()
+        assert row is not None and row["ro"] == "off" and row["who"] != db.reader_role
