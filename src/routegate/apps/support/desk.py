@@ -64,7 +64,7 @@ from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
-from routegate.errors import ConfigurationError
+from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
 from routegate.plan import Plan, PlanResult
 
@@ -204,7 +204,9 @@ class SupportAgent:
         try:
             async with self.memory.hold(session_id, within=self.budget.max_seconds):
                 await self.memory.clear(session_id)
-        except psycopg.OperationalError as exc:
+        except LockTimeoutError:
+            raise
+        except (psycopg.OperationalError, RuntimeFaultError) as exc:  # the database, or the desk's own connections
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
     def serialises_sessions(self) -> bool:
