@@ -4,6 +4,8 @@ concurrency levels. Bounded: each level runs for ``--seconds`` (default 3).
     .venv/bin/python bench/server_load.py                   # spawns `routegate serve` (embedded PostgreSQL)
     .venv/bin/python bench/server_load.py --workers 2       # two server processes over one PostgreSQL
     .venv/bin/python bench/server_load.py --desk fake       # the same server around the in-memory fake desk
+    .venv/bin/python bench/server_load.py --desk both --concurrency 32 --modes json --rounds 2
+                                                            # fake and real desk servers in turn, in one run
     .venv/bin/python bench/server_load.py --mix unsure      # 2 of 5 messages decided by the embedding layer
     .venv/bin/python bench/server_load.py --url http://127.0.0.1:8000   # an already running server
 
@@ -204,7 +206,13 @@ async def bench(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="benchmark this running server instead of spawning one")
-    parser.add_argument("--desk", choices=["real", "fake"], default="real", help="desk of the spawned server")
+    parser.add_argument(
+        "--desk",
+        choices=["real", "fake", "both"],
+        default="real",
+        help="desk of the spawned server; both: a fake-desk and a real-desk server in turn, --rounds times",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --desk both: rounds of the pair (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="server processes of the spawned real-desk server")
     parser.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default 1,8,32)")
     parser.add_argument("--modes", default="json,stream", help="json, stream or both (default)")
@@ -222,6 +230,8 @@ def main() -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     modes = [m.strip() for m in args.modes.split(",")]
     load, probe = os.getloadavg()[0], cpu_probe_seconds()  # before the server starts
+    if args.desk == "both" and not args.url:
+        return _both(args, levels, modes, load, probe)
     with contextlib.ExitStack() as stack:
         url = args.url or stack.enter_context(spawned_server(args.desk, args.workers))
         results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix]))
@@ -237,6 +247,43 @@ def main() -> int:
             f"{r['mode']:<7}{r['concurrency']:>5}{r['requests']:>10}{r['errors']:>8}"
             f"{r['rps']:>9.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
         )
+    return 0
+
+
+def _both(args: argparse.Namespace, levels: list[int], modes: list[str], load: float, probe: float) -> int:
+    """A fake-desk server then a real-desk server, ``--rounds`` times (so a shared machine's drift spreads over
+    both); the real desk's req/s as a share of the fake desk's, and its p99 as a multiple, per round."""
+    rows: list[dict[str, object]] = []
+    for r in range(args.rounds):
+        for desk in ("fake", "real"):
+            with spawned_server(desk, args.workers) as url:
+                for result in asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix])):
+                    rows.append({"round": r + 1, "desk": desk, "load": os.getloadavg()[0], **result})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"POST /chat, fake then real desk ({args.workers} worker(s)) per round, {args.mix!r} messages,")
+    print(f"{args.seconds:g} s per level; before the run: load average {load:.2f}, CPU probe {probe:.2f} s")
+    print(
+        f"{'round':<6}{'mode':<7}{'conc':>5}{'fake req/s':>11}{'p99 ms':>8}{'real req/s':>11}{'p99 ms':>8}"
+        f"{'real/fake':>10}{'p99 x':>7}{'load':>6}"
+    )
+    for r in range(1, args.rounds + 1):
+        for mode in modes:
+            for c in levels:
+                fake, real = (
+                    next(x for x in rows if (x["round"], x["desk"], x["mode"], x["concurrency"]) == (r, d, mode, c))
+                    for d in ("fake", "real")
+                )
+                share = float(real["rps"]) / float(fake["rps"])  # type: ignore[arg-type]
+                times = float(real["p99_ms"]) / float(fake["p99_ms"])  # type: ignore[arg-type]
+                print(
+                    f"{r:<6}{mode:<7}{c:>5}{fake['rps']:>11.1f}{fake['p99_ms']:>8.1f}{real['rps']:>11.1f}"
+                    f"{real['p99_ms']:>8.1f}{share:>10.0%}{times:>7.1f}{real['load']:>6.2f}"
+                )
+    errors = sum(int(x["errors"]) for x in rows)  # type: ignore[call-overload]
+    if errors:
+        print(f"errors: {errors}")
     return 0
 
 

@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -17,6 +17,7 @@ from routegate.apps.support.contracts import (
     AnswerToken,
     ReportsModelHealth,
     RouteChosen,
+    SerialisesSessions,
     SupportDesk,
     SupportEvent,
     ToolUsed,
@@ -42,17 +43,24 @@ _UNAVAILABLE_MESSAGE = "the database is unavailable right now; try again shortly
 
 
 class SessionLocks:
-    """One :class:`asyncio.Lock` per active session: a process runs a session's turns one at a time, in the order
-    they arrived, whatever desk it serves. Entries are dropped when nobody holds or waits for them.
+    """A process runs a session's turns one at a time, in the order they arrived, whatever desk it serves: with
+    one lock per session, and one only. A desk that serialises its sessions itself (:class:`SerialisesSessions`:
+    the support desk, on a PostgreSQL advisory lock per session that holds across processes,
+    :meth:`routegate.apps.support.memory.MessageStore.hold`) is that lock: :meth:`hold` then leaves the session to
+    the desk, and ``len()`` counts the desk's sessions. For any other desk (the fake desk), one
+    :class:`asyncio.Lock` per active session, dropped when nobody holds or waits for it."""
 
-    Across processes (workers, servers, Ray Serve replicas over one database) the support desk serialises a
-    session itself, on a PostgreSQL advisory lock (:meth:`routegate.apps.support.memory.MessageStore.hold`)."""
-
-    def __init__(self) -> None:
+    def __init__(self, desk: object = None) -> None:
+        self._desk = desk if isinstance(desk, SerialisesSessions) else None
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
+    def hold(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        if self._desk is not None and self._desk.serialises_sessions():
+            return nullcontext()  # the desk's iter and reset take the session's lock themselves
+        return self._hold(session_id)
+
     @asynccontextmanager
-    async def hold(self, session_id: str) -> AsyncIterator[None]:
+    async def _hold(self, session_id: str) -> AsyncIterator[None]:
         lock, users = self._locks.get(session_id, (None, 0))
         if lock is None:
             lock = asyncio.Lock()
@@ -68,7 +76,8 @@ class SessionLocks:
                 self._locks[session_id] = (lock, users - 1)
 
     def __len__(self) -> int:
-        return len(self._locks)
+        held = self._desk.sessions_held() if self._desk is not None and self._desk.serialises_sessions() else 0
+        return held + len(self._locks)
 
 
 class DatabaseState:

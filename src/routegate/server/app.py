@@ -54,7 +54,7 @@ def create_app(
         desk=desk,
         settings=settings,
         metrics=metrics or ServerMetrics(),
-        locks=SessionLocks(),
+        locks=SessionLocks(desk),
         keys=KeyRing(settings.server_keys),
         limiter=limiter_for(settings),
     )

@@ -12,7 +12,14 @@ from routegate._extras import needs
 with needs("server"):
     from fastapi import FastAPI
 
-from routegate.apps.support.contracts import Message, ReportsModelHealth, SupportDesk, SupportEvent, TurnResult
+from routegate.apps.support.contracts import (
+    Message,
+    ReportsModelHealth,
+    SerialisesSessions,
+    SupportDesk,
+    SupportEvent,
+    TurnResult,
+)
 from routegate.errors import RuntimeFaultError
 from routegate.server.app import create_app
 from routegate.settings import Settings
@@ -51,6 +58,14 @@ class DeferredDesk:
     def model_health(self) -> str | None:
         desk = self._desk
         return desk.model_health() if isinstance(desk, ReportsModelHealth) else None
+
+    def serialises_sessions(self) -> bool:
+        desk: object = self._desk
+        return isinstance(desk, SerialisesSessions) and desk.serialises_sessions()
+
+    def sessions_held(self) -> int:
+        desk: object = self._desk
+        return desk.sessions_held() if isinstance(desk, SerialisesSessions) else 0
 
 
 def app_from_environment() -> FastAPI:

@@ -155,3 +155,19 @@ class ReportsModelHealth(Protocol):
     """A desk that can tell its chat model's state (``ok``, ``degraded``, ``down``, or ``off``: none configured)."""
 
     def model_health(self) -> str: ...
+
+
+@runtime_checkable
+class SerialisesSessions(Protocol):
+    """A desk whose own lock runs each session's turns one at a time (the support desk: a PostgreSQL advisory lock
+    per session, so across every process over its database): its ``iter`` waits for the session's previous turn
+    (and ends with an ``error`` event ``session_busy`` when that takes too long), its ``reset`` for the running
+    turn. The server then adds no lock of its own; for any other desk it serialises a session's turns in process."""
+
+    def serialises_sessions(self) -> bool:
+        """Whether this desk serialises its sessions itself (a desk that forwards to another answers for it)."""
+        ...
+
+    def sessions_held(self) -> int:
+        """How many sessions this process holds or waits for under the desk's lock."""
+        ...

@@ -68,7 +68,7 @@ from routegate.core.provenance import From
 from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, span
 from routegate.embed import Encoder, MemoEncoder, request_scope
-from routegate.errors import ConfigurationError
+from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
 from routegate.plan import Plan, PlanResult
 
@@ -227,12 +227,27 @@ class SupportAgent:
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
     async def reset(self, session_id: str) -> None:
-        """Forget the session's messages; :class:`DatabaseUnavailableError` when the database is unavailable."""
+        """Forget the session's messages, after the session's running turn (if any) has ended: it holds the
+        session's lock as a turn does. :class:`DatabaseUnavailableError` when the database is unavailable;
+        :class:`~routegate.apps.support.advisory.LockTimeoutError` when the session stays busy for the budget's
+        ``max_seconds``."""
         check_session_id(session_id)
         try:
-            await self.memory.clear(session_id)
-        except psycopg.OperationalError as exc:
+            async with self.memory.hold(session_id, within=self.budget.max_seconds):
+                await self.memory.clear(session_id)
+        except LockTimeoutError:
+            raise
+        except (psycopg.OperationalError, RuntimeFaultError) as exc:  # the database, or the desk's own connections
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
+
+    def serialises_sessions(self) -> bool:
+        """True: the desk runs a session's turns one at a time itself, in every process over its database (a
+        PostgreSQL advisory lock per session, :meth:`MessageStore.hold`); a server adds no lock of its own."""
+        return True
+
+    def sessions_held(self) -> int:
+        """How many sessions this process holds or waits for (the session locks' names in use)."""
+        return len(self.db.locks)
 
     async def healthy(self) -> bool:
         return self._plan is not None and await self.db.ping()

@@ -13,6 +13,12 @@ every value longer than ``max_field_chars`` characters cut to that length, and r
 stays within ``max_bytes``. A cut result says so (``truncated`` and a ``truncation`` sentence). A client-side
 deadline (the statement timeout plus a short grace) cancels the statement on the server if PostgreSQL's own
 timeout has not ended it by then.
+
+One call is one round trip: the transaction's set-up, the bounded query and the rollback go to PostgreSQL as one
+pipeline (psycopg's pipeline mode: the statements are sent together and run in order, and the client waits once).
+The bounded query needs the checked query's column names; they are read once per checked query (a ``LIMIT 0``
+describe, in the same read-only transaction as the reader role) and kept, with the rendered statement, for the
+next call of the same query (at most :data:`PLAN_CACHE_SIZE` of them).
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ with needs("desk"):
     from psycopg import sql
     from psycopg.pq import TransactionStatus
 
-from routegate.apps.support._bounded import Bounds, bounded_query, describe_query, read_bounded
-from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support._bounded import BoundedRows, Bounds, bounded_query, describe_query, read_bounded
+from routegate.apps.support.db import AsyncConn, SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.sqlguard import check_sql
 from routegate.errors import ConfigurationError
@@ -46,6 +52,10 @@ DEFAULT_MAX_FIELD_CHARS: Final = 2000
 DEFAULT_STATEMENT_TIMEOUT_MS: Final = 2000
 DEADLINE_GRACE_SECONDS: Final = 0.25
 """How long after ``statement_timeout`` the client stops waiting and cancels the statement itself."""
+PLAN_CACHE_SIZE: Final = 256
+"""How many checked queries keep their column names and rendered bounded statement (the oldest goes first)."""
+_JOIN: Final = sql.SQL("; ")
+_ROLLBACK: Final = b"ROLLBACK"
 
 _COLUMNS_SQL: Final = (
     "SELECT c.relname AS table, a.attname AS column FROM pg_catalog.pg_attribute a "
@@ -111,6 +121,8 @@ class PostgresTool:
         self.statement_timeout_ms = statement_timeout_ms
         self.bounds = Bounds(rows=row_cap, bytes=max_bytes, field_chars=max_field_chars)
         self._columns: dict[str, tuple[str, ...]] | None = None
+        self._setup: tuple[str | None, tuple[bytes, ...]] | None = None  # (reader role, _begin()'s statements)
+        self._plans: dict[str, _Plan] = {}  # checked SQL -> its column names and bounded statement
 
     @property
     def deadline_seconds(self) -> float:
@@ -166,18 +178,12 @@ class PostgresTool:
                     # the whole exchange under one client deadline: if it passes, the task is cancelled and psycopg
                     # sends PostgreSQL a cancel request for the running statement
                     async with asyncio.timeout(self.deadline_seconds):
-                        # four round trips: the transaction set-up as one simple-protocol batch, the query's
-                        # column names, the bounded query, the rollback
-                        await conn.execute(self._begin())
-                        described = await conn.execute(describe_query(checked.sql), checked.params)
-                        names = [column.name for column in described.description or ()]
-                        statement = bounded_query(checked.sql, len(names), self.bounds)
-                        fetched = await read_bounded(await conn.execute(statement, checked.params), self.bounds)
+                        plan, fetched = await self._exchange(conn, checked.sql, checked.params)
                 finally:
                     # a failed or cancelled statement leaves the transaction open; nothing to do if the connection
                     # is gone: the pool discards such connections
-                    if conn.info.transaction_status in _OPEN:
-                        await conn.execute("ROLLBACK")
+                    if conn.info.transaction_status in _OPEN and not conn.closed:
+                        await conn.execute(_ROLLBACK)
         except (psycopg.errors.QueryCanceled, TimeoutError) as exc:
             raise ToolError(
                 "statement_timeout", f"the query ran longer than statement_timeout={self.statement_timeout_ms} ms"
@@ -188,10 +194,62 @@ class PostgresTool:
         rows = tuple(
             {
                 name: _plain(value)
-                for name, value in zip(names, json.loads(text, parse_float=decimal.Decimal), strict=True)
+                for name, value in zip(plan.names, json.loads(text, parse_float=decimal.Decimal), strict=True)
             }
             for text in fetched.rows
         )
         return SqlResult(
             rows=rows, row_count=len(rows), truncated=fetched.truncation is not None, truncation=fetched.truncation
         )
+
+    async def _exchange(
+        self, conn: AsyncConn, checked: str, params: Mapping[str, Any] | None
+    ) -> tuple[_Plan, BoundedRows]:
+        """One pipeline: the set-up (``BEGIN READ ONLY`` and its ``SET LOCAL`` s), the bounded query, ``ROLLBACK``.
+        A query seen for the first time is described first, in the same transaction (one more round trip)."""
+        opening = self._setup_statements()
+        plan = self._plans.get(checked)
+        if plan is None:
+            async with conn.pipeline():
+                for statement in opening:
+                    await conn.execute(statement)
+                described = await conn.execute(describe_query(checked), params)
+            names = tuple(column.name for column in described.description or ())
+            plan = self._remember(checked, _Plan(names, bounded_query(checked, len(names), self.bounds).as_bytes(conn)))
+            opening = ()  # the transaction is open already
+        async with conn.pipeline():
+            for statement in opening:
+                await conn.execute(statement)
+            cursor = await conn.execute(plan.statement, params)
+            await conn.execute(_ROLLBACK)
+        return plan, await read_bounded(cursor, self.bounds)
+
+    def _setup_statements(self) -> tuple[bytes, ...]:
+        """:meth:`_begin`'s statements one by one (a pipeline sends each on its own), rendered once per reader
+        role."""
+        role = self._db.reader_role
+        if self._setup is None or self._setup[0] != role:
+            statements: list[bytes] = []
+            part: list[sql.Composable] = []
+            for piece in [*self._begin(), _JOIN]:
+                if piece == _JOIN:
+                    statements.append(sql.Composed(part).as_bytes(None))
+                    part = []
+                else:
+                    part.append(piece)
+            self._setup = (role, tuple(statements))
+        return self._setup[1]
+
+    def _remember(self, checked: str, plan: _Plan) -> _Plan:
+        if len(self._plans) >= PLAN_CACHE_SIZE:
+            del self._plans[next(iter(self._plans))]
+        self._plans[checked] = plan
+        return plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A checked query's result column names and its bounded statement, rendered (``%(name)s`` placeholders kept)."""
+
+    names: tuple[str, ...]
+    statement: bytes

@@ -1,0 +1,34 @@
+"""``bench/desk_cost.py`` stays runnable, and what it counts from libpq's protocol trace is what the desk sends:
+a rule-routed SQL question costs three round trips on the pool (history read, the SQL tool's pipeline, memory
+write); the other routes two or three."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "desk_cost.py"
+
+
+def test_the_cost_benchmark_counts_the_round_trips_of_each_route(tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    small = ["--count-turns", "3", "--turns", "3", "--load-turns", "8", "--concurrency", "2"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *small, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    pool = {route: row["pool_round_trips"] for route, row in figures["counts"].items()}
+    assert pool == {"POSTGRES": 3.0, "VECTOR": 3.0, "EXTERNAL": 2.0, "LLM": 2.0}
+    assert figures["counts"]["POSTGRES"]["statements"] >= 9  # the SQL tool's six go in its one pipeline
+    assert figures["load"]["turns_per_s"] > 0 and figures["costs"]["POSTGRES"]["desk_cpu_ms"] > 0
