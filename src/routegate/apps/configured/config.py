@@ -105,6 +105,11 @@ class ToolConfig(_Strict):
         return self
 
 
+class RouterConfig(_Strict):
+    min_score: float = Field(default=0.40, ge=0.0, le=1.0)
+    min_margin: float = Field(default=0.04, ge=0.0, le=1.0)
+
+
 class RouteConfig(_Strict):
     name: Identifier
     kind: RouteKind
@@ -128,6 +133,7 @@ class DeskConfig(_Strict):
     tables: list[TableConfig] = Field(default_factory=list)
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
     tools: list[ToolConfig] = Field(default_factory=list)
+    router: RouterConfig = Field(default_factory=RouterConfig)
     routes: list[RouteConfig] = Field(min_length=1)
 
     @model_validator(mode="after")

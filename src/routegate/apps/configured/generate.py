@@ -86,8 +86,12 @@ def sql_examples(root: Table, members: Sequence[Table], by_name: Mapping[str, Ta
         out.append(f"list {values[-1]} {many}")
     if name is not None:
         out.append(f"find the {label} {name}")
-        if plain:
-            out.append(f"what is the {words_of(plain[0])} of {name}")
+        # the names of a few rows, alone and with each readable column: a question naming a row needs no table word
+        names = [n for r in root.sample[:4] if (n := _value(r, named)) is not None]
+        out += names[:3]
+        for index, column in enumerate(plain):
+            who = names[index % len(names)] if names else name
+            out.append(f"what is the {words_of(column)} of {who}")
     for fk in root.foreign_keys:
         parent = singular(fk.references)
         out.append(f"which {parent} does {label} {key} belong to")
@@ -105,22 +109,27 @@ def sql_examples(root: Table, members: Sequence[Table], by_name: Mapping[str, Ta
 def kb_examples(documents: Sequence[Document], max_chars: int, limit: int = 16) -> list[str]:
     """Questions made from the documents' titles and section headings."""
     out: list[str] = []
+    sentences: list[str] = []
     for document in documents:
         out.append(f"tell me about {document.title.lower()}")
         for chunk in chunks_of(document, max_chars):
             heading = chunk.heading.strip().rstrip("?:.").lower()
             if heading and heading != document.title.lower():
                 out.append(f"{heading}?" if heading.split()[0] in ("how", "what", "when", "can", "do") else heading)
-    return list(dict.fromkeys(out))[:limit]
+            first = re.split(r"(?<=[.!?])\s+", chunk.content)[0]
+            if 20 <= len(first) <= 200:
+                sentences.append(first)  # what the passage says: questions about it land near it
+    return list(dict.fromkeys(out))[:limit] + list(dict.fromkeys(sentences))[:limit]
 
 
-def kb_keywords(documents: Sequence[Document], taken: set[str], limit: int = 12) -> list[str]:
+def kb_keywords(documents: Sequence[Document], taken: set[str], limit: int = 16) -> list[str]:
     """The words of the documents' titles, except table words: the topics the rules send to the knowledge base."""
     counts: Counter[str] = Counter()
     for document in documents:
         for word in re.findall(r"[a-z][a-z-]{3,}", document.title.lower()):
-            if word not in _STOP and word not in taken:
-                counts[word] += 1
+            for form in dict.fromkeys((word, singular(word))):
+                if form not in _STOP and form not in taken:
+                    counts[form] += 1
     return [word for word, _ in counts.most_common(limit)]
 
 
@@ -188,6 +197,7 @@ def desk_data(
         "tables": table_entries,
         "knowledge": {"paths": list(knowledge_paths), "chunk_chars": chunk_chars, "min_score": 0.35},
         "tools": [],
+        "router": {"min_score": 0.40, "min_margin": 0.04},
         "routes": routes,
     }
 

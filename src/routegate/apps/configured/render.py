@@ -29,6 +29,10 @@ _COMMENTS: Mapping[str, str] = {
         "# The documents of the knowledge base (Markdown, text, HTML; folders are searched recursively), cut into\n"
         "# chunks of at most chunk_chars characters. An answer quotes the best chunk scoring >= min_score."
     ),
+    "router": (
+        "# The embedding layer: a message whose best route scores under min_score (cosine similarity to that route's\n"
+        "# examples) goes to the llm route; one within min_margin of the runner-up gets a clarifying question."
+    ),
     "tools": (
         "# HTTP tools, each a route target. Example:\n"
         "# [[tools]]\n"
@@ -85,7 +89,7 @@ def _body(entry: Mapping[str, Any]) -> list[str]:
 
 def render(data: Mapping[str, Any]) -> str:
     out = [_HEADER]
-    for section in ("desk", "database", "knowledge"):
+    for section in ("desk", "database", "knowledge", "router"):
         out += [_COMMENTS[section], f"[{section}]", *_body(data[section]), ""]
     for section in ("tables", "tools", "routes"):
         out.append(_COMMENTS[section])

@@ -41,7 +41,12 @@ def route_examples(config: DeskConfig) -> dict[SupportRoute, tuple[str, ...]]:
 
 
 def embedding_layer(config: DeskConfig, encoder: Encoder) -> ExampleEmbeddingLayer:
-    return ExampleEmbeddingLayer(encoder, examples=route_examples(config))
+    return ExampleEmbeddingLayer(
+        encoder,
+        examples=route_examples(config),
+        min_score=config.router.min_score,
+        min_margin=config.router.min_margin,
+    )
 
 
 def router_prompt(config: DeskConfig) -> str:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from routegate.apps.configured._stars import expand_stars
 from routegate.apps.configured.config import DeskConfig, ToolConfig
 from routegate.apps.configured.kb import KnowledgeBase
 from routegate.apps.configured.planner import Lookup, SqlPlanner
@@ -46,6 +47,11 @@ class DeskSqlTool(PostgresTool):
 
     async def _readable_columns(self) -> dict[str, tuple[str, ...]]:
         return dict(self.columns)  # checked against the catalog at start (database.prepare)
+
+    async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
+        """The built-in tool's run, after ``*`` is expanded to the readable columns (:mod:`._stars`)."""
+        expanded = expand_stars(query, self.columns)
+        return await super().run(expanded if isinstance(expanded, str) else query, params)
 
 
 def _observation(
