@@ -50,7 +50,10 @@ def shop_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Path:
     base = tmp_path_factory.mktemp("shop")
     shutil.copy(SHOP / "shop.sql", base / "shop.sql")
     shutil.copytree(SHOP / "docs", base / "docs")
-    assert desk_init(pg_url, base, str(base / "shop"), "--from-sql", str(base / "shop.sql"), "--kb", str(base / "docs")) == 0
+    assert (
+        desk_init(pg_url, base, str(base / "shop"), "--from-sql", str(base / "shop.sql"), "--kb", str(base / "docs"))
+        == 0
+    )
     return base / "shop"
 
 

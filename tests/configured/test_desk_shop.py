@@ -118,12 +118,11 @@ async def test_the_reader_role_cannot_read_the_excluded_column_either(shop: Conf
 
     role = shop.data.reader_role
     assert role is not None
-    async with shop.data.connection() as conn:
-        async with conn.transaction(force_rollback=True):
-            await conn.execute(f'SET LOCAL ROLE "{role}"')
-            await conn.execute('SELECT "email" FROM desk_shop."customers"')
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                await conn.execute('SELECT "password_hash" FROM desk_shop."customers"')
+    async with shop.data.connection() as conn, conn.transaction(force_rollback=True):
+        await conn.execute(f'SET LOCAL ROLE "{role}"')
+        await conn.execute('SELECT "email" FROM desk_shop."customers"')
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await conn.execute('SELECT "password_hash" FROM desk_shop."customers"')
 
 
 async def test_a_star_select_sees_only_the_readable_columns(shop: ConfiguredDesk) -> None:

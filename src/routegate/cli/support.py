@@ -60,10 +60,10 @@ async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
     LLM configured the factory checks the LLM settings before any database starts, as it always does.
     """
     if settings.desk is not None:  # your own desk (--desk / ROUTEGATE_DESK): routegate.cli.desk
-        from routegate.cli.desk import open_desk
+        from routegate.cli.desk import open_desk as open_configured
 
-        async with open_desk(settings, settings.desk) as desk:
-            yield desk
+        async with open_configured(settings, settings.desk) as configured:
+            yield configured
         return
     database = None
     if not settings.llm_enabled:

@@ -140,35 +140,35 @@ class DeskConfig(_Strict):
     def _references(self) -> DeskConfig:
         tables = {t.name: t for t in self.tables}
         if len(tables) != len(self.tables):
-            raise ValueError("two [[tables]] have the same name")
-        for table in self.tables:
+            raise ValueError("tables: two [[tables]] have the same name; keep one")
+        for index, table in enumerate(self.tables):
+            where = f"tables[{index}] (name = {table.name!r}).foreign_keys"
             for fk in table.foreign_keys:
                 if fk.references not in tables:
                     raise ValueError(
-                        f"table {table.name!r}: foreign key {fk.column} references {fk.references!r}, which is not a "
-                        "readable table (add it to [[tables]] or remove the foreign key)"
+                        f"{where}: {fk.column} references {fk.references!r}, which is not a readable table "
+                        "(add it to [[tables]] or remove the foreign key)"
                     )
                 if fk.ref_column not in tables[fk.references].columns:
-                    raise ValueError(f"table {table.name!r}: foreign key {fk.column} references a column not readable")
+                    raise ValueError(f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable")
         tools = {t.name for t in self.tools}
         names = [r.name for r in self.routes]
         if len(set(names)) != len(names):
-            raise ValueError("two [[routes]] have the same name")
-        for route in self.routes:
-            for table in route.tables:
-                if table not in tables:
+            raise ValueError("routes: two [[routes]] have the same name; rename one")
+        for index, route in enumerate(self.routes):
+            where = f"routes[{index}] (name = {route.name!r})"
+            for name in route.tables:
+                if name not in tables:
                     raise ValueError(
-                        f"route {route.name!r} names table {table!r}, which is not in [[tables]] "
-                        f"(readable tables: {sorted(tables)})"
+                        f"{where}.tables: {name!r} is not in [[tables]] (readable tables: {sorted(tables)}); "
+                        "add the table or remove it from the route"
                     )
             if route.kind == "tool" and route.target not in tools:
-                raise ValueError(
-                    f"route {route.name!r} targets tool {route.target!r}, not one of [[tools]] {sorted(tools)}"
-                )
+                raise ValueError(f"{where}.target: {route.target!r} is not one of [[tools]] {sorted(tools)}")
             if route.kind == "kb" and not self.knowledge.paths:
-                raise ValueError(f'route {route.name!r} of kind "kb" needs [knowledge] paths = [...]')
+                raise ValueError(f'{where}: a route of kind "kb" needs [knowledge] paths = [...]')
         if not any(r.kind == "llm" for r in self.routes):
-            raise ValueError('the routes need one of kind "llm" (where a message no other route fits goes)')
+            raise ValueError('routes: one route needs kind = "llm" (where a message no other route fits goes); add it')
         return self
 
     def table(self, name: str) -> TableConfig:
@@ -181,41 +181,36 @@ class DeskConfig(_Strict):
         return {t.name: tuple(t.columns) for t in self.tables}
 
 
-def _where(loc: tuple[int | str, ...]) -> str:
-    parts: list[str] = []
+def _field(loc: tuple[int | str, ...], data: object) -> str:
+    """``routes[2] (name = 'orders').tables``: the path of the field, with the item's name when it has one (easier
+    to find in the file)."""
+    out = ""
+    node: object = data
     for item in loc:
         if isinstance(item, int):
-            parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
+            out += f"[{item}]"
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None
+            if isinstance(name, str):
+                out += f" (name = {name!r})"
         else:
-            parts.append(str(item))
-    return ".".join(parts) or "(top level)"
+            out += f".{item}" if out else item
+            node = node.get(item) if isinstance(node, dict) else None
+    return out or "(top level)"
 
 
 def describe_validation(path: Path, error: ValidationError, data: object = None) -> str:
-    """One line per problem: the file, the field (``routes[2].tables``) and what is wrong."""
+    """One line per problem: the file, the field (``routes[2] (name = 'orders').tables``) and what is wrong."""
     lines: list[str] = []
     for problem in error.errors():
-        loc = tuple(x for x in problem["loc"] if not (isinstance(x, str) and x.startswith("function-after")))
-        field = _where(loc)
-        field = _named(field, loc, data)
+        loc = tuple(x for x in problem["loc"] if not (isinstance(x, str) and x.startswith("function-")))
         message = str(problem["msg"]).removeprefix("Value error, ")
         if problem["type"] == "extra_forbidden":
             message = "unknown field: remove it or check its spelling (docs/desk.md lists every field)"
         elif problem["type"] == "missing":
             message = "required field is missing: add it (docs/desk.md lists every field)"
-        lines.append(f"{path}: {field}: {message}")
+        lines.append(f"{path}: {_field(loc, data)}: {message}" if loc else f"{path}: {message}")
     return "; ".join(lines)
-
-
-def _named(field: str, loc: tuple[int | str, ...], data: object) -> str:
-    """``routes[2]`` → ``routes[2] (name = "orders")`` when the item has a name: easier to find in the file."""
-    if len(loc) >= 2 and isinstance(loc[0], str) and isinstance(loc[1], int) and isinstance(data, dict):
-        items = data.get(loc[0])
-        if isinstance(items, list) and loc[1] < len(items) and isinstance(items[loc[1]], dict):
-            name = items[loc[1]].get("name")
-            if isinstance(name, str):
-                return f"{field} (name = {name!r})"
-    return field
 
 
 def parse_config(text: str, path: Path) -> DeskConfig:

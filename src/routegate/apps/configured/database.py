@@ -68,17 +68,16 @@ def sql_source(config: DeskConfig, desk_dir: Path) -> tuple[str, str] | None:
 async def prepare(config: DeskConfig, desk_dir: Path, data: SupportDatabase, state: SupportDatabase) -> None:
     """Create the state schema, load (or reload) the SQL file, check the readable tables and columns exist, and
     set up the reader role. Idempotent; cheap when nothing changed."""
-    async with state.connection() as conn:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.desk.' || %s))", (config.desk.name,))
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(state.schema)))
-            for statement in _STATE_DDL:
-                await conn.execute(statement)
-            source = sql_source(config, desk_dir)
-            if source is not None:
-                await _load(conn, config, data.schema, *source)
-            await _check_tables(conn, config, data.schema)
+    async with state.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.desk.' || %s))", (config.desk.name,))
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(state.schema)))
+        for statement in _STATE_DDL:
+            await conn.execute(statement)
+        source = sql_source(config, desk_dir)
+        if source is not None:
+            await _load(conn, config, data.schema, *source)
+        await _check_tables(conn, config, data.schema)
     data.reader_role = await _reader(config, data)
 
 

@@ -145,9 +145,9 @@ def chunks_of(document: Document, max_chars: int) -> list[Chunk]:
         if not block:
             continue
         lines = block.splitlines()
-        heading = _HEADING.match(lines[0])
-        if heading:
-            sections.append((heading.group(2), []))
+        opening = _HEADING.match(lines[0])
+        if opening:
+            sections.append((opening.group(2), []))
             block = "\n".join(lines[1:]).strip()
             if not block:
                 continue

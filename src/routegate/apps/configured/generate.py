@@ -34,8 +34,54 @@ LLM_EXAMPLES: Final = (
     "never mind",
 )
 _STOP: Final = frozenset(
-    "a an and are as at be by can do does for from how i in is it my of on or our the to we what when where which who "
-    "why will with you your this that these those about into if not no yes".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "the",
+        "to",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "this",
+        "that",
+        "these",
+        "those",
+        "about",
+        "into",
+        "if",
+        "not",
+        "no",
+        "yes",
+    ]
 )
 
 
@@ -81,7 +127,7 @@ def sql_examples(root: Table, members: Sequence[Table], by_name: Mapping[str, Ta
     if plain:
         out.append(f"what is the {words_of(plain[0])} of {label} {key}")
         out.append(f"{words_of(plain[-1])} of {label} {key2}")
-    for column, values in list(root.filters.items())[:2]:
+    for values in list(root.filters.values())[:2]:
         out.append(f"how many {many} are {values[0]}")
         out.append(f"list {values[-1]} {many}")
     if name is not None:

@@ -101,7 +101,8 @@ async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encode
                 continue
             (updated if document.source in before else added).append(document.source)
             chunks = chunks_of(document, config.knowledge.chunk_chars)
-            vectors = await encode_async(encoder, [f"{c.heading}. {c.content}" for c in chunks]) if chunks else []
+            texts = [f"{c.heading}. {c.content}" for c in chunks]
+            vectors = list(await encode_async(encoder, texts)) if texts else []
             await conn.execute("DELETE FROM kb_chunks WHERE source = %s", (document.source,))
             async with conn.cursor() as write:
                 await write.executemany(

@@ -29,10 +29,96 @@ from routegate.apps.configured.words import words_of
 _COUNT: Final = re.compile(r"\b(?:how many|count|number of)\b")
 _WHO: Final = re.compile(r"\b(?:who|whose|which (?:person|user|client|buyer))\b")
 _STOP: Final = frozenset(
-    "a about all an and any are as at be by can could customer details did do does each every find for from get "
-    "give has have he her his how i in info is it its list look many me my name named of on or our please pls show "
-    "she still tell that the their them they this to up what when where which who whose why will with would you "
-    "your yes no and also ok hi hello thanks placed place bought buy ordered made".split()
+    [
+        "a",
+        "about",
+        "all",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "could",
+        "customer",
+        "details",
+        "did",
+        "do",
+        "does",
+        "each",
+        "every",
+        "find",
+        "for",
+        "from",
+        "get",
+        "give",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "info",
+        "is",
+        "it",
+        "its",
+        "list",
+        "look",
+        "many",
+        "me",
+        "my",
+        "name",
+        "named",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "pls",
+        "show",
+        "she",
+        "still",
+        "tell",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "up",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yes",
+        "no",
+        "and",
+        "also",
+        "ok",
+        "hi",
+        "hello",
+        "thanks",
+        "placed",
+        "place",
+        "bought",
+        "buy",
+        "ordered",
+        "made",
+    ]
 )
 _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "cost": ("price", "total", "amount"),
@@ -264,9 +350,9 @@ class SqlPlanner:
                 condition = f"k.{_q(table.name_column)} ILIKE :name"
                 out.append(self._by_key(table, condition, {"name": f"%{name}%"}, found, f"{table.label} “{name}”"))
             return out
-        table = found.mentioned[0] if found.mentioned else (found.filters[0][0] if found.filters else None)
-        if table is None:
+        if not found.mentioned and not found.filters:
             return []
+        table = found.mentioned[0] if found.mentioned else found.filters[0][0]
         params: dict[str, Any] = {}
         where = self._filters_sql(table, found, params)
         query, _ = self._rows(table, where, params, counting=found.counting)

@@ -42,7 +42,7 @@ def arguments(tool: ToolConfig, message: str) -> dict[str, Any] | None:
             if codes:
                 out[name] = codes.pop(0)
             else:
-                capitalised = [w for w in re.findall(r"\b[A-Z][\w-]+\b", message)[1:]]
+                capitalised = re.findall(r"\b[A-Z][\w-]+\b", message)[1:]
                 if not capitalised:
                     return None
                 out[name] = capitalised[-1]
