@@ -128,3 +128,20 @@ async def test_the_reader_role_cannot_read_the_excluded_column_either(shop: Conf
 async def test_a_star_select_sees_only_the_readable_columns(shop: ConfiguredDesk) -> None:
     result = await shop.sql.run("SELECT * FROM customers WHERE id = 1")
     assert result.rows and "password_hash" not in result.rows[0] and result.rows[0]["name"] == "Maria Garcia"
+
+
+async def test_the_http_server_runs_the_configured_desk(shop: ConfiguredDesk, pg_url: str, tmp_path: Path) -> None:
+    """``serve --desk`` builds the same app on the configured desk: /v1 and /healthz answer from the shop."""
+    import httpx
+
+    from routegate.server import create_app
+    from routegate.settings import Settings
+
+    app = create_app(desk=shop, settings=Settings(database_url=pg_url, data_dir=tmp_path))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://desk") as client:
+        health = await client.get("/healthz")
+        assert health.status_code == 200 and health.json()["database"] == "ok"
+        body = {"model": "routegate", "messages": [{"role": "user", "content": "What is the status of order 1041?"}]}
+        reply = await client.post("/v1/chat/completions", json=body)
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"] == "Order 1041: status is shipped."
