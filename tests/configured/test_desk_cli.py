@@ -50,3 +50,18 @@ def test_route_never_offers_a_kind_the_desk_lacks(shop_dir: Path, capsys: pytest
     assert main(["route", "--desk", str(shop_dir), "What is the price of bitcoin today?", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["route"] != "EXTERNAL"  # the shop has no tool
+
+
+def test_desk_eval_reports_accuracy_and_misroutes(shop_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["desk", "eval", str(shop_dir), str(ROUTES), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["total"] >= 100 and report["accuracy"] >= 0.93
+    assert set(report["per_route"]) == {"POSTGRES", "VECTOR", "LLM"}
+    assert len(report["misroutes"]) == report["total"] - report["correct"]
+
+
+def test_desk_eval_refuses_a_bad_label(shop_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "hi", "route": "SQL"}\n', encoding="utf-8")
+    assert main(["desk", "eval", str(shop_dir), str(bad)]) == 2
+    assert "line 1: needs" in capsys.readouterr().err

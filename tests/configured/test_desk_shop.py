@@ -38,6 +38,7 @@ async def test_routing_accuracy_on_the_labelled_shop_questions(shop: ConfiguredD
         ("Who placed order 1044?", "Amara Okafor (customer 4)"),
         ("How many orders are open?", "There are 3 orders"),
         ("How many orders does Liam Murphy have?", "There are 2 orders"),
+        ("How many orders does Yuki Tanaka have?", "There is 1 order (orders of customer “Yuki Tanaka”)."),
         ("How much is the Trail Backpack?", "Trail Backpack (product 101): price is 89."),
         ("What is the email address of customer 4?", "email is amara@example.com"),
         ("Which products are in the outdoor category?", "I found 3 products"),
@@ -68,6 +69,11 @@ async def test_a_follow_up_takes_the_person_from_the_conversation(shop: Configur
 async def test_an_unknown_id_is_said_not_found(shop: ConfiguredDesk) -> None:
     result = await shop.ask("What is the status of order 9999?", session_id=_session())
     assert result.fallback == "empty" and "couldn't find order 9999" in result.answer
+
+
+async def test_a_count_for_an_unknown_name_is_not_a_zero(shop: ConfiguredDesk) -> None:
+    result = await shop.ask("How many orders does Zed Nobody have?", session_id=_session())
+    assert result.fallback == "empty" and "There" not in result.answer
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,17 @@ def register(subparsers: Any) -> None:
     init.add_argument("--tables", help="comma-separated tables the desk may read (default: every table)")
     init.add_argument("--name", help="the desk's name (default: the directory's name)")
     init.set_defaults(handler=run_init)
+    evaluate = actions.add_parser(
+        "eval",
+        help="measure the desk's router on labelled questions (JSONL: text, route)",
+        description='Route every question of FILE (one JSON object per line: {"text": ..., "route": '
+        "POSTGRES | VECTOR | EXTERNAL | LLM}) with the desk's router (offline stages; no database, no tool) and "
+        "print the accuracy, per route, and every misroute.",
+    )
+    evaluate.add_argument("directory", type=Path, help="the desk's directory")
+    evaluate.add_argument("file", type=Path, help="labelled questions (JSONL)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(handler=run_eval)
 
     kb: argparse.ArgumentParser = subparsers.add_parser(
         "kb", help="the knowledge base of your own desk: `kb ingest --desk DIR`"
@@ -118,9 +129,15 @@ def summary(result: InitResult) -> str:
     return "\n".join(lines)
 
 
-def desk_dir(settings: Settings, given: Path | None) -> Path | None:
-    """``--desk`` or ``ROUTEGATE_DESK``."""
-    return given if given is not None else settings.desk
+def run_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from routegate.apps.configured.evaluate import evaluate, read_labelled
+
+    labelled = read_labelled(args.file)  # a bad file is said before the encoder loads
+    report = asyncio.run(evaluate(desk_router(Settings(), args.directory), labelled))
+    print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else "\n".join(report.lines()))
+    return 0
 
 
 def with_desk(settings: Settings, given: Path | None) -> Settings:

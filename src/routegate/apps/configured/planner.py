@@ -321,7 +321,13 @@ class SqlPlanner:
             join = f" JOIN {_q(table.name)} k ON k.{_q(ref)} = t.{_q(column)}"
             condition = f" WHERE {key_sql}" + (f" AND {where}" if where else "")
             if found.counting:
-                query = f"SELECT count(*) AS count FROM {_q(other.name)} t{join}{condition}"
+                # one row per matching row of the named table (none when nothing matches: the next table is tried),
+                # its children counted even when there are none
+                on = f"t.{_q(column)} = k.{_q(ref)}" + (f" AND {where}" if where else "")
+                query = (
+                    f"SELECT count(t.{_q(column)}) AS count FROM {_q(table.name)} k LEFT JOIN {_q(other.name)} t "
+                    f"ON {on} WHERE {key_sql} GROUP BY k.{_q(ref)}"
+                )
                 return Lookup("count", other.name, query, params, (), f"{other.plural} of {what}")
             items, joins = self._select(other, "t")
             query = f"SELECT {items} FROM {_q(other.name)} t{join}{joins}{condition}{self._order(other, 't')}"

@@ -80,7 +80,10 @@ class DeskAnswers:
         focus = [c for c in call.get("focus") or () if isinstance(c, str)]
         plural = table.plural if table else "rows"
         if call.get("template") == "count" and rows and "count" in rows[0]:
-            return f"There are {rows[0]['count']} {plural} ({call.get('looked_for') or plural})."
+            n = rows[0]["count"]
+            label = table.label if table else "row"
+            counted = f"is {n} {label}" if n == 1 else f"are {n} {plural}"
+            return f"There {counted} ({call.get('looked_for') or plural})."
         if len(rows) == 1 and call.get("template") == "parent":
             row = rows[0]
             facts = ", ".join(f"{c.replace('_', ' ')} {_text(row[c])}" for c in focus if c in row)
