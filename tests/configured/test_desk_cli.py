@@ -65,3 +65,15 @@ def test_desk_eval_refuses_a_bad_label(shop_dir: Path, tmp_path: Path, capsys: p
     bad.write_text('{"text": "hi", "route": "SQL"}\n', encoding="utf-8")
     assert main(["desk", "eval", str(shop_dir), str(bad)]) == 2
     assert "line 1: needs" in capsys.readouterr().err
+
+
+def test_chat_with_desk_remembers_the_conversation(
+    shop_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    lines = "Which country is Maria Garcia from?\nAnd which city is she from?\n/quit\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(lines))
+    assert main(["chat", "--desk", str(shop_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "country is Spain" in out and "city is Madrid" in out

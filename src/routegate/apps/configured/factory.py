@@ -29,15 +29,19 @@ def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[Suppor
         raise DeskConfigError(
             'desk.toml: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its URL'
         )
-    readable = frozenset(t.name for t in config.tables)
-    options = {
-        "max_size": settings.db_pool_size,
-        "asynchronous_commit": settings.db_asynchronous_commit,
-        "max_advisory_locks": settings.db_max_advisory_locks,
-    }
-    data = SupportDatabase(url, schema=config.database.schema_name, readable_tables=readable, **options)  # type: ignore[arg-type]  # the options' types are the keywords'
-    state = SupportDatabase(url, schema=state_schema(config), readable_tables=frozenset(), **options)  # type: ignore[arg-type]
-    return data, state
+
+    def pool(schema: str, readable: frozenset[str]) -> SupportDatabase:
+        return SupportDatabase(
+            url,
+            schema=schema,
+            readable_tables=readable,
+            max_size=settings.db_pool_size,
+            asynchronous_commit=settings.db_asynchronous_commit,
+            max_advisory_locks=settings.db_max_advisory_locks,
+        )
+
+    data = pool(config.database.schema_name, frozenset(t.name for t in config.tables))
+    return data, pool(state_schema(config), frozenset())
 
 
 @asynccontextmanager

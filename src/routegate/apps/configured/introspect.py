@@ -116,7 +116,8 @@ def introspect(conn: psycopg.Connection[Any], schema: str, tables: list[str], *,
             entry.foreign_keys.append(Reference(str(columns[0]), str(references), str(ref_columns[0])))
     for entry in found.values():
         name = sql.Identifier(schema, entry.name)
-        entry.rows = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()[0])  # type: ignore[index]  # count(*) always returns a row
+        counted = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()
+        entry.rows = int(counted[0]) if counted else 0
         order = sql.SQL(" ORDER BY {}").format(sql.Identifier(entry.primary_key)) if entry.primary_key else sql.SQL("")
         cur = conn.execute(sql.SQL("SELECT * FROM {}{} LIMIT %s").format(name, order), (sample_rows,))
         names = [d.name for d in cur.description or ()]

@@ -9,7 +9,7 @@ stage can choose it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from routegate.apps.configured.config import DeskConfig
@@ -96,7 +96,3 @@ class DeskRouter(SupportRouter):
 def family_of(config: DeskConfig, table: str) -> str | None:
     """The configured route serving ``table`` (its family), for the trace."""
     return next((r.name for r in config.routes if table in r.tables), None)
-
-
-def kinds(config: DeskConfig) -> Mapping[str, SupportRoute]:
-    return {r.name: KIND_ROUTE[r.kind] for r in config.routes}
