@@ -107,6 +107,7 @@ def test_a_good_configuration_loads(tmp_path: Path) -> None:
         ('name = "shop"', 'name = "My Shop"', "desk.name", "pattern"),
         ('[[routes]]\nname = "chat"\nkind = "llm"', "", "routes", 'one route needs kind = "llm"'),
         ('source = "sql"', 'source = "csv"', "database.source", "'sql' or 'url'"),
+        ('schema = "desk_shop"', 'schema = "public"', "database", "must start with desk_"),
     ],
 )
 def test_a_mistake_names_the_file_the_field_and_the_fix(
@@ -190,3 +191,16 @@ def test_any_question_gives_only_guarded_parameterised_queries(planner: SqlPlann
         for word in words:
             if len(word) > 3 and word not in ("order", "orders", "customer", "customers", "city", "status"):
                 assert word not in lookup.query
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300))
+def test_any_text_is_a_config_or_a_desk_config_error(text: str) -> None:
+    from routegate.apps.configured.config import parse_config
+
+    message = "desk.toml: parsed"
+    try:
+        parse_config(GOOD[: len(GOOD) // 2] + text, Path("desk.toml"))
+    except DeskConfigError as exc:  # the only error it may raise, and it names the file
+        message = str(exc)
+    assert message.startswith("desk.toml")

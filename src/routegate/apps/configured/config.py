@@ -48,6 +48,14 @@ class DatabaseConfig(_Strict):
     def _sql_file_for_sql(self) -> DatabaseConfig:
         if self.source == "sql" and not self.sql_file:
             raise ValueError('source = "sql" needs sql_file (the SQL file loaded into the embedded database)')
+        if self.source == "sql" and not self.schema_name.startswith("desk_"):
+            # the desk rebuilds this schema when the SQL file changes: never one it does not own (public, ...)
+            raise ValueError(
+                f'schema {self.schema_name!r}: with source = "sql" the schema must start with desk_ (the desk drops '
+                "and reloads it when the SQL file changes); use desk_<name>"
+            )
+        if self.schema_name.endswith("_state"):
+            raise ValueError(f"schema {self.schema_name!r}: names ending in _state are the desks' own; choose another")
         return self
 
 
