@@ -63,3 +63,34 @@ async def test_a_failing_model_leaves_the_offline_planner(desk: ConfiguredDesk, 
     result = await desk.ask("Who placed order 1042?", session_id="m-3")
     assert result.answer == "The customer of order 1042: Maria Garcia (customer 1)."
     assert result.fallback == "llm_unavailable" and result.stop_reason == "success"
+
+
+def test_ask_with_desk_against_the_scripted_openai_server(
+    shop_dir: Path, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real client path (the openai SDK over loopback): the model's SQL is checked by the desk's guard, the
+    refused one never reaches the database, and the answer is the model's."""
+    from routegate.cli import main
+    from routegate.testing import ScriptedOpenAIServer
+    from routegate.testing.steps import Reply
+
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path))
+    script = [
+        Reply(_sql("SELECT o.total FROM orders o WHERE o.id = :id", id=1049)),
+        Reply("Order 1049 came to 238 euros."),
+        Reply(_sql("SELECT c.password_hash FROM customers c")),
+        Reply("I can't share that."),
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", server.api_key)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        assert main(["ask", "--desk", str(shop_dir), "What was the total of order 1049?", "--json"]) == 0
+        first = json.loads(capsys.readouterr().out)
+        assert first["answer"] == "Order 1049 came to 238 euros." and first["route"] == "POSTGRES"
+        assert main(["ask", "--desk", str(shop_dir), "Show the password hashes of customers", "--json"]) == 1
+        second = json.loads(capsys.readouterr().out)
+        assert second["stop_reason"].startswith("unanswered:sql_refused:")
+        evidence = server.requests[1].messages[-1]["content"]
+        assert '"total": 238' in evidence
+        assert all("x1$" not in str(r.body) for r in server.requests)
