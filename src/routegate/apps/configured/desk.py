@@ -3,8 +3,8 @@ results: :class:`~routegate.apps.support.desk.SupportAgent`) running a plan buil
 
 What differs is only configuration: the router's rules and examples (:mod:`.router`), the SQL tool's allowlist and
 the offline planner (:mod:`.planner`), the knowledge base (:mod:`.kb`), the HTTP tools (:mod:`.tools`) and the
-Respond node's wording (:mod:`.respond`). The plan has the built-in shape — router → one tool → Respond — with
-only the tool steps of the kinds the desk has.
+Respond node's wording (:mod:`.respond`). The plan is the built-in one (:func:`~routegate.apps.support.graph.
+support_plan`: router → one tool → Respond); only the kinds the desk has are allowed and have workers.
 """
 
 from __future__ import annotations
@@ -17,34 +17,18 @@ from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.database import prepare
 from routegate.apps.configured.kb import IngestReport, KnowledgeBase, ensure_tables, ingest
 from routegate.apps.configured.planner import SqlPlanner
-from routegate.apps.configured.respond import DeskAnswers, DeskRespondNode
+from routegate.apps.configured.respond import DeskAnswers
 from routegate.apps.configured.router import DeskRouter, embedding_layer, present_routes
 from routegate.apps.configured.workers import DeskSqlTool, DeskTextToSql, desk_workers
 from routegate.apps.support.contracts import ROUTES
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.graph import RouterStep, ToolStep
-from routegate.apps.support.router import QueryArgs, RouteChoice
+from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
+from routegate.apps.support.router import QueryArgs
 from routegate.core import RouteGateway, RoutePolicy
 from routegate.core.governed import GovernedStep
 from routegate.embed import Encoder
 from routegate.llm.protocol import ChatModel
-from routegate.plan import Plan, Step
-
-
-def desk_plan(config: DeskConfig, *, router: RouterStep, tool: ToolStep, respond: DeskRespondNode) -> Plan:
-    """Router → one tool step → LLM (Respond); the LLM route goes straight to Respond. Every engine route is a
-    step (the router's output type names all four); a kind the desk does not have is refused by the policy before
-    the plan could route there, and its step has no worker behind the gateway."""
-    return Plan(
-        Step(router, name="router", output=RouteChoice, routes_by="route", after_branches="LLM"),
-        Step(tool, name="POSTGRES"),
-        Step(tool, name="VECTOR"),
-        Step(tool, name="EXTERNAL"),
-        Step(respond, name="LLM"),
-        max_iterations=3,
-        name=f"desk-{config.desk.name}",
-    )
 
 
 class ConfiguredDesk(SupportAgent):
@@ -105,11 +89,12 @@ class ConfiguredDesk(SupportAgent):
         policy = RoutePolicy(present, {r: QueryArgs for r in ROUTES if r in present})
         self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
         step = GovernedStep(policy, self.gateway, statuses=("done",))
-        self._plan = desk_plan(
-            self.config,
+        # the built-in plan: every engine route is a step (the router's output type names all four); a kind the
+        # desk lacks is refused by the policy before the plan could route there, and has no worker behind the gateway
+        self._plan = support_plan(
             router=RouterStep(self.router, step),
             tool=ToolStep(step),
-            respond=DeskRespondNode(self.answers, chat_model=self.chat_model),
+            respond=self.answers.respond_node(self.chat_model),
         )
 
     async def healthy(self) -> bool:

@@ -1,6 +1,6 @@
-"""The Respond node of a configured desk: the built-in desk's node (tokens streamed, the model answering from the
-evidence when configured, the composer when it is not or fails) with answers worded for the desk's own tables,
-documents and tools.
+"""The wording of a configured desk's answers: the built-in Respond node (tokens streamed, the model answering from
+the evidence when configured, the composer when it is not or fails) runs with this desk's system prompt and
+composer (:meth:`DeskAnswers.respond_node`), worded for its own tables, documents and tools.
 
 Offline, :func:`compose` builds the answer from the evidence only: the asked-for columns of a row
 (``Order 1042: status is open.``), a list of rows named by their name column or id, a count, the best knowledge
@@ -10,22 +10,14 @@ chunk quoted with its source file, a tool's result; and on the LLM route what th
 from __future__ import annotations
 
 import json
-import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.configured.config import DeskConfig, TableConfig
-from routegate.apps.support.contracts import AnswerToken
-from routegate.apps.support.respond import evidence_json, tokens_of
-from routegate.apps.support.turn import Turn, turn_of
-from routegate.core import stop_reasons
-from routegate.core._faults import fault_message
-from routegate.errors import RunStopError
-from routegate.llm.protocol import ChatMessage, ChatModel
-from routegate.plan import StepContext
-
-logger = logging.getLogger(__name__)
+from routegate.apps.support.respond import RespondNode
+from routegate.apps.support.turn import Turn
+from routegate.llm.protocol import ChatModel
 
 _GREETING: Final = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening))\b", re.IGNORECASE)
 _THANKS: Final = re.compile(r"\b(thanks?|thank you|cheers)\b", re.IGNORECASE)
@@ -157,6 +149,14 @@ class DeskAnswers:
             return f"{result.get('tool')}: {text}" + (" (mock response)" if result.get("mock") else "")
         return self.unsure() if unsure else self.llm_route(message)
 
+    def answer(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> str:
+        """The offline answer of a turn (the Respond node's composer)."""
+        unsure = turn.choice is not None and turn.choice.layer == "unsure"
+        return self.compose(turn.message, route, observation, unsure=unsure)
+
+    def respond_node(self, chat_model: ChatModel | None) -> RespondNode:
+        return RespondNode(chat_model=chat_model, system_prompt=self.system_prompt(), composer=self.answer)
+
     def system_prompt(self) -> str:
         return (
             f"You are the assistant of {self.config.desk.description or self.config.desk.name}. Answer the user's last "
@@ -176,60 +176,3 @@ def _joined(items: Sequence[str], word: str = "and") -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + f" {word} " + items[-1]
-
-
-class DeskRespondNode:
-    """The plan's ``LLM`` step for a configured desk: streams ``token`` events, returns the answer."""
-
-    def __init__(self, answers: DeskAnswers, *, chat_model: ChatModel | None = None) -> None:
-        self.answers = answers
-        self.chat_model = chat_model
-
-    async def run_step(self, payload: object, ctx: StepContext) -> str:
-        turn = turn_of(ctx)
-        observation: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
-        parts: list[str] = []
-        try:
-            async for token in self._tokens(turn, turn.route, observation):
-                parts.append(token)
-                turn.send(AnswerToken(token))
-        except RunStopError:
-            raise
-        except Exception as exc:
-            message = fault_message(exc, "the Respond node", logger)
-            raise RunStopError(stop_reasons.finalize_error(exc), message, phase="finalize") from exc
-        answer = "".join(parts).strip()
-        if not answer:
-            raise RunStopError(stop_reasons.LLM_EMPTY, "the Respond node returned an empty answer", phase="finalize")
-        return answer
-
-    def _messages(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> list[ChatMessage]:
-        evidence = {k: observation.get(k) for k in ("tool", "call", "result", "fallback")} | {"route": route}
-        messages: list[ChatMessage] = [{"role": "system", "content": self.answers.system_prompt()}]
-        messages += [{"role": m.role, "content": m.content} for m in turn.history]
-        messages.append({"role": "user", "content": f"{turn.message}\n\nEvidence (JSON):\n{evidence_json(evidence)}"})
-        return messages
-
-    async def _tokens(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> AsyncIterator[str]:
-        if self.chat_model is not None:
-            started = False
-            try:
-                async for delta in self.chat_model.stream(self._messages(turn, route, observation)):
-                    if delta:
-                        started = True
-                        yield delta
-            except RunStopError as stop:
-                if started:
-                    raise
-                turn.model_failed(stop.stop_reason)
-                turn.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
-            else:
-                if started:
-                    turn.notes.append({"node": "respond", "mode": "llm"})
-                    return
-                turn.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
-        else:
-            turn.notes.append({"node": "respond", "mode": "composer"})
-        unsure = turn.choice is not None and turn.choice.layer == "unsure"
-        for token in tokens_of(self.answers.compose(turn.message, route, observation, unsure=unsure)):
-            yield token
