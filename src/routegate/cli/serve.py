@@ -110,8 +110,8 @@ def run_serve(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", 1)
     if workers < 1:
         raise SystemExit(f"--workers must be at least 1 (got {workers})")
-    if settings.desk is not None and (workers > 1 or getattr(args, "ray", False)):
-        raise SystemExit("--desk runs in one process for now: leave out --workers N and --ray")
+    if settings.desk is not None and getattr(args, "ray", False):
+        raise SystemExit("--desk does not run on Ray yet: leave out --ray (--workers N works)")
     if getattr(args, "ray", False):
         return _serve_ray(settings, args, workers)
     if getattr(args, "replicas", None) is not None or getattr(args, "autoscale", None) is not None:
@@ -162,7 +162,13 @@ def _serve_workers(settings: Settings, workers: int, listener: socket.socket) ->
 
     url, embedded = database_url(settings)
     try:
-        prime_support_desk(settings, url)
+        if settings.desk is not None:  # your own desk: loaded, ingested once here; the workers open it
+            from routegate.apps.configured.factory import prime_configured_desk
+
+            prime_configured_desk(settings, url)
+            os.environ["ROUTEGATE_DESK"] = str(settings.desk.resolve())
+        else:
+            prime_support_desk(settings, url)
         os.environ["DATABASE_URL"] = url  # the workers' Settings() read it
         host, port = settings.server_host, listener.getsockname()[1]
         print(

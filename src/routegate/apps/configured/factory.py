@@ -93,3 +93,17 @@ async def open_configured_desk(
         )
         await desk.start()
         yield desk
+
+
+def prime_configured_desk(settings: Settings, url: str) -> None:
+    """Load the data, create the state and ingest the documents once on the database at ``url``, then close: what
+    ``serve --workers N`` does before its workers open the desk on the same database."""
+    if settings.desk is None:
+        raise DeskConfigError("prime_configured_desk needs settings.desk (ROUTEGATE_DESK)")
+    where = settings.desk
+
+    async def prime() -> None:
+        async with open_configured_desk(settings.model_copy(update={"database_url": url}), where):
+            pass
+
+    asyncio.run(prime())
