@@ -9,22 +9,22 @@ stage can choose it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
 
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.rules import KIND_ROUTE, DeskRules
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.apps.support.router import CATALOG, SupportRouter
+from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
-from routegate.core import Budget, RoutePolicy, RouteRequest
+from routegate.core import RoutePolicy, RouteRequest
 from routegate.embed import Encoder
 from routegate.llm.protocol import ChatModel
+from routegate.routers.cascade import CascadeChoice
 from routegate.routers.llm import LLMRouter
 
 _ABSENT: Final = "(this desk has no route of this kind)"
 """The one example of an engine route the desk does not have: never scored (the route is not in the catalog)."""
-_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1)
 
 
 def present_routes(config: DeskConfig) -> tuple[SupportRoute, ...]:
@@ -87,10 +87,12 @@ class DeskRouter(SupportRouter):
         super().__init__(semantic=semantic, rules=DeskRules(config), chat_model=chat_model, policy=RoutePolicy(present))
         if chat_model is not None:
             self.llm = LLMRouter(chat_model, system_prompt=router_prompt(config))
-        self.catalog = tuple(spec for spec in CATALOG if spec.name in present)
+        self.present = frozenset(present)
 
-    def request_for(self, text: str, history: Sequence[str] = ()) -> RouteRequest:
-        return RouteRequest(goal=text, catalog=self.catalog, budget=_BUDGET, conversation=tuple(history))
+    async def choose(self, request: RouteRequest) -> CascadeChoice:
+        """The cascade's choice among the desk's routes only: the request's catalog narrowed to them."""
+        narrowed = tuple(spec for spec in request.catalog if spec.name in self.present)
+        return await super().choose(replace(request, catalog=narrowed))
 
 
 def family_of(config: DeskConfig, table: str) -> str | None:
