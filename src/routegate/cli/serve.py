@@ -239,7 +239,8 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
 
     host, port = settings.server_host, listener.getsockname()[1]
     print(
-        f"routegate: starting the support desk ({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
+        f"routegate: starting {'the desk in ' + str(settings.desk) if settings.desk else 'the support desk'} "
+        f"({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
     )
     from routegate.server.encoder import serving_encoder
