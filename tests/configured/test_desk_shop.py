@@ -42,6 +42,8 @@ async def test_routing_accuracy_on_the_labelled_shop_questions(shop: ConfiguredD
         ("How much is the Trail Backpack?", "Trail Backpack (product 101): price is 89."),
         ("What is the email address of customer 4?", "email is amara@example.com"),
         ("Which products are in the outdoor category?", "I found 3 products"),
+        ("How many customers are from Spain?", "There is 1 customer (customers with country Spain)."),
+        ("List the customers in Dublin", "Liam Murphy (customer 2): city is Dublin."),
     ],
 )
 async def test_answers_name_the_right_rows(shop: ConfiguredDesk, question: str, expected: str) -> None:

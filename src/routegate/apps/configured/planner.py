@@ -138,7 +138,7 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "contact": ("email", "phone"),
     "tracking": ("tracking_number",),
 }
-_INTRO: Final = frozenset({"named", "called", "for", "by", "of"})
+_TEXT: Final = frozenset({"text", "character varying", "citext"})
 _WORD: Final = re.compile(r"[A-Za-z][A-Za-z'’.-]*")
 
 
@@ -345,17 +345,15 @@ class SqlPlanner:
             table, key = found.ids[0]
             assert table.primary_key is not None
             return [self._by_key(table, f"k.{_q(table.primary_key)} = :id", {"id": key}, found, f"{table.label} {key}")]
-        named = [t for t in found.mentioned if t.name_column] + [
-            t for t in self.tables if t.name_column and t not in found.mentioned
-        ]
-        if found.names and named:
+        if found.names:
             name = found.names[0]
-            out: list[Lookup] = []
-            for table in named:
-                assert table.name_column is not None
-                condition = f"k.{_q(table.name_column)} ILIKE :name"
-                out.append(self._by_key(table, condition, {"name": f"%{name}%"}, found, f"{table.label} “{name}”"))
-            return out
+            mentioned = [t for t in found.mentioned if t.name_column]
+            others = [t for t in self.tables if t.name_column and t not in found.mentioned]
+            out = [self._named_lookup(t, name, found) for t in mentioned]
+            out += [v for t in found.mentioned for v in self._by_value(t, name, found)]
+            out += [self._named_lookup(t, name, found) for t in others]
+            if out:
+                return out
         if not found.mentioned and not found.filters:
             return []
         table = found.mentioned[0] if found.mentioned else found.filters[0][0]
@@ -366,6 +364,29 @@ class SqlPlanner:
         what = " ".join([*values, table.plural])
         kind = "count" if found.counting else ("filter" if values else "all")
         return [Lookup(kind, table.name, query, params, self._columns_in(table, found.text), what)]
+
+    def _named_lookup(self, table: TableConfig, name: str, found: _Found) -> Lookup:
+        assert table.name_column is not None
+        condition = f"k.{_q(table.name_column)} ILIKE :name"
+        return self._by_key(table, condition, {"name": f"%{name}%"}, found, f"{table.label} “{name}”")
+
+    def _by_value(self, table: TableConfig, value: str, found: _Found) -> list[Lookup]:
+        """The rows of a mentioned table whose text column holds ``value`` (``customers from Spain``), one lookup per
+        text column; a count that finds none returns no row, so the next column is tried."""
+        out: list[Lookup] = []
+        for column in table.columns:
+            if column in (table.primary_key, table.name_column) or table.types.get(column) not in _TEXT:
+                continue
+            where = f" WHERE t.{_q(column)} ILIKE :value"
+            what = f"{table.plural} with {column.replace('_', ' ')} {value}"
+            if found.counting:
+                query = f"SELECT count(*) AS count FROM {_q(table.name)} t{where} HAVING count(*) > 0"
+                out.append(Lookup("count", table.name, query, {"value": value}, (), what))
+            else:
+                items, joins = self._select(table, "t")
+                query = f"SELECT {items} FROM {_q(table.name)} t{joins}{where}{self._order(table, 't')}"
+                out.append(Lookup("filter", table.name, query, {"value": value}, (column,), what))
+        return out
 
     def plan(self, message: str, history: Sequence[str] = ()) -> list[Lookup]:
         """The lookups for ``message``, in the order to try them; ``history``: earlier user messages, oldest first.
