@@ -129,3 +129,13 @@ def test_init_from_an_existing_database(tmp_path: Path, pg_url: str, capsys: pyt
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_tables_that_need_quoting_are_skipped_and_none_left_is_an_error(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = tmp_path / "quoted.sql"
+    sql.write_text('CREATE TABLE "Orders" (id int PRIMARY KEY);\n', encoding="utf-8")
+    assert desk_init(pg_url, tmp_path, str(tmp_path / "desk"), "--from-sql", str(sql)) == 2
+    assert "no table the desk can read: Orders" in capsys.readouterr().err
+    assert not (tmp_path / "desk").exists()

@@ -149,6 +149,11 @@ def init_desk(
             raise DeskConfigError(f"--schema {schema!r} must be a lower-case identifier")
         found, skipped = _from_url(database_url, schema, tables)
         database = {"source": "url", "schema": schema}
+    if not found:
+        raise DeskConfigError(
+            f"no table the desk can read: {', '.join(skipped) or 'none was found'} (names that need quoting are "
+            "skipped); rename the tables to lower-case names or name them with --tables"
+        )
     data = desk_data(
         desk,
         tables=found,
