@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     # unset = checkpoints are neither signed nor checked for a signature
     checkpoint_signing_key: SecretStr | None = None
 
+    # your own desk (docs/desk.md): the directory of a desk.toml that ask/route/chat run instead of the built-in desk
+    desk: Path | None = None
+
     @model_validator(mode="after")
     def _former_message_limit(self) -> Settings:
         if self.server_max_message_chars is not None and "max_message_chars" not in self.model_fields_set:

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "routegate.cli.routers",
     "routegate.cli.plans",
     "routegate.cli.data",
+    "routegate.cli.desk",
 )
 
 

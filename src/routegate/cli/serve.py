@@ -22,11 +22,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from routegate._extras import require
+from routegate.cli.desk import DESK_HELP
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.settings import Settings
+
+if TYPE_CHECKING:
+    from routegate.apps.support.desk import SupportAgent
 
 _UI_START_TIMEOUT = 60.0
 
@@ -59,6 +64,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--autoscale", default=None, metavar="MIN:MAX", help="with --ray: autoscale between MIN and MAX replicas"
     )
+    serve.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
     serve.set_defaults(handler=run_serve)
 
     ui = subparsers.add_parser(
@@ -80,6 +86,7 @@ def register(subparsers: Any) -> None:
     up.add_argument("--host", default=None, help="interface for both (default: 127.0.0.1)")
     up.add_argument("--port", type=int, default=None, help="server port (default: 8000)")
     up.add_argument("--ui-port", type=int, default=None, help="UI port (default: 8501)")
+    up.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
     up.set_defaults(handler=run_up)
 
 
@@ -92,6 +99,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         updates["server_port"] = args.port
     if getattr(args, "ui_port", None) is not None:
         updates["ui_port"] = args.ui_port
+    if getattr(args, "desk", None) is not None:
+        updates["desk"] = args.desk
     return settings.model_copy(update=updates)
 
 
@@ -101,6 +110,8 @@ def run_serve(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", 1)
     if workers < 1:
         raise SystemExit(f"--workers must be at least 1 (got {workers})")
+    if settings.desk is not None and getattr(args, "ray", False):
+        raise SystemExit("--desk does not run on Ray yet: leave out --ray (--workers N works)")
     if getattr(args, "ray", False):
         return _serve_ray(settings, args, workers)
     if getattr(args, "replicas", None) is not None or getattr(args, "autoscale", None) is not None:
@@ -151,7 +162,13 @@ def _serve_workers(settings: Settings, workers: int, listener: socket.socket) ->
 
     url, embedded = database_url(settings)
     try:
-        prime_support_desk(settings, url)
+        if settings.desk is not None:  # your own desk: loaded, ingested once here; the workers open it
+            from routegate.apps.configured.factory import prime_configured_desk
+
+            prime_configured_desk(settings, url)
+            os.environ["ROUTEGATE_DESK"] = str(settings.desk.resolve())
+        else:
+            prime_support_desk(settings, url)
         os.environ["DATABASE_URL"] = url  # the workers' Settings() read it
         host, port = settings.server_host, listener.getsockname()[1]
         print(
@@ -222,14 +239,22 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
 
     host, port = settings.server_host, listener.getsockname()[1]
     print(
-        f"routegate: starting the support desk ({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
+        f"routegate: starting {'the desk in ' + str(settings.desk) if settings.desk else 'the support desk'} "
+        f"({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
     )
     from routegate.server.encoder import serving_encoder
     from routegate.server.heap import freeze_startup_heap
     from routegate.server.serving import server_config
 
-    async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
+    opened: contextlib.AbstractAsyncContextManager[SupportAgent]
+    if settings.desk is not None:  # your own desk (--desk / ROUTEGATE_DESK)
+        from routegate.apps.configured.factory import open_configured_desk
+
+        opened = open_configured_desk(settings, settings.desk, encoder=serving_encoder(settings))
+    else:
+        opened = open_support_desk(settings, encoder=serving_encoder(settings))
+    async with opened as desk:
         print(await check_model(desk, settings), flush=True)  # an unreachable model is said at once, not per turn
         app = create_app(desk=desk, settings=settings)
         freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from routegate.apps.support.contracts import LLM_UNAVAILABLE, AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
 from routegate.cli._input import checked
+from routegate.cli.desk import DESK_HELP, with_desk
 from routegate.settings import Settings, default_data_dir
 
 if TYPE_CHECKING:
@@ -58,6 +59,12 @@ async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
     Offline, the database starts on a background thread first, so that its start overlaps those imports. With an
     LLM configured the factory checks the LLM settings before any database starts, as it always does.
     """
+    if settings.desk is not None:  # your own desk (--desk / ROUTEGATE_DESK): routegate.cli.desk
+        from routegate.cli.desk import open_desk as open_configured
+
+        async with open_configured(settings, settings.desk) as configured:
+            yield configured
+        return
     database = None
     if not settings.llm_enabled:
         from routegate.apps.support.embedded import DatabaseStart
@@ -89,6 +96,7 @@ def register(subparsers: Any) -> None:
     ask.add_argument("message", help="the question")
     ask.add_argument("--session", default=None, help=_SESSION_HELP)
     ask.add_argument("--json", action="store_true", help="print the turn result as JSON")
+    ask.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
     ask.set_defaults(handler=run_ask)
 
     chat: argparse.ArgumentParser = subparsers.add_parser(
@@ -100,6 +108,7 @@ def register(subparsers: Any) -> None:
     )
     chat.add_argument("--session", default=None, help=_SESSION_HELP)
     chat.add_argument("--trace", action="store_true", help="print the route, the tool call and the fallback")
+    chat.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
     chat.set_defaults(handler=run_chat)
 
     route: argparse.ArgumentParser = subparsers.add_parser(
@@ -114,6 +123,7 @@ def register(subparsers: Any) -> None:
     from routegate.cli.routers import add_ray_options
 
     add_ray_options(route)
+    route.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
     route.set_defaults(handler=run_route)
 
 
@@ -135,7 +145,7 @@ def _session(given: str | None) -> str:
 
 
 def run_ask(args: argparse.Namespace) -> int:
-    settings = Settings()
+    settings = with_desk(Settings(), args.desk)
     message = checked(args.message, settings)  # before the database or a model starts
     session = _session(args.session)
     return asyncio.run(_ask(settings, message, session, as_json=args.json, announce=args.session is None))
@@ -180,7 +190,7 @@ async def _turn(
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    settings = Settings()
+    settings = with_desk(Settings(), args.desk)
     return asyncio.run(_chat(settings, _session(args.session), trace=args.trace))
 
 
@@ -275,7 +285,7 @@ def run_route(args: argparse.Namespace) -> int:
     if (args.message is None) == (args.file is None):
         print("error: give either a message or --file queries.jsonl", file=sys.stderr)
         return 2
-    settings = Settings()
+    settings = with_desk(Settings(), args.desk)
     inputs: list[dict[str, Any]] = []
     if args.file is not None:
         from routegate.routers.data import json_problem
@@ -306,6 +316,9 @@ def run_route(args: argparse.Namespace) -> int:
     else:
         inputs.append({"text": checked(args.message, settings)})
     if getattr(args, "ray", False):
+        if settings.desk is not None:
+            print("error: route --ray runs the built-in desk's router; leave out --ray with --desk", file=sys.stderr)
+            return 2
         from routegate.cli._ray_route import route_on_ray
 
         return route_on_ray(settings, inputs, as_json=args.json or args.file is not None, actors=args.ray_actors)
@@ -322,7 +335,12 @@ def _read_queries(path: Path) -> list[str]:
 async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
     from routegate.apps.support.routing import route_line, support_router
 
-    router, chat_model = support_router(settings)
+    if settings.desk is not None:  # your own desk's router (offline stages)
+        from routegate.cli.desk import desk_router
+
+        router, chat_model = desk_router(settings, settings.desk), None
+    else:
+        router, chat_model = support_router(settings)
     try:
         for item in inputs:
             print(await route_line(router, item, as_json=as_json))

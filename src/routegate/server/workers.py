@@ -5,7 +5,8 @@ event loop) in the app's lifespan, on the ``DATABASE_URL`` the parent process se
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from routegate._extras import needs
 
@@ -23,6 +24,9 @@ from routegate.apps.support.contracts import (
 from routegate.errors import RuntimeFaultError
 from routegate.server.app import create_app
 from routegate.settings import Settings
+
+if TYPE_CHECKING:
+    from routegate.apps.support.desk import SupportAgent
 
 
 class DeferredDesk:
@@ -81,7 +85,14 @@ def app_from_environment() -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
+        opened: AbstractAsyncContextManager[SupportAgent]
+        if settings.desk is not None:  # your own desk (ROUTEGATE_DESK, set by `serve --workers N --desk DIR`)
+            from routegate.apps.configured.factory import open_configured_desk
+
+            opened = open_configured_desk(settings, settings.desk, encoder=serving_encoder(settings))
+        else:
+            opened = open_support_desk(settings, encoder=serving_encoder(settings))
+        async with opened as desk:
             deferred.bind(desk)
             freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
             try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.support.contracts import AnswerToken
@@ -220,7 +220,12 @@ def evidence_json(evidence: Mapping[str, Any], max_chars: int = MAX_EVIDENCE_CHA
 
 
 def llm_messages(
-    turn: Turn, route: str, observation: Mapping[str, Any], *, max_evidence_chars: int = MAX_EVIDENCE_CHARS
+    turn: Turn,
+    route: str,
+    observation: Mapping[str, Any],
+    *,
+    max_evidence_chars: int = MAX_EVIDENCE_CHARS,
+    system_prompt: str = RESPOND_SYSTEM_PROMPT,
 ) -> list[ChatMessage]:
     evidence = {
         "route": route,
@@ -229,7 +234,7 @@ def llm_messages(
         "result": observation.get("result"),
         "fallback": observation.get("fallback"),
     }
-    messages: list[ChatMessage] = [{"role": "system", "content": RESPOND_SYSTEM_PROMPT}]
+    messages: list[ChatMessage] = [{"role": "system", "content": system_prompt}]
     messages += [{"role": m.role, "content": m.content} for m in turn.history]
     followup = turn.followup
     read_as = ""
@@ -250,13 +255,26 @@ class RespondNode:
     Its input is the tool step's observation, or the router's choice on the direct LLM route (no evidence).
     A stop signal (:class:`~routegate.errors.RunStopError`) ends the turn with its stop reason; any other
     exception with ``finalize_error:<Exception>``; a blank answer with ``llm_empty``.
+
+    ``system_prompt`` and ``composer`` (the offline answer of a turn: ``composer(turn, route, observation)``) are the
+    desk's wording; the defaults are the support desk's (:data:`RESPOND_SYSTEM_PROMPT`, :func:`compose`). A
+    configured desk passes its own (``routegate.apps.configured``).
     """
 
-    def __init__(self, *, chat_model: ChatModel | None = None, max_evidence_chars: int = MAX_EVIDENCE_CHARS) -> None:
+    def __init__(
+        self,
+        *,
+        chat_model: ChatModel | None = None,
+        max_evidence_chars: int = MAX_EVIDENCE_CHARS,
+        system_prompt: str = RESPOND_SYSTEM_PROMPT,
+        composer: Callable[[Turn, str, Mapping[str, Any]], str] | None = None,
+    ) -> None:
         if max_evidence_chars < 1000:
             raise ConfigurationError(f"max_evidence_chars must be >= 1000, got {max_evidence_chars}")
         self.chat_model = chat_model
         self.max_evidence_chars = max_evidence_chars
+        self.system_prompt = system_prompt
+        self.composer = composer or support_answer
 
     async def run_step(self, payload: object, ctx: StepContext) -> str:
         turn = turn_of(ctx)
@@ -281,9 +299,14 @@ class RespondNode:
         if self.chat_model is not None:
             started = False
             try:
-                async for delta in self.chat_model.stream(
-                    llm_messages(turn, route, observation, max_evidence_chars=self.max_evidence_chars)
-                ):
+                messages = llm_messages(
+                    turn,
+                    route,
+                    observation,
+                    max_evidence_chars=self.max_evidence_chars,
+                    system_prompt=self.system_prompt,
+                )
+                async for delta in self.chat_model.stream(messages):
                     if delta:
                         started = True
                         yield delta
@@ -299,7 +322,12 @@ class RespondNode:
                 turn.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
         else:
             turn.notes.append({"node": "respond", "mode": "composer"})
-        unsure = turn.choice is not None and turn.choice.layer == "unsure"
-        answer = UNSURE_ANSWER if unsure and route == "LLM" else compose(turn.message, route, observation)
-        for token in tokens_of(answer):
+        for token in tokens_of(self.composer(turn, route, observation)):
             yield token
+
+
+def support_answer(turn: Turn, route: str, observation: Mapping[str, Any]) -> str:
+    """The support desk's offline answer of a turn: the clarifying question when the router's "I don't know" gate
+    chose the LLM route, else :func:`compose`."""
+    unsure = turn.choice is not None and turn.choice.layer == "unsure"
+    return UNSURE_ANSWER if unsure and route == "LLM" else compose(turn.message, route, observation)

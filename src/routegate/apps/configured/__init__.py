@@ -1,0 +1,47 @@
+"""Your own desk: the support desk's engine on your tables, your documents and your tools, from ``desk.toml``.
+
+* :func:`init_desk` — ``routegate desk init``: introspect a SQL file (loaded into the embedded PostgreSQL) or an
+  existing database, read a docs folder, write ``DIR/desk.toml``.
+* :func:`load_config` / :class:`DeskConfig` — the configuration, checked (:class:`DeskConfigError` names the
+  file, the field and the fix).
+* :func:`open_configured_desk` — a running :class:`ConfiguredDesk` (the same ``SupportDesk`` contract as the
+  built-in desk) from settings and a desk directory.
+* :func:`ingest` — ``routegate kb ingest``: the documents into pgvector, incrementally.
+
+Importing the package is cheap: each name is imported from its module on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from routegate._lazy import lazy_exports as _lazy_exports
+
+if TYPE_CHECKING:
+    from routegate.apps.configured.config import DeskConfig, DeskConfigError, load_config
+    from routegate.apps.configured.desk import ConfiguredDesk
+    from routegate.apps.configured.factory import open_configured_desk
+    from routegate.apps.configured.init import init_desk
+    from routegate.apps.configured.kb import ingest
+
+__all__ = [
+    "ConfiguredDesk",
+    "DeskConfig",
+    "DeskConfigError",
+    "ingest",
+    "init_desk",
+    "load_config",
+    "open_configured_desk",
+]
+
+_MODULES: dict[str, str] = {
+    "ConfiguredDesk": "desk",
+    "DeskConfig": "config",
+    "DeskConfigError": "config",
+    "ingest": "kb",
+    "init_desk": "init",
+    "load_config": "config",
+    "open_configured_desk": "factory",
+}
+
+__getattr__, __dir__ = _lazy_exports(__name__, _MODULES, __all__)

@@ -1,0 +1,272 @@
+"""The desk configuration (``DIR/desk.toml``): pydantic models, strict, and :func:`load_config`.
+
+A configured desk is the built-in support desk's engine with its data, its documents and its routes taken from
+this file instead of from code. Every field is documented in ``docs/desk.md``; :func:`load_config` refuses an
+unknown field, a wrong type, a route without a target, an unknown table or column and an unreadable docs path
+with a :class:`DeskConfigError` naming the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from routegate.errors import ConfigurationError
+
+CONFIG_FILE: Final = "desk.toml"
+IDENTIFIER: Final = r"^[a-z_][a-z0-9_]{0,62}$"
+_IDENTIFIER = re.compile(IDENTIFIER)
+
+Identifier = Annotated[str, Field(pattern=IDENTIFIER)]
+RouteKind = Literal["sql", "kb", "tool", "llm"]
+
+
+class DeskConfigError(ConfigurationError):
+    """``desk.toml`` (or what ``desk init`` was given) is wrong; the message names the file, the field and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class DeskInfo(_Strict):
+    name: Identifier
+    description: str = ""
+    version: Literal[1] = 1
+
+
+class DatabaseConfig(_Strict):
+    source: Literal["sql", "url"]
+    sql_file: str | None = None
+    schema_name: Identifier = Field(alias="schema")
+
+    @model_validator(mode="after")
+    def _sql_file_for_sql(self) -> DatabaseConfig:
+        if self.source == "sql" and not self.sql_file:
+            raise ValueError('source = "sql" needs sql_file (the SQL file loaded into the embedded database)')
+        if self.source == "sql" and not self.schema_name.startswith("desk_"):
+            # the desk rebuilds this schema when the SQL file changes: never one it does not own (public, ...)
+            raise ValueError(
+                f'schema {self.schema_name!r}: with source = "sql" the schema must start with desk_ (the desk drops '
+                "and reloads it when the SQL file changes); use desk_<name>"
+            )
+        if self.schema_name.endswith("_state"):
+            raise ValueError(f"schema {self.schema_name!r}: names ending in _state are the desks' own; choose another")
+        return self
+
+
+class ForeignKey(_Strict):
+    column: Identifier
+    references: Identifier
+    ref_column: Identifier
+
+
+class TableConfig(_Strict):
+    name: Identifier
+    label: str = Field(min_length=1, max_length=40)
+    plural: str = Field(min_length=1, max_length=40)
+    primary_key: Identifier | None = None
+    name_column: Identifier | None = None
+    columns: list[Identifier] = Field(min_length=1)
+    types: dict[str, str] = Field(default_factory=dict)
+    foreign_keys: list[ForeignKey] = Field(default_factory=list)
+    filters: dict[str, list[str]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _columns_known(self) -> TableConfig:
+        known = set(self.columns)
+        for field, column in (("primary_key", self.primary_key), ("name_column", self.name_column)):
+            if column is not None and column not in known:
+                raise ValueError(f"{field} {column!r} is not one of the readable columns {sorted(known)}")
+        for fk in self.foreign_keys:
+            if fk.column not in known:
+                raise ValueError(f"foreign key column {fk.column!r} is not one of the readable columns")
+        for column in self.filters:
+            if column not in known:
+                raise ValueError(f"filter column {column!r} is not one of the readable columns {sorted(known)}")
+        return self
+
+
+class KnowledgeConfig(_Strict):
+    paths: list[str] = Field(default_factory=list)
+    chunk_chars: int = Field(default=900, ge=200, le=8000)
+    min_score: float = Field(default=0.35, ge=-1.0, le=1.0)
+
+
+class ToolConfig(_Strict):
+    name: Identifier
+    description: str = Field(min_length=1)
+    method: Literal["GET", "POST"] = "GET"
+    url: str
+    timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    args: dict[str, Literal["string", "integer"]] = Field(default_factory=dict)
+    mock: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _http_url(self) -> ToolConfig:
+        if not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"url {self.url!r} is not an http(s) URL; write it as https://host/path")
+        return self
+
+
+class RouterConfig(_Strict):
+    min_score: float = Field(default=0.40, ge=0.0, le=1.0)
+    min_margin: float = Field(default=0.04, ge=0.0, le=1.0)
+
+
+class RouteConfig(_Strict):
+    name: Identifier
+    kind: RouteKind
+    target: str | None = None
+    tables: list[Identifier] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _has_target(self) -> RouteConfig:
+        if self.kind == "sql" and not self.tables:
+            raise ValueError(f'route {self.name!r} of kind "sql" needs tables = [...] (its target)')
+        if self.kind == "tool" and not self.target:
+            raise ValueError(f'route {self.name!r} of kind "tool" needs target = "<a tool name>"')
+        return self
+
+
+class DeskConfig(_Strict):
+    desk: DeskInfo
+    database: DatabaseConfig
+    tables: list[TableConfig] = Field(default_factory=list)
+    knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
+    tools: list[ToolConfig] = Field(default_factory=list)
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    routes: list[RouteConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> DeskConfig:
+        tables = {t.name: t for t in self.tables}
+        if len(tables) != len(self.tables):
+            raise ValueError("tables: two [[tables]] have the same name; keep one")
+        for index, table in enumerate(self.tables):
+            where = f"tables[{index}] (name = {table.name!r}).foreign_keys"
+            for fk in table.foreign_keys:
+                if fk.references not in tables:
+                    raise ValueError(
+                        f"{where}: {fk.column} references {fk.references!r}, which is not a readable table "
+                        "(add it to [[tables]] or remove the foreign key)"
+                    )
+                if fk.ref_column not in tables[fk.references].columns:
+                    raise ValueError(f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable")
+        tools = {t.name for t in self.tools}
+        names = [r.name for r in self.routes]
+        if len(set(names)) != len(names):
+            raise ValueError("routes: two [[routes]] have the same name; rename one")
+        for index, route in enumerate(self.routes):
+            where = f"routes[{index}] (name = {route.name!r})"
+            for name in route.tables:
+                if name not in tables:
+                    raise ValueError(
+                        f"{where}.tables: {name!r} is not in [[tables]] (readable tables: {sorted(tables)}); "
+                        "add the table or remove it from the route"
+                    )
+            if route.kind == "tool" and route.target not in tools:
+                raise ValueError(f"{where}.target: {route.target!r} is not one of [[tools]] {sorted(tools)}")
+            if route.kind == "kb" and not self.knowledge.paths:
+                raise ValueError(f'{where}: a route of kind "kb" needs [knowledge] paths = [...]')
+        if not any(r.kind == "llm" for r in self.routes):
+            raise ValueError('routes: one route needs kind = "llm" (where a message no other route fits goes); add it')
+        return self
+
+    def table(self, name: str) -> TableConfig:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(name)
+
+    def readable_columns(self) -> dict[str, tuple[str, ...]]:
+        return {t.name: tuple(t.columns) for t in self.tables}
+
+
+def _field(loc: tuple[int | str, ...], data: object) -> str:
+    """``routes[2] (name = 'orders').tables``: the path of the field, with the item's name when it has one (easier
+    to find in the file)."""
+    out = ""
+    node: object = data
+    for item in loc:
+        if isinstance(item, int):
+            out += f"[{item}]"
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None
+            if isinstance(name, str):
+                out += f" (name = {name!r})"
+        else:
+            out += f".{item}" if out else item
+            node = node.get(item) if isinstance(node, dict) else None
+    return out or "(top level)"
+
+
+def describe_validation(path: Path, error: ValidationError, data: object = None) -> str:
+    """One line per problem: the file, the field (``routes[2] (name = 'orders').tables``) and what is wrong."""
+    lines: list[str] = []
+    for problem in error.errors():
+        loc = tuple(x for x in problem["loc"] if not (isinstance(x, str) and x.startswith("function-")))
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        if problem["type"] == "extra_forbidden":
+            message = "unknown field: remove it or check its spelling (docs/desk.md lists every field)"
+        elif problem["type"] == "missing":
+            message = "required field is missing: add it (docs/desk.md lists every field)"
+        lines.append(f"{path}: {_field(loc, data)}: {message}" if loc else f"{path}: {message}")
+    return "; ".join(lines)
+
+
+def parse_config(text: str, path: Path) -> DeskConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise DeskConfigError(f"{path}: not valid TOML ({exc}); fix the syntax at that line") from None
+    try:
+        return DeskConfig.model_validate(data)
+    except ValidationError as exc:
+        raise DeskConfigError(describe_validation(path, exc, data)) from None
+
+
+def load_config(desk_dir: Path) -> DeskConfig:
+    """``DIR/desk.toml``, checked (also that its SQL file and docs paths can be read)."""
+    desk_dir = Path(desk_dir)
+    path = desk_dir / CONFIG_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DeskConfigError(
+            f"{path} does not exist: create the desk with `routegate desk init {desk_dir} --from-sql SCHEMA.sql`"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeskConfigError(f"{path} cannot be read ({exc}); give a readable UTF-8 file") from None
+    config = parse_config(text, path)
+    if config.database.sql_file is not None:
+        sql_path = resolve(desk_dir, config.database.sql_file)
+        if not sql_path.is_file():
+            raise DeskConfigError(
+                f"{path}: database.sql_file: {sql_path} is not a readable file; point it at the SQL file "
+                "(relative to the desk directory)"
+            )
+    for index, entry in enumerate(config.knowledge.paths):
+        where = resolve(desk_dir, entry)
+        if not where.exists():
+            raise DeskConfigError(
+                f"{path}: knowledge.paths[{index}]: {where} does not exist; point it at a docs folder or file "
+                "(relative to the desk directory) or remove it"
+            )
+    return config
+
+
+def resolve(desk_dir: Path, entry: str) -> Path:
+    """A path of the configuration: relative ones are relative to the desk directory."""
+    given = Path(entry).expanduser()
+    return given if given.is_absolute() else desk_dir / given
+
+
+def is_identifier(name: str) -> bool:
+    return bool(_IDENTIFIER.match(name))

@@ -1,0 +1,101 @@
+"""A configured desk: the built-in support desk's engine (the same turn, memory, governance, events and
+results: :class:`~routegate.apps.support.desk.SupportAgent`) running a plan built from ``desk.toml``.
+
+What differs is only configuration: the router's rules and examples (:mod:`.router`), the SQL tool's allowlist and
+the offline planner (:mod:`.planner`), the knowledge base (:mod:`.kb`), the HTTP tools (:mod:`.tools`) and the
+Respond node's wording (:mod:`.respond`). The plan is the built-in one (:func:`~routegate.apps.support.graph.
+support_plan`: router → one tool → Respond); only the kinds the desk has are allowed and have workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from routegate.apps.configured.config import DeskConfig
+from routegate.apps.configured.database import prepare
+from routegate.apps.configured.kb import IngestReport, KnowledgeBase, ensure_tables, ingest
+from routegate.apps.configured.planner import SqlPlanner
+from routegate.apps.configured.respond import DeskAnswers
+from routegate.apps.configured.router import DeskRouter, embedding_layer, present_routes
+from routegate.apps.configured.workers import DeskSqlTool, DeskTextToSql, desk_workers
+from routegate.apps.support.contracts import ROUTES
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
+from routegate.apps.support.router import QueryArgs
+from routegate.core import RouteGateway, RoutePolicy
+from routegate.core.governed import GovernedStep
+from routegate.embed import Encoder
+from routegate.llm.protocol import ChatModel
+
+
+class ConfiguredDesk(SupportAgent):
+    """A :class:`~routegate.apps.support.contracts.SupportDesk` built from a desk configuration. ``data``: the pool
+    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base)."""
+
+    def __init__(
+        self,
+        config: DeskConfig,
+        desk_dir: Path,
+        *,
+        data: SupportDatabase,
+        state: SupportDatabase,
+        encoder: Encoder,
+        chat_model: ChatModel | None = None,
+        ingest_on_start: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)
+        self.config = config
+        self.desk_dir = Path(desk_dir)
+        self.data = data
+        self.ingest_on_start = ingest_on_start
+        self.sql = DeskSqlTool(
+            data,
+            config,
+            row_cap=self.postgres.row_cap,
+            statement_timeout_ms=self.postgres.statement_timeout_ms,
+            max_bytes=self.postgres.bounds.bytes,
+            max_field_chars=self.postgres.bounds.field_chars,
+        )
+        self.kb = KnowledgeBase(state, self.encoder, min_score=config.knowledge.min_score)
+        self.planner = SqlPlanner(config)
+        self.answers = DeskAnswers(config)
+        self.ingested: IngestReport | None = None
+
+    async def start(self) -> None:
+        """Load the data (``source = "sql"``), create the desk's state, bring the knowledge base up to date, build
+        the router and the plan."""
+        await prepare(self.config, self.desk_dir, self.data, self.db)
+        await self.sql.prime()
+        if self.config.knowledge.paths:
+            if self.ingest_on_start:
+                self.ingested = await ingest(self.config, self.desk_dir, self.db, self.encoder)
+            else:
+                await ensure_tables(self.db, self.encoder.dim)
+        if self.semantic is None:
+            self.semantic = await asyncio.to_thread(embedding_layer, self.config, self.encoder)
+        self.router = DeskRouter(self.config, semantic=self.semantic, chat_model=self.chat_model)
+        workers = desk_workers(
+            self.config,
+            sql=self.sql,
+            planner=self.planner,
+            kb=self.kb,
+            text_to_sql=DeskTextToSql(self.chat_model, self.config) if self.chat_model is not None else None,
+        )
+        present = present_routes(self.config)
+        policy = RoutePolicy(present, {r: QueryArgs for r in ROUTES if r in present})
+        self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
+        step = GovernedStep(policy, self.gateway, statuses=("done",))
+        # the built-in plan: every engine route is a step (the router's output type names all four); a kind the
+        # desk lacks is refused by the policy before the plan could route there, and has no worker behind the gateway
+        self._plan = support_plan(
+            router=RouterStep(self.router, step),
+            tool=ToolStep(step),
+            respond=self.answers.respond_node(self.chat_model),
+        )
+
+    async def healthy(self) -> bool:
+        return await super().healthy() and (self.data is self.db or await self.data.ping())

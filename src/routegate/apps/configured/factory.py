@@ -1,0 +1,109 @@
+"""Build a running configured desk from :class:`~routegate.settings.Settings` and a desk directory — the same
+path as :func:`routegate.apps.support.factory.open_support_desk`: ``DATABASE_URL`` or the embedded PostgreSQL,
+the LLM parts when ``OPENAI_API_KEY`` is set, the embedded encoder."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from routegate.apps.configured.config import DeskConfig, DeskConfigError, load_config
+from routegate.apps.configured.database import state_schema
+from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.embedded import DatabaseStart
+from routegate.apps.support.factory import database_url
+from routegate.embed import Encoder, MemoEncoder, default_encoder
+from routegate.llm.protocol import ChatModel
+from routegate.settings import Settings
+
+if TYPE_CHECKING:
+    from routegate.llm.openai_chat import OpenAIChatModel
+
+
+def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[SupportDatabase, SupportDatabase]:
+    if config.database.source == "url" and not settings.database_url:
+        raise DeskConfigError(
+            'desk.toml: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its URL'
+        )
+
+    def pool(schema: str, readable: frozenset[str]) -> SupportDatabase:
+        return SupportDatabase(
+            url,
+            schema=schema,
+            readable_tables=readable,
+            max_size=settings.db_pool_size,
+            asynchronous_commit=settings.db_asynchronous_commit,
+            max_advisory_locks=settings.db_max_advisory_locks,
+        )
+
+    data = pool(config.database.schema_name, frozenset(t.name for t in config.tables))
+    return data, pool(state_schema(config), frozenset())
+
+
+@asynccontextmanager
+async def open_configured_desk(
+    settings: Settings,
+    desk_dir: Path,
+    *,
+    encoder: Encoder | None = None,
+    chat_model: ChatModel | None = None,
+    database: DatabaseStart | None = None,
+    ingest_on_start: bool = True,
+) -> AsyncIterator[ConfiguredDesk]:
+    """``async with open_configured_desk(settings, Path("shop")) as desk:`` — started, and closed on exit."""
+    config = load_config(desk_dir)  # a bad configuration is reported before anything starts
+    async with AsyncExitStack() as stack:
+        if database is not None:
+            stack.push_async_callback(asyncio.to_thread, database.stop)
+        model: ChatModel | None = chat_model
+        if model is None and settings.llm_enabled:
+            from routegate.llm.openai_chat import OpenAIChatModel
+
+            owned: OpenAIChatModel = OpenAIChatModel.from_settings(settings)
+            stack.push_async_callback(owned.aclose)
+            model = owned
+        if database is None:
+            url, server = await asyncio.to_thread(database_url, settings)
+            if server is not None:
+                stack.push_async_callback(asyncio.to_thread, server.stop)
+        else:
+            url, _ = await asyncio.to_thread(database.result)
+        data, state = _databases(config, url, settings)
+        await state.open()
+        stack.push_async_callback(state.close)
+        await data.open()
+        stack.push_async_callback(data.close)
+        desk = ConfiguredDesk(
+            config,
+            desk_dir,
+            data=data,
+            state=state,
+            encoder=MemoEncoder(encoder or default_encoder()),
+            chat_model=model,
+            ingest_on_start=ingest_on_start,
+            max_message_chars=settings.max_message_chars,
+            row_cap=settings.sql_max_rows,
+            statement_timeout_ms=settings.sql_statement_timeout_ms,
+            sql_max_bytes=settings.sql_max_bytes,
+            sql_max_field_chars=settings.sql_max_field_chars,
+        )
+        await desk.start()
+        yield desk
+
+
+def prime_configured_desk(settings: Settings, url: str) -> None:
+    """Load the data, create the state and ingest the documents once on the database at ``url``, then close: what
+    ``serve --workers N`` does before its workers open the desk on the same database."""
+    if settings.desk is None:
+        raise DeskConfigError("prime_configured_desk needs settings.desk (ROUTEGATE_DESK)")
+    where = settings.desk
+
+    async def prime() -> None:
+        async with open_configured_desk(settings.model_copy(update={"database_url": url}), where):
+            pass
+
+    asyncio.run(prime())

@@ -1,0 +1,161 @@
+"""The knowledge base of a configured desk, in pgvector: incremental ingest and search.
+
+:func:`ingest` reads the configured documents (:mod:`.documents`), compares each file's sha256 (and the encoder's
+model id) with what was ingested before, and re-chunks and re-embeds only the files that changed; files that
+are gone are removed with their chunks. One transaction: a failed ingest leaves the previous knowledge base.
+:class:`KnowledgeBase` searches the chunks by cosine similarity; a chunk under ``min_score`` is not an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from routegate._extras import needs
+
+with needs("desk"):
+    import psycopg
+    from psycopg import sql
+
+from routegate.apps.configured.config import DeskConfig, resolve
+from routegate.apps.configured.documents import chunks_of, read_documents
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.errors import ToolError
+from routegate.apps.support.vector_tool import vector_literal
+from routegate.embed import Encoder, encode_async
+
+MAX_TOP_K: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    added: tuple[str, ...]
+    updated: tuple[str, ...]
+    removed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+    chunks: int  # chunks embedded by this run
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
+            f"{len(self.unchanged)} unchanged; {self.chunks} chunks embedded"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    source: str
+    heading: str
+    content: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "title": self.heading, "content": self.content, "score": round(self.score, 4)}
+
+
+async def ensure_tables(db: SupportDatabase, dim: int) -> None:
+    """The chunk and file tables of the state schema; rebuilt (emptied) when the encoder's dimension changed."""
+    async with db.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS type FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'kb_chunks' AND a.attname = 'embedding'",
+            (db.schema,),
+        )
+        found = await cur.fetchone()
+        if found is not None and found["type"] != f"vector({dim})":
+            await conn.execute("DROP TABLE kb_chunks")
+            await conn.execute("DELETE FROM kb_files")
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS kb_files (source text PRIMARY KEY, digest text NOT NULL, model_id text NOT NULL)"
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS kb_chunks (id bigserial PRIMARY KEY, source text NOT NULL, chunk integer "
+                "NOT NULL, heading text NOT NULL, content text NOT NULL, embedding vector({}) NOT NULL)"
+            ).format(sql.Literal(dim))
+        )
+        await conn.execute("CREATE INDEX IF NOT EXISTS kb_chunks_source ON kb_chunks (source)")
+        await conn.execute(
+            "CREATE INDEX IF NOT EXISTS kb_chunks_embedding ON kb_chunks USING hnsw (embedding vector_cosine_ops)"
+        )
+
+
+async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encoder: Encoder) -> IngestReport:
+    """Bring the knowledge base in line with the documents on disk (only what changed is embedded)."""
+    await ensure_tables(db, encoder.dim)
+    documents = read_documents([resolve(desk_dir, p) for p in config.knowledge.paths])
+    async with db.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.desk.kb.' || %s))", (db.schema,))
+        cur = await conn.execute("SELECT source, digest, model_id FROM kb_files")
+        before = {str(r["source"]): (str(r["digest"]), str(r["model_id"])) for r in await cur.fetchall()}
+        added: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        embedded = 0
+        for document in documents:
+            if before.get(document.source) == (document.digest, encoder.model_id):
+                unchanged.append(document.source)
+                continue
+            (updated if document.source in before else added).append(document.source)
+            chunks = chunks_of(document, config.knowledge.chunk_chars)
+            texts = [f"{c.heading}. {c.content}" for c in chunks]
+            vectors = list(await encode_async(encoder, texts)) if texts else []
+            await conn.execute("DELETE FROM kb_chunks WHERE source = %s", (document.source,))
+            async with conn.cursor() as write:
+                await write.executemany(
+                    "INSERT INTO kb_chunks (source, chunk, heading, content, embedding) VALUES (%s, %s, %s, %s, %s::vector)",
+                    [
+                        (c.source, c.index, c.heading, c.content, vector_literal(v))
+                        for c, v in zip(chunks, vectors, strict=True)
+                    ],
+                )
+            await conn.execute(
+                "INSERT INTO kb_files (source, digest, model_id) VALUES (%s, %s, %s) "
+                "ON CONFLICT (source) DO UPDATE SET digest = EXCLUDED.digest, model_id = EXCLUDED.model_id",
+                (document.source, document.digest, encoder.model_id),
+            )
+            embedded += len(chunks)
+        present = {d.source for d in documents}
+        removed = sorted(set(before) - present)
+        if removed:
+            await conn.execute("DELETE FROM kb_chunks WHERE source = ANY(%s)", (removed,))
+            await conn.execute("DELETE FROM kb_files WHERE source = ANY(%s)", (removed,))
+    return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded)
+
+
+class KnowledgeBase:
+    """Search-only access to the chunks (the desk's VECTOR route)."""
+
+    def __init__(self, db: SupportDatabase, encoder: Encoder, *, min_score: float) -> None:
+        self._db = db
+        self._encoder = encoder
+        self.min_score = min_score
+
+    async def search(self, query: str, top_k: int = 3) -> list[Passage]:
+        if not query.strip():
+            return []
+        top_k = max(1, min(top_k, MAX_TOP_K))
+        try:
+            vector = vector_literal((await encode_async(self._encoder, [query]))[0])
+        except Exception as exc:  # the encoder failed: the search cannot run
+            raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
+        try:
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT source, heading, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_chunks "
+                    "ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s",
+                    {"v": vector, "k": top_k},
+                )
+                rows = await cur.fetchall()
+        except psycopg.Error as exc:
+            raise ToolError("database_error", f"knowledge search failed: {str(exc).splitlines()[0]}") from exc
+        passages = [Passage(r["source"], r["heading"], r["content"], float(r["score"])) for r in rows]
+        return [p for p in passages if p.score >= self.min_score]
+
+    async def sources(self) -> Sequence[str]:
+        async with self._db.connection() as conn:
+            cur = await conn.execute("SELECT source FROM kb_files ORDER BY source")
+            return [str(r["source"]) for r in await cur.fetchall()]

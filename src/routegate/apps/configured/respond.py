@@ -1,0 +1,178 @@
+"""The wording of a configured desk's answers: the built-in Respond node (tokens streamed, the model answering from
+the evidence when configured, the composer when it is not or fails) runs with this desk's system prompt and
+composer (:meth:`DeskAnswers.respond_node`), worded for its own tables, documents and tools.
+
+Offline, :func:`compose` builds the answer from the evidence only: the asked-for columns of a row
+(``Order 1042: status is open.``), a list of rows named by their name column or id, a count, the best knowledge
+chunk quoted with its source file, a tool's result; and on the LLM route what the desk can do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from routegate.apps.configured.config import DeskConfig, TableConfig
+from routegate.apps.support.respond import RespondNode
+from routegate.apps.support.turn import Turn
+from routegate.llm.protocol import ChatModel
+
+_GREETING: Final = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening))\b", re.IGNORECASE)
+_THANKS: Final = re.compile(r"\b(thanks?|thank you|cheers)\b", re.IGNORECASE)
+_BYE: Final = re.compile(r"\b(bye|goodbye|see you)\b", re.IGNORECASE)
+MAX_LISTED: Final = 20
+
+
+class DeskAnswers:
+    """The desk's wording: its capabilities and how rows are named, from the configuration."""
+
+    def __init__(self, config: DeskConfig) -> None:
+        self.config = config
+        self.tables = {t.name: t for t in config.tables}
+        parts: list[str] = []
+        if config.tables:
+            parts.append("look up " + _joined([t.plural for t in config.tables]))
+        if any(r.kind == "kb" for r in config.routes):
+            parts.append("answer from our help documents")
+        if config.tools:
+            parts.append("call " + _joined([t.description for t in config.tools]))
+        example = next((r.examples[0] for r in config.routes if r.kind == "sql" and r.examples), None)
+        hint = f" (for example “{example}”)" if example else ""
+        self.capabilities = f"I'm the {config.desk.name} desk assistant. I can {_joined(parts)}{hint}."
+
+    def unsure(self) -> str:
+        return (
+            "I'm not sure what you're asking, so I haven't looked anything up. " + self.capabilities + " Could you "
+            "ask again in your own words (for example with an order number or a name)?"
+        )
+
+    def llm_route(self, message: str) -> str:
+        if _THANKS.search(message):
+            return "You're welcome! Is there anything else I can help you with?"
+        if _BYE.search(message):
+            return "Goodbye! Come back any time you need help."
+        if _GREETING.search(message):
+            return "Hello! " + self.capabilities + " What can I do for you?"
+        return self.capabilities + " What would you like to know?"
+
+    # -- rows ------------------------------------------------------------------------------------------------
+    def _name(self, table: TableConfig | None, row: Mapping[str, Any]) -> str:
+        if table is None:
+            return "This row"
+        ident = row.get(table.primary_key) if table.primary_key else None
+        label = table.label.capitalize()
+        if table.name_column and row.get(table.name_column) is not None:
+            return f"{row[table.name_column]}" + (f" ({table.label} {ident})" if ident is not None else "")
+        return f"{label} {ident}" if ident is not None else label
+
+    def rows(self, call: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+        table = self.tables.get(str(call.get("table")))
+        focus = [c for c in call.get("focus") or () if isinstance(c, str)]
+        plural = table.plural if table else "rows"
+        if call.get("template") == "count" and rows and "count" in rows[0]:
+            n = rows[0]["count"]
+            label = table.label if table else "row"
+            counted = f"is {n} {label}" if n == 1 else f"are {n} {plural}"
+            return f"There {counted} ({call.get('looked_for') or plural})."
+        if len(rows) == 1 and call.get("template") == "parent":
+            row = rows[0]
+            facts = ", ".join(f"{c.replace('_', ' ')} {_text(row[c])}" for c in focus if c in row)
+            lead = str(call.get("looked_for") or "It").capitalize()
+            return f"{lead}: {self._name(table, row)}" + (f" ({facts})." if facts else ".")
+        if len(rows) == 1:
+            row = rows[0]
+            shown = [c for c in focus if c in row] or [c for c in row if table is None or c != table.name_column]
+            facts = ", ".join(f"{c.replace('_', ' ')} is {_text(row[c])}" for c in shown)
+            return f"{self._name(table, row)}: {facts}."
+        lines = []
+        for row in rows[:MAX_LISTED]:
+            shown = [c for c in focus if c in row] or [
+                c for c in row if table is None or c not in (table.primary_key, table.name_column)
+            ]
+            lines.append(
+                f"- {self._name(table, row)}: " + ", ".join(f"{c.replace('_', ' ')} {_text(row[c])}" for c in shown)
+            )
+        more = f"\n(and {len(rows) - MAX_LISTED} more)" if len(rows) > MAX_LISTED else ""
+        return f"I found {len(rows)} {plural}:\n" + "\n".join(lines) + more
+
+    def fallback(self, route: str, reason: str, call: Mapping[str, Any] | None) -> str:
+        if reason.startswith("llm_failed:"):
+            return (
+                f"I couldn't answer that: the language model service failed ({reason.removeprefix('llm_failed:')}), "
+                "so nothing was looked up. Please try again later."
+            )
+        if route == "POSTGRES":
+            if reason == "empty":
+                what = (call or {}).get("looked_for") or "a matching record"
+                return f"I couldn't find {what} in our records. Please check the number or the name and try again."
+            if reason == "unknown_query":
+                return (
+                    "I couldn't tell which records you mean. Please name the "
+                    + _joined([t.label for t in self.config.tables], "or")
+                    + " (with its number or name)."
+                )
+            return "I couldn't look that up in the database just now. Please try again, or ask with a number or a name."
+        if route == "VECTOR":
+            if reason == "empty":
+                return "I couldn't find anything about that in our help documents."
+            return "I couldn't search the help documents just now. Please try again in a moment."
+        if route == "EXTERNAL":
+            if reason == "unknown_query":
+                return "I couldn't tell what to ask the external service; please include the number or name it needs."
+            return "The external service did not answer just now. Please try again later."
+        return self.capabilities
+
+    def compose(self, message: str, route: str, observation: Mapping[str, Any], *, unsure: bool = False) -> str:
+        fallback = observation.get("fallback")
+        call = observation.get("call")
+        result = observation.get("result")
+        if isinstance(fallback, str) and fallback:
+            return self.fallback(route, fallback, call if isinstance(call, Mapping) else None)
+        if route == "POSTGRES" and isinstance(result, Mapping) and isinstance(call, Mapping):
+            answer = self.rows(call, result.get("rows") or [])
+            if result.get("truncated"):
+                answer += f"\n(This is not the whole result: {result.get('truncation') or 'it was cut'}.)"
+            return answer
+        if route == "VECTOR" and isinstance(result, Mapping):
+            documents = result.get("documents") or []
+            top = documents[0]
+            answer = f"From {top['source']} (“{top['title']}”): {top['content']}"
+            related = list(dict.fromkeys(d["source"] for d in documents[1:] if d["source"] != top["source"]))
+            if related:
+                answer += " (See also: " + ", ".join(related) + ".)"
+            return answer
+        if route == "EXTERNAL" and isinstance(result, Mapping):
+            value = result.get("response")
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            return f"{result.get('tool')}: {text}" + (" (mock response)" if result.get("mock") else "")
+        return self.unsure() if unsure else self.llm_route(message)
+
+    def answer(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> str:
+        """The offline answer of a turn (the Respond node's composer)."""
+        unsure = turn.choice is not None and turn.choice.layer == "unsure"
+        return self.compose(turn.message, route, observation, unsure=unsure)
+
+    def respond_node(self, chat_model: ChatModel | None) -> RespondNode:
+        return RespondNode(chat_model=chat_model, system_prompt=self.system_prompt(), composer=self.answer)
+
+    def system_prompt(self) -> str:
+        return (
+            f"You are the assistant of {self.config.desk.description or self.config.desk.name}. Answer the user's last "
+            "message in a few sentences using ONLY the evidence given (database rows, document passages with their "
+            "source file, or a tool's result) and the conversation. Name the source file when you quote a document. "
+            "If the evidence is empty or a tool failed, say plainly what you could not find; never invent records, "
+            f"numbers or policies. On the LLM route (no evidence) answer briefly and say what you can do: {self.capabilities}"
+        )
+
+
+def _text(value: object) -> str:
+    return "unknown" if value is None else str(value)
+
+
+def _joined(items: Sequence[str], word: str = "and") -> str:
+    items = [i for i in items if i]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + f" {word} " + items[-1]

@@ -1,0 +1,187 @@
+"""``routegate desk init`` and ``routegate kb ingest``: your own desk from a SQL file (or a PostgreSQL) and a
+docs folder, and its knowledge base. ``--desk DIR`` (or ``ROUTEGATE_DESK``) on ``ask``, ``chat`` and ``route``
+runs it (:func:`open_desk`, :func:`desk_router`).
+
+Wiring only: the work is in :mod:`routegate.apps.configured`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from routegate.settings import Settings
+
+if TYPE_CHECKING:
+    from routegate.apps.configured.init import InitResult
+    from routegate.apps.support.desk import SupportAgent
+    from routegate.apps.support.router import SupportRouter
+
+DESK_HELP = "run your own desk: the directory desk init wrote (also ROUTEGATE_DESK)"
+
+
+def register(subparsers: Any) -> None:
+    desk: argparse.ArgumentParser = subparsers.add_parser(
+        "desk",
+        help="your own desk: `desk init DIR --from-sql SCHEMA.sql --kb DOCS/` writes DIR/desk.toml",
+        description="Create a desk configuration from your tables and documents (docs/desk.md).",
+    )
+    actions = desk.add_subparsers(title="desk commands", metavar="ACTION")
+    init = actions.add_parser(
+        "init",
+        help="introspect a SQL file or a PostgreSQL and a docs folder; write DIR/desk.toml",
+        description="Load SCHEMA.sql into a scratch schema of the embedded PostgreSQL (or read --database-url), read "
+        "the tables, columns, keys and the docs folder, and write DIR/desk.toml: routes with example questions, the "
+        "readable tables and columns, the knowledge sources. DIR must not exist or be empty.",
+    )
+    init.add_argument("directory", type=Path, help="the desk's directory (created)")
+    source = init.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from-sql", type=Path, help="a SQL file: CREATE TABLE and INSERT statements")
+    source.add_argument("--database-url", help="an existing PostgreSQL to read the tables from")
+    init.add_argument("--schema", default="public", help="with --database-url: the schema of the tables (public)")
+    init.add_argument("--kb", type=Path, action="append", default=[], help="a docs folder or file (repeatable)")
+    init.add_argument("--tables", help="comma-separated tables the desk may read (default: every table)")
+    init.add_argument("--name", help="the desk's name (default: the directory's name)")
+    init.set_defaults(handler=run_init)
+    evaluate = actions.add_parser(
+        "eval",
+        help="measure the desk's router on labelled questions (JSONL: text, route)",
+        description='Route every question of FILE (one JSON object per line: {"text": ..., "route": '
+        "POSTGRES | VECTOR | EXTERNAL | LLM}) with the desk's router (offline stages; no database, no tool) and "
+        "print the accuracy, per route, and every misroute.",
+    )
+    evaluate.add_argument("directory", type=Path, help="the desk's directory")
+    evaluate.add_argument("file", type=Path, help="labelled questions (JSONL)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(handler=run_eval)
+
+    kb: argparse.ArgumentParser = subparsers.add_parser(
+        "kb", help="the knowledge base of your own desk: `kb ingest --desk DIR`"
+    )
+    kb_actions = kb.add_subparsers(title="kb commands", metavar="ACTION")
+    ingest = kb_actions.add_parser(
+        "ingest",
+        help="chunk and embed the desk's documents into pgvector (only changed files; deleted ones removed)",
+        description="Bring the knowledge base in line with the documents of desk.toml's [knowledge] paths: new and "
+        "changed files (by content hash) are chunked and embedded, deleted files removed.",
+    )
+    ingest.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
+    ingest.set_defaults(handler=run_ingest)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    from routegate.apps.configured.init import init_desk
+
+    settings = Settings()
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+    server = None
+    url = None
+    if args.from_sql is not None:
+        from routegate.apps.support.embedded import EmbeddedPostgres, embedded_data_dir
+
+        if settings.database_url:
+            url = settings.database_url
+        else:
+            server = EmbeddedPostgres(embedded_data_dir(settings))
+            url = server.start()
+    try:
+        result = init_desk(
+            args.directory,
+            embedded_url=url,
+            from_sql=args.from_sql,
+            database_url=args.database_url,
+            schema=args.schema,
+            kb=args.kb,
+            tables=tables,
+            name=args.name,
+        )
+    finally:
+        if server is not None:
+            server.stop()
+    print(summary(result))
+    return 0
+
+
+def summary(result: InitResult) -> str:
+    config = result.config
+    lines = [f"found {len(result.tables)} table(s):"]
+    for table in result.tables:
+        keys = f"primary key {table.primary_key}" if table.primary_key else "no primary key"
+        fks = ", ".join(f"{fk.column} -> {fk.references}.{fk.ref_column}" for fk in table.foreign_keys)
+        lines.append(f"  {table.name} ({table.rows} rows; {keys}{'; ' + fks if fks else ''})")
+    if result.skipped_tables:
+        lines.append("skipped (name needs quoting): " + ", ".join(result.skipped_tables))
+    if result.private_columns:
+        lines.append("left out as private (add them to `columns` to allow): " + ", ".join(result.private_columns))
+    lines.append(f"found {len(result.documents)} document(s):")
+    lines += [f"  {d.source}: {d.title}" for d in result.documents]
+    lines.append(f"wrote {result.directory / 'desk.toml'} with {len(config.routes)} route(s):")
+    for route in config.routes:
+        target = ", ".join(route.tables) if route.tables else route.target or route.kind
+        lines.append(f"  {route.name} ({route.kind}: {target}) — {len(route.examples)} example questions")
+    lines.append("readable: " + "; ".join(f"{t.name}({', '.join(t.columns)})" for t in config.tables))
+    lines.append("every other table and column is denied. Review the file (remove what must stay private), then:")
+    lines.append(f'  routegate ask --desk {result.directory} "..."')
+    return "\n".join(lines)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from routegate.apps.configured.evaluate import evaluate, read_labelled
+
+    labelled = read_labelled(args.file)  # a bad file is said before the encoder loads
+    report = asyncio.run(evaluate(desk_router(Settings(), args.directory), labelled))
+    print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else "\n".join(report.lines()))
+    return 0
+
+
+def with_desk(settings: Settings, given: Path | None) -> Settings:
+    """``settings`` with ``--desk`` (when given) in place of ``ROUTEGATE_DESK``."""
+    return settings if given is None else settings.model_copy(update={"desk": given})
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from routegate.errors import ConfigurationError
+
+    settings = Settings()
+    where = with_desk(settings, args.desk).desk
+    if where is None:
+        raise ConfigurationError("kb ingest needs --desk DIR (or ROUTEGATE_DESK): the desk whose documents to ingest")
+    return asyncio.run(_ingest(settings, where))
+
+
+async def _ingest(settings: Settings, where: Path) -> int:
+    from routegate.apps.configured.factory import open_configured_desk
+    from routegate.apps.configured.kb import ingest
+
+    async with open_configured_desk(settings, where, ingest_on_start=False) as desk:
+        report = await ingest(desk.config, desk.desk_dir, desk.db, desk.encoder)
+    for label, sources in (("added", report.added), ("updated", report.updated), ("removed", report.removed)):
+        for source in sources:
+            print(f"{label}: {source}")
+    print(f"knowledge base of {where}: {report.summary()}")
+    return 0
+
+
+@asynccontextmanager
+async def open_desk(settings: Settings, where: Path) -> AsyncIterator[SupportAgent]:
+    """The configured desk at ``where``, as the support commands use a desk."""
+    from routegate.apps.configured.factory import open_configured_desk
+
+    async with open_configured_desk(settings, where) as desk:
+        yield desk
+
+
+def desk_router(settings: Settings, where: Path) -> SupportRouter:
+    """The configured desk's router alone (``route --desk``: no database, no tool)."""
+    from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.router import DeskRouter, embedding_layer
+    from routegate.embed import default_encoder
+
+    config = load_config(where)
+    return DeskRouter(config, semantic=embedding_layer(config, default_encoder()))

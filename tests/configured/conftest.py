@@ -1,0 +1,64 @@
+"""Fixtures of the configured-desk tests: one embedded PostgreSQL per session, and the shop desk built only through
+``routegate desk init`` (the command line) from ``examples/shop``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.embedded import EmbeddedPostgres
+from routegate.cli import main
+from routegate.embed import MiniLMEncoder
+from routegate.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOP = ROOT / "examples" / "shop"
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+    url = server.start()
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def encoder() -> MiniLMEncoder:
+    enc = MiniLMEncoder()
+    enc.warm_up()
+    return enc
+
+
+def desk_init(pg_url: str, data_dir: Path, *args: str) -> int:
+    """``routegate desk init ...`` in this process, loading the SQL into the session's PostgreSQL."""
+    env = {"DATABASE_URL": pg_url, "ROUTEGATE_DATA_DIR": str(data_dir)}
+    with mock.patch.dict(os.environ, env):
+        return main(["desk", "init", *args])
+
+
+@pytest.fixture(scope="session")
+def shop_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Path:
+    """The shop desk as `desk init` writes it (the SQL file and the docs copied next to it first)."""
+    base = tmp_path_factory.mktemp("shop")
+    shutil.copy(SHOP / "shop.sql", base / "shop.sql")
+    shutil.copytree(SHOP / "docs", base / "docs")
+    assert (
+        desk_init(pg_url, base, str(base / "shop"), "--from-sql", str(base / "shop.sql"), "--kb", str(base / "docs"))
+        == 0
+    )
+    return base / "shop"
+
+
+@pytest.fixture
+async def shop(shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
+    settings = Settings(database_url=pg_url, data_dir=tmp_path)
+    async with open_configured_desk(settings, shop_dir, encoder=encoder) as desk:
+        yield desk
