@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
+from routegate.core._fields import fields_dict
 from routegate.core.contracts import RouteIntent, RunResult, jsonable
 from routegate.core.protocols import RouteDecision
 
@@ -42,12 +43,7 @@ class DelegationEvent:
     type: str = "delegation"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "attempt": self.attempt,
-            "target": self.target,
-            "args_hash": self.args_hash,
-        }
+        return {"type": self.type} | fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,23 +56,30 @@ class ObservationEvent:
     type: str = "observation"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "attempt": self.attempt,
-            "target": self.target,
-            "observation": jsonable(self.observation),
-        }
+        return {"type": self.type} | fields_dict(self) | {"observation": jsonable(self.observation)}
+
+
+class _Result(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+ResultT = TypeVar("ResultT", bound=_Result)
 
 
 @dataclass(frozen=True, slots=True)
-class FinalEvent:
-    """The run ended; always the last event."""
+class _FinalEvent(Generic[ResultT]):
+    """The last event of a run, whichever runtime ran it: the run's result."""
 
-    result: RunResult
+    result: ResultT
     type: str = "final"
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "result": self.result.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class FinalEvent(_FinalEvent[RunResult]):
+    """The run ended; always the last event."""
 
 
 RunEvent = DecisionEvent | DelegationEvent | ObservationEvent | FinalEvent

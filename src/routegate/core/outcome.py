@@ -58,3 +58,14 @@ class HasOutcome:
     def outcome(self) -> Outcome:
         """How the run ended, in the form every runtime's result shares."""
         return Outcome.stopped(self.stop_reason, self.phase, self.message)
+
+
+class HasStopReason:
+    """Gives a result type that stores its ``stop_reason`` its ``ok``: it ended well when that is ``"success"``."""
+
+    __slots__ = ()
+    stop_reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == SUCCESS

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from routegate.core.contracts import TraceEntry
+from routegate.core.events import _FinalEvent
 from routegate.plan.envelope import Envelope
 
 if TYPE_CHECKING:
-    from routegate.plan.result import PlanResult
+    from routegate.plan.result import PlanResult  # noqa: F401 - PlanFinalEvent's base names it (result imports us)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +77,8 @@ class StepEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanFinalEvent:
+class PlanFinalEvent(_FinalEvent["PlanResult"]):
     """The run ended; always the last event."""
-
-    result: PlanResult
-    type: str = "final"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "result": self.result.to_dict()}
 
 
 PlanEvent = StepEvent | PlanFinalEvent

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from routegate.core._fields import fields_dict
 from routegate.core.outcome import HasOutcome
 from routegate.core.stop_reasons import Phase
 
@@ -68,6 +69,9 @@ class AnswerToken:
     type: Literal["token"] = "token"
 
 
+_NOT_ON_THE_WIRE = frozenset({"type", "phase", "message"})
+
+
 @dataclass(frozen=True, slots=True)
 class TurnResult(HasOutcome):
     session_id: str
@@ -82,15 +86,9 @@ class TurnResult(HasOutcome):
     message: str = ""  # why it stopped, for people (empty on success)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "route": self.route,
-            "answer": self.answer,
-            "stop_reason": self.stop_reason,
-            "fallback": self.fallback,
-            "trace": [dict(t) for t in self.trace],
-            "latency_ms": round(self.latency_ms, 3),
-        }
+        """The turn's answer on the wire: its fields but the event ``type`` and how a stopped turn stopped."""
+        answer = fields_dict(self, leave_out=_NOT_ON_THE_WIRE)
+        return answer | {"trace": [dict(t) for t in self.trace], "latency_ms": round(self.latency_ms, 3)}
 
 
 @dataclass(frozen=True, slots=True)
