@@ -63,14 +63,14 @@ class _Result(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-ResultT = TypeVar("ResultT", bound=_Result)
+_ResultT = TypeVar("_ResultT", bound=_Result)
 
 
 @dataclass(frozen=True, slots=True)
-class _FinalEvent(Generic[ResultT]):
+class _FinalEvent(Generic[_ResultT]):
     """The last event of a run, whichever runtime ran it: the run's result."""
 
-    result: ResultT
+    result: _ResultT
     type: str = "final"
 
     def to_dict(self) -> dict[str, Any]:
