@@ -76,6 +76,7 @@ def test_a_request_span_continues_the_callers_trace(
             json={"message": "How do I reset my password?", "session_id": "s1"},
             headers={"Accept": "application/json", "traceparent": TRACEPARENT},
         )
+    server.stop()  # the span ends after the answer's last byte: stopping waits for the request's task to end
     assert response.status_code == 200
     assert response.headers["x-request-id"] == TRACE_ID
     served = [s for s in otel_spans.get_finished_spans() if s.kind is SpanKind.SERVER]
@@ -92,6 +93,7 @@ def test_a_streamed_answer_is_one_server_span(start_server: StartServer, otel_sp
             json={"message": "How do I reset my password?", "session_id": "s1"},
             headers={"Accept": "text/event-stream"},
         )
+    server.stop()  # the span ends after the answer's last byte: stopping waits for the request's task to end
     assert response.status_code == 200 and response.text.count("data:") > 2  # several server-sent events
     # no `http send` span per event (nor `http receive`): the request is one span, whatever it streams
     assert [(s.name, s.kind) for s in otel_spans.get_finished_spans()] == [("POST /chat", SpanKind.SERVER)]

@@ -24,7 +24,7 @@ from typing import Any
 from routegate.cli._errors import configure_logging, debug_from_env, describe, exit_code
 from routegate.cli._signals import Terminated, exit_status, terminate_like_interrupt
 
-# Each module defines register(subparsers) and sets a handler with parser.set_defaults(handler=...).
+# Each module defines register(subparsers) and adds its commands with cli._command.add_command (docstring = help).
 COMMAND_MODULES: tuple[str, ...] = (
     "routegate.cli.triage",
     "routegate.cli.support",

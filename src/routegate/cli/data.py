@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from routegate.cli._command import add_command
 from routegate.errors import ConfigurationError
 from routegate.settings import Settings
 
@@ -28,24 +29,11 @@ _PARTS = (
 
 
 def register(subparsers: Any) -> None:
-    data: argparse.ArgumentParser = subparsers.add_parser(
-        "data",
-        help="show where routegate keeps its data (embedded PostgreSQL, router cache) and its size; reset it",
-        description="Show the data dir (ROUTEGATE_DATA_DIR, by default the platform's user data directory, "
-        "~/.local/share/routegate on Linux) and the size of each part: the embedded PostgreSQL (conversations, "
-        "articles) and the support router fitted on first use. `routegate data reset` removes it all.",
-    )
+    data = add_command(subparsers, "data", run_show)
     data.add_argument("--json", action="store_true", help="print one JSON object")
-    data.set_defaults(handler=run_show)
     actions = data.add_subparsers(title="data commands", metavar="ACTION")
-    reset = actions.add_parser(
-        "reset",
-        help="remove the data dir (conversations, embedded PostgreSQL, router cache) after a confirmation",
-        description="Remove the whole data dir. Asks first (at a terminal) unless --yes; refuses while the "
-        "embedded PostgreSQL in it runs (stop `routegate up` / `serve` / `chat` first).",
-    )
+    reset = add_command(actions, "reset", run_reset)
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    reset.set_defaults(handler=run_reset)
 
 
 def _size(path: Path) -> int:
@@ -84,6 +72,12 @@ def _parts(where: Path) -> list[dict[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    """show where routegate keeps its data (embedded PostgreSQL, router cache) and its size; reset it
+
+    Show the data dir (ROUTEGATE_DATA_DIR, by default the platform's user data directory,
+    ~/.local/share/routegate on Linux) and the size of each part: the embedded PostgreSQL (conversations,
+    articles) and the support router fitted on first use. `routegate data reset` removes it all.
+    """
     settings = Settings()
     where = settings.data_dir
     parts = _parts(where)
@@ -121,6 +115,11 @@ def _server_running(where: Path) -> int | None:
 
 
 def run_reset(args: argparse.Namespace) -> int:
+    """remove the data dir (conversations, embedded PostgreSQL, router cache) after a confirmation
+
+    Remove the whole data dir. Asks first (at a terminal) unless --yes; refuses while the embedded PostgreSQL in
+    it runs (stop `routegate up` / `serve` / `chat` first).
+    """
     where = Settings().data_dir
     if not where.exists():
         print(f"nothing to remove: {where} does not exist")

@@ -23,6 +23,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from routegate.cli._command import add_command
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.settings import Settings
 
@@ -38,17 +39,15 @@ def register(subparsers: Any) -> None:
     commands = plans.add_subparsers(title="plans commands", metavar="ACTION", required=True)
     db_help = "the checkpoint store: a SQLite file path or a postgresql:// URL (what Store(db=...) was given)"
 
-    listing = commands.add_parser("list", help="every run: key, status, stop reason, next step, last write")
+    listing = add_command(commands, "list", run_list)
     listing.add_argument("--db", required=True, help=db_help)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    listing.set_defaults(handler=run_list)
 
-    show = commands.add_parser("show", help="one run: status, path, next step, the question of an interrupt")
+    show = add_command(commands, "show", run_show)
     show.add_argument("key", help="the run's checkpoint_key")
     show.add_argument("--db", required=True, help=db_help)
-    show.set_defaults(handler=run_show)
 
-    resume = commands.add_parser("resume", help="resume one run with its plan")
+    resume = add_command(commands, "resume", run_resume)
     resume.add_argument("key", help="the run's checkpoint_key")
     resume.add_argument("--db", required=True, help=db_help)
     resume.add_argument(
@@ -56,7 +55,6 @@ def register(subparsers: Any) -> None:
     )
     resume.add_argument("--answer", help="the answer to the run's interrupt (a string)")
     resume.add_argument("--answer-json", help="the answer to the run's interrupt, as JSON")
-    resume.set_defaults(handler=run_resume)
 
 
 def _open(db: str, fallback_key: bytes | None = None) -> Any:
@@ -169,6 +167,7 @@ def _readable(record: Any) -> dict[str, Any] | None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    """every run: key, status, stop reason, next step, last write"""
     store = _open(args.db)
     try:
         records = store.checkpoints.runs()
@@ -200,6 +199,7 @@ def _load(store: Any, key: str, db: str) -> Any:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    """one run: status, path, next step, the question of an interrupt"""
     store = _open(args.db)
     try:
         record = _load(store, args.key, args.db)
@@ -251,6 +251,7 @@ def _plan(spec: str) -> Any:
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    """resume one run with its plan"""
     from routegate.plan.durable import NO_ANSWER
 
     if args.answer is not None and args.answer_json is not None:

@@ -21,18 +21,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from routegate._extras import needs, require
+from routegate.cli._command import add_command
 from routegate.errors import ConfigurationError
 
 
 def register(subparsers: Any) -> None:
-    fit: argparse.ArgumentParser = subparsers.add_parser(
-        "fit",
-        help="fit and calibrate a semantic router from labelled JSONL and save it",
-        description='Fit a semantic router on --train (JSONL lines {"text": ..., "label": ...}; the label "oos" '
-        "marks a query no route fits), calibrate its out-of-scope threshold (and clarify margin) on --val, and "
-        "save it to the directory -o. Without --val, calibration uses cross-validation on --train. The data needs "
-        "at least 2 labels (2 routes, or 1 route plus out-of-scope rows) and at least 2 examples per route.",
-    )
+    fit = add_command(subparsers, "fit", run_fit)
     fit.add_argument("--train", required=True, help="training data (JSONL)")
     fit.add_argument("--val", help="validation data for calibration (JSONL); never pass the test split")
     fit.add_argument(
@@ -88,16 +82,8 @@ def register(subparsers: Any) -> None:
         "--finetune-epochs", type=int, default=2, help="epochs of each run, each one measured (default 2)"
     )
     tune.add_argument("--finetune-lr", default="5e-5", help="learning rates to try, comma-separated (default 5e-5)")
-    fit.set_defaults(handler=run_fit)
 
-    ev: argparse.ArgumentParser = subparsers.add_parser(
-        "eval",
-        help="evaluate a saved router on labelled JSONL (accuracy, OOS detection, latency, curves)",
-        description="Route every line of DATA one query at a time with a saved router and report in-scope "
-        "accuracy, out-of-scope precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and "
-        "the risk-coverage curve. A progress bar goes to stderr. Every label of DATA must be a route of the router "
-        "or the out-of-scope label: unknown labels are refused (listed), unless --unknown-as-oos.",
-    )
+    ev = add_command(subparsers, "eval", run_eval)
     ev.add_argument("data", help="labelled JSONL to evaluate on")
     ev.add_argument("--router", required=True, help="directory of a router saved by `routegate fit`")
     ev.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
@@ -117,7 +103,6 @@ def register(subparsers: Any) -> None:
     )
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ray_options(ev)
-    ev.set_defaults(handler=run_eval)
 
 
 def add_ray_options(parser: argparse.ArgumentParser) -> None:
@@ -281,6 +266,13 @@ def finetune_warnings(args: argparse.Namespace) -> list[str]:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    """fit and calibrate a semantic router from labelled JSONL and save it
+
+    Fit a semantic router on --train (JSONL lines {"text": ..., "label": ...}; the label "oos" marks a query no
+    route fits), calibrate its out-of-scope threshold (and clarify margin) on --val, and save it to the directory
+    -o. Without --val, calibration uses cross-validation on --train. The data needs at least 2 labels (2 routes, or
+    1 route plus out-of-scope rows) and at least 2 examples per route.
+    """
     from routegate.embed import MiniLMEncoder
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
     from routegate.routers.data import load_examples
@@ -357,6 +349,13 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    """evaluate a saved router on labelled JSONL (accuracy, OOS detection, latency, curves)
+
+    Route every line of DATA one query at a time with a saved router and report in-scope accuracy, out-of-scope
+    precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. A
+    progress bar goes to stderr. Every label of DATA must be a route of the router or the out-of-scope label:
+    unknown labels are refused (listed), unless --unknown-as-oos.
+    """
     from routegate.routers import SemanticRouter, evaluate
     from routegate.routers.data import load_examples
     from routegate.routers.evaluation import UnknownLabels, plot_report, progress_bar

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routegate._extras import require
+from routegate.cli._command import add_command
 from routegate.cli.desk import DESK_HELP
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.settings import Settings
@@ -37,13 +38,7 @@ _UI_START_TIMEOUT = 60.0
 
 
 def register(subparsers: Any) -> None:
-    serve = subparsers.add_parser(
-        "serve",
-        help="run the support desk's HTTP API (POST /chat, /v1/chat/completions, /healthz, /metrics, /docs)",
-        description="Start the support desk (embedded PostgreSQL unless DATABASE_URL is set) and serve it over "
-        "HTTP with uvicorn. ROUTEGATE_SERVER_API_KEY turns on bearer authentication; ROUTEGATE_SERVER_CORS_ORIGINS "
-        "(a JSON list) turns on CORS.",
-    )
+    serve = add_command(subparsers, "serve", run_serve)
     serve.add_argument("--host", default=None, help="interface to bind (default: ROUTEGATE_SERVER_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default: ROUTEGATE_SERVER_PORT or 8000)")
     serve.add_argument(
@@ -65,29 +60,17 @@ def register(subparsers: Any) -> None:
         "--autoscale", default=None, metavar="MIN:MAX", help="with --ray: autoscale between MIN and MAX replicas"
     )
     serve.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
-    serve.set_defaults(handler=run_serve)
 
-    ui = subparsers.add_parser(
-        "ui",
-        help="run the Streamlit chat UI against a running server",
-        description="Start the Streamlit chat UI; it talks to the server at --server-url over HTTP.",
-    )
+    ui = add_command(subparsers, "ui", run_ui)
     ui.add_argument("--host", default=None, help="interface to bind (default: ROUTEGATE_UI_HOST or 127.0.0.1)")
     ui.add_argument("--port", type=int, default=None, help="port (default: ROUTEGATE_UI_PORT or 8501)")
     ui.add_argument("--server-url", default=None, help="the server (default: ROUTEGATE_UI_SERVER_URL)")
-    ui.set_defaults(handler=run_ui)
 
-    up = subparsers.add_parser(
-        "up",
-        help="start embedded Postgres, the HTTP server and the UI together; Ctrl-C stops everything",
-        description="Start the whole product: the support desk on embedded PostgreSQL (or DATABASE_URL), the HTTP "
-        "server and the Streamlit UI, print both URLs, and stop everything on Ctrl-C.",
-    )
+    up = add_command(subparsers, "up", run_up)
     up.add_argument("--host", default=None, help="interface for both (default: 127.0.0.1)")
     up.add_argument("--port", type=int, default=None, help="server port (default: 8000)")
     up.add_argument("--ui-port", type=int, default=None, help="UI port (default: 8501)")
     up.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
-    up.set_defaults(handler=run_up)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -105,6 +88,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    """run the support desk's HTTP API (POST /chat, /v1/chat/completions, /healthz, /metrics, /docs)
+
+    Start the support desk (embedded PostgreSQL unless DATABASE_URL is set) and serve it over HTTP with uvicorn.
+    ROUTEGATE_SERVER_API_KEY turns on bearer authentication; ROUTEGATE_SERVER_CORS_ORIGINS (a JSON list) turns on
+    CORS.
+    """
     require("server")  # the missing extra is said before any database starts
     settings = _settings(args)
     workers = getattr(args, "workers", 1)
@@ -199,6 +188,11 @@ def _serve_workers(settings: Settings, workers: int, listener: socket.socket) ->
 
 
 def run_up(args: argparse.Namespace) -> int:
+    """start embedded Postgres, the HTTP server and the UI together; Ctrl-C stops everything
+
+    Start the whole product: the support desk on embedded PostgreSQL (or DATABASE_URL), the HTTP server and the
+    Streamlit UI, print both URLs, and stop everything on Ctrl-C.
+    """
     require("server")  # the missing extras are said before any database starts
     require("ui")
     settings = _settings(args)
@@ -212,6 +206,10 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_ui(args: argparse.Namespace) -> int:
+    """run the Streamlit chat UI against a running server
+
+    Start the Streamlit chat UI; it talks to the server at --server-url over HTTP.
+    """
     from routegate.ui.launch import streamlit_command, streamlit_env
 
     require("ui")  # before Streamlit's child process would fail with a bare "No module named streamlit"

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from routegate.apps.support.contracts import LLM_UNAVAILABLE, AnswerToken, RouteChosen, ToolUsed, TurnError, TurnResult
+from routegate.cli._command import add_command
 from routegate.cli._input import checked
 from routegate.cli.desk import DESK_HELP, with_desk
 from routegate.settings import Settings, default_data_dir
@@ -86,37 +87,18 @@ def new_session_id() -> str:
 
 
 def register(subparsers: Any) -> None:
-    ask: argparse.ArgumentParser = subparsers.add_parser(
-        "ask",
-        help="ask the support desk one question and print the answer",
-        description="Route one question (Postgres / Vector / External / LLM), run the tool, print the answer. "
-        "Uses the embedded PostgreSQL unless DATABASE_URL is set, and an LLM only when OPENAI_API_KEY is set. "
-        + _data_dir_note(),
-    )
+    ask = add_command(subparsers, "ask", run_ask, note=_data_dir_note())
     ask.add_argument("message", help="the question")
     ask.add_argument("--session", default=None, help=_SESSION_HELP)
     ask.add_argument("--json", action="store_true", help="print the turn result as JSON")
     ask.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
-    ask.set_defaults(handler=run_ask)
 
-    chat: argparse.ArgumentParser = subparsers.add_parser(
-        "chat",
-        help="talk to the support desk interactively",
-        description="An interactive support-desk conversation (the last 10 messages are remembered per session). "
-        "Commands: /history, /reset, /quit, /help; Ctrl-D or Ctrl-C ends it. Each run starts a new session "
-        "unless --session names one. " + _data_dir_note(),
-    )
+    chat = add_command(subparsers, "chat", run_chat, note=_data_dir_note())
     chat.add_argument("--session", default=None, help=_SESSION_HELP)
     chat.add_argument("--trace", action="store_true", help="print the route, the tool call and the fallback")
     chat.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
-    chat.set_defaults(handler=run_chat)
 
-    route: argparse.ArgumentParser = subparsers.add_parser(
-        "route",
-        help="dry-run the support router: which route would handle a message (no tool runs)",
-        description="Print the route the support router chooses, with the layer that decided and its scores. "
-        'Give one message, or --file with one JSON object per line ({"text": ...}); one JSON line per input.',
-    )
+    route = add_command(subparsers, "route", run_route)
     route.add_argument("message", nargs="?", help="the message to route")
     route.add_argument("--file", type=Path, help='JSONL file, one {"text": ...} per line; - reads standard input')
     route.add_argument("--json", action="store_true", help="print JSON lines (default for --file)")
@@ -124,7 +106,6 @@ def register(subparsers: Any) -> None:
 
     add_ray_options(route)
     route.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
-    route.set_defaults(handler=run_route)
 
 
 # -- ask / chat ---------------------------------------------------------------------------------------------
@@ -145,6 +126,11 @@ def _session(given: str | None) -> str:
 
 
 def run_ask(args: argparse.Namespace) -> int:
+    """ask the support desk one question and print the answer
+
+    Route one question (Postgres / Vector / External / LLM), run the tool, print the answer. Uses the embedded
+    PostgreSQL unless DATABASE_URL is set, and an LLM only when OPENAI_API_KEY is set.
+    """
     settings = with_desk(Settings(), args.desk)
     message = checked(args.message, settings)  # before the database or a model starts
     session = _session(args.session)
@@ -190,6 +176,12 @@ async def _turn(
 
 
 def run_chat(args: argparse.Namespace) -> int:
+    """talk to the support desk interactively
+
+    An interactive support-desk conversation (the last 10 messages are remembered per session). Commands:
+    /history, /reset, /quit, /help; Ctrl-D or Ctrl-C ends it. Each run starts a new session unless --session
+    names one.
+    """
     settings = with_desk(Settings(), args.desk)
     return asyncio.run(_chat(settings, _session(args.session), trace=args.trace))
 
@@ -280,6 +272,11 @@ async def _command(desk: SupportAgent, session: str, command: str) -> None:
 
 # -- route (dry run) -----------------------------------------------------------------------------------------
 def run_route(args: argparse.Namespace) -> int:
+    """dry-run the support router: which route would handle a message (no tool runs)
+
+    Print the route the support router chooses, with the layer that decided and its scores. Give one message, or
+    --file with one JSON object per line ({"text": ...}); one JSON line per input.
+    """
     from routegate.core.messages import InvalidMessageError
 
     if (args.message is None) == (args.file is None):

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from routegate.cli._command import add_command
 from routegate.cli._input import checked
 from routegate.settings import Settings
 
@@ -14,20 +15,11 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "triage",
-        help="route a support request to the billing, technical or sales specialist and print the JSON result",
-        description="Route a support request to the billing, technical or sales specialist through the policy "
-        "boundary and gateway, and print the run result as JSON (status, stop_reason, selected_route, answer, "
-        "trace, history). Offline by default (keyword router, grounded composer); with OPENAI_API_KEY set it "
-        "uses the LLM router and the LLM finalizer of OPENAI_BASE_URL / OPENAI_MODEL. Exit status: 0 on "
-        "success, 1 when the run stopped, 2 on a usage or configuration error (an empty request, a bad OPENAI_BASE_URL).",
-    )
+    parser = add_command(subparsers, "triage", run)
     # default None, not the demo goal: the triage app (and numpy under it) is imported by the command, not the parser
     parser.add_argument("request", nargs="?", default=None, help="the request text (default: the seed's goal)")
     parser.add_argument("--offline", action="store_true", help="ignore OPENAI_API_KEY: keyword router + composer")
     parser.add_argument("--compact", action="store_true", help="print the JSON on one line")
-    parser.set_defaults(handler=run)
 
 
 async def _triage(request: str, settings: Settings, *, offline: bool) -> AgentResult:
@@ -45,6 +37,14 @@ async def _triage(request: str, settings: Settings, *, offline: bool) -> AgentRe
 
 
 def run(args: argparse.Namespace) -> int:
+    """route a support request to the billing, technical or sales specialist and print the JSON result
+
+    Route a support request to the billing, technical or sales specialist through the policy boundary and
+    gateway, and print the run result as JSON (status, stop_reason, selected_route, answer, trace, history).
+    Offline by default (keyword router, grounded composer); with OPENAI_API_KEY set it uses the LLM router and the
+    LLM finalizer of OPENAI_BASE_URL / OPENAI_MODEL. Exit status: 0 on success, 1 when the run stopped, 2 on a
+    usage or configuration error (an empty request, a bad OPENAI_BASE_URL).
+    """
     # bad settings, a bad OPENAI_BASE_URL or a bad request: one ``error:`` line from routegate.cli.main, exit 2
     from routegate.apps.triage import DEMO_GOAL
 

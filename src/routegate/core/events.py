@@ -11,6 +11,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from routegate.core._fields import fields_dict
 from routegate.core.contracts import RouteIntent, jsonable
 from routegate.core.protocols import RouteDecision
 from routegate.core.result import AgentResult, RunResult
@@ -51,12 +52,7 @@ class DelegationEvent:
     type: str = "delegation"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "attempt": self.attempt,
-            "target": self.target,
-            "args_hash": self.args_hash,
-        }
+        return {"type": self.type} | fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +65,7 @@ class ObservationEvent:
     type: str = "observation"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "attempt": self.attempt,
-            "target": self.target,
-            "observation": jsonable(self.observation),
-        }
+        return {"type": self.type} | fields_dict(self) | {"observation": jsonable(self.observation)}
 
 
 @dataclass(frozen=True, slots=True)

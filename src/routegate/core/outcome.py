@@ -45,3 +45,14 @@ class Outcome:
 
 
 _SUCCESS = Outcome(True, SUCCESS)
+
+
+class HasStopReason:
+    """Gives a result type that stores its ``stop_reason`` its ``ok``: it ended well when that is ``"success"``."""
+
+    __slots__ = ()
+    stop_reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == SUCCESS

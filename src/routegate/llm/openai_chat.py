@@ -38,7 +38,6 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
 from urllib.parse import urlsplit
 
 import httpx
@@ -51,6 +50,7 @@ from openai.types.chat import (
 )
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
+from routegate._closing import ClosedOnExit
 from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
 from routegate.llm._breaker import CircuitBreaker
@@ -154,7 +154,7 @@ def _content(completion: object) -> str:
     return content
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ClosedOnExit):
     """Chat completions from an OpenAI-compatible endpoint through ``openai.AsyncOpenAI``.
 
     Build it from settings at the entry point (:meth:`from_settings`) and close it when done (:meth:`aclose`
@@ -350,14 +350,6 @@ class OpenAIChatModel:
     async def aclose(self) -> None:
         """Close the HTTP connections."""
         await self._client.close()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     # -- error mapping ---------------------------------------------------------------------------------------
     def _failed(self, exc: BaseException, llm_span: Span) -> LLMError:

@@ -39,11 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from routegate.core._fields import fields_dict
+from routegate.core.outcome import HasStopReason
 from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
 from routegate.sandbox import stop_reasons as ssr
@@ -108,8 +111,28 @@ class SandboxLimits:
             raise ConfigurationError(f"SandboxLimits.memory_bytes must be >= 32 MiB, got {self.memory_bytes}")
 
 
+async def _start(
+    argv: list[str], outdir: Path, *, prefix: Sequence[str] = (), **options: Any
+) -> asyncio.subprocess.Process | str:
+    """Start ``argv`` (after ``prefix``: ``setpriv``'s, if any) in a session of its own, with no input and its
+    output in ``outdir``'s ``stdout`` and ``stderr`` files; or say why it could not start (``argv[0]`` named)."""
+    with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
+        try:
+            return await asyncio.create_subprocess_exec(
+                *prefix,
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                **options,
+            )
+        except OSError as exc:
+            return f"could not start {argv[0]!r}: {exc}"
+
+
 @dataclass(frozen=True, slots=True)
-class CodeRun:
+class CodeRun(HasStopReason):
     """The result of one sandboxed run: how it ended, the exit code and the (bounded) output."""
 
     language: str
@@ -122,22 +145,8 @@ class CodeRun:
     isolation: tuple[str, ...] = ()
     message: str = ""
 
-    @property
-    def ok(self) -> bool:
-        return self.stop_reason == SUCCESS
-
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "language": self.language,
-            "stop_reason": self.stop_reason,
-            "exit_code": self.exit_code,
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "duration_ms": round(self.duration_ms, 3),
-            "truncated": self.truncated,
-            "isolation": list(self.isolation),
-            "message": self.message,
-        }
+        return fields_dict(self) | {"duration_ms": round(self.duration_ms, 3), "isolation": list(self.isolation)}
 
 
 @cache
@@ -302,54 +311,49 @@ class SandboxRunner:
         cpu_stopped_at: float | None = None
         child: int | None = None
         child_fd: int | None = None  # a pidfd: signalling it can never reach a recycled pid
-        with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
-            try:
-                process = await asyncio.create_subprocess_exec(
-                    *prefix,
-                    *argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    pass_fds=(pipes.info_w, pipes.block_r, pipes.ready_w, code_fd),
-                    env={},
-                    start_new_session=True,
-                    **credentials,
-                )
-            except OSError as exc:
-                return f"could not start {argv[0]!r}: {exc}"
-            pipes.close_child_ends()
-            try:
-                async with asyncio.timeout(self.limits.wall_seconds):
-                    child = await read_info(pipes.info_r)
-                    if child is not None:
-                        with contextlib.suppress(OSError):  # already gone: nothing to stop later
-                            child_fd = os.pidfd_open(child)
-                    # in a thread: on cgroup v1 the move waits for an RCU grace period (~10 ms), the event loop
-                    # should not; the sandbox meanwhile mounts and starts its interpreter, and waits for "go"
-                    if child is not None and group is not None and not await asyncio.to_thread(_attach, group, child):
-                        return "could not move the run into its control group: nothing ran"
-                    with contextlib.suppress(BrokenPipeError):  # bwrap already gone: seen below
-                        os.write(pipes.block_w, b"go")
-                    cpu_stopped_at = await self._watch_cpu(process, group, child)
-            except TimeoutError:
-                timed_out = True
-            finally:
-                if child_fd is not None:
-                    if process.returncode is None:
-                        # stop the namespace's first process, not bwrap: bwrap reaps it and exits by itself. Killing
-                        # bwrap first would leave it to PID 1, which on some hosts never reaps it (a zombie per run)
-                        with contextlib.suppress(ProcessLookupError):
-                            signal.pidfd_send_signal(child_fd, signal.SIGKILL)
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(process.wait(), 5.0)
-                    os.close(child_fd)
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+        process = await _start(
+            argv,
+            outdir,
+            prefix=prefix,
+            pass_fds=(pipes.info_w, pipes.block_r, pipes.ready_w, code_fd),
+            env={},
+            **credentials,
+        )
+        if isinstance(process, str):
+            return process
+        pipes.close_child_ends()
+        try:
+            async with asyncio.timeout(self.limits.wall_seconds):
+                child = await read_info(pipes.info_r)
                 if child is not None:
-                    wait_gone(child)
-                if group is None and identity is not None:
-                    kill_uid(identity[0])
+                    with contextlib.suppress(OSError):  # already gone: nothing to stop later
+                        child_fd = os.pidfd_open(child)
+                # in a thread: on cgroup v1 the move waits for an RCU grace period (~10 ms), the event loop
+                # should not; the sandbox meanwhile mounts and starts its interpreter, and waits for "go"
+                if child is not None and group is not None and not await asyncio.to_thread(_attach, group, child):
+                    return "could not move the run into its control group: nothing ran"
+                with contextlib.suppress(BrokenPipeError):  # bwrap already gone: seen below
+                    os.write(pipes.block_w, b"go")
+                cpu_stopped_at = await self._watch_cpu(process, group, child)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            if child_fd is not None:
+                if process.returncode is None:
+                    # stop the namespace's first process, not bwrap: bwrap reaps it and exits by itself. Killing
+                    # bwrap first would leave it to PID 1, which on some hosts never reaps it (a zombie per run)
+                    with contextlib.suppress(ProcessLookupError):
+                        signal.pidfd_send_signal(child_fd, signal.SIGKILL)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(process.wait(), 5.0)
+                os.close(child_fd)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            if child is not None:
+                wait_gone(child)
+            if group is None and identity is not None:
+                kill_uid(identity[0])
         return Observed(
             ready=drain_ready(pipes.ready_r),
             timed_out=timed_out,
@@ -415,30 +419,19 @@ class SandboxRunner:
     ) -> Observed | str:
         timed_out = False
         env = {"PATH": "/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        with (outdir / "stdout").open("wb") as out, (outdir / "stderr").open("wb") as err:
-            try:
-                process = await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    cwd=cwd,
-                    env=env,
-                    pass_fds=(ready_w,),
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                return f"could not start {argv[0]!r}: {exc}"
-            try:
-                await asyncio.wait_for(process.wait(), self.limits.wall_seconds)
-            except TimeoutError:
-                timed_out = True
-            finally:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                if identity is not None:
-                    kill_uid(identity[0])
-                await process.wait()
+        process = await _start(argv, outdir, cwd=cwd, env=env, pass_fds=(ready_w,))
+        if isinstance(process, str):
+            return process
+        try:
+            await asyncio.wait_for(process.wait(), self.limits.wall_seconds)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            if identity is not None:
+                kill_uid(identity[0])
+            await process.wait()
         size = max((outdir / "stdout").stat().st_size, (outdir / "stderr").stat().st_size)
         return Observed(drain_ready(ready_r), timed_out, process.returncode, output_bytes=size)
 

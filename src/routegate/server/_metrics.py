@@ -10,9 +10,9 @@ from routegate._extras import needs
 
 with needs("server"):
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from routegate.apps.support.contracts import RouteChosen, TurnResult
+from routegate.server._asgi import ASGIApp, HttpMiddleware, Message, Receive, Scope, Send
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -121,15 +121,12 @@ def _reason_family(reason: str) -> str:
     return reason
 
 
-class MetricsMiddleware:
+class MetricsMiddleware(HttpMiddleware):
     def __init__(self, app: ASGIApp, *, metrics: ServerMetrics) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         status = 500
         recorded = False

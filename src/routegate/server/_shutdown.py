@@ -22,11 +22,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from routegate._extras import needs
+from routegate.server._asgi import ASGIApp, HttpMiddleware, Message, Receive, Scope, Send
 from routegate.server._errors import error_body
-
-with needs("server"):
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SERVER_SHUTTING_DOWN: Final = "server_shutting_down"
 SHUTTING_DOWN_MESSAGE: Final = "the server is shutting down; send the request again once it is back"
@@ -72,14 +69,14 @@ class OpenRequests:
         return ended
 
 
-class ShutdownGuard:
+class ShutdownGuard(HttpMiddleware):
     def __init__(self, app: ASGIApp, *, requests: OpenRequests) -> None:
-        self.app = app
+        super().__init__(app)
         self.requests = requests
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         task = asyncio.current_task()
-        if scope["type"] != "http" or task is None:
+        if task is None:  # pragma: no cover - a request is always served by a task
             await self.app(scope, receive, send)
             return
         if self.requests.closing:

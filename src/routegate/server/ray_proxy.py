@@ -31,10 +31,10 @@ one statement, after the answer is complete.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 from routegate._extras import needs
+from routegate.server._asgi import HttpMiddleware, Message, Receive, Scope, Send
 from routegate.server._errors import error_body
 from routegate.server._sse import dumps, encode_data, encode_event
 from routegate.settings import Settings
@@ -47,24 +47,12 @@ REPLICA_UNAVAILABLE: Final = "replica_unavailable"
 RETRY_AFTER_SECONDS: Final = 1
 MESSAGE: Final = "the replica answering this request stopped; Ray is replacing it: try again"
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-
-class ReplicaUnavailable:
+class ReplicaUnavailable(HttpMiddleware):
     """ASGI middleware around Ray Serve's HTTP proxy: a request the proxy could not answer is a clean 503 (or, for
     a stream that had started, a final error event). See the module's description."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = finished = False
         event_stream = False
 

@@ -11,7 +11,7 @@ Ray is imported by :func:`deployment` when it runs, never when this module is im
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,6 +20,7 @@ from routegate._extras import needs
 with needs("server"):
     from fastapi import FastAPI
 
+from routegate.server._asgi import ASGIApp, HttpMiddleware, Message, Receive, Scope, Send
 from routegate.server.app import create_app
 from routegate.server.workers import DeferredDesk
 from routegate.settings import Settings
@@ -28,22 +29,15 @@ REPLICA_HEADER = "X-Routegate-Replica"
 DEPLOYMENT_NAME = "routegate"
 MAX_ONGOING_REQUESTS = 64  # per replica; the autoscaler aims at a quarter of it
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
 
-
-class ReplicaHeader:
+class ReplicaHeader(HttpMiddleware):
     """ASGI middleware: adds ``X-Routegate-Replica: <id>`` to every HTTP response (streamed ones too)."""
 
-    def __init__(self, app: Any, replica_id: str) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, replica_id: str) -> None:
+        super().__init__(app)
         self.header = (REPLICA_HEADER.lower().encode(), replica_id.encode())
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -180,24 +180,55 @@ def _close_timed_out(
 _LINGER_SECONDS = 1.0
 
 
-class _HeadRefusal:
-    """What both guarded protocols do with a refused request head (:mod:`routegate.server._limits`).
+class _Guard:
+    """What both guarded protocols share: the deadlines and the head scan of a connection, set up when it opens
+    and cancelled when it closes, and the answer to a refused request head (:mod:`routegate.server._limits`).
 
-    The answer goes out at once, or, when responses to earlier pipelined requests are still being written, once
+    The parser-specific part (when a head begins, when a body does) stays in each protocol. A refusal's answer
+    goes out at once, or, when responses to earlier pipelined requests are still being written, once
     the last of them is complete (reading pauses meanwhile; then the connection closes at once, so that no next
     request starts). Closing a socket with unread bytes resets it, and the reset can reach the client before it
     has read the answer; so an answer sent at once shuts the write side and the connection lingers
     ``_LINGER_SECONDS``, dropping what still arrives, before it closes."""
 
+    default_bounds: ClassVar[ConnectionBounds] = ConnectionBounds()
+    config: uvicorn.Config
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     client: Any
     cycle: Any  # the uvicorn protocol's request-response cycle: ``response_complete``
     flow: Any  # the uvicorn protocol's flow control: ``pause_reading()``
     _deadlines: RequestDeadlines
+    _scanner: HeadScanner
+    _scanning = False  # the next bytes belong to a request head
     _refused = False  # a head was refused: what still arrives is dropped until the connection closes
     _held: Refusal | None = None  # the refusal to answer once the responses being written are complete
     _linger: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]  # the uvicorn protocol's, next in the MRO
+        bounds = _bounds(self.config, self.default_bounds)
+        self._deadlines = RequestDeadlines(self.loop, bounds, self._timed_out)
+        self._deadlines.expect("header")
+        self._scanner = HeadScanner(bounds.head)
+        self._scanning = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._deadlines.cancel()
+        self._stop_lingering()
+        super().connection_lost(exc)  # type: ignore[misc]  # the uvicorn protocol's, next in the MRO
+
+    def _timed_out(self, phase: Phase, timeout: float) -> None:
+        raise NotImplementedError  # pragma: no cover - each protocol knows whether a request had begun
+
+    def _head_refused(self, data: bytes) -> bool:
+        """Scan a read that belongs to a request head; past a limit, refuse it (True: the read is dropped)."""
+        if self._scanning and not self._scanner.done:
+            refusal = self._scanner.feed(data)
+            if refusal is not None:
+                self._refuse(refusal)
+                return True
+        return False
 
     def _refuse(self, refusal: Refusal) -> None:
         self._deadlines.cancel()
@@ -242,38 +273,17 @@ except ImportError:  # pragma: no cover - httptools is a dependency; h11 is uvic
     HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
 
-class GuardedH11Protocol(_HeadRefusal, H11Protocol):
+class GuardedH11Protocol(_Guard, H11Protocol):
     """uvicorn's h11 protocol with the header and body deadlines and the request head's limits.
 
     h11 keeps every byte of a head it has not parsed yet in its buffer, so the head being read is always the
     buffer (``trailing_data``) plus the next reads: the scan is exact, also for pipelined requests."""
 
-    default_bounds: ClassVar[ConnectionBounds] = ConnectionBounds()
-    _deadlines: RequestDeadlines
-    _scanner: HeadScanner
-    _scanning = False  # the next bytes belong to a request head
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        bounds = _bounds(self.config, self.default_bounds)
-        self._deadlines = RequestDeadlines(self.loop, bounds, self._timed_out)
-        self._deadlines.expect("header")
-        self._scanner = HeadScanner(bounds.head)
-        self._scanning = True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._deadlines.cancel()
-        self._stop_lingering()
-        super().connection_lost(exc)
-
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if self._scanning and not self._scanner.done:
-            refusal = self._scanner.feed(data)
-            if refusal is not None:
-                self._refuse(refusal)
-                return
+        if self._head_refused(data):
+            return
         super().data_received(data)
         self._follow(started=bool(data))
 
@@ -318,7 +328,7 @@ class GuardedH11Protocol(_HeadRefusal, H11Protocol):
 
 if HttpToolsProtocol is not None:
 
-    class GuardedHttpToolsProtocol(_HeadRefusal, HttpToolsProtocol):
+    class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):
         """uvicorn's httptools protocol with the header and body deadlines and the request head's limits.
 
         llhttp does not say where in a read a message began, so a head that begins inside a read that also held
@@ -328,37 +338,17 @@ if HttpToolsProtocol is not None:
         URL's fragments and each complete header; past a limit they stop the parser, which answers the refusal.
         """
 
-        default_bounds: ClassVar[ConnectionBounds] = ConnectionBounds()
-        _deadlines: RequestDeadlines
-        _scanner: HeadScanner
         _begun = False
-        _scanning = False  # the next bytes belong to a request head (until llhttp says the head is complete)
         _read_starts_head = False  # a message beginning in the current read begins at the read's first byte
         _parsed_refusal: Refusal | None = None  # a limit the callbacks found past: the parser error answers it
         _header_bytes = 0  # of the current head, as parsed
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            bounds = _bounds(self.config, self.default_bounds)
-            self._deadlines = RequestDeadlines(self.loop, bounds, self._timed_out)
-            self._deadlines.expect("header")
-            self._scanner = HeadScanner(bounds.head)
-            self._scanning = True
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._deadlines.cancel()
-            self._stop_lingering()
-            super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if self._refused:
                 return
             self._read_starts_head = self._scanning and self._scanner.is_fresh
-            if self._scanning and not self._scanner.done:
-                refusal = self._scanner.feed(data)
-                if refusal is not None:
-                    self._refuse(refusal)
-                    return
+            if self._head_refused(data):
+                return
             super().data_received(data)
             self._read_starts_head = False
             if self._scanning and self._scanner.done:  # the scan saw the head end, llhttp did not: keep counting

@@ -41,10 +41,10 @@ from routegate._extras import install_command, needs
 
 with needs("server"):
     from fastapi import FastAPI
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from routegate.core import telemetry
 from routegate.errors import ConfigurationError, MissingExtraError
+from routegate.server._asgi import HttpMiddleware, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -163,16 +163,10 @@ def scrub_request_span(span: trace.Span, scope: Mapping[str, Any]) -> None:
     span.set_attributes(updates)
 
 
-class RequestId:
+class RequestId(HttpMiddleware):
     """Answers every request with ``X-Request-Id`` (the caller's, the trace id, or a fresh one)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         given = next((v for k, v in scope["headers"] if k == b"x-request-id"), None)
 
         async def send_with_id(message: Message) -> None:

@@ -23,7 +23,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from routegate.core._bounds import check_bounds
 from routegate.core._faults import fault_message
+from routegate.core._fields import fields_dict
 from routegate.core.contracts import ArgLimits, jsonable
+from routegate.core.outcome import HasStopReason
 from routegate.core.stop_reasons import SUCCESS, invalid_route
 from routegate.core.workers import Worker, WorkerArgs
 from routegate.errors import ConfigurationError
@@ -131,8 +133,11 @@ class A2ATask(BaseModel):
 A2AStatus = Literal["submitted", "completed", "failed", "unavailable", "timeout"]
 
 
+_NO_MESSAGE = frozenset({"message"})
+
+
 @dataclass(frozen=True, slots=True)
-class A2AOutcome:
+class A2AOutcome(HasStopReason):
     """How a delegation ended; ``result`` is the agent's answer when it completed."""
 
     task_id: str
@@ -142,21 +147,10 @@ class A2AOutcome:
     result: object = None
     message: str = ""
 
-    @property
-    def ok(self) -> bool:
-        return self.stop_reason == SUCCESS
-
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "task_id": self.task_id,
-            "target_agent": self.target_agent,
-            "status": self.status,
-            "stop_reason": self.stop_reason,
-            "result": jsonable(self.result),
-        }
-        if self.message:
-            out["message"] = self.message
-        return out
+        """The fields, ``result`` JSON-safe, ``message`` only when there is one."""
+        out = fields_dict(self, leave_out=_NO_MESSAGE if not self.message else frozenset())
+        return out | {"result": jsonable(self.result)}
 
 
 AgentFn = Callable[[A2ATask], Awaitable[object]]

@@ -9,25 +9,8 @@ the supervisor's, defined in :mod:`routegate.sandbox.stop_reasons` and re-export
 from __future__ import annotations
 
 from routegate.core.stop_reasons import safe_detail
-from routegate.sandbox.stop_reasons import (
-    SANDBOX_EXEC,
-    SANDBOX_FILESIZE,
-    SANDBOX_FILESYSTEM,
-    SANDBOX_INTROSPECTION,
-    SANDBOX_MEMORY,
-    SANDBOX_NATIVE,
-    SANDBOX_NETWORK,
-    SANDBOX_PROCESSES,
-    SANDBOX_SETUP_FAILED,
-    SANDBOX_SIGNAL,
-    SANDBOX_TIMEOUT_CPU,
-    SANDBOX_TIMEOUT_WALL,
-    SANDBOX_UNAVAILABLE,
-    VIOLATIONS,
-    sandbox_error,
-    sandbox_exit,
-    sandbox_signal,
-)
+from routegate.sandbox import stop_reasons as _sandbox
+from routegate.sandbox.stop_reasons import *  # noqa: F403  (the sandbox_* names, re-exported unchanged)
 
 
 def tool_error(target: str) -> str:
@@ -64,26 +47,10 @@ def a2a_failed(agent: str) -> str:
 
 
 __all__ = [
-    "SANDBOX_EXEC",
-    "SANDBOX_FILESIZE",
-    "SANDBOX_FILESYSTEM",
-    "SANDBOX_INTROSPECTION",
-    "SANDBOX_MEMORY",
-    "SANDBOX_NATIVE",
-    "SANDBOX_NETWORK",
-    "SANDBOX_PROCESSES",
-    "SANDBOX_SETUP_FAILED",
-    "SANDBOX_SIGNAL",
-    "SANDBOX_TIMEOUT_CPU",
-    "SANDBOX_TIMEOUT_WALL",
-    "SANDBOX_UNAVAILABLE",
-    "VIOLATIONS",
+    *_sandbox.__all__,
     "a2a_failed",
     "a2a_timeout",
     "a2a_unavailable",
-    "sandbox_error",
-    "sandbox_exit",
-    "sandbox_signal",
     "tool_error",
     "tool_schema_invalid",
     "tool_timeout",

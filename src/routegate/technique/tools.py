@@ -25,11 +25,11 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from routegate._closing import ClosedOnExit
 from routegate._extras import needs
 from routegate.core._faults import fault_message
 
@@ -43,6 +43,7 @@ with needs("mcp"):
 from routegate.core import stop_reasons as sr
 from routegate.core._bounds import check_bounds
 from routegate.core.contracts import ArgLimits
+from routegate.core.outcome import HasStopReason
 from routegate.core.policy import RouteRejection
 from routegate.core.stop_reasons import SUCCESS
 from routegate.core.workers import Worker
@@ -89,7 +90,7 @@ class MCPServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolOutcome:
+class ToolOutcome(HasStopReason):
     """The result of one tool call: the text content, the structured content, and how it ended."""
 
     server: str
@@ -98,10 +99,6 @@ class ToolOutcome:
     text: str = ""
     structured: object = None
     message: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.stop_reason == SUCCESS
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"server": self.server, "method": self.method, "stop_reason": self.stop_reason}
@@ -236,7 +233,7 @@ async def _list_tools(client: Client) -> dict[str, _ToolSchema]:
     return tools
 
 
-class MCPToolPool:
+class MCPToolPool(ClosedOnExit):
     """Shared MCP clients for the configured servers. Use as ``async with MCPToolPool([...]) as pool``.
 
     ``limits`` bound the arguments of every call (:class:`~routegate.core.ArgLimits`), checked before anything
@@ -256,14 +253,6 @@ class MCPToolPool:
     @property
     def servers(self) -> Mapping[str, MCPServerConfig]:
         return self._configs
-
-    async def __aenter__(self) -> MCPToolPool:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Stop every server this pool started."""

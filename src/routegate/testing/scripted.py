@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Generic, TypeAlias, TypeVar
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.llm.protocol import ChatMessage
@@ -22,6 +22,9 @@ messages that returns the text."""
 RouteStep: TypeAlias = object
 """A scripted router output: any raw value (dict, JSON text, garbage), a ready :class:`RouteDecision`, an
 exception to raise, or a function of the :class:`RouteRequest` returning one of those."""
+
+
+StepT = TypeVar("StepT")
 
 
 class ScriptExhaustedError(AssertionError):
@@ -44,54 +47,47 @@ class ChatCall:
         return None
 
 
-class _Script:
-    def __init__(self, what: str, steps: Iterable[object]) -> None:
+class _Scripted(Generic[StepT]):
+    """What the scripted doubles share: their script (:meth:`script` adds to it, :attr:`remaining` counts what is
+    left) and :meth:`assert_consumed`; a call beyond the script is remembered and raises."""
+
+    def __init__(self, what: str, steps: Iterable[StepT]) -> None:
         self._what = what
-        self._steps: deque[object] = deque(steps)
-        self.failures: list[str] = []
+        self._steps: deque[StepT] = deque(steps)
+        self._failures: list[str] = []
 
-    def add(self, steps: Iterable[object]) -> None:
+    def script(self, *steps: StepT) -> None:
         self._steps.extend(steps)
-
-    def next(self, calls: int) -> object:
-        if not self._steps:
-            message = f"{self._what} was called {calls} time(s) but only scripted for {calls - 1}"
-            self.failures.append(message)
-            raise ScriptExhaustedError(message)
-        return self._steps.popleft()
 
     @property
     def remaining(self) -> int:
         return len(self._steps)
 
     def assert_consumed(self) -> None:
-        problems = list(self.failures)
+        problems = list(self._failures)
         if self._steps:
             problems.append(f"{len(self._steps)} scripted step(s) never used: {list(self._steps)!r}")
         if problems:
             raise AssertionError(f"{self._what}: " + "; ".join(problems))
 
+    def _next(self, calls: int) -> StepT:
+        if not self._steps:
+            message = f"{self._what} was called {calls} time(s) but only scripted for {calls - 1}"
+            self._failures.append(message)
+            raise ScriptExhaustedError(message)
+        return self._steps.popleft()
 
-class ScriptedChatModel:
+
+class ScriptedChatModel(_Scripted[ChatStep]):
     """A :class:`~routegate.llm.protocol.ChatModel` that answers from a script, for fast unit tests."""
 
     def __init__(self, steps: Iterable[ChatStep] = ()) -> None:
-        self._script = _Script("ScriptedChatModel", steps)
+        super().__init__("ScriptedChatModel", steps)
         self.calls: list[ChatCall] = []
-
-    def script(self, *steps: ChatStep) -> None:
-        self._script.add(steps)
-
-    @property
-    def remaining(self) -> int:
-        return self._script.remaining
-
-    def assert_consumed(self) -> None:
-        self._script.assert_consumed()
 
     def _answer(self, call: ChatCall) -> str:
         self.calls.append(call)
-        step = self._script.next(len(self.calls))
+        step: object = self._next(len(self.calls))
         if isinstance(step, BaseException):
             raise step
         if callable(step):
@@ -114,7 +110,7 @@ class ScriptedChatModel:
                 yield piece
 
 
-class ScriptedRouter:
+class ScriptedRouter(_Scripted[RouteStep]):
     """A :class:`~routegate.core.protocols.Router` returning scripted raw outputs, for core tests.
 
     Each output is wrapped as ``RouteDecision(raw=output, decided_by=name)`` unless it already is a decision;
@@ -122,23 +118,13 @@ class ScriptedRouter:
     """
 
     def __init__(self, outputs: Iterable[RouteStep] = (), *, name: str = "scripted") -> None:
-        self._script = _Script("ScriptedRouter", outputs)
+        super().__init__("ScriptedRouter", outputs)
         self.name = name
         self.requests: list[RouteRequest] = []
 
-    def script(self, *outputs: RouteStep) -> None:
-        self._script.add(outputs)
-
-    @property
-    def remaining(self) -> int:
-        return self._script.remaining
-
-    def assert_consumed(self) -> None:
-        self._script.assert_consumed()
-
     async def decide(self, request: RouteRequest) -> RouteDecision:
         self.requests.append(request)
-        step = self._script.next(len(self.requests))
+        step = self._next(len(self.requests))
         if isinstance(step, BaseException):
             raise step
         if callable(step) and not isinstance(step, type):

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from routegate.core._fields import fields_dict
 from routegate.core.context import new_run_id
 from routegate.core.outcome import Outcome
 from routegate.core.stop_reasons import SUCCESS, Phase
@@ -71,6 +72,9 @@ class AnswerToken:
     type: Literal["token"] = "token"
 
 
+_NOT_ON_THE_WIRE = frozenset({"type", "phase", "message", "run_id"})
+
+
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """How a turn ended, and the turn's last event (``final``).
@@ -114,15 +118,9 @@ class TurnResult:
         return self.latency_ms
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "route": self.route,
-            "answer": self.answer,
-            "stop_reason": self.stop_reason,
-            "fallback": self.fallback,
-            "trace": [dict(t) for t in self.trace],
-            "latency_ms": round(self.latency_ms, 3),
-        }
+        """The turn's answer on the wire: its fields but the event ``type`` and how a stopped turn stopped."""
+        answer = fields_dict(self, leave_out=_NOT_ON_THE_WIRE)
+        return answer | {"trace": [dict(t) for t in self.trace], "latency_ms": round(self.latency_ms, 3)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,11 @@ Step = Callable[[Seen], dict[str, Any]]
 """One planned decision: a function of what the tools returned so far, giving ``{"target": ..., "args": ...}``."""
 
 
+def call(target: str, **args: Any) -> dict[str, Any]:
+    """The decision to call ``target`` with ``args``, as a router writes it."""
+    return {"target": target, "args": args}
+
+
 @dataclass(frozen=True, slots=True)
 class UserTask:
     """A user's request, the plan a model would follow for it, the answer it would write, and the check of
