@@ -16,7 +16,7 @@ from routegate.core.events import FinalEvent
 from routegate.plan.envelope import Envelope
 
 if TYPE_CHECKING:
-    from routegate.plan.result import PlanResult  # noqa: F401 - PlanFinalEvent's base names it (result imports us)
+    from routegate.plan.result import PlanResult  # PlanEvent names it (result imports us)
 
 
 @dataclass(frozen=True, slots=True)
