@@ -24,16 +24,12 @@ with needs("desk"):
     from psycopg import sql
 
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, resolve
-from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.db import MEMORY_DDL, SupportDatabase
 
 logger = logging.getLogger(__name__)
 
 _STATE_DDL: Final = (
-    "CREATE TABLE IF NOT EXISTS support_messages ("
-    " id bigserial PRIMARY KEY, session_id text NOT NULL,"
-    " role text NOT NULL CHECK (role IN ('user', 'assistant')), content text NOT NULL,"
-    " created_at timestamptz NOT NULL DEFAULT clock_timestamp())",
-    "CREATE INDEX IF NOT EXISTS support_messages_session ON support_messages (session_id, id DESC)",
+    *MEMORY_DDL,
     "CREATE TABLE IF NOT EXISTS desk_meta (key text PRIMARY KEY, value text NOT NULL)",
 )
 

@@ -20,13 +20,8 @@ from routegate.apps.configured.planner import SqlPlanner
 from routegate.apps.configured.respond import DeskAnswers
 from routegate.apps.configured.router import DeskRouter, embedding_layer, present_routes
 from routegate.apps.configured.workers import DeskSqlTool, DeskTextToSql, desk_workers
-from routegate.apps.support.contracts import ROUTES
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.router import QueryArgs
-from routegate.core import RouteGateway, RoutePolicy
-from routegate.core.governed import GovernedStep
 from routegate.embed import Encoder
 from routegate.llm.protocol import ChatModel
 
@@ -85,17 +80,10 @@ class ConfiguredDesk(SupportAgent):
             kb=self.kb,
             text_to_sql=DeskTextToSql(self.chat_model, self.config) if self.chat_model is not None else None,
         )
-        present = present_routes(self.config)
-        policy = RoutePolicy(present, {r: QueryArgs for r in ROUTES if r in present})
-        self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
-        step = GovernedStep(policy, self.gateway, statuses=("done",))
+        respond = self.answers.respond_node(self.chat_model)
         # the built-in plan: every engine route is a step (the router's output type names all four); a kind the
         # desk lacks is refused by the policy before the plan could route there, and has no worker behind the gateway
-        self._plan = support_plan(
-            router=RouterStep(self.router, step),
-            tool=ToolStep(step),
-            respond=self.answers.respond_node(self.chat_model),
-        )
+        self._plan = self.build_plan(self.router, workers, routes=present_routes(self.config), respond=respond)
 
     async def healthy(self) -> bool:
         return await super().healthy() and (self.data is self.db or await self.data.ping())
