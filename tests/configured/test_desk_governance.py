@@ -18,7 +18,13 @@ UNMEETABLE = {"POSTGRES": {"query": From("config")}}  # no message can meet it: 
 async def _desk(shop: ConfiguredDesk, **options: Any) -> ConfiguredDesk:
     """Another desk on the shop desk's configuration and databases, with ``options``."""
     desk = ConfiguredDesk(
-        shop.config, shop.desk_dir, data=shop.data, state=shop.db, encoder=shop.encoder, ingest_on_start=False, **options
+        shop.config,
+        shop.desk_dir,
+        data=shop.data,
+        state=shop.db,
+        encoder=shop.encoder,
+        ingest_on_start=False,
+        **options,
     )
     await desk.start()
     return desk

@@ -164,7 +164,9 @@ class SupportAgent:
             text_to_sql=TextToSql(self.chat_model) if self.chat_model is not None else None,
         )
         # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
-        self._plan = self.build_plan(self.router, workers, routes=ROUTES, respond=RespondNode(chat_model=self.chat_model))
+        self._plan = self.build_plan(
+            self.router, workers, routes=ROUTES, respond=RespondNode(chat_model=self.chat_model)
+        )
 
     def build_plan(
         self, router: SupportRouter, workers: Sequence[Worker], *, routes: Sequence[SupportRoute], respond: RespondNode
@@ -183,7 +185,9 @@ class SupportAgent:
         policy = RoutePolicy(routes, dict.fromkeys(routes, QueryArgs))
         self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
         step = GovernedStep(policy, self.gateway, statuses=("done",))
-        router_step = RouterStep(router, step, on_refusal=self.on_refusal, max_route_attempts=self.budget.max_route_attempts)
+        router_step = RouterStep(
+            router, step, on_refusal=self.on_refusal, max_route_attempts=self.budget.max_route_attempts
+        )
         return support_plan(router=router_step, tool=ToolStep(step), respond=respond)
 
     @property
