@@ -42,23 +42,27 @@ class ConfiguredDesk(SupportAgent):
         ingest_on_start: bool = True,
         **options: Any,
     ) -> None:
-        super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)
         self.config = config
         self.desk_dir = Path(desk_dir)
         self.data = data
+        super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)  # builds the SQL tool
         self.ingest_on_start = ingest_on_start
-        self.sql = DeskSqlTool(
-            data,
-            config,
-            row_cap=self.postgres.row_cap,
-            statement_timeout_ms=self.postgres.statement_timeout_ms,
-            max_bytes=self.postgres.bounds.bytes,
-            max_field_chars=self.postgres.bounds.field_chars,
-        )
         self.kb = KnowledgeBase(state, self.encoder, min_score=config.knowledge.min_score)
         self.planner = SqlPlanner(config)
         self.answers = DeskAnswers(config)
         self.ingested: IngestReport | None = None
+
+    postgres: DeskSqlTool
+
+    def sql_tool(self, **bounds: int) -> DeskSqlTool:
+        """The built-in SQL tool with the desk's bounds, on the readable tables' pool (``data``), allowed only the
+        configured columns of the configured tables."""
+        return DeskSqlTool(self.data, self.config, **bounds)
+
+    @property
+    def sql(self) -> DeskSqlTool:
+        """The desk's SQL tool (``postgres``)."""
+        return self.postgres
 
     async def start(self) -> None:
         """Load the data (``source = "sql"``), create the desk's state, bring the knowledge base up to date, build

@@ -134,8 +134,7 @@ class SupportAgent:
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
-        self.postgres = PostgresTool(
-            db,
+        self.postgres = self.sql_tool(
             row_cap=row_cap,
             statement_timeout_ms=statement_timeout_ms,
             max_bytes=sql_max_bytes,
@@ -147,6 +146,11 @@ class SupportAgent:
         self.router: SupportRouter | None = None
         self.gateway: RouteGateway | None = None
         self._plan: Plan | None = None
+
+    def sql_tool(self, **bounds: int) -> PostgresTool:
+        """The desk's SQL tool (its ``postgres``) with ``bounds`` (rows, statement timeout, bytes, characters per
+        value): :class:`PostgresTool` on the desk's database; a desk built on this one may read another."""
+        return PostgresTool(self.db, **bounds)
 
     async def start(self) -> None:
         """Create the schema and seed data if needed, embed the articles and the route examples (once)."""
