@@ -28,7 +28,9 @@ from routegate.llm.protocol import ChatModel
 
 class ConfiguredDesk(SupportAgent):
     """A :class:`~routegate.apps.support.contracts.SupportDesk` built from a desk configuration. ``data``: the pool
-    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base)."""
+    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base). The
+    other ``options`` are :class:`SupportAgent`'s (``budget``, ``flows``, ``on_refusal``, the SQL bounds...), and mean
+    the same here: the plan is wired by :meth:`SupportAgent.build_plan`."""
 
     def __init__(
         self,

@@ -21,10 +21,8 @@ with needs("desk"):
 from routegate.apps.configured.config import DeskConfig, resolve
 from routegate.apps.configured.documents import chunks_of, read_documents
 from routegate.apps.support.db import SupportDatabase, embedding_type
-from routegate.apps.support.vector_tool import nearest, vector_literal
+from routegate.apps.support.vector_tool import MAX_TOP_K, nearest, vector_literal
 from routegate.embed import Encoder, encode_async
-
-MAX_TOP_K: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
