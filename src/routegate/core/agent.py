@@ -63,11 +63,12 @@ _SUCCESS = Outcome.success()
 class _Run:
     """One run's state beyond its :class:`RunContext`: the goal, phase, history and trace; ends as a result."""
 
-    __slots__ = ("ctx", "goal", "history", "phase", "started", "trace")
+    __slots__ = ("ctx", "goal", "history", "phase", "started", "task", "trace")
 
-    def __init__(self, goal: str, ctx: RunContext[Any]) -> None:
+    def __init__(self, goal: str, ctx: RunContext[Any], task: str | None = None) -> None:
         self.goal = goal
         self.ctx = ctx
+        self.task = task
         self.started = time.perf_counter()
         self.phase: sr.Phase = "route"
         self.history: list[HistoryEntry] = []
@@ -203,25 +204,49 @@ class RoutingAgent(Generic[RunDepsT]):
         warn_old_method("RoutingAgent", "astream", "iter")
         return self.iter(goal, context=context, deps=deps)
 
+    async def _arun_within(self, goal: str, outer: RunContext[Any], task: str | None = None) -> AgentResult:
+        """Run as a part of the run ``outer`` (a step of a plan): one run, not two.
+
+        The agent's run has the outer run's id, deadline (what is left of it: the outer run's timer cuts the agent
+        off, and its own ``budget.max_seconds`` does not apply), delegation ledger (its delegations count against
+        the outer run's ``max_delegations``, and its loop guard sees the outer run's calls), provenance ledger
+        (when the outer run keeps one), tracer (its span sits under the outer run's open span) and ``deps``. It
+        sends no events of its own. ``task`` is the step's instruction, read by routers and finalizers as
+        ``RouteRequest.task`` / ``FinalizeRequest.task``. Its ``max_route_attempts`` still bounds it."""
+        ctx = RunContext(outer.deps, outer.run_id, outer.deadline, outer.ledger, None, outer.tracer, outer.provenance)
+        return await self._execute(goal, {}, outer.deps, None, ctx, task)
+
     # -- the loop --------------------------------------------------------------------------------------------
-    async def _execute(self, goal: str, context: Mapping[str, Any], deps: RunDepsT, emit: Emit | None) -> AgentResult:
-        budget = self.budget
-        # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
-        ctx = RunContext(
-            deps,
-            new_run_id(),
-            time.monotonic() + budget.max_seconds,
-            DelegationLedger(budget.max_delegations),
-            emit,
-            tracer(),
-        )
-        run = _Run(goal if isinstance(goal, str) else "", ctx)
+    async def _execute(
+        self,
+        goal: str,
+        context: Mapping[str, Any],
+        deps: RunDepsT,
+        emit: Emit | None,
+        within: RunContext[Any] | None = None,
+        task: str | None = None,
+    ) -> AgentResult:
+        """The run; ``within``: the context of the outer run this one is part of (no deadline of its own)."""
+        if within is None:
+            budget = self.budget
+            # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
+            ctx = RunContext(
+                deps,
+                new_run_id(),
+                time.monotonic() + budget.max_seconds,
+                DelegationLedger(budget.max_delegations),
+                emit,
+                tracer(),
+            )
+        else:
+            ctx = within
+        run = _Run(goal if isinstance(goal, str) else "", ctx, task)
         tr = ctx.tracer
         if tr is None:
-            result = await self._bounded(run, goal, context)
+            result = await (self._bounded(run, goal, context) if within is None else self._loop(run, goal, context))
         else:
             with span(tr, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}) as root:
-                result = await self._bounded(run, goal, context)
+                result = await (self._bounded(run, goal, context) if within is None else self._loop(run, goal, context))
                 end_run(
                     root,
                     result.stop_reason,
@@ -266,8 +291,8 @@ class RoutingAgent(Generic[RunDepsT]):
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
-        if self._tracks:
-            self.step.admit(ctx, goal, context, always=True)
+        if self._tracks:  # the step's instruction, like the caller's context, is configuration
+            self.step.admit(ctx, goal, context if run.task is None else {"task": run.task}, always=True)
         observe = self.on_refusal == "observe"
         refused: list[Outcome] = []
         previous: HistoryEntry | None = None  # the last delegation: a refusal handed back does not lift its guard
@@ -286,6 +311,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 attempt=attempt,
                 budget=budget,
                 context=context,
+                task=run.task,
             )
             try:
                 if tr is None and self._router_ctx is None:
@@ -377,7 +403,7 @@ class RoutingAgent(Generic[RunDepsT]):
     ) -> AgentResult | Outcome:
         """The final answer; an :class:`Outcome` when the output check refused it and ``observe`` is set."""
         run.phase = "finalize"
-        request = FinalizeRequest(goal, route.target, tuple(run.history), context)
+        request = FinalizeRequest(goal, route.target, tuple(run.history), context, run.task)
         try:
             tr = run.ctx.tracer
             if tr is None and self._finalizer_ctx is None:
