@@ -77,6 +77,16 @@ class _Run:
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
 
+    def failed(self, exc: Exception, **fields: Any) -> AgentResult:
+        """The agent's one fault boundary for its parts: the router (phase ``route``) or the finalizer (phase
+        ``finalize``) raised ``exc``. A :class:`RunStopError` is its own stop; anything else is a fault, reported by
+        its class only (``router_error:<Exc>`` / ``finalize_error:<Exc>``; text and traceback to the log)."""
+        if isinstance(exc, RunStopError):
+            return self.stop(exc.stop_reason, exc.message, phase=phase_of(exc.phase), **fields)
+        if self.phase == "finalize":
+            return self.stop(sr.finalize_error(exc), fault_message(exc, "the finalizer", logger), **fields)
+        return self.stop(sr.router_error(exc), fault_message(exc, "the router", logger), **fields)
+
     def stop(self, stop_reason: str, message: str, *, phase: sr.Phase | None = None, **fields: Any) -> AgentResult:
         return AgentResult(
             Outcome(False, stop_reason, phase or self.phase, message),
@@ -323,10 +333,8 @@ class RoutingAgent(Generic[RunDepsT]):
                         answered = await self._decide(request, ctx)
                         if isinstance(answered, RouteDecision) and routed.is_recording():
                             routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
-            except RunStopError as stop:
-                return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase))
-            except Exception as exc:
-                return run.stop(sr.router_error(exc), fault_message(exc, "the router", logger))
+            except Exception as exc:  # RunStopError included: Run.failed tells a stop from a fault
+                return run.failed(exc)
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
             step = self.step
@@ -413,10 +421,8 @@ class RoutingAgent(Generic[RunDepsT]):
             else:
                 with span(tr, "routegate.finalize"):
                     answer = await self._finish(request, run.ctx)
-        except RunStopError as stop:
-            return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)
         except Exception as exc:
-            return run.stop(sr.finalize_error(exc), fault_message(exc, "the finalizer", logger), route=route)
+            return run.failed(exc, route=route)
         extra: Mapping[str, Any] = {}
         if isinstance(answer, FinalAnswer):
             extra = answer.extra
@@ -446,8 +452,8 @@ class RoutingAgent(Generic[RunDepsT]):
         started = time.perf_counter()
         try:
             reason = self.output_check(answer, run.ctx)
-        except Exception as exc:
-            logger.warning("output check raised %s", type(exc).__name__, exc_info=True)
+        except Exception as exc:  # a check that raises refuses: the fault by its class, its text to the log
+            fault_message(exc, "the output check", logger)
             reason = f"check_error:{type(exc).__name__}"
         if reason is None:
             return None
