@@ -21,7 +21,8 @@ from routegate.core import (
     TicketArgs,
     worker,
 )
-from routegate.plan import Plan, Step, StepEvent, when
+from routegate.plan import Plan, Step, StepContext, StepEvent, when
+from routegate.plan.targets import AgentTarget
 
 
 class ScriptedRouter:
@@ -199,3 +200,10 @@ async def test_the_agents_span_is_under_the_plans_step_with_the_plans_run_id(ote
     assert run.parent is not None and run.parent.span_id == step.context.span_id
     assert dict(run.attributes or {})["routegate.run_id"] == result.run_id
     assert run.context.trace_id == root.context.trace_id
+
+
+async def test_an_agent_target_outside_a_plans_run_is_a_run_of_its_own_with_the_task() -> None:
+    desk = agent("billing")
+    result = await AgentTarget(desk).run_step("refund please", StepContext("desk", "Be brief.", None, None))
+    assert result.ok and len(result.run_id) == 16
+    assert desk.router.requests[0].task == "Be brief."  # type: ignore[attr-defined]

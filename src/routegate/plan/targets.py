@@ -95,7 +95,7 @@ class AgentTarget:
     async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
         goal = payload_text(payload)
         if ctx.run is None:  # a StepContext built by hand, outside a plan's run: the agent's own run
-            result = await self.agent.arun(goal)
+            result = await self.agent._execute(goal, {}, None, None, None, ctx.task)
         else:
             result = await self.agent._arun_within(goal, ctx.run, ctx.task)
         outcome = result.outcome
