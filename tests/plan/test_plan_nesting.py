@@ -21,7 +21,7 @@ from routegate.core import (
     TicketArgs,
     worker,
 )
-from routegate.plan import Plan, Step, StepContext, StepEvent, when
+from routegate.plan import Plan, Step, StepContext, StepEvent, Store, when
 from routegate.plan.targets import AgentTarget
 
 
@@ -207,3 +207,13 @@ async def test_an_agent_target_outside_a_plans_run_is_a_run_of_its_own_with_the_
     result = await AgentTarget(desk).run_step("refund please", StepContext("desk", "Be brief.", None, None))
     assert result.ok and len(result.run_id) == 16
     assert desk.router.requests[0].task == "Be brief."  # type: ignore[attr-defined]
+
+
+def test_a_durable_run_keeps_a_stopped_agents_step_and_answers_from_it() -> None:
+    store = Store()
+    plan = Plan(Step(agent("nowhere")), Step(lambda run: "never", name="reply"), checkpoint_key="k", store=store)
+    first = plan.run("refund please")
+    again = plan.run("refund please")  # the run ended: its checkpoint answers, nothing runs again
+    for result in (first, again):
+        assert (result.stop_reason, result.phase) == ("invalid_route:route_not_allowed:nowhere", "route")
+        assert result.path == ("desk",)
