@@ -251,12 +251,14 @@ class RoutingAgent(Generic[RunDepsT]):
         else:
             ctx = within
         run = _Run(goal if isinstance(goal, str) else "", ctx, task)
+        # a run of its own answers to its own timer; a nested one to the outer run's
+        body = self._bounded if within is None else self._loop
         tr = ctx.tracer
         if tr is None:
-            result = await (self._bounded(run, goal, context) if within is None else self._loop(run, goal, context))
+            result = await body(run, goal, context)
         else:
             with span(tr, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}) as root:
-                result = await (self._bounded(run, goal, context) if within is None else self._loop(run, goal, context))
+                result = await body(run, goal, context)
                 end_run(
                     root,
                     result.stop_reason,
