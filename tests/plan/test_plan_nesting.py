@@ -217,3 +217,11 @@ def test_a_durable_run_keeps_a_stopped_agents_step_and_answers_from_it() -> None
     for result in (first, again):
         assert (result.stop_reason, result.phase) == ("invalid_route:route_not_allowed:nowhere", "route")
         assert result.path == ("desk",)
+
+
+async def test_the_loop_guard_sees_the_calls_of_earlier_agent_steps() -> None:
+    first, second = agent("billing"), agent("billing")
+    plan = Plan(Step(first, name="first"), Step(lambda run: "refund please", name="again"), Step(second, name="second"))
+    result = await plan.arun("refund please")  # the same call twice in one run
+    assert result.path == ("first", "again", "second")
+    assert (result.stop_reason, result.phase) == ("loop_detected", "delegate")
