@@ -35,7 +35,8 @@ from routegate.technique import (
 from routegate.technique.types import A2ARoutingRequest, ToolCallRequest
 from technique._handlers import RecordingToolHandler
 
-ONE_SECOND = 1.0  # the behaviour under test: a refusal is fast (generous for a loaded 2-core machine)
+CPU_BOUND_SECONDS = 2.0  # a hostile shape must not blow up the work: CPU seconds of this process, so other load
+# on the machine cannot fail it (a refusal measured about a millisecond)
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
@@ -81,9 +82,9 @@ class Setup:
         self.a2a = TechniqueDispatcher(handlers=[A2AHandler(delegator)], allow=["a2a:reviewer"], budget=budget)
 
     def run(self, dispatcher: TechniqueDispatcher, classified: ClassifiedOutput) -> tuple[DispatchResult, float]:
-        started = time.perf_counter()
+        started = time.process_time()
         result = self.loop.run_until_complete(dispatcher.adispatch(classified))
-        elapsed = time.perf_counter() - started
+        elapsed = time.process_time() - started
         self.loop.run_until_complete(self.bus.drain())
         return result, elapsed
 
@@ -104,7 +105,7 @@ def _check(result: DispatchResult, elapsed: float) -> None:
     assert isinstance(result.stop_reason, str) and result.stop_reason
     assert result.status == ("ok" if result.stop_reason == "success" else "stopped")
     json.dumps(result.to_dict())  # what the caller gets is JSON
-    assert elapsed < ONE_SECOND, (result.stop_reason, elapsed)
+    assert elapsed < CPU_BOUND_SECONDS, (result.stop_reason, elapsed)
 
 
 def _tool(args: dict[Any, Any]) -> ClassifiedOutput:
