@@ -366,12 +366,7 @@ class SupportDatabase:
 
 _STALE_TRIGGER: Final = "kb_articles_text_changed"
 
-_DDL: Final = (
-    "CREATE TABLE IF NOT EXISTS customers (id integer PRIMARY KEY, name text NOT NULL, city text NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS tickets ("
-    " id integer PRIMARY KEY, customer_id integer NOT NULL REFERENCES customers (id),"
-    " issue text NOT NULL, status text NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS tickets_customer_id ON tickets (customer_id)",
+MEMORY_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS support_messages ("
     " id bigserial PRIMARY KEY, session_id text NOT NULL,"
     " role text NOT NULL CHECK (role IN ('user', 'assistant')), content text NOT NULL,"
@@ -382,4 +377,15 @@ _DDL: Final = (
     "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute"
     " WHERE attrelid = 'support_messages'::regclass AND attname = 'context' AND NOT attisdropped)"
     " THEN ALTER TABLE support_messages ADD COLUMN context jsonb; END IF; END $$",
+)
+"""The conversation memory's table (:mod:`.memory`), in the schema of the connection's ``search_path``: the
+built-in desk's and every configured desk's."""
+
+_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS customers (id integer PRIMARY KEY, name text NOT NULL, city text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tickets ("
+    " id integer PRIMARY KEY, customer_id integer NOT NULL REFERENCES customers (id),"
+    " issue text NOT NULL, status text NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS tickets_customer_id ON tickets (customer_id)",
+    *MEMORY_DDL,
 )
