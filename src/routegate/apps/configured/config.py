@@ -105,6 +105,7 @@ class ToolConfig(_Strict):
     timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     args: dict[str, Literal["string", "integer"]] = Field(default_factory=dict)
     mock: dict[str, Any] | None = None
+    answer: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _http_url(self) -> ToolConfig:
@@ -266,6 +267,12 @@ def resolve(desk_dir: Path, entry: str) -> Path:
     """A path of the configuration: relative ones are relative to the desk directory."""
     given = Path(entry).expanduser()
     return given if given.is_absolute() else desk_dir / given
+
+
+def builtin_desk_dir() -> Path:
+    """The built-in support desk as a desk configuration (shipped in the package: ``desk.toml``, the SQL file of its
+    customers and tickets, its three help articles): ``--desk`` with this directory runs it."""
+    return Path(__file__).with_name("builtin")
 
 
 def is_identifier(name: str) -> bool:

@@ -176,15 +176,19 @@ def desk_workers(
         result = {"documents": [p.to_dict() for p in passages]}
         return _observation("VECTOR", "vector", call, result, None if passages else "empty")
 
-    def pick_tool(query: str) -> ToolConfig:
+    def pick_tool(query: str) -> ToolConfig | None:
+        """The tool whose route's keywords the message has; the only tool when there is one; else ``None`` (a
+        message the router sent to the tools that names none of them is not guessed at)."""
         text = query.lower()
         for route in config.routes:
             if route.kind == "tool" and any(re.search(rf"\b{re.escape(k.lower())}\b", text) for k in route.keywords):
                 return next(t for t in config.tools if t.name == route.target)
-        return config.tools[0]
+        return config.tools[0] if len(config.tools) == 1 else None
 
     async def external_node(query: str) -> dict[str, Any]:
         tool = pick_tool(query)
+        if tool is None:
+            return _observation("EXTERNAL", "external", {"query": query}, None, "unknown_query")
         args = arguments(tool, query)
         if args is None:
             return _observation("EXTERNAL", "external", {"tool": tool.name, "query": query}, None, "unknown_query")
