@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.database import prepare
@@ -30,10 +30,14 @@ from routegate.core.governed import GovernedStep
 from routegate.embed import Encoder
 from routegate.llm.protocol import ChatModel
 
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
+
 
 class ConfiguredDesk(SupportAgent):
     """A :class:`~routegate.apps.support.contracts.SupportDesk` built from a desk configuration. ``data``: the pool
-    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base)."""
+    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base); ``mcp``:
+    the pool the configured MCP tools call through (:func:`~.factory.open_configured_desk` makes it)."""
 
     def __init__(
         self,
@@ -45,6 +49,7 @@ class ConfiguredDesk(SupportAgent):
         encoder: Encoder,
         chat_model: ChatModel | None = None,
         ingest_on_start: bool = True,
+        mcp: MCPToolPool | None = None,
         **options: Any,
     ) -> None:
         super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)
@@ -52,6 +57,7 @@ class ConfiguredDesk(SupportAgent):
         self.desk_dir = Path(desk_dir)
         self.data = data
         self.ingest_on_start = ingest_on_start
+        self.mcp = mcp
         self.sql = DeskSqlTool(
             data,
             config,
@@ -84,6 +90,7 @@ class ConfiguredDesk(SupportAgent):
             planner=self.planner,
             kb=self.kb,
             text_to_sql=DeskTextToSql(self.chat_model, self.config) if self.chat_model is not None else None,
+            mcp=self.mcp,
         )
         present = present_routes(self.config)
         policy = RoutePolicy(present, {r: QueryArgs for r in ROUTES if r in present})

@@ -22,6 +22,7 @@ from routegate.settings import Settings
 
 if TYPE_CHECKING:
     from routegate.llm.openai_chat import OpenAIChatModel
+    from routegate.technique.tools import MCPToolPool
 
 
 def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[SupportDatabase, SupportDatabase]:
@@ -42,6 +43,25 @@ def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[Suppor
 
     data = pool(config.database.schema_name, frozenset(t.name for t in config.tables))
     return data, pool(state_schema(config), frozenset())
+
+
+def _mcp_pool(config: DeskConfig, desk_dir: Path) -> MCPToolPool:
+    """The desk's MCP servers, started on first use (stdio commands run in the desk directory)."""
+    from routegate.technique.tools import MCPServerConfig, MCPToolPool
+
+    return MCPToolPool(
+        MCPServerConfig(
+            m.name,
+            command=m.command,
+            args=tuple(m.args),
+            env=m.env or None,
+            cwd=str(desk_dir.resolve()) if m.command is not None else None,
+            url=m.url,
+            connect_timeout=m.connect_timeout_seconds,
+            call_timeout=m.call_timeout_seconds,
+        )
+        for m in config.mcp_servers
+    )
 
 
 @asynccontextmanager
@@ -73,6 +93,10 @@ async def open_configured_desk(
         else:
             url, _ = await asyncio.to_thread(database.result)
         data, state = _databases(config, url, settings)
+        mcp = None
+        if config.mcp_servers:
+            mcp = _mcp_pool(config, Path(desk_dir))
+            stack.push_async_callback(mcp.aclose)
         await state.open()
         stack.push_async_callback(state.close)
         await data.open()
@@ -85,6 +109,7 @@ async def open_configured_desk(
             encoder=MemoEncoder(encoder or default_encoder()),
             chat_model=model,
             ingest_on_start=ingest_on_start,
+            mcp=mcp,
             max_message_chars=settings.max_message_chars,
             row_cap=settings.sql_max_rows,
             statement_timeout_ms=settings.sql_statement_timeout_ms,

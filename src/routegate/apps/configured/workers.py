@@ -5,7 +5,7 @@
   the built-in Postgres tool (the SQL guard, read-only transaction, timeouts, server-side bounds, reader role)
   with the configured tables *and columns* as its allowlist.
 * ``VECTOR`` — the knowledge base's best chunks (:mod:`.kb`), each with its source file.
-* ``EXTERNAL`` — the configured HTTP tool the message is for (:mod:`.tools`).
+* ``EXTERNAL`` — the configured HTTP or MCP tool the message is for (:mod:`.tools`).
 
 Each returns the built-in observation ``{"status": "done", "domain", "tool", "call", "result", "fallback"}``; a
 refused query, a failed tool or an empty result is a ``fallback`` the Respond node words, never an exception.
@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from routegate.apps.configured._stars import expand_stars
 from routegate.apps.configured.config import DeskConfig, ToolConfig
@@ -34,6 +34,9 @@ from routegate.apps.support.turn import turn_from
 from routegate.core import RunContext, Worker
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
+
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +118,10 @@ def desk_workers(
     planner: SqlPlanner,
     kb: KnowledgeBase,
     text_to_sql: DeskTextToSql | None = None,
+    mcp: MCPToolPool | None = None,
     top_k: int = 3,
 ) -> tuple[Worker, ...]:
-    """The tool nodes of the kinds the desk has."""
+    """The tool nodes of the kinds the desk has. ``mcp``: the pool the MCP tools call through."""
 
     async def run_lookups(lookups: list[Lookup]) -> tuple[Lookup, SqlResult]:
         last: tuple[Lookup, SqlResult] | None = None
@@ -195,7 +199,7 @@ def desk_workers(
         call = call_of(tool, args)
         record = {"tool": tool.name, "args": dict(call.args), "url": call.url, "mock": tool.mock is not None}
         try:
-            answer = await run_tool(tool, call)
+            answer = await run_tool(tool, call, mcp=mcp)
         except ToolError as failed:
             return _observation("EXTERNAL", "external", record, None, f"tool_error:{failed.code}")
         return _observation("EXTERNAL", "external", record, answer, None)
