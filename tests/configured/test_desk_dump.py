@@ -236,3 +236,23 @@ def test_any_text_is_statements_or_a_desk_error(text: str) -> None:
     else:
         return
     assert message.startswith("any.sql")
+
+
+def test_a_schema_the_file_creates_is_moved_too_and_others_are_kept() -> None:
+    text = (
+        "CREATE SCHEMA sales;\nALTER SCHEMA sales OWNER TO shop_owner;\nCREATE TABLE sales.orders (id int);\n"
+        "SELECT pg_catalog.count(*) FROM sales.orders JOIN extensions.thing ON true;\nDROP TABLE IF EXISTS orders;\n"
+        "BEGIN;\nSET SESSION AUTHORIZATION 'shop_owner';\nSET TIME ZONE 'UTC';\nCOMMIT;\n"
+    )
+    script = parse_script(text, source="s.sql", known_settings=["timezone"])
+    assert [s.sql for s in script.statements] == [
+        "CREATE TABLE orders (id int)",
+        "SELECT pg_catalog.count(*) FROM orders JOIN extensions.thing ON true",
+        "SET LOCAL TIME ZONE 'UTC'",
+    ]
+    assert script.skipped == {
+        "schema statements": 1,  # CREATE SCHEMA (its ALTER ... OWNER TO counts as an owner statement)
+        "DROP statements": 1,
+        "transaction statements": 2,
+        "owner and privileges": 2,
+    }
