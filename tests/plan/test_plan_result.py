@@ -51,11 +51,12 @@ def test_a_lean_run_gets_its_run_id_when_first_read_and_keeps_it() -> None:
 
 def test_a_stop_is_stored_once_and_its_message_is_the_outcomes() -> None:
     def fail(_: object) -> None:
-        raise ValueError  # no text: the stop's message is empty in every view
+        raise ValueError  # no text: the stop's message is the fault's class-only report in every view
 
     stopped = Plan(Step(fail)).run(None)
-    assert stopped.outcome == Outcome(False, "step_error:ValueError", "step", "")
-    assert stopped.message == stopped.outcome.message == stopped.to_dict()["message"] == ""
+    report = "step 'fail' raised ValueError (details in the log)"
+    assert stopped.outcome == Outcome(False, "step_error:ValueError", "step", report)
+    assert stopped.message == stopped.outcome.message == stopped.to_dict()["message"] == report
     assert stopped.output is None and not stopped.ok and stopped.status == "stopped"
     with pytest.raises(ValueError) as raised:  # noqa: PT011  # the step's exception has no text to match
         stopped.raise_for_stop()

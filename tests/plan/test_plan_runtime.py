@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 from typing import Any, Literal
 
 import pytest
@@ -219,22 +220,28 @@ def test_routes_by_value_that_is_not_a_step_is_linear() -> None:
 
 
 # -- errors -----------------------------------------------------------------------------------------------------
-def test_a_failed_step_ends_the_run_with_a_stop_reason_not_an_exception() -> None:
-    result = Plan(echo("a"), Step(boom, name="b"), echo("c")).run("x")
+def test_a_failed_step_ends_the_run_with_a_stop_reason_not_an_exception(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="routegate.plan"):
+        result = Plan(echo("a"), Step(boom, name="b"), echo("c")).run("x")
     assert not result.ok
     assert result.stop_reason == "step_error:ValueError"
     assert result.output is None
     assert result.path == ("a", "b")
-    assert result.error is not None and result.error.message == "boom"
-    assert isinstance(result.error.exception, ValueError)
+    # a fault is reported by its class only; its text and traceback are in the log, the exception in the error
+    report = "step 'b' raised ValueError (details in the log)"
+    assert result.error is not None and result.error.message == result.message == report
+    assert isinstance(result.error.exception, ValueError) and str(result.error.exception) == "boom"
+    (logged,) = [r for r in caplog.records if r.name.startswith("routegate.plan") and r.exc_info]
+    assert logged.levelno == logging.WARNING and "boom" in logged.exc_text  # type: ignore[operator]
     last = result.trace[-1]
     assert not last.ok and last.stop_reason == "step_error:ValueError" and last.why == "error" and last.next is None
     assert result.to_dict()["status"] == "stopped"
     assert result.to_dict()["error"] == {
         "type": "ValueError",
-        "message": "boom",
+        "message": report,
         "stop_reason": "step_error:ValueError",
     }
+    assert "boom" not in json.dumps(result.to_dict())
 
 
 def test_when_errored_routes_a_failed_step_and_the_handler_gets_the_error() -> None:
@@ -447,7 +454,7 @@ def test_a_routing_agent_step_gets_the_payload_as_text_and_returns_its_run_resul
     run = result.envelope("desk").payload
     assert isinstance(run, RunResult) and run.ok
     assert router.requests[0].goal == '{"ticket": "refund please"}'
-    assert router.requests[0].context == {"task": "Answer the customer."}
+    assert router.requests[0].task == "Answer the customer." and router.requests[0].context == {}
     assert result.path == ("prepare", "desk", "reply", "escalate")  # linear: the last step is the skip pattern
     assert "billing" in result.envelope("reply").payload
 

@@ -25,6 +25,7 @@ import pytest
 from routegate.cli import build_parser
 from routegate.server.testing import free_port, parse_sse, wait_until_serving
 from server.rawhttp import descendants
+from session_chain import FIRST, FOLLOW_UP, carried_from, check_serialised
 
 pytest.importorskip("ray", reason="needs the routegate[ray] extra")
 
@@ -57,33 +58,23 @@ def test_serve_ray_options_are_checked_before_anything_starts() -> None:
 
 
 def _chain_runs_one_turn_at_a_time(url: str) -> set[str]:
-    """A first turn names customer 2, then 12 follow-ups ("Which tickets does she have?") are sent at once and
-    spread over the replicas. One at a time, exactly the first five find "she" in the memory window (10 messages),
-    and the history holds the last five in the order they ran; turns that overlapped would read the same history.
+    """A session's turns sent at once and spread over the replicas run one at a time (:mod:`session_chain`).
     Returns the replicas that answered the follow-ups."""
     session = "chain"
 
     async def run() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=url, timeout=60) as c:
             json_mode = {"Accept": "application/json"}
-            first = {"message": "Which city is customer 2 from?", "session_id": session}
+            first = {"message": FIRST, "session_id": session}
             assert (await c.post("/chat", json=first, headers=json_mode)).status_code == 200
-            follow_ups = [
-                {"message": f"Which tickets does she have? (request {n})", "session_id": session} for n in range(12)
-            ]
+            follow_ups = [{"message": FOLLOW_UP.format(n), "session_id": session} for n in range(12)]
             return await asyncio.gather(*(c.post("/chat", json=body, headers=json_mode) for body in follow_ups))
 
     answers = asyncio.run(run())
     assert all(r.status_code == 200 for r in answers), [r.text for r in answers]
-    saw = {
-        n: any(t["call"].get("template") == "tickets_by_customer_id" for t in r.json()["tools"])
-        for n, r in enumerate(answers)
-    }
-    assert sum(saw.values()) == 5, saw
+    carried = {n: carried_from(r.json()["trace"]) for n, r in enumerate(answers)}
     stored = httpx.get(f"{url}/sessions/{session}", timeout=60).json()["messages"]
-    order = [int(m["content"].rsplit(" ", 1)[1].rstrip(")")) for m in stored[::2]]
-    assert [answers[n].json()["answer"] for n in order] == [m["content"] for m in stored[1::2]]  # pairs whole
-    assert [saw[n] for n in order] == sorted((saw[n] for n in order), reverse=True)  # in the order they ran
+    check_serialised(carried, stored, {n: r.json()["answer"] for n, r in enumerate(answers)})
     return {r.headers["X-Routegate-Replica"] for r in answers}
 
 
@@ -158,6 +149,9 @@ def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):  # a failed test leaves no open pipe to a later one
+            if pipe is not None:
+                pipe.close()
         for pid in started:  # never leave a Ray daemon behind a failed test
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
@@ -283,6 +277,9 @@ def test_a_killed_replica_is_replaced_and_loses_no_acknowledged_turn(data_dir: P
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):  # a failed test leaves no open pipe to a later one
+            if pipe is not None:
+                pipe.close()
         for pid in started:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)

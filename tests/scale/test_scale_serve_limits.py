@@ -134,6 +134,9 @@ def test_serve_on_ray_bounds_heads_bodies_and_slow_clients(data_dir: Path) -> No
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):  # a failed test leaves no open pipe to a later one
+            if pipe is not None:
+                pipe.close()
         for pid in started:  # never leave a Ray daemon of this test behind a failed test
             with contextlib.suppress(OSError):
                 if b"ray" in Path(f"/proc/{pid}/cmdline").read_bytes():

@@ -3,10 +3,11 @@
 (503 ``session_busy``), and two real ``routegate serve`` processes over one PostgreSQL.
 
 How serialisation is observed: a first turn names customer 2, then N follow-ups ("Which tickets does she have?")
-run at once. A follow-up finds "she" in the memory window (the last 10 messages), so when the turns run one after
-the other exactly the first five follow-ups see the first turn (the sixth has pushed it out of the window), and
-the stored history is the last five turns in the order they ran. Turns that overlap read the same history: more
-than five would find customer 2.
+run at once. Each follow-up resolves "she" from what the turn before it established and says so in its trace
+(``{"node": "followup", "carried": "customer 2, from turn K"}``), and a session's turns are numbered in the order
+they ran. When the turns run one after the other, the N follow-ups carry from turns 1..N, each exactly once;
+turns that overlap read the same history and carry from the same turn. The stored history is the last five turns
+(the memory window holds 10 messages) in the order they ran, each user message followed by its own answer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,30 +37,9 @@ from routegate.embed import MiniLMEncoder
 from routegate.server import create_app
 from routegate.server.testing import ServerThread, serve_process
 from routegate.settings import Settings
+from session_chain import FIRST, FOLLOW_UP, carried_from, check_serialised
 
 pytestmark = pytest.mark.integration
-
-FIRST = "Which city is customer 2 from?"
-FOLLOW_UP = "Which tickets does she have? (request {})"
-WINDOW_TURNS = 5  # the memory window holds 10 messages: 5 turns
-
-
-def _saw_the_first_turn(tools: Sequence[Mapping[str, Any]]) -> bool:
-    """The follow-up resolved "she" to customer 2: the first turn was in the history it read."""
-    return any(t.get("call", {}).get("template") == "tickets_by_customer_id" for t in tools)
-
-
-def _check_serialised(
-    first_seen: dict[int, bool], stored: Sequence[Mapping[str, Any]], answers: dict[int, str]
-) -> None:
-    """Exactly the first five follow-ups saw the first turn; the history is the last five turns in the order they
-    ran (those that saw it before those that did not), each user message followed by its own answer."""
-    assert sum(first_seen.values()) == WINDOW_TURNS, first_seen
-    assert [m["role"] for m in stored] == ["user", "assistant"] * WINDOW_TURNS
-    order = [int(m["content"].rsplit(" ", 1)[1].rstrip(")")) for m in stored[::2]]
-    assert [answers[n] for n in order] == [m["content"] for m in stored[1::2]]  # each pair is whole
-    seen = [first_seen[n] for n in order]
-    assert seen == sorted(seen, reverse=True), (order, seen)  # the turns that saw it ran first
 
 
 def _held(conn: psycopg.Connection[Any], key: int) -> int:
@@ -243,11 +223,9 @@ async def test_two_desks_over_one_database_run_a_session_one_turn_at_a_time(
     async with _desks(pg_url, encoder, semantic, 2) as (_, desks):
         await desks[0].ask(FIRST, session_id="chain")
         results = await asyncio.gather(*(desks[n % 2].ask(FOLLOW_UP.format(n), session_id="chain") for n in range(12)))
-        seen = {
-            n: _saw_the_first_turn([t for t in r.trace if t.get("node") == "postgres"]) for n, r in enumerate(results)
-        }
+        seen = {n: carried_from(r.trace) for n, r in enumerate(results)}
         stored = [m.to_dict() for m in await desks[1].history("chain")]
-        _check_serialised(seen, stored, {n: r.answer for n, r in enumerate(results)})
+        check_serialised(seen, stored, {n: r.answer for n, r in enumerate(results)})
 
 
 @contextlib.asynccontextmanager
@@ -306,7 +284,7 @@ def test_two_serve_processes_over_one_database_run_a_session_one_turn_at_a_time(
     session = f"two-{uuid.uuid4().hex[:8]}"
     with _serve(pg_url, data_dir) as first, _serve(pg_url, data_dir) as second:
 
-        async def run() -> tuple[dict[int, bool], list[dict[str, Any]], dict[int, str]]:
+        async def run() -> tuple[dict[int, int | None], list[dict[str, Any]], dict[int, str]]:
             json_mode = {"Accept": "application/json"}
             async with httpx.AsyncClient(timeout=60) as c:
                 opening = await c.post(
@@ -324,8 +302,8 @@ def test_two_serve_processes_over_one_database_run_a_session_one_turn_at_a_time(
 
                 answers = await asyncio.gather(*(follow_up(n) for n in range(12)))
                 stored = (await c.get(f"{second}/sessions/{session}")).json()["messages"]
-            seen = {n: _saw_the_first_turn(a["tools"]) for n, a in enumerate(answers)}
+            seen = {n: carried_from(a["trace"]) for n, a in enumerate(answers)}
             return seen, stored, {n: a["answer"] for n, a in enumerate(answers)}
 
         seen, stored, answers = asyncio.run(run())
-    _check_serialised(seen, stored, answers)
+    check_serialised(seen, stored, answers)

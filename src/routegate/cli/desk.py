@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routegate.cli._command import add_command
 from routegate.settings import Settings
 
 if TYPE_CHECKING:
@@ -31,13 +32,7 @@ def register(subparsers: Any) -> None:
         description="Create a desk configuration from your tables and documents (docs/desk.md).",
     )
     actions = desk.add_subparsers(title="desk commands", metavar="ACTION")
-    init = actions.add_parser(
-        "init",
-        help="introspect a SQL file or a PostgreSQL and a docs folder; write DIR/desk.toml",
-        description="Load SCHEMA.sql into a scratch schema of the embedded PostgreSQL (or read --database-url), read "
-        "the tables, columns, keys and the docs folder, and write DIR/desk.toml: routes with example questions, the "
-        "readable tables and columns, the knowledge sources. DIR must not exist or be empty.",
-    )
+    init = add_command(actions, "init", run_init)
     init.add_argument("directory", type=Path, help="the desk's directory (created)")
     source = init.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -48,34 +43,26 @@ def register(subparsers: Any) -> None:
     init.add_argument("--kb", type=Path, action="append", default=[], help="a docs folder or file (repeatable)")
     init.add_argument("--tables", help="comma-separated tables the desk may read (default: every table)")
     init.add_argument("--name", help="the desk's name (default: the directory's name)")
-    init.set_defaults(handler=run_init)
-    evaluate = actions.add_parser(
-        "eval",
-        help="measure the desk's router on labelled questions (JSONL: text, route)",
-        description='Route every question of FILE (one JSON object per line: {"text": ..., "route": '
-        "POSTGRES | VECTOR | EXTERNAL | LLM}) with the desk's router (offline stages; no database, no tool) and "
-        "print the accuracy, per route, and every misroute.",
-    )
+    evaluate = add_command(actions, "eval", run_eval)
     evaluate.add_argument("directory", type=Path, help="the desk's directory")
     evaluate.add_argument("file", type=Path, help="labelled questions (JSONL)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
-    evaluate.set_defaults(handler=run_eval)
 
     kb: argparse.ArgumentParser = subparsers.add_parser(
         "kb", help="the knowledge base of your own desk: `kb ingest --desk DIR`"
     )
     kb_actions = kb.add_subparsers(title="kb commands", metavar="ACTION")
-    ingest = kb_actions.add_parser(
-        "ingest",
-        help="chunk and embed the desk's documents into pgvector (only changed files; deleted ones removed)",
-        description="Bring the knowledge base in line with the documents of desk.toml's [knowledge] paths: new and "
-        "changed files (by content hash) are chunked and embedded, deleted files removed.",
-    )
+    ingest = add_command(kb_actions, "ingest", run_ingest)
     ingest.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
-    ingest.set_defaults(handler=run_ingest)
 
 
 def run_init(args: argparse.Namespace) -> int:
+    """introspect a SQL file or a PostgreSQL and a docs folder; write DIR/desk.toml
+
+    Load SCHEMA.sql into a scratch schema of the embedded PostgreSQL (or read --database-url), read the tables,
+    columns, keys and the docs folder, and write DIR/desk.toml: routes with example questions, the readable tables
+    and columns, the knowledge sources. DIR must not exist or be empty.
+    """
     from routegate.apps.configured.init import init_desk
 
     settings = Settings()
@@ -133,6 +120,12 @@ def summary(result: InitResult) -> str:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    """measure the desk's router on labelled questions (JSONL: text, route)
+
+    Route every question of FILE (one JSON object per line: {"text": ..., "route": POSTGRES | VECTOR | EXTERNAL |
+    LLM}) with the desk's router (offline stages; no database, no tool) and print the accuracy, per route, and every
+    misroute.
+    """
     import json
 
     from routegate.apps.configured.evaluate import evaluate, read_labelled
@@ -149,6 +142,11 @@ def with_desk(settings: Settings, given: Path | None) -> Settings:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    """chunk and embed the desk's documents into pgvector (only changed files; deleted ones removed)
+
+    Bring the knowledge base in line with the documents of desk.toml's [knowledge] paths: new and changed files (by
+    content hash) are chunked and embedded, deleted files removed.
+    """
     from routegate.errors import ConfigurationError
 
     settings = Settings()

@@ -63,11 +63,12 @@ _SUCCESS = Outcome.success()
 class _Run:
     """One run's state beyond its :class:`RunContext`: the goal, phase, history and trace; ends as a result."""
 
-    __slots__ = ("ctx", "goal", "history", "phase", "started", "trace")
+    __slots__ = ("ctx", "goal", "history", "phase", "started", "task", "trace")
 
-    def __init__(self, goal: str, ctx: RunContext[Any]) -> None:
+    def __init__(self, goal: str, ctx: RunContext[Any], task: str | None = None) -> None:
         self.goal = goal
         self.ctx = ctx
+        self.task = task
         self.started = time.perf_counter()
         self.phase: sr.Phase = "route"
         self.history: list[HistoryEntry] = []
@@ -75,6 +76,16 @@ class _Run:
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
+
+    def failed(self, exc: Exception, **fields: Any) -> AgentResult:
+        """The agent's one fault boundary for its parts: the router (phase ``route``) or the finalizer (phase
+        ``finalize``) raised ``exc``. A :class:`RunStopError` is its own stop; anything else is a fault, reported by
+        its class only (``router_error:<Exc>`` / ``finalize_error:<Exc>``; text and traceback to the log)."""
+        if isinstance(exc, RunStopError):
+            return self.stop(exc.stop_reason, exc.message, phase=phase_of(exc.phase), **fields)
+        if self.phase == "finalize":
+            return self.stop(sr.finalize_error(exc), fault_message(exc, "the finalizer", logger), **fields)
+        return self.stop(sr.router_error(exc), fault_message(exc, "the router", logger), **fields)
 
     def stop(self, stop_reason: str, message: str, *, phase: sr.Phase | None = None, **fields: Any) -> AgentResult:
         return AgentResult(
@@ -203,25 +214,51 @@ class RoutingAgent(Generic[RunDepsT]):
         warn_old_method("RoutingAgent", "astream", "iter")
         return self.iter(goal, context=context, deps=deps)
 
+    async def _arun_within(self, goal: str, outer: RunContext[Any], task: str | None = None) -> AgentResult:
+        """Run as a part of the run ``outer`` (a step of a plan): one run, not two.
+
+        The agent's run has the outer run's id, deadline (what is left of it: the outer run's timer cuts the agent
+        off, and its own ``budget.max_seconds`` does not apply), delegation ledger (its delegations count against
+        the outer run's ``max_delegations``, and its loop guard sees the outer run's calls), provenance ledger
+        (when the outer run keeps one), tracer (its span sits under the outer run's open span) and ``deps``. It
+        sends no events of its own. ``task`` is the step's instruction, read by routers and finalizers as
+        ``RouteRequest.task`` / ``FinalizeRequest.task``. Its ``max_route_attempts`` still bounds it."""
+        ctx = RunContext(outer.deps, outer.run_id, outer.deadline, outer.ledger, None, outer.tracer, outer.provenance)
+        return await self._execute(goal, {}, outer.deps, None, ctx, task)
+
     # -- the loop --------------------------------------------------------------------------------------------
-    async def _execute(self, goal: str, context: Mapping[str, Any], deps: RunDepsT, emit: Emit | None) -> AgentResult:
-        budget = self.budget
-        # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
-        ctx = RunContext(
-            deps,
-            new_run_id(),
-            time.monotonic() + budget.max_seconds,
-            DelegationLedger(budget.max_delegations),
-            emit,
-            tracer(),
-        )
-        run = _Run(goal if isinstance(goal, str) else "", ctx)
+    async def _execute(
+        self,
+        goal: str,
+        context: Mapping[str, Any],
+        deps: RunDepsT,
+        emit: Emit | None,
+        within: RunContext[Any] | None = None,
+        task: str | None = None,
+    ) -> AgentResult:
+        """The run; ``within``: the context of the outer run this one is part of (no deadline of its own)."""
+        if within is None:
+            budget = self.budget
+            # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
+            ctx = RunContext(
+                deps,
+                new_run_id(),
+                time.monotonic() + budget.max_seconds,
+                DelegationLedger(budget.max_delegations),
+                emit,
+                tracer(),
+            )
+        else:
+            ctx = within
+        run = _Run(goal if isinstance(goal, str) else "", ctx, task)
+        # a run of its own answers to its own timer; a nested one to the outer run's
+        body = self._bounded if within is None else self._loop
         tr = ctx.tracer
         if tr is None:
-            result = await self._bounded(run, goal, context)
+            result = await body(run, goal, context)
         else:
             with span(tr, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}) as root:
-                result = await self._bounded(run, goal, context)
+                result = await body(run, goal, context)
                 end_run(
                     root,
                     result.stop_reason,
@@ -266,8 +303,8 @@ class RoutingAgent(Generic[RunDepsT]):
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
         tr = ctx.tracer
-        if self._tracks:
-            self.step.admit(ctx, goal, context, always=True)
+        if self._tracks:  # the step's instruction, like the caller's context, is configuration
+            self.step.admit(ctx, goal, context if run.task is None else {"task": run.task}, always=True)
         observe = self.on_refusal == "observe"
         refused: list[Outcome] = []
         previous: HistoryEntry | None = None  # the last delegation: a refusal handed back does not lift its guard
@@ -286,6 +323,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 attempt=attempt,
                 budget=budget,
                 context=context,
+                task=run.task,
             )
             try:
                 if tr is None and self._router_ctx is None:
@@ -297,10 +335,8 @@ class RoutingAgent(Generic[RunDepsT]):
                         answered = await self._decide(request, ctx)
                         if isinstance(answered, RouteDecision) and routed.is_recording():
                             routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
-            except RunStopError as stop:
-                return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase))
-            except Exception as exc:
-                return run.stop(sr.router_error(exc), fault_message(exc, "the router", logger))
+            except Exception as exc:  # RunStopError included: Run.failed tells a stop from a fault
+                return run.failed(exc)
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
             decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
             step = self.step
@@ -377,7 +413,7 @@ class RoutingAgent(Generic[RunDepsT]):
     ) -> AgentResult | Outcome:
         """The final answer; an :class:`Outcome` when the output check refused it and ``observe`` is set."""
         run.phase = "finalize"
-        request = FinalizeRequest(goal, route.target, tuple(run.history), context)
+        request = FinalizeRequest(goal, route.target, tuple(run.history), context, run.task)
         try:
             tr = run.ctx.tracer
             if tr is None and self._finalizer_ctx is None:
@@ -387,10 +423,8 @@ class RoutingAgent(Generic[RunDepsT]):
             else:
                 with span(tr, "routegate.finalize"):
                     answer = await self._finish(request, run.ctx)
-        except RunStopError as stop:
-            return run.stop(stop.stop_reason, stop.message, phase=phase_of(stop.phase), route=route)
         except Exception as exc:
-            return run.stop(sr.finalize_error(exc), fault_message(exc, "the finalizer", logger), route=route)
+            return run.failed(exc, route=route)
         extra: Mapping[str, Any] = {}
         if isinstance(answer, FinalAnswer):
             extra = answer.extra
@@ -420,8 +454,8 @@ class RoutingAgent(Generic[RunDepsT]):
         started = time.perf_counter()
         try:
             reason = self.output_check(answer, run.ctx)
-        except Exception as exc:
-            logger.warning("output check raised %s", type(exc).__name__, exc_info=True)
+        except Exception as exc:  # a check that raises refuses: the fault by its class, its text to the log
+            fault_message(exc, "the output check", logger)
             reason = f"check_error:{type(exc).__name__}"
         if reason is None:
             return None

@@ -36,7 +36,11 @@ class Outcome:
         return cls(False, stop_reason, phase, message or stop_reason)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ok": self.ok, "stop_reason": self.stop_reason}
+        return self.detailed({"ok": self.ok, "stop_reason": self.stop_reason})
+
+    def detailed(self, out: dict[str, Any]) -> dict[str, Any]:
+        """``out`` (a JSON form's first fields) with ``phase`` and ``message`` added when they are set: the order
+        every JSON form of a stop uses."""
         if self.phase is not None:
             out["phase"] = self.phase
         if self.message:
@@ -56,3 +60,31 @@ class HasStopReason:
     @property
     def ok(self) -> bool:
         return self.stop_reason == SUCCESS
+
+
+class ReadsOutcome:
+    """Gives a type that holds an ``outcome`` its ``ok``, ``stop_reason``, ``phase`` and ``message``, read from it
+    (a run's result, a dispatched part's outcome)."""
+
+    __slots__ = ()
+    outcome: Outcome
+
+    @property
+    def ok(self) -> bool:
+        """Whether it succeeded (its stop reason is ``"success"``)."""
+        return self.outcome.ok
+
+    @property
+    def stop_reason(self) -> str:
+        """``"success"``, or why it stopped (``outcome.stop_reason``)."""
+        return self.outcome.stop_reason
+
+    @property
+    def phase(self) -> Phase | None:
+        """Where it stopped (``outcome.phase``); ``None`` on success."""
+        return self.outcome.phase
+
+    @property
+    def message(self) -> str:
+        """Why it stopped, for people (``outcome.message``); empty on success."""
+        return self.outcome.message

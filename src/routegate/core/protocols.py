@@ -15,7 +15,8 @@ class RouteRequest:
 
     ``conversation`` holds the earlier user messages of a conversation (oldest first) and ``previous_route`` the
     route of the previous turn, for routers that resolve follow-ups ("and the other one?"); a single-shot run
-    leaves them empty. ``context`` is the caller's own data, passed through untouched.
+    leaves them empty. ``context`` is the caller's own data, passed through untouched. ``task`` is the
+    instruction of the plan step that runs the agent (``Step(agent, task=...)``); ``None`` outside a plan.
     """
 
     goal: str
@@ -27,6 +28,7 @@ class RouteRequest:
     context: Mapping[str, Any] = field(default_factory=dict)
     conversation: tuple[str, ...] = ()
     previous_route: str | None = None
+    task: str | None = None
 
     @property
     def remaining_attempts(self) -> int:
@@ -82,12 +84,14 @@ class Router(Protocol):
 
 @dataclass(slots=True)
 class FinalizeRequest:
-    """What a finalizer sees: the goal, the route that completed and the evidence gathered."""
+    """What a finalizer sees: the goal, the route that completed and the evidence gathered; ``task`` as in
+    :class:`RouteRequest` (the plan step's instruction, ``None`` outside a plan)."""
 
     goal: str
     selected_route: str
     history: tuple[HistoryEntry, ...]
     context: Mapping[str, Any] = field(default_factory=dict)
+    task: str | None = None
 
     @property
     def observation(self) -> Mapping[str, Any]:

@@ -30,8 +30,8 @@ from typing_extensions import TypeVar, deprecated
 from routegate._lazy import warn_old_attribute
 from routegate.core.context import new_run_id
 from routegate.core.contracts import ABSENT, HistoryEntry, RouteIntent, TraceEntry, jsonable
-from routegate.core.outcome import Outcome
-from routegate.core.stop_reasons import SUCCESS, Phase
+from routegate.core.outcome import Outcome, ReadsOutcome
+from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import RunStopError
 
 OutputT = TypeVar("OutputT", default=Any)
@@ -40,7 +40,7 @@ OutputT = TypeVar("OutputT", default=Any)
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 
-class RunResult(Generic[OutputT]):
+class RunResult(ReadsOutcome, Generic[OutputT]):
     """How a run ended (see the module docstring). Every run returns one; bad input, budgets and timeouts
     included: a run never raises for them.
 
@@ -63,26 +63,6 @@ class RunResult(Generic[OutputT]):
         self._trace = trace
         self._run_id = run_id
         self.elapsed_ms = elapsed_ms
-
-    @property
-    def ok(self) -> bool:
-        """Whether the run succeeded (its stop reason is ``"success"``)."""
-        return self.outcome.ok
-
-    @property
-    def stop_reason(self) -> str:
-        """``"success"``, or why the run stopped (``outcome.stop_reason``)."""
-        return self.outcome.stop_reason
-
-    @property
-    def phase(self) -> Phase | None:
-        """Where the run stopped (``outcome.phase``); ``None`` on success."""
-        return self.outcome.phase
-
-    @property
-    def message(self) -> str:
-        """Why the run stopped, for people (``outcome.message``); empty on success."""
-        return self.outcome.message
 
     @property
     def status(self) -> Literal["ok", "stopped"]:
@@ -121,12 +101,7 @@ class RunResult(Generic[OutputT]):
         """How the run ended as the JSON forms begin it: ``status``, ``stop_reason``, then ``phase`` and
         ``message`` when set."""
         outcome = self.outcome
-        out: dict[str, Any] = {"status": self.status, "stop_reason": outcome.stop_reason}
-        if outcome.phase is not None:
-            out["phase"] = outcome.phase
-        if outcome.message:
-            out["message"] = outcome.message
-        return out
+        return outcome.detailed({"status": self.status, "stop_reason": outcome.stop_reason})
 
     def to_dict(self) -> dict[str, Any]:
         out = self._stop_fields()

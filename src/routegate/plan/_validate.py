@@ -121,14 +121,15 @@ def check_checkpoint(steps: tuple[StepShape, ...], record: RunRecord) -> None:
     try:
         doc = _Document.model_validate(record.state)
     except ValidationError as exc:
-        raise _mismatch(key, _shape(exc)) from None
+        raise damaged(key, _shape(exc)) from None
     try:
         _check(steps, record, doc)
     except _Refusal as exc:
-        raise _mismatch(key, str(exc)) from None
+        raise damaged(key, str(exc)) from None
 
 
-def _mismatch(key: str, what: str) -> CheckpointMismatchError:
+def damaged(key: str, what: str) -> CheckpointMismatchError:
+    """The refusal of the checkpoint of ``key``, damaged or edited (``what`` says how)."""
     return CheckpointMismatchError(
         f"the checkpoint of {key!r} is damaged or was edited: {what}; it is not resumed: start over with "
         "resume=False or another checkpoint_key"

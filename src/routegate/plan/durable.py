@@ -28,7 +28,7 @@ from routegate.errors import ConfigurationError
 from routegate.plan._position import Position
 from routegate.plan._shape import PlanShape, StepShape
 from routegate.plan._signature import sign, verify
-from routegate.plan._validate import check_checkpoint, check_readable
+from routegate.plan._validate import check_checkpoint, check_readable, damaged
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, Checkpoints, Lease, RunRecord
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import CheckpointConflictError, CheckpointMismatchError, Interrupt
@@ -202,10 +202,7 @@ class DurableRun(_Codec):
         except CheckpointMismatchError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # checked at open: a net
-            raise CheckpointMismatchError(
-                f"the checkpoint of {self.key!r} is damaged or was edited ({type(exc).__name__}: {exc}); "
-                "start over with resume=False or another checkpoint_key"
-            ) from exc
+            raise damaged(self.key, f"{type(exc).__name__}: {exc}") from exc
 
     def _restore(self, state: dict[str, Any], value: Any, store: Any) -> Position:
         if value is None:
@@ -240,11 +237,8 @@ class DurableRun(_Codec):
         try:
             return self.decode_env(doc)
         except (ValueError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
-            raise CheckpointMismatchError(
-                f"the checkpoint of {self.key!r} is damaged or was edited: the payload of step {doc.get('s')!r} "
-                f"does not validate as its output type ({type(exc).__name__}: {exc}); it is not resumed: start "
-                "over with resume=False or another checkpoint_key"
-            ) from exc
+            what = f"the payload of step {doc.get('s')!r} does not validate as its output type"
+            raise damaged(self.key, f"{what} ({type(exc).__name__}: {exc})") from exc
 
     def save(self, position: Position, store: Any) -> None:
         """Checkpoint the run as it stands at ``position`` (called before every step) with ``store``'s writes."""
@@ -351,11 +345,8 @@ def stored_result(steps: tuple[StepShape, ...], record: RunRecord, store: Any) -
     try:
         return _stored_result(steps, record, store)
     except (ValueError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
-        raise CheckpointMismatchError(
-            f"the checkpoint of {record.key!r} is damaged or was edited: its stored result does not validate as "
-            f"the plan's output types ({type(exc).__name__}: {exc}); start over with resume=False or another "
-            "checkpoint_key"
-        ) from exc
+        what = "its stored result does not validate as the plan's output types"
+        raise damaged(record.key, f"{what} ({type(exc).__name__}: {exc})") from exc
 
 
 def _stored_result(steps: tuple[StepShape, ...], record: RunRecord, store: Any) -> PlanResult:

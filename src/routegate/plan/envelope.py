@@ -4,24 +4,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from routegate.core._faults import fault_message
 from routegate.core.contracts import jsonable
 from routegate.core.governed import phase_of
 from routegate.core.stop_reasons import Phase
 from routegate.errors import RunStopError
 
+_logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
-    """Why a step failed, or why the run stopped: the exception's class name, its message, the stop reason and
+    """Why a step failed, or why the run stopped: the exception's class name, a message, the stop reason and
     the phase.
 
-    ``stop_reason`` is ``step_error:<ExceptionClass>`` with phase ``"step"``, or the ``stop_reason`` and ``phase``
-    of a :class:`~routegate.errors.RunStopError` the target raised (``"step"`` when it names none). A run that
-    used up its budget carries one too: ``max_iterations`` (a :class:`~routegate.plan.MaxIterationsExceeded`) or
-    ``max_seconds`` (a :class:`~routegate.errors.RunStopError`). ``exception`` keeps the exception.
+    ``stop_reason`` is ``step_error:<ExceptionClass>`` with phase ``"step"``, or the ``stop_reason``, message and
+    ``phase`` of a :class:`~routegate.errors.RunStopError` the target raised (``"step"`` when it names none). A
+    fault is reported by its class only: the message of ``step_error:<ExceptionClass>`` is the report of
+    :func:`routegate.core._faults.fault_message` for ``"step 'name'"``, and the exception's text and traceback go
+    to the log (``routegate.plan.envelope``, WARNING). A run that used up its budget carries one too:
+    ``max_iterations`` (a :class:`~routegate.plan.MaxIterationsExceeded`) or ``max_seconds`` (a
+    :class:`~routegate.errors.RunStopError`). A nested run (a plan or a routing agent run as a step) that stopped
+    carries its own stop reason, message and phase. ``exception`` keeps the exception, for the plan's own code
+    (it is in no JSON view).
     """
 
     type: str
@@ -31,13 +40,31 @@ class ErrorInfo:
     phase: Phase = "step"
 
     @classmethod
-    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+    def from_exception(cls, exc: BaseException, step: str | None = None) -> ErrorInfo:
+        """The error of a step (named ``step``) that raised ``exc``: a stop signal keeps its text, a fault is
+        reported by its class only (:func:`routegate.core._faults.fault_message`)."""
         if isinstance(exc, RunStopError):
             return cls(type(exc).__name__, exc.message, exc.stop_reason, exc, phase_of(exc.phase) or "step")
-        return cls(type(exc).__name__, str(exc), f"step_error:{type(exc).__name__}", exc)
+        if isinstance(exc, StepFailedError):
+            return exc.info
+        name = type(exc).__name__
+        what = "the step" if step is None else f"step {step!r}"
+        return cls(name, fault_message(exc, what, _logger), f"step_error:{name}", exc)
 
     def to_dict(self) -> dict[str, str]:
         return {"type": self.type, "message": self.message, "stop_reason": self.stop_reason}
+
+
+class StepFailedError(Exception):
+    """Ends a step with an :class:`ErrorInfo` already made (not a fault to report): the stop of a nested run — a
+    routing agent run as a step, with its result in the envelope's ``metadata`` — or the engine's own diagnosis
+    of a misused target. Internal to the Plan engine; a step that means to stop its run raises
+    :class:`~routegate.errors.RunStopError`."""
+
+    def __init__(self, info: ErrorInfo, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(info.message)
+        self.info = info
+        self.metadata = metadata
 
 
 class Envelope:

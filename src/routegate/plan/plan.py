@@ -58,7 +58,7 @@ from routegate.plan._position import Decision, Position
 from routegate.plan._shape import PlanShape
 from routegate.plan._spans import NO_SPANS, RunSpans, TracedSpans
 from routegate.plan.durable import _SCOPE, NO_ANSWER, DurableRun, open_run
-from routegate.plan.envelope import Envelope, ErrorInfo
+from routegate.plan.envelope import Envelope, ErrorInfo, StepFailedError
 from routegate.plan.errors import INTERRUPTED, MaxIterationsExceeded, PlanCompileError, PlanRuntimeError
 from routegate.plan.events import PlanEvent, StepEvent
 from routegate.plan.result import PlanResult
@@ -453,7 +453,7 @@ class Plan(Generic[RunDepsT, OutputT]):
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
-                    out, err = None, ErrorInfo.from_exception(exc)
+                    out, err = None, ErrorInfo.from_exception(exc, step.name)
                 env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
             else:
                 env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
@@ -778,14 +778,6 @@ def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
     return f"… ({elided} earlier) → {text}" if elided else text
 
 
-class _StepFailed(Exception):
-    """A nested plan ended on a failed step: its error becomes the outer step's error."""
-
-    def __init__(self, info: ErrorInfo) -> None:
-        super().__init__(info.message)
-        self.info = info
-
-
 def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
     """Run a direct (synchronous) target and wrap the outcome."""
     t0 = _perf()
@@ -806,7 +798,7 @@ def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
     except PlanRuntimeError:
         raise
     except Exception as exc:
-        out, err = None, ErrorInfo.from_exception(exc)
+        out, err = None, ErrorInfo.from_exception(exc, step.name)
     return Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
 
 
@@ -879,18 +871,18 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
             target: Plan = step.target
             nested = await target._drive(given, store if target.store is None else target.store, nested=True, outer=run)
             meta = {"plan": nested}
-            if nested.error is not None:
-                raise _StepFailed(nested.error)
+            if nested.error is not None:  # the nested run stopped: so does this step, with its stop
+                return Envelope(None, nested.error, meta, step.name, (_perf() - t0) * 1000.0)
             out = nested.output
         if step.validate is not None and type(out) is not step.out_cls:
             out = step.validate(out)
         err = None
     except PlanRuntimeError:
         raise
-    except _StepFailed as failed:
-        out, err = None, failed.info
+    except StepFailedError as failed:  # a routing agent's stop (its result in the metadata), or a misused target
+        out, err, meta = None, failed.info, failed.metadata
     except Exception as exc:
-        out, err = None, ErrorInfo.from_exception(exc)
+        out, err = None, ErrorInfo.from_exception(exc, step.name)
     return Envelope(out, err, meta, step.name, (_perf() - t0) * 1000.0)
 
 
@@ -916,11 +908,11 @@ def _run_step(step: Compiled, given: Any, run: _Run | None) -> Any:
     return step.fn(given, ctx, **{param: run.ctx})
 
 
-def _returned_coroutine(step: Compiled, coro: types.CoroutineType[Any, Any, Any]) -> TypeError:
+def _returned_coroutine(step: Compiled, coro: types.CoroutineType[Any, Any, Any]) -> StepFailedError:
+    """A synchronous target returned a coroutine: ``step_error:TypeError``, with the engine's own message."""
     coro.close()
-    return TypeError(
-        f"the target of step {step.name!r} returned a coroutine: declare it 'async def' so the plan awaits it"
-    )
+    message = f"the target of step {step.name!r} returned a coroutine: declare it 'async def' so the plan awaits it"
+    return StepFailedError(ErrorInfo("TypeError", message, "step_error:TypeError", TypeError(message)))
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -960,9 +952,10 @@ def _from_band(step: Compiled, latest: list[Envelope | None] | None, envelopes: 
 
 def _predicate_error(step: Compiled, target: str, exc: Exception, err: ErrorInfo | None) -> PlanRuntimeError:
     note = ""
-    if err is not None:
+    if err is not None:  # raised to the plan's author, who gets the step's own exception text
+        detail = err.message if err.exception is None else str(err.exception)
         note = (
-            f" (the step itself failed with {err.type}: {err.message}; put when.errored() first in routes= "
+            f" (the step itself failed with {err.type}: {detail}; put when.errored() first in routes= "
             "to route failures)"
         )
     return PlanRuntimeError(

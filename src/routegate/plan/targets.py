@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from routegate.core.result import AgentResult
-from routegate.plan.envelope import payload_text
+from routegate.errors import RunStopError
+from routegate.plan.envelope import ErrorInfo, StepFailedError, payload_text
 
 if TYPE_CHECKING:
     from routegate.core import RoutingAgent
@@ -76,12 +77,14 @@ def render_sources(sources: tuple[Any, ...]) -> str:
 
 
 class AgentTarget:
-    """Runs a :class:`~routegate.core.RoutingAgent` as a step: ``arun(goal)`` with the payload as text.
+    """Runs a :class:`~routegate.core.RoutingAgent` as a step: one run with the plan's, like a nested plan.
 
-    The step's payload is the agent's :class:`~routegate.core.AgentResult` (a stopped run is a result, not a step
-    error: route on ``when.field("status")`` or ``when.payload(lambda r: r.ok)``). The step's ``task=``, when
-    set, reaches the router and finalizer as ``context={"task": ...}``; the plan run's ``deps`` are the agent
-    run's ``deps``.
+    The step's input, as text (:func:`payload_text`), is the agent's goal; the step's ``task=`` reaches its
+    router and finalizer as ``RouteRequest.task`` / ``FinalizeRequest.task``. The agent runs inside the plan's
+    run: its run id, deadline (the time left; the agent's own ``max_seconds`` does not apply), delegation and
+    provenance ledgers, tracer and ``deps`` are the run's. A run that succeeds is the step's payload (its
+    :class:`~routegate.core.AgentResult`); a run that stops fails the step with the agent's stop reason, message
+    and phase, its result in the envelope's ``metadata["agent"]``.
     """
 
     __slots__ = ("agent",)
@@ -90,9 +93,19 @@ class AgentTarget:
         self.agent = agent
 
     async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
-        context = {"task": ctx.task} if ctx.task else None
-        deps = None if ctx.run is None else ctx.run.deps
-        return await self.agent.arun(payload_text(payload), context=context, deps=deps)
+        goal = payload_text(payload)
+        if ctx.run is None:  # a StepContext built by hand, outside a plan's run: the agent's own run
+            result = await self.agent._execute(goal, {}, None, None, None, ctx.task)
+        else:
+            result = await self.agent._arun_within(goal, ctx.run, ctx.task)
+        outcome = result.outcome
+        if not outcome.ok:
+            phase = outcome.phase or "step"
+            stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
+            raise StepFailedError(
+                ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), {"agent": result}
+            )
+        return result
 
 
 class ChatModelTarget:

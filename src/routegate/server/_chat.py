@@ -28,8 +28,10 @@ from routegate.server._turns import (
     check_message,
     desk_healthy,
     event_payload,
+    first_event,
     model_health,
     raise_for,
+    released_on_error,
     route_payload,
     run_turn,
     status_for,
@@ -67,8 +69,8 @@ async def chat(
     body: ChatRequest, request: Request, services: ServicesDep, caller: CallerDep, tenant: TenantDep
 ) -> Response:
     message = check_message(body.message, services.settings)
-    lease = admit_turn(services, tenant)  # before any database work: a refused turn costs the database nothing
-    try:
+    # the lease before any database work: a refused turn costs the database nothing
+    with released_on_error(admit_turn(services, tenant)) as lease:
         session = await session_for_turn(services, caller, body.session_id)
         session_id = session.public
         mode = "json" if wants_json(request) else "stream"
@@ -77,12 +79,8 @@ async def chat(
         headers = {"X-Session-Id": session_id}
         if mode == "json":
             return JSONResponse(await _collect(events, session_id), headers=headers)
-        first = await anext(events)
-    except BaseException:
-        lease.release()
-        raise
+        first = await first_event(events)
     if isinstance(first, TurnError):
-        await events.aclose()
         status = status_for(first)
         if status == 503:
             headers["Retry-After"] = "5"

@@ -26,7 +26,15 @@ from routegate.server._sessions import session_for_turn
 from routegate.server._shutdown import SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE
 from routegate.server._sse import EventStreamResponse, dumps, encode_data
 from routegate.server._text import Text
-from routegate.server._turns import admit_turn, check_message, raise_for, run_turn, status_for
+from routegate.server._turns import (
+    admit_turn,
+    check_message,
+    first_event,
+    raise_for,
+    released_on_error,
+    run_turn,
+    status_for,
+)
 
 MODEL_ID = "routegate-support"
 
@@ -72,8 +80,8 @@ async def chat_completions(
     x_session_id: Annotated[Text | None, Header(pattern=SESSION_PATTERN)] = None,
 ) -> Response:
     message = check_message(_last_user_text(body), services.settings)
-    lease = admit_turn(services, tenant)  # before any database work: a refused turn costs the database nothing
-    try:
+    # the lease before any database work: a refused turn costs the database nothing
+    with released_on_error(admit_turn(services, tenant)) as lease:
         session = await session_for_turn(services, caller, body.user or x_session_id)
         session_id = session.public
         services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
@@ -84,12 +92,8 @@ async def chat_completions(
         if not body.stream:
             result = await _final(events)
             return JSONResponse(_completion(completion_id, created, message, result), headers=headers)
-        first = await anext(events)
-    except BaseException:
-        lease.release()
-        raise
+        first = await first_event(events)
     if isinstance(first, TurnError):
-        await events.aclose()
         return error_response(status_for(first), first.code, first.message, headers)
     chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
     farewell = encode_data(dumps(error_body(503, SERVER_SHUTTING_DOWN, SHUTTING_DOWN_MESSAGE))) + encode_data("[DONE]")

@@ -131,6 +131,26 @@ def admit_turn(services: Services, tenant: Tenant) -> Lease:
     return verdict
 
 
+@contextmanager
+def released_on_error(lease: Lease) -> Iterator[Lease]:
+    """Give ``lease`` back if the block raises: a turn refused or failed before :func:`run_turn` could end it
+    (which gives the lease back when the turn ends) holds no place of its tenant."""
+    try:
+        yield lease
+    except BaseException:
+        lease.release()
+        raise
+
+
+async def first_event(events: AsyncGenerator[SupportEvent, None]) -> SupportEvent:
+    """The turn's first event, read before a streamed response starts (an error answers with its own status
+    instead); a first ``TurnError`` closes the stream."""
+    first = await anext(events)
+    if isinstance(first, TurnError):
+        await events.aclose()
+    return first
+
+
 def new_session_id() -> str:
     return uuid.uuid4().hex
 

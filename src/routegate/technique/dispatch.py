@@ -52,7 +52,7 @@ from routegate.core.contracts import ArgLimits, Budget, RouteIntent, TraceEntry,
 from routegate.core.gateway import DelegationStop, RouteGateway
 from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.core.hashing import args_hash
-from routegate.core.outcome import Outcome
+from routegate.core.outcome import Outcome, ReadsOutcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import From
@@ -150,7 +150,7 @@ class HandlerRegistry:
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchOutcome:
+class DispatchOutcome(ReadsOutcome):
     """What happened to one extracted part: its ``target``, how it ended (``outcome``: the core
     :class:`~routegate.core.Outcome`, which ``ok``, ``stop_reason``, ``phase`` and ``message`` read) and ``value``,
     the handler's result (a ``CodeRun``, ...) if it ran."""
@@ -176,29 +176,9 @@ class DispatchOutcome:
         outcome = _SUCCESS if stop_reason == sr.SUCCESS else Outcome(False, stop_reason, phase, message)
         return cls(target, outcome, value, provenance)
 
-    @property
-    def ok(self) -> bool:
-        return self.outcome.ok
-
-    @property
-    def stop_reason(self) -> str:
-        return self.outcome.stop_reason
-
-    @property
-    def phase(self) -> sr.Phase | None:
-        return self.outcome.phase
-
-    @property
-    def message(self) -> str:
-        return self.outcome.message
-
     def to_dict(self) -> dict[str, Any]:
         outcome = self.outcome
-        out: dict[str, Any] = {"target": self.target, "stop_reason": outcome.stop_reason}
-        if outcome.phase is not None:
-            out["phase"] = outcome.phase
-        if outcome.message:
-            out["message"] = outcome.message
+        out = outcome.detailed({"target": self.target, "stop_reason": outcome.stop_reason})
         if self.value is not None:
             out["value"] = jsonable(self.value)
         if self.provenance is not None:

@@ -32,7 +32,7 @@ from routegate.apps.support.db import MEMORY_DDL, SupportDatabase
 logger = logging.getLogger(__name__)
 
 _STATE_DDL: Final = (
-    *MEMORY_DDL,
+    *MEMORY_DDL,  # the conversation memory, as the built-in desk keeps it
     "CREATE TABLE IF NOT EXISTS desk_meta (key text PRIMARY KEY, value text NOT NULL)",
 )
 

@@ -20,13 +20,8 @@ from routegate.apps.configured.planner import SqlPlanner
 from routegate.apps.configured.respond import DeskAnswers
 from routegate.apps.configured.router import DeskRouter, embedding_layer, present_routes
 from routegate.apps.configured.workers import DeskSqlTool, DeskTextToSql, desk_workers
-from routegate.apps.support.contracts import ROUTES
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.router import QueryArgs
-from routegate.core import RouteGateway, RoutePolicy
-from routegate.core.governed import GovernedStep
 from routegate.embed import Encoder
 from routegate.llm.protocol import ChatModel
 
@@ -37,7 +32,9 @@ if TYPE_CHECKING:
 class ConfiguredDesk(SupportAgent):
     """A :class:`~routegate.apps.support.contracts.SupportDesk` built from a desk configuration. ``data``: the pool
     on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base); ``mcp``:
-    the pool the configured MCP tools call through (:func:`~.factory.open_configured_desk` makes it)."""
+    the pool the configured MCP tools call through (:func:`~.factory.open_configured_desk` makes it). The other
+    ``options`` are :class:`SupportAgent`'s (``budget``, ``flows``, ``on_refusal``, the SQL bounds...), and mean the
+    same here: the plan is wired by :meth:`SupportAgent.build_plan`."""
 
     def __init__(
         self,
@@ -52,24 +49,28 @@ class ConfiguredDesk(SupportAgent):
         mcp: MCPToolPool | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)
         self.config = config
         self.desk_dir = Path(desk_dir)
         self.data = data
+        super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)  # builds the SQL tool
         self.ingest_on_start = ingest_on_start
         self.mcp = mcp
-        self.sql = DeskSqlTool(
-            data,
-            config,
-            row_cap=self.postgres.row_cap,
-            statement_timeout_ms=self.postgres.statement_timeout_ms,
-            max_bytes=self.postgres.bounds.bytes,
-            max_field_chars=self.postgres.bounds.field_chars,
-        )
         self.kb = KnowledgeBase(state, self.encoder, min_score=config.knowledge.min_score)
         self.planner = SqlPlanner(config)
         self.answers = DeskAnswers(config)
         self.ingested: IngestReport | None = None
+
+    postgres: DeskSqlTool
+
+    def sql_tool(self, **bounds: int) -> DeskSqlTool:
+        """The built-in SQL tool with the desk's bounds, on the readable tables' pool (``data``), allowed only the
+        configured columns of the configured tables."""
+        return DeskSqlTool(self.data, self.config, **bounds)
+
+    @property
+    def sql(self) -> DeskSqlTool:
+        """The desk's SQL tool (``postgres``)."""
+        return self.postgres
 
     async def start(self) -> None:
         """Load the data (``source = "sql"``), create the desk's state, bring the knowledge base up to date, build
@@ -92,17 +93,10 @@ class ConfiguredDesk(SupportAgent):
             text_to_sql=DeskTextToSql(self.chat_model, self.config) if self.chat_model is not None else None,
             mcp=self.mcp,
         )
-        present = present_routes(self.config)
-        policy = RoutePolicy(present, {r: QueryArgs for r in ROUTES if r in present})
-        self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
-        step = GovernedStep(policy, self.gateway, statuses=("done",))
+        respond = self.answers.respond_node(self.chat_model)
         # the built-in plan: every engine route is a step (the router's output type names all four); a kind the
         # desk lacks is refused by the policy before the plan could route there, and has no worker behind the gateway
-        self._plan = support_plan(
-            router=RouterStep(self.router, step),
-            tool=ToolStep(step),
-            respond=self.answers.respond_node(self.chat_model),
-        )
+        self._plan = self.build_plan(self.router, workers, routes=present_routes(self.config), respond=respond)
 
     async def healthy(self) -> bool:
         return await super().healthy() and (self.data is self.db or await self.data.ping())

@@ -15,7 +15,7 @@ from routegate.apps.configured.database import state_schema
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.embedded import DatabaseStart
-from routegate.apps.support.factory import database_url
+from routegate.apps.support.factory import database_url, desk_database, desk_options
 from routegate.embed import Encoder, MemoEncoder, default_encoder
 from routegate.llm.protocol import ChatModel
 from routegate.settings import Settings
@@ -31,18 +31,9 @@ def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[Suppor
             'desk.toml: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its URL'
         )
 
-    def pool(schema: str, readable: frozenset[str]) -> SupportDatabase:
-        return SupportDatabase(
-            url,
-            schema=schema,
-            readable_tables=readable,
-            max_size=settings.db_pool_size,
-            asynchronous_commit=settings.db_asynchronous_commit,
-            max_advisory_locks=settings.db_max_advisory_locks,
-        )
-
-    data = pool(config.database.schema_name, frozenset(t.name for t in config.tables))
-    return data, pool(state_schema(config), frozenset())
+    readable = frozenset(t.name for t in config.tables)
+    data = desk_database(settings, url, schema=config.database.schema_name, readable_tables=readable)
+    return data, desk_database(settings, url, schema=state_schema(config), readable_tables=frozenset())
 
 
 def _mcp_pool(config: DeskConfig, desk_dir: Path) -> MCPToolPool:
@@ -110,11 +101,7 @@ async def open_configured_desk(
             chat_model=model,
             ingest_on_start=ingest_on_start,
             mcp=mcp,
-            max_message_chars=settings.max_message_chars,
-            row_cap=settings.sql_max_rows,
-            statement_timeout_ms=settings.sql_statement_timeout_ms,
-            sql_max_bytes=settings.sql_max_bytes,
-            sql_max_field_chars=settings.sql_max_field_chars,
+            **desk_options(settings),
         )
         await desk.start()
         yield desk

@@ -16,6 +16,7 @@ from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.documents import Document, chunks_of
 from routegate.apps.configured.introspect import Table
 from routegate.apps.configured.words import is_private, name_column, plural, singular, words_of
+from routegate.apps.support._stopwords import FUNCTION_WORDS
 
 LLM_EXAMPLES: Final = (
     "hello",
@@ -33,56 +34,7 @@ LLM_EXAMPLES: Final = (
     "ok cool",
     "never mind",
 )
-_STOP: Final = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "the",
-        "to",
-        "we",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-        "this",
-        "that",
-        "these",
-        "those",
-        "about",
-        "into",
-        "if",
-        "not",
-        "no",
-        "yes",
-    ]
-)
+_STOP: Final = FUNCTION_WORDS | frozenset(["if", "into", "no", "not", "these", "this", "those", "we", "yes"])
 
 
 def families(tables: Sequence[Table]) -> dict[str, list[str]]:

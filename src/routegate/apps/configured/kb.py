@@ -16,17 +16,13 @@ from typing import Any, Final
 from routegate._extras import needs
 
 with needs("desk"):
-    import psycopg
     from psycopg import sql
 
 from routegate.apps.configured.config import DeskConfig, resolve
 from routegate.apps.configured.documents import chunks_of, read_documents
-from routegate.apps.support.db import SupportDatabase
-from routegate.apps.support.errors import ToolError
-from routegate.apps.support.vector_tool import vector_literal
+from routegate.apps.support.db import SupportDatabase, embedding_type
+from routegate.apps.support.vector_tool import MAX_TOP_K, nearest, vector_literal
 from routegate.embed import Encoder, encode_async
-
-MAX_TOP_K: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +54,8 @@ class Passage:
 async def ensure_tables(db: SupportDatabase, dim: int) -> None:
     """The chunk and file tables of the state schema; rebuilt (emptied) when the encoder's dimension changed."""
     async with db.connection() as conn, conn.transaction():
-        cur = await conn.execute(
-            "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS type FROM pg_catalog.pg_attribute a "
-            "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = 'kb_chunks' AND a.attname = 'embedding'",
-            (db.schema,),
-        )
-        found = await cur.fetchone()
-        if found is not None and found["type"] != f"vector({dim})":
+        found = await embedding_type(conn, db.schema, "kb_chunks")
+        if found is not None and found != f"vector({dim})":
             await conn.execute("DROP TABLE kb_chunks")
             await conn.execute("DELETE FROM kb_files")
         await conn.execute(
@@ -126,6 +116,12 @@ async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encode
     return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded)
 
 
+_NEAREST_CHUNKS: Final = (
+    "SELECT source, heading, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_chunks "
+    "ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"
+)
+
+
 class KnowledgeBase:
     """Search-only access to the chunks (the desk's VECTOR route)."""
 
@@ -138,20 +134,7 @@ class KnowledgeBase:
         if not query.strip():
             return []
         top_k = max(1, min(top_k, MAX_TOP_K))
-        try:
-            vector = vector_literal((await encode_async(self._encoder, [query]))[0])
-        except Exception as exc:  # the encoder failed: the search cannot run
-            raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
-        try:
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT source, heading, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_chunks "
-                    "ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s",
-                    {"v": vector, "k": top_k},
-                )
-                rows = await cur.fetchall()
-        except psycopg.Error as exc:
-            raise ToolError("database_error", f"knowledge search failed: {str(exc).splitlines()[0]}") from exc
+        rows = await nearest(self._db, self._encoder, query, _NEAREST_CHUNKS, top_k, what="knowledge search")
         passages = [Passage(r["source"], r["heading"], r["content"], float(r["score"])) for r in rows]
         return [p for p in passages if p.score >= self.min_score]
 

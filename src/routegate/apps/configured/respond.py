@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.configured.config import DeskConfig, TableConfig
-from routegate.apps.support.respond import RespondNode
+from routegate.apps.support.respond import RespondNode, model_failed_answer, truncation_note
 from routegate.apps.support.turn import Turn
 from routegate.llm.protocol import ChatModel
 
@@ -99,11 +99,8 @@ class DeskAnswers:
         return f"I found {len(rows)} {plural}:\n" + "\n".join(lines) + more
 
     def fallback(self, route: str, reason: str, call: Mapping[str, Any] | None) -> str:
-        if reason.startswith("llm_failed:"):
-            return (
-                f"I couldn't answer that: the language model service failed ({reason.removeprefix('llm_failed:')}), "
-                "so nothing was looked up. Please try again later."
-            )
+        if (failed := model_failed_answer(reason)) is not None:
+            return failed
         if route == "POSTGRES":
             if reason == "empty":
                 what = (call or {}).get("looked_for") or "a matching record"
@@ -132,10 +129,7 @@ class DeskAnswers:
         if isinstance(fallback, str) and fallback:
             return self.fallback(route, fallback, call if isinstance(call, Mapping) else None)
         if route == "POSTGRES" and isinstance(result, Mapping) and isinstance(call, Mapping):
-            answer = self.rows(call, result.get("rows") or [])
-            if result.get("truncated"):
-                answer += f"\n(This is not the whole result: {result.get('truncation') or 'it was cut'}.)"
-            return answer
+            return self.rows(call, result.get("rows") or []) + truncation_note(result)
         if route == "VECTOR" and isinstance(result, Mapping):
             documents = result.get("documents") or []
             top = documents[0]

@@ -15,13 +15,12 @@ embedding layer decides.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.apps.support.rules import RuleVerdict, SupportRules
+from routegate.apps.support.rules import SupportRules
 
 KIND_ROUTE: Final[Mapping[str, SupportRoute]] = {"sql": "POSTGRES", "kb": "VECTOR", "tool": "EXTERNAL", "llm": "LLM"}
 _ABOUT: Final = ("about the assistant", "capabilities")
@@ -92,37 +91,8 @@ class DeskRules(SupportRules):
     """The rule stage of a configured desk's router (the built-in desk's rule stage, with generated phrases)."""
 
     def __init__(self, config: DeskConfig) -> None:
-        patterns = compile_patterns(config)
-
-        @lru_cache(maxsize=256)
-        def match(text: str) -> RuleVerdict:
-            return _verdict(" ".join(text.lower().replace("’", "'").split()), patterns)
-
-        self._match = match
-
-    def match(self, text: str) -> RuleVerdict:
-        return self._match(text)
-
-    def settle(self, text: str, allowed: Collection[str] | None) -> RuleVerdict:
-        verdict = self._match(text)
-        if verdict.route is not None and allowed is not None and verdict.route not in allowed:
-            return RuleVerdict(None, verdict.hits, f"{verdict.why}; {verdict.route} is not allowed here")
-        return verdict
+        super().__init__(compile_patterns(config), normalize=_normalized, about=_ABOUT)
 
 
-def _verdict(text: str, patterns: Mapping[SupportRoute, tuple[tuple[str, re.Pattern[str]], ...]]) -> RuleVerdict:
-    hits: dict[SupportRoute, tuple[str, ...]] = {}
-    for route, compiled in patterns.items():
-        found = tuple(name for name, pattern in compiled if pattern.search(text))
-        if found:
-            hits[route] = found
-    if not hits:
-        return RuleVerdict(None, hits, "no signal phrase matched")
-    if "LLM" in hits and "POSTGRES" not in hits and any(name in _ABOUT for name in hits["LLM"]):
-        return RuleVerdict("LLM", hits, f"a question about the assistant itself ({', '.join(hits['LLM'])})")
-    route = next(r for r in ROUTES if r in hits)
-    others = [r for r in hits if r != route]
-    why = f"{route} phrase(s): {', '.join(hits[route])}"
-    if others:
-        why += f"; priority over {', '.join(others)}"
-    return RuleVerdict(route, hits, why)
+def _normalized(text: str) -> str:
+    return " ".join(text.lower().replace("’", "'").split())

@@ -14,7 +14,6 @@ refused query, a failed tool or an empty result is a ``fallback`` the Respond no
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -27,6 +26,7 @@ from routegate.apps.configured.router import family_of
 from routegate.apps.configured.tools import arguments, call_of, run_tool
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
+from routegate.apps.support.nodes import observation, offline_after, vector_worker
 from routegate.apps.support.postgres_tool import PostgresTool, SqlResult
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.sqlguard import SqlRefusedError
@@ -37,8 +37,6 @@ from routegate.llm.protocol import ChatMessage, ChatModel
 
 if TYPE_CHECKING:
     from routegate.technique.tools import MCPToolPool
-
-logger = logging.getLogger(__name__)
 
 
 class DeskSqlTool(PostgresTool):
@@ -55,12 +53,6 @@ class DeskSqlTool(PostgresTool):
         """The built-in tool's run, after ``*`` is expanded to the readable columns (:mod:`._stars`)."""
         expanded = expand_stars(query, self.columns)
         return await super().run(expanded if isinstance(expanded, str) else query, params)
-
-
-def _observation(
-    route: str, tool: str, call: Mapping[str, Any] | None, result: Any, fallback: str | None
-) -> dict[str, Any]:
-    return {"status": "done", "domain": route, "tool": tool, "call": call, "result": result, "fallback": fallback}
 
 
 _TEXT_TO_SQL: Final = """You write one read-only PostgreSQL query for this database.
@@ -152,33 +144,21 @@ def desk_workers(
                     call = {"template": "llm", "query": written, "params": params}
                     result = await sql.run(written, params)
                     fallback = None if result.row_count or result.truncated else "empty"
-                    return _observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
+                    return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
                 except RunStopError as stop:  # the model failed: the offline planner serves the turn
-                    logger.info("text-to-SQL failed (%s); using the offline planner", stop.stop_reason)
-                    if turn is not None:
-                        turn.model_failed(stop.stop_reason)
-                        turn.notes.append({"node": "text_to_sql", "llm_failed": stop.stop_reason, "mode": "template"})
+                    offline_after(stop, turn)
             lookups = planner.plan(query, history)
             if not lookups:
-                return _observation("POSTGRES", "postgres", {"query": query}, None, "unknown_query")
+                return observation("POSTGRES", "postgres", {"query": query}, None, "unknown_query")
             call = call_dict(lookups[0])
             lookup, result = await run_lookups(lookups)
             call = call_dict(lookup)
         except SqlRefusedError as refused:
-            return _observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}")
+            return observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}")
         except ToolError as failed:
-            return _observation("POSTGRES", "postgres", call, None, f"tool_error:{failed.code}")
+            return observation("POSTGRES", "postgres", call, None, f"tool_error:{failed.code}")
         fallback = None if result.row_count or result.truncated else "empty"
-        return _observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
-
-    async def vector_node(query: str) -> dict[str, Any]:
-        call = {"query": query, "top_k": top_k}
-        try:
-            passages = await kb.search(query, top_k=top_k)
-        except ToolError as failed:
-            return _observation("VECTOR", "vector", call, None, f"tool_error:{failed.code}")
-        result = {"documents": [p.to_dict() for p in passages]}
-        return _observation("VECTOR", "vector", call, result, None if passages else "empty")
+        return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
 
     def pick_tool(query: str) -> ToolConfig | None:
         """The tool whose route's keywords the message has; the only tool when there is one; else ``None`` (a
@@ -192,24 +172,24 @@ def desk_workers(
     async def external_node(query: str) -> dict[str, Any]:
         tool = pick_tool(query)
         if tool is None:
-            return _observation("EXTERNAL", "external", {"query": query}, None, "unknown_query")
+            return observation("EXTERNAL", "external", {"query": query}, None, "unknown_query")
         args = arguments(tool, query)
         if args is None:
-            return _observation("EXTERNAL", "external", {"tool": tool.name, "query": query}, None, "unknown_query")
+            return observation("EXTERNAL", "external", {"tool": tool.name, "query": query}, None, "unknown_query")
         call = call_of(tool, args)
         record = {"tool": tool.name, "args": dict(call.args), "url": call.url, "mock": tool.mock is not None}
         try:
             answer = await run_tool(tool, call, mcp=mcp)
         except ToolError as failed:
-            return _observation("EXTERNAL", "external", record, None, f"tool_error:{failed.code}")
-        return _observation("EXTERNAL", "external", record, answer, None)
+            return observation("EXTERNAL", "external", record, None, f"tool_error:{failed.code}")
+        return observation("EXTERNAL", "external", record, answer, None)
 
     workers: list[Worker] = []
     if config.tables:
         tables = ", ".join(t.name for t in config.tables)
         workers.append(Worker("POSTGRES", postgres_node, f"Records from PostgreSQL: {tables}", QueryArgs))
     if any(r.kind == "kb" for r in config.routes):
-        workers.append(Worker("VECTOR", vector_node, "Passages of the help documents", QueryArgs))
+        workers.append(vector_worker(kb, "Passages of the help documents", top_k=top_k))
     if config.tools:
         workers.append(Worker("EXTERNAL", external_node, "; ".join(t.description for t in config.tools), QueryArgs))
     return tuple(workers)

@@ -265,16 +265,10 @@ class SupportDatabase:
     async def _ensure_kb_table(self, conn: AsyncConn, dim: int) -> None:
         if not isinstance(dim, int) or not 1 <= dim <= 16_000:
             raise ConfigurationError(f"embedding_dim must be an integer in 1..16000, got {dim!r}")
-        cur = await conn.execute(
-            "SELECT format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a "
-            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = 'kb_articles' AND a.attname = 'embedding'",
-            (self.schema,),
-        )
-        found = await cur.fetchone()
-        if found is not None and found["type"] != f"vector({dim})":
+        found = await embedding_type(conn, self.schema, "kb_articles")
+        if found is not None and found != f"vector({dim})":
             # the encoder changed: the embeddings are derived data, rebuild the table
-            logger.info("kb_articles.embedding is %s, the encoder gives %d dims: rebuilding", found["type"], dim)
+            logger.info("kb_articles.embedding is %s, the encoder gives %d dims: rebuilding", found, dim)
             await conn.execute("DROP TABLE kb_articles")
         await conn.execute(
             sql.SQL(
@@ -364,6 +358,19 @@ class SupportDatabase:
         return READER_ROLE
 
 
+async def embedding_type(conn: AsyncConn, schema: str, table: str) -> str | None:
+    """The type of the ``embedding`` column of ``schema.table`` (``vector(384)``); ``None`` when there is none yet.
+    A table whose type is not the encoder's dimension is rebuilt: its vectors are derived data."""
+    cur = await conn.execute(
+        "SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) AS type FROM pg_catalog.pg_attribute a "
+        "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding'",
+        (schema, table),
+    )
+    found = await cur.fetchone()
+    return None if found is None else str(found["type"])
+
+
 _STALE_TRIGGER: Final = "kb_articles_text_changed"
 
 MEMORY_DDL: Final = (
@@ -378,8 +385,8 @@ MEMORY_DDL: Final = (
     " WHERE attrelid = 'support_messages'::regclass AND attname = 'context' AND NOT attisdropped)"
     " THEN ALTER TABLE support_messages ADD COLUMN context jsonb; END IF; END $$",
 )
-"""The conversation memory's table (:mod:`.memory`), in the schema of the connection's ``search_path``: the
-built-in desk's and every configured desk's."""
+"""The conversation memory's table (:class:`~routegate.apps.support.memory.MessageStore`), in the schema on the
+search path: every desk, built-in or configured, keeps its memory in this one shape."""
 
 _DDL: Final = (
     "CREATE TABLE IF NOT EXISTS customers (id integer PRIMARY KEY, name text NOT NULL, city text NOT NULL)",

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, Literal
 
@@ -36,6 +36,7 @@ from routegate.apps.support.contracts import (
     Message,
     Role,
     SupportEvent,
+    SupportRoute,
     TurnError,
     TurnResult,
     unanswered,
@@ -59,7 +60,7 @@ from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLaye
 from routegate.apps.support.tenancy import acting_for, current_tenant
 from routegate.apps.support.turn import Turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, stop_reasons
+from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker, stop_reasons
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core.governed import GovernedStep, OnRefusal
@@ -133,8 +134,7 @@ class SupportAgent:
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
-        self.postgres = PostgresTool(
-            db,
+        self.postgres = self.sql_tool(
             row_cap=row_cap,
             statement_timeout_ms=statement_timeout_ms,
             max_bytes=sql_max_bytes,
@@ -146,6 +146,11 @@ class SupportAgent:
         self.router: SupportRouter | None = None
         self.gateway: RouteGateway | None = None
         self._plan: Plan | None = None
+
+    def sql_tool(self, **bounds: int) -> PostgresTool:
+        """The desk's SQL tool (its ``postgres``) with ``bounds`` (rows, statement timeout, bytes, characters per
+        value): :class:`PostgresTool` on the desk's database; a desk built on this one may read another."""
+        return PostgresTool(self.db, **bounds)
 
     async def start(self) -> None:
         """Create the schema and seed data if needed, embed the articles and the route examples (once)."""
@@ -162,19 +167,32 @@ class SupportAgent:
             external=self.external,
             text_to_sql=TextToSql(self.chat_model) if self.chat_model is not None else None,
         )
-        if self.flows:
-            workers = tuple(replace(w, flows=self.flows.get(w.name) or w.flows) for w in workers)
         # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
-        policy = RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))
-        self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
-        step = GovernedStep(policy, self.gateway, statuses=("done",))  # a tool answers once: no reroute
-        self._plan = support_plan(
-            router=RouterStep(
-                self.router, step, on_refusal=self.on_refusal, max_route_attempts=self.budget.max_route_attempts
-            ),
-            tool=ToolStep(step),
-            respond=RespondNode(chat_model=self.chat_model),
+        self._plan = self.build_plan(
+            self.router, workers, routes=ROUTES, respond=RespondNode(chat_model=self.chat_model)
         )
+
+    def build_plan(
+        self, router: SupportRouter, workers: Sequence[Worker], *, routes: Sequence[SupportRoute], respond: RespondNode
+    ) -> Plan:
+        """The desk's plan (:func:`~routegate.apps.support.graph.support_plan`) around ``router``, the tools'
+        ``workers`` and the ``respond`` node, with this desk's governance: the tools get their ``flows`` rules, the
+        policy allows ``routes`` (each with one ``query`` argument), the gateway (:attr:`gateway`) executes only the
+        workers (the LLM route is ``respond``), a tool answers once (no reroute) and a refused decision does what
+        ``on_refusal`` says. Every desk built on this one (:class:`~routegate.apps.configured.ConfiguredDesk`)
+        wires its plan here."""
+        unknown = sorted(set(self.flows) - {w.name for w in workers})
+        if unknown:
+            raise ConfigurationError(f"flows names {unknown}; this desk's tools are {[w.name for w in workers]}")
+        if self.flows:
+            workers = [replace(w, flows=self.flows.get(w.name) or w.flows) for w in workers]
+        policy = RoutePolicy(routes, dict.fromkeys(routes, QueryArgs))
+        self.gateway = RouteGateway(allow=[w.name for w in workers], registry=workers)
+        step = GovernedStep(policy, self.gateway, statuses=("done",))
+        router_step = RouterStep(
+            router, step, on_refusal=self.on_refusal, max_route_attempts=self.budget.max_route_attempts
+        )
+        return support_plan(router=router_step, tool=ToolStep(step), respond=respond)
 
     @property
     def plan(self) -> Plan:

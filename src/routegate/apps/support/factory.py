@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
+from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.embedded import DatabaseStart, EmbeddedPostgres, embedded_data_dir
@@ -37,6 +38,41 @@ def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
         return settings.database_url, None
     server = EmbeddedPostgres(embedded_data_dir(settings))
     return server.start(), server
+
+
+class DeskOptions(TypedDict):
+    """The keyword options of a desk (:class:`SupportAgent` and the desks built on it) that settings decide."""
+
+    max_message_chars: int
+    row_cap: int
+    statement_timeout_ms: int
+    sql_max_bytes: int
+    sql_max_field_chars: int
+
+
+def desk_options(settings: Settings) -> DeskOptions:
+    """The message limit and the SQL tool's bounds, from ``settings``."""
+    return DeskOptions(
+        max_message_chars=settings.max_message_chars,
+        row_cap=settings.sql_max_rows,
+        statement_timeout_ms=settings.sql_statement_timeout_ms,
+        sql_max_bytes=settings.sql_max_bytes,
+        sql_max_field_chars=settings.sql_max_field_chars,
+    )
+
+
+def desk_database(
+    settings: Settings, url: str, *, schema: str, readable_tables: frozenset[str] = ALLOWED_TABLES
+) -> SupportDatabase:
+    """A desk's pool on the database at ``url``, sized and set as ``settings`` say (not opened yet)."""
+    return SupportDatabase(
+        url,
+        schema=schema,
+        readable_tables=readable_tables,
+        max_size=settings.db_pool_size,
+        asynchronous_commit=settings.db_asynchronous_commit,
+        max_advisory_locks=settings.db_max_advisory_locks,
+    )
 
 
 @asynccontextmanager
@@ -72,13 +108,7 @@ async def open_support_desk(
             await asyncio.to_thread(database.stop)
         raise
     try:
-        db = SupportDatabase(
-            url,
-            schema=schema,
-            max_size=settings.db_pool_size,
-            asynchronous_commit=settings.db_asynchronous_commit,
-            max_advisory_locks=settings.db_max_advisory_locks,
-        )
+        db = desk_database(settings, url, schema=schema)
         await db.open()
         try:
             # a text embedded twice in a turn (router, then vector tool) is embedded once
@@ -89,11 +119,7 @@ async def open_support_desk(
                 encoder=enc,
                 chat_model=model,
                 semantic=semantic,
-                max_message_chars=settings.max_message_chars,
-                row_cap=settings.sql_max_rows,
-                statement_timeout_ms=settings.sql_statement_timeout_ms,
-                sql_max_bytes=settings.sql_max_bytes,
-                sql_max_field_chars=settings.sql_max_field_chars,
+                **desk_options(settings),
             )
             await desk.start()
             yield desk

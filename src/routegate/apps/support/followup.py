@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from routegate.apps.support.contracts import Message
-from routegate.apps.support.rules import SupportRules, correct_typos
+from routegate.apps.support.rules import BUILT_IN_RULES, correct_typos
 from routegate.apps.support.sql_templates import named_customers
 from routegate.apps.support.turn_context import Asked, CustomerRef, TicketRef, TurnContext, contexts_of, next_turn
 from routegate.apps.support.unsure import is_not_english, pasted_shape
@@ -106,7 +106,7 @@ _CITY_QUESTION: Final = re.compile(
 _STATUS_QUESTION: Final = re.compile(r"\bstatus\b|\bstill\s+(?:open|closed)\b|\bresolved\b", re.IGNORECASE)
 _GENERIC_PLURAL: Final = re.compile(r"\b(?:all|every|list|how many|count)\b", re.IGNORECASE)
 
-_rules: Final = SupportRules()
+_rules: Final = BUILT_IN_RULES
 _OWN_TOPICS: Final = frozenset({"password topic", "refund topic", "escalation topic"})
 _ASKED_AGAIN: Final[Mapping[Asked, str]] = {
     "ticket": "a ticket's status",

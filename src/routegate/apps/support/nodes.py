@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.external_tool import ExternalTool, detect_type
@@ -41,10 +41,45 @@ Name only the columns listed (alias.column); select only the columns the questio
 Answer with one JSON object: {"query": "<SQL>", "params": {"name": value}}"""
 
 
-def _observation(
+def observation(
     route: str, tool: str, call: Mapping[str, Any] | None, result: Any, fallback: str | None
 ) -> dict[str, Any]:
+    """A tool node's observation: ``done``, with the call, the result and the fallback (``None``: an answer)."""
     return {"status": "done", "domain": route, "tool": tool, "call": call, "result": result, "fallback": fallback}
+
+
+class _Found(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class DocumentSearch(Protocol):
+    """What the VECTOR node searches: the help articles (:class:`VectorTool`) or a configured desk's knowledge base."""
+
+    async def search(self, query: str, top_k: int = 3) -> Sequence[_Found]: ...
+
+
+def vector_worker(search: DocumentSearch, description: str, *, top_k: int = 3) -> Worker:
+    """The VECTOR node: the ``top_k`` best documents for the query, ``empty`` when none scores enough."""
+
+    async def vector_node(query: str) -> dict[str, Any]:
+        call = {"query": query, "top_k": top_k}
+        try:
+            documents = await search.search(query, top_k=top_k)
+        except ToolError as failed:
+            return observation("VECTOR", "vector", call, None, f"tool_error:{failed.code}")
+        result = {"documents": [d.to_dict() for d in documents]}
+        return observation("VECTOR", "vector", call, result, None if documents else "empty")
+
+    return Worker("VECTOR", vector_node, description, QueryArgs)
+
+
+def offline_after(stop: RunStopError, turn: Turn | None) -> None:
+    """The text-to-SQL model failed (``stop``): the offline path writes the query, and the turn records that its
+    answer is the offline one."""
+    logger.info("text-to-SQL failed (%s); the offline path writes the query", stop.stop_reason)
+    if turn is not None:
+        turn.model_failed(stop.stop_reason)
+        turn.notes.append({"node": "text_to_sql", "llm_failed": stop.stop_reason, "mode": "template"})
 
 
 class TextToSql:
@@ -101,49 +136,37 @@ def build_tool_workers(
                 try:
                     call = await text_to_sql.write(query, history, resolved=resolved_note(turn))
                 except RunStopError as stop:  # the model failed: the offline template serves the turn
-                    logger.info("text-to-SQL failed (%s); using the offline template", stop.stop_reason)
-                    if turn is not None:
-                        turn.model_failed(stop.stop_reason)
-                        turn.notes.append({"node": "text_to_sql", "llm_failed": stop.stop_reason, "mode": "template"})
+                    offline_after(stop, turn)
                     call = select_query(query, history)
             else:
                 call = select_query(query, history)
             result = await postgres.run(call.query, call.params)
         except SqlRefusedError as refused:
-            return _observation(
+            return observation(
                 "POSTGRES", "postgres", call.to_dict() if call else None, None, f"sql_refused:{refused.code}"
             )
         except ToolError as failed:
-            return _observation(
+            return observation(
                 "POSTGRES", "postgres", call.to_dict() if call else None, None, f"tool_error:{failed.code}"
             )
         except RunStopError as stop:  # the text-to-SQL model failed: the database was never asked
             logger.warning("text-to-SQL failed: %s", stop.stop_reason)
-            return _observation("POSTGRES", "postgres", None, None, f"llm_failed:{stop.stop_reason}")
+            return observation("POSTGRES", "postgres", None, None, f"llm_failed:{stop.stop_reason}")
         fallback = None if result.row_count or result.truncated else "empty"
-        return _observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback)
-
-    async def vector_node(query: str) -> dict[str, Any]:
-        call = {"query": query, "top_k": top_k}
-        try:
-            documents = await vector.search(query, top_k=top_k)
-        except ToolError as failed:
-            return _observation("VECTOR", "vector", call, None, f"tool_error:{failed.code}")
-        result = {"documents": [d.to_dict() for d in documents]}
-        return _observation("VECTOR", "vector", call, result, None if documents else "empty")
+        return observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback)
 
     async def external_node(query: str) -> dict[str, Any]:
         kind = detect_type(query)
         if kind is None:
-            return _observation("EXTERNAL", "external", {"type": None, "query": query}, None, "unknown_query")
+            return observation("EXTERNAL", "external", {"type": None, "query": query}, None, "unknown_query")
         call = {"type": kind, "query": query}
         answer = external.call(kind, query)
         if answer is None:
-            return _observation("EXTERNAL", "external", call, None, "empty")
-        return _observation("EXTERNAL", "external", call, answer.to_dict(), None)
+            return observation("EXTERNAL", "external", call, None, "empty")
+        return observation("EXTERNAL", "external", call, answer.to_dict(), None)
 
     return (
         Worker("POSTGRES", postgres_node, "Customer and ticket data from PostgreSQL", QueryArgs),
-        Worker("VECTOR", vector_node, "Help articles by semantic search", QueryArgs),
+        vector_worker(vector, "Help articles by semantic search", top_k=top_k),
         Worker("EXTERNAL", external_node, "Mock external API (weather, crypto)", QueryArgs),
     )

@@ -112,13 +112,20 @@ def _compose_rows(message: str, call: Mapping[str, Any] | None, rows: Sequence[M
     return f"I found {len(rows)} row{'s' if len(rows) != 1 else ''}:\n" + "\n".join(lines)
 
 
+def model_failed_answer(reason: str) -> str | None:
+    """The answer to a turn whose fallback ``reason`` says the language model failed before any tool ran
+    (``llm_failed:<stop>``): it says so, and never blames the database or the documents; else ``None``."""
+    if not reason.startswith("llm_failed:"):
+        return None
+    return (
+        f"I couldn't answer that: the language model service failed ({reason.removeprefix('llm_failed:')}), "
+        "so nothing was looked up. Please try again later."
+    )
+
+
 def _compose_fallback(route: str, reason: str, call: Mapping[str, Any] | None) -> str:
-    if reason.startswith("llm_failed:"):
-        # the language model failed before any tool ran: say so, never blame the database or the articles
-        return (
-            f"I couldn't answer that: the language model service failed ({reason.removeprefix('llm_failed:')}), "
-            "so nothing was looked up. Please try again later."
-        )
+    if (failed := model_failed_answer(reason)) is not None:
+        return failed
     if route == "POSTGRES":
         if reason == "empty":
             return (
@@ -159,7 +166,8 @@ def _compose_llm_route(message: str) -> str:
     return CAPABILITIES + " What would you like to know?"
 
 
-def _truncation_note(result: Mapping[str, Any]) -> str:
+def truncation_note(result: Mapping[str, Any]) -> str:
+    """A line saying the result is not whole, when a bound of the SQL tool cut it; else empty."""
     if not result.get("truncated"):
         return ""
     return f"\n(This is not the whole result: {result.get('truncation') or 'it was cut'}.)"
@@ -174,7 +182,7 @@ def compose(message: str, route: str, observation: Mapping[str, Any]) -> str:
         return _compose_fallback(route, fallback, call if isinstance(call, Mapping) else None)
     if route == "POSTGRES" and isinstance(result, Mapping):
         rows = result.get("rows") or []
-        return _compose_rows(message, call if isinstance(call, Mapping) else None, rows) + _truncation_note(result)
+        return _compose_rows(message, call if isinstance(call, Mapping) else None, rows) + truncation_note(result)
     if route == "VECTOR" and isinstance(result, Mapping):
         documents = result.get("documents") or []
         top = documents[0]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.apps.support.rules import RuleVerdict, SupportRules
+from routegate.apps.support.rules import BUILT_IN_RULES, RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, WorkerArgs
@@ -129,7 +129,7 @@ class SupportRouter(CascadeRouter):
         self.unsure_margin = float(margin) if isinstance(margin, int | float) else 0.0
         llm = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
         super().__init__(
-            semantic=semantic, rules=rules or SupportRules(), llm=llm, llm_policy=self.policy, name="support"
+            semantic=semantic, rules=rules or BUILT_IN_RULES, llm=llm, llm_policy=self.policy, name="support"
         )
 
     def texts_to_embed(self, text: str, verdict: RuleVerdict | None = None) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ phrase matches, the rules abstain and the embedding layer decides.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -172,39 +172,64 @@ class RuleVerdict:
         return {route: float(len(self.hits.get(route, ()))) for route in ROUTES}
 
 
+Patterns = Mapping[SupportRoute, tuple[tuple[str, re.Pattern[str]], ...]]
+"""Each route's signal phrases: ``(name, compiled pattern)`` pairs."""
+_ABOUT: Final = ("about the assistant", "capabilities", "how the assistant works")
+
+
+def _normalized(text: str) -> str:
+    return correct_typos(" ".join(text.split()))  # runs of whitespace do not break a phrase
+
+
 class SupportRules:
     """The deterministic first layer of the support router (a rule stage of the cascade:
-    :class:`routegate.routers.cascade.RuleStage`)."""
+    :class:`routegate.routers.cascade.RuleStage`).
+
+    ``patterns``: each route's signal phrases (the built-in desk's by default); ``normalize``: the text a message
+    is matched as; ``about``: the LLM phrases that make a message a question about the assistant itself (LLM
+    unless it names a record). A configured desk's rules are these with its own phrases
+    (:class:`~routegate.apps.configured.rules.DeskRules`)."""
 
     name = "rules"
+
+    def __init__(
+        self,
+        patterns: Patterns = _COMPILED,
+        *,
+        normalize: Callable[[str], str] = _normalized,
+        about: Collection[str] = _ABOUT,
+    ) -> None:
+        @lru_cache(maxsize=256)
+        def match(text: str) -> RuleVerdict:
+            return _verdict(normalize(text), patterns, about)
+
+        self._match = match
 
     def match(self, text: str) -> RuleVerdict:
         """The rules' verdict on ``text``. A pure function of the text: the last few verdicts are kept, so the
         desk's prefetch and the router's rule stage match a message once."""
-        return _match(text)
+        return self._match(text)
 
     def settle(self, text: str, allowed: Collection[str] | None) -> RuleVerdict:
-        verdict = _match(text)
+        verdict = self._match(text)
         if verdict.route is not None and allowed is not None and verdict.route not in allowed:
             return RuleVerdict(None, verdict.hits, f"{verdict.why}; {verdict.route} is not allowed here")
         return verdict
 
 
-@lru_cache(maxsize=256)
-def _match(text: str) -> RuleVerdict:
-    normalized = correct_typos(" ".join(text.split()))  # runs of whitespace do not break a phrase
+BUILT_IN_RULES: Final = SupportRules()
+"""The built-in desk's rules, one instance (and one cache of verdicts) for the router and the follow-up reader."""
+
+
+def _verdict(text: str, patterns: Patterns, about: Collection[str]) -> RuleVerdict:
     hits: dict[SupportRoute, tuple[str, ...]] = {}
-    for route, patterns in _COMPILED.items():
-        found = tuple(name for name, pattern in patterns if pattern.search(normalized))
+    for route, compiled in patterns.items():
+        found = tuple(name for name, pattern in compiled if pattern.search(text))
         if found:
             hits[route] = found
     if not hits:
         return RuleVerdict(None, hits, "no signal phrase matched")
-    if (
-        "LLM" in hits
-        and "POSTGRES" not in hits
-        and any(name in ("about the assistant", "capabilities", "how the assistant works") for name in hits["LLM"])
-    ):
+    if "LLM" in hits and "POSTGRES" not in hits and any(name in about for name in hits["LLM"]):
         return RuleVerdict("LLM", hits, f"a question about the assistant itself ({', '.join(hits['LLM'])})")
     route = next(r for r in ROUTES if r in hits)
     others = [r for r in hits if r != route]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, LiteralString
 
 from routegate._extras import needs
 
@@ -45,6 +45,32 @@ class Document:
 def vector_literal(vector: Sequence[float] | np.ndarray[Any, Any]) -> str:
     """pgvector's text form ``[x,y,...]`` (sent as a parameter and cast with ``::vector``)."""
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+_NEAREST_ARTICLES: Final = (
+    "SELECT title, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_articles "
+    "WHERE embedding IS NOT NULL ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"
+)
+
+
+async def nearest(
+    db: SupportDatabase, encoder: Encoder, query: str, statement: LiteralString, top_k: int, *, what: str
+) -> list[dict[str, Any]]:
+    """The rows of ``statement``, a similarity search ordered by the distance to the query's vector (``%(v)s``),
+    ``%(k)s`` rows at most. :class:`ToolError` ``encoder_error`` when the query cannot be embedded,
+    ``database_error`` (naming ``what``) when the search fails."""
+    # off the event loop (other turns keep running), in a shared pass when the encoder batches
+    try:
+        vector = vector_literal((await encode_async(encoder, [query]))[0])
+    except Exception as exc:  # the encoder failed (its runtime, its model): the search cannot run
+        logger.warning("the encoder failed: %s", type(exc).__name__, exc_info=True)
+        raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
+    try:
+        async with db.connection() as conn:
+            cur = await conn.execute(statement, {"v": vector, "k": top_k})
+            return list(await cur.fetchall())
+    except psycopg.Error as exc:
+        raise ToolError("database_error", f"{what} failed: {str(exc).splitlines()[0]}") from exc
 
 
 class VectorTool:
@@ -89,21 +115,6 @@ class VectorTool:
             return []
         if not 1 <= top_k <= MAX_TOP_K:
             raise ConfigurationError(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        # off the event loop (other turns keep running), in a shared pass when the encoder batches
-        try:
-            vector = vector_literal((await encode_async(self._encoder, [query]))[0])
-        except Exception as exc:  # the encoder failed (its runtime, its model): the search cannot run
-            logger.warning("the encoder failed: %s", type(exc).__name__, exc_info=True)
-            raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
-        try:
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT title, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_articles "
-                    "WHERE embedding IS NOT NULL ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s",
-                    {"v": vector, "k": top_k},
-                )
-                rows = await cur.fetchall()
-        except psycopg.Error as exc:
-            raise ToolError("database_error", f"vector search failed: {str(exc).splitlines()[0]}") from exc
+        rows = await nearest(self._db, self._encoder, query, _NEAREST_ARTICLES, top_k, what="vector search")
         documents = [Document(r["title"], r["content"], float(r["score"])) for r in rows]
         return [d for d in documents if d.score >= self.min_score]
