@@ -35,7 +35,9 @@ def register(subparsers: Any) -> None:
     init = add_command(actions, "init", run_init)
     init.add_argument("directory", type=Path, help="the desk's directory (created)")
     source = init.add_mutually_exclusive_group(required=True)
-    source.add_argument("--from-sql", type=Path, help="a SQL file: CREATE TABLE and INSERT statements")
+    source.add_argument(
+        "--from-sql", type=Path, help="a SQL file: CREATE TABLE and INSERT statements, or a plain pg_dump file"
+    )
     source.add_argument("--database-url", help="an existing PostgreSQL to read the tables from")
     init.add_argument("--schema", default="public", help="with --database-url: the schema of the tables (public)")
     init.add_argument("--kb", type=Path, action="append", default=[], help="a docs folder or file (repeatable)")
@@ -95,7 +97,8 @@ def run_init(args: argparse.Namespace) -> int:
 
 def summary(result: InitResult) -> str:
     config = result.config
-    lines = [f"found {len(result.tables)} table(s):"]
+    lines = [f"left out of the SQL file: {result.left_out}"] if result.left_out else []
+    lines.append(f"found {len(result.tables)} table(s):")
     for table in result.tables:
         keys = f"primary key {table.primary_key}" if table.primary_key else "no primary key"
         fks = ", ".join(f"{fk.column} -> {fk.references}.{fk.ref_column}" for fk in table.foreign_keys)

@@ -99,8 +99,6 @@ def run_serve(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", 1)
     if workers < 1:
         raise SystemExit(f"--workers must be at least 1 (got {workers})")
-    if settings.desk is not None and getattr(args, "ray", False):
-        raise SystemExit("--desk does not run on Ray yet: leave out --ray (--workers N works)")
     if getattr(args, "ray", False):
         return _serve_ray(settings, args, workers)
     if getattr(args, "replicas", None) is not None or getattr(args, "autoscale", None) is not None:

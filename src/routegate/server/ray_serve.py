@@ -22,7 +22,7 @@ with needs("server"):
 
 from routegate.server._asgi import ASGIApp, HttpMiddleware, Message, Receive, Scope, Send
 from routegate.server.app import create_app
-from routegate.server.workers import DeferredDesk
+from routegate.server.workers import DeferredDesk, open_serving_desk
 from routegate.settings import Settings
 
 REPLICA_HEADER = "X-Routegate-Replica"
@@ -49,14 +49,11 @@ class ReplicaHeader(HttpMiddleware):
 
 def replica_app(settings: Settings, replica_id: str) -> Any:
     """The app of one replica: the desk opens in the app's lifespan (Ray Serve runs it when the replica starts)."""
-    from routegate.apps.support.factory import open_support_desk
-    from routegate.server.encoder import serving_encoder
-
     deferred = DeferredDesk()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
+        async with open_serving_desk(settings) as desk:  # your own desk when settings.desk is set
             deferred.bind(desk)
             try:
                 yield

@@ -72,10 +72,22 @@ class DeferredDesk:
         return desk.sessions_held() if isinstance(desk, SerialisesSessions) else 0
 
 
+def open_serving_desk(settings: Settings) -> AbstractAsyncContextManager[SupportAgent]:
+    """The desk one server process opens: your own (``settings.desk``, from ``--desk`` / ``ROUTEGATE_DESK``) or the
+    built-in one, with the serving encoder. Used by the ``--workers N`` workers and the Ray Serve replicas."""
+    from routegate.server.encoder import serving_encoder
+
+    if settings.desk is not None:
+        from routegate.apps.configured.factory import open_configured_desk
+
+        return open_configured_desk(settings, settings.desk, encoder=serving_encoder(settings))
+    from routegate.apps.support.factory import open_support_desk
+
+    return open_support_desk(settings, encoder=serving_encoder(settings))
+
+
 def app_from_environment() -> FastAPI:
     """uvicorn's ``factory=True`` entry point (settings from the environment, the desk opened in the lifespan)."""
-    from routegate.apps.support.factory import open_support_desk
-    from routegate.server.encoder import serving_encoder
     from routegate.server.heap import freeze_startup_heap
 
     settings = Settings()
@@ -85,14 +97,7 @@ def app_from_environment() -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        opened: AbstractAsyncContextManager[SupportAgent]
-        if settings.desk is not None:  # your own desk (ROUTEGATE_DESK, set by `serve --workers N --desk DIR`)
-            from routegate.apps.configured.factory import open_configured_desk
-
-            opened = open_configured_desk(settings, settings.desk, encoder=serving_encoder(settings))
-        else:
-            opened = open_support_desk(settings, encoder=serving_encoder(settings))
-        async with opened as desk:
+        async with open_serving_desk(settings) as desk:
             deferred.bind(desk)
             freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
             try:

@@ -97,19 +97,52 @@ class KnowledgeConfig(_Strict):
     min_score: float = Field(default=0.35, ge=-1.0, le=1.0)
 
 
+_HTTP_URL = re.compile(r"^https?://[^\s/]+")
+
+
+class McpServerConfig(_Strict):
+    """An MCP server the desk's tools call: a stdio ``command`` (run in the desk directory) or an HTTP ``url``."""
+
+    name: Identifier
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    connect_timeout_seconds: float = Field(default=20.0, gt=0, le=600)
+    call_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"MCP server {self.name!r} needs exactly one of command = ... (stdio) or url = ...")
+        if self.url is not None and not _HTTP_URL.match(self.url):
+            raise ValueError(f"url {self.url!r} is not an http(s) URL; write it as https://host/mcp")
+        return self
+
+
 class ToolConfig(_Strict):
     name: Identifier
     description: str = Field(min_length=1)
     method: Literal["GET", "POST"] = "GET"
-    url: str
+    url: str | None = None
+    mcp_server: Identifier | None = None
+    mcp_tool: str | None = Field(default=None, min_length=1)
     timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     args: dict[str, Literal["string", "integer"]] = Field(default_factory=dict)
     mock: dict[str, Any] | None = None
+    answer: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _http_url(self) -> ToolConfig:
-        if not re.match(r"^https?://[^\s/]+", self.url):
+    def _one_target(self) -> ToolConfig:
+        if (self.url is None) == (self.mcp_server is None):
+            raise ValueError(
+                f"tool {self.name!r} needs exactly one of url = ... (an HTTP tool) or mcp_server = ... (a tool of an "
+                "[[mcp_servers]] entry)"
+            )
+        if self.url is not None and not _HTTP_URL.match(self.url):
             raise ValueError(f"url {self.url!r} is not an http(s) URL; write it as https://host/path")
+        if self.mcp_tool is not None and self.mcp_server is None:
+            raise ValueError(f"tool {self.name!r}: mcp_tool needs mcp_server (the server that has the tool)")
         return self
 
 
@@ -141,6 +174,7 @@ class DeskConfig(_Strict):
     tables: list[TableConfig] = Field(default_factory=list)
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
     tools: list[ToolConfig] = Field(default_factory=list)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     router: RouterConfig = Field(default_factory=RouterConfig)
     routes: list[RouteConfig] = Field(min_length=1)
 
@@ -160,6 +194,15 @@ class DeskConfig(_Strict):
                 if fk.ref_column not in tables[fk.references].columns:
                     raise ValueError(f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable")
         tools = {t.name for t in self.tools}
+        servers = [m.name for m in self.mcp_servers]
+        if len(set(servers)) != len(servers):
+            raise ValueError("mcp_servers: two [[mcp_servers]] have the same name; rename one")
+        for index, tool in enumerate(self.tools):
+            if tool.mcp_server is not None and tool.mcp_server not in servers:
+                raise ValueError(
+                    f"tools[{index}] (name = {tool.name!r}).mcp_server: {tool.mcp_server!r} is not one of "
+                    f"[[mcp_servers]] {sorted(servers)}; add the server or fix the name"
+                )
         names = [r.name for r in self.routes]
         if len(set(names)) != len(names):
             raise ValueError("routes: two [[routes]] have the same name; rename one")
@@ -266,6 +309,12 @@ def resolve(desk_dir: Path, entry: str) -> Path:
     """A path of the configuration: relative ones are relative to the desk directory."""
     given = Path(entry).expanduser()
     return given if given.is_absolute() else desk_dir / given
+
+
+def builtin_desk_dir() -> Path:
+    """The built-in support desk as a desk configuration (shipped in the package: ``desk.toml``, the SQL file of its
+    customers and tickets, its three help articles): ``--desk`` with this directory runs it."""
+    return Path(__file__).with_name("builtin")
 
 
 def is_identifier(name: str) -> bool:

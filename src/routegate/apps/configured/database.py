@@ -1,7 +1,8 @@
 """A configured desk's PostgreSQL: the data (the readable tables) and the desk's own state, in separate schemas.
 
-* **data** — ``database.schema``. With ``source = "sql"`` the SQL file is loaded there on first start, in one
-  transaction, and loaded again (the schema rebuilt) when the file's content changes (its sha256 is kept in the
+* **data** — ``database.schema``. With ``source = "sql"`` the SQL file (plain statements, or a ``pg_dump`` file
+  whose ``public`` tables are moved there: :mod:`.script`) is loaded there on first start, in one transaction,
+  and loaded again (the schema rebuilt) when the file's content changes (its sha256 is kept in the
   state schema). With ``source = "url"`` the tables are the existing ones and are never written.
 * **state** — ``desk_<name>_state``: the conversation memory (``support_messages``, as the built-in desk keeps
   it), the knowledge base's chunks and files (:mod:`.kb`) and the desk's bookkeeping.
@@ -24,6 +25,8 @@ with needs("desk"):
     from psycopg import sql
 
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, resolve
+from routegate.apps.configured.loader import arun_script
+from routegate.apps.configured.script import sql_text
 from routegate.apps.support.db import MEMORY_DDL, SupportDatabase
 
 logger = logging.getLogger(__name__)
@@ -58,7 +61,7 @@ def sql_source(config: DeskConfig, desk_dir: Path) -> tuple[str, str] | None:
         data = path.read_bytes()
     except OSError as exc:
         raise DeskConfigError(f"database.sql_file: cannot read {path} ({exc}); check the path in desk.toml") from None
-    return data.decode("utf-8-sig"), hashlib.sha256(data).hexdigest()
+    return sql_text(data, source=f"database.sql_file {path}"), hashlib.sha256(data).hexdigest()
 
 
 async def prepare(config: DeskConfig, desk_dir: Path, data: SupportDatabase, state: SupportDatabase) -> None:
@@ -90,14 +93,7 @@ async def _load(conn: psycopg.AsyncConnection[Any], config: DeskConfig, schema: 
     await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident))
     await conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
     await conn.execute(sql.SQL("SET LOCAL search_path = {}, public").format(ident))
-    try:
-        async with conn.transaction():  # a savepoint: the error is reported with the file's name
-            await conn.execute(text.encode("utf-8"))
-    except psycopg.Error as exc:
-        detail = "; ".join(line.strip() for line in str(exc).strip().splitlines()[:3]) or type(exc).__name__
-        raise DeskConfigError(
-            f"database.sql_file {config.database.sql_file}: PostgreSQL refused it ({detail}); fix the statement"
-        ) from None
+    await arun_script(conn, text, source=f"database.sql_file {config.database.sql_file}")
     await conn.execute("RESET search_path")
     await conn.execute(
         "INSERT INTO desk_meta (key, value) VALUES ('sql_sha256', %s) ON CONFLICT (key) DO UPDATE SET value = %s",

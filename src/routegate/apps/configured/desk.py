@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.database import prepare
@@ -25,12 +25,16 @@ from routegate.apps.support.desk import SupportAgent
 from routegate.embed import Encoder
 from routegate.llm.protocol import ChatModel
 
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
+
 
 class ConfiguredDesk(SupportAgent):
     """A :class:`~routegate.apps.support.contracts.SupportDesk` built from a desk configuration. ``data``: the pool
-    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base). The
-    other ``options`` are :class:`SupportAgent`'s (``budget``, ``flows``, ``on_refusal``, the SQL bounds...), and mean
-    the same here: the plan is wired by :meth:`SupportAgent.build_plan`."""
+    on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base); ``mcp``:
+    the pool the configured MCP tools call through (:func:`~.factory.open_configured_desk` makes it). The other
+    ``options`` are :class:`SupportAgent`'s (``budget``, ``flows``, ``on_refusal``, the SQL bounds...), and mean the
+    same here: the plan is wired by :meth:`SupportAgent.build_plan`."""
 
     def __init__(
         self,
@@ -42,6 +46,7 @@ class ConfiguredDesk(SupportAgent):
         encoder: Encoder,
         chat_model: ChatModel | None = None,
         ingest_on_start: bool = True,
+        mcp: MCPToolPool | None = None,
         **options: Any,
     ) -> None:
         self.config = config
@@ -49,6 +54,7 @@ class ConfiguredDesk(SupportAgent):
         self.data = data
         super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)  # builds the SQL tool
         self.ingest_on_start = ingest_on_start
+        self.mcp = mcp
         self.kb = KnowledgeBase(state, self.encoder, min_score=config.knowledge.min_score)
         self.planner = SqlPlanner(config)
         self.answers = DeskAnswers(config)
@@ -85,6 +91,7 @@ class ConfiguredDesk(SupportAgent):
             planner=self.planner,
             kb=self.kb,
             text_to_sql=DeskTextToSql(self.chat_model, self.config) if self.chat_model is not None else None,
+            mcp=self.mcp,
         )
         respond = self.answers.respond_node(self.chat_model)
         # the built-in plan: every engine route is a step (the router's output type names all four); a kind the

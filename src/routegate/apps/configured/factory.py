@@ -22,6 +22,7 @@ from routegate.settings import Settings
 
 if TYPE_CHECKING:
     from routegate.llm.openai_chat import OpenAIChatModel
+    from routegate.technique.tools import MCPToolPool
 
 
 def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[SupportDatabase, SupportDatabase]:
@@ -33,6 +34,25 @@ def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[Suppor
     readable = frozenset(t.name for t in config.tables)
     data = desk_database(settings, url, schema=config.database.schema_name, readable_tables=readable)
     return data, desk_database(settings, url, schema=state_schema(config), readable_tables=frozenset())
+
+
+def _mcp_pool(config: DeskConfig, desk_dir: Path) -> MCPToolPool:
+    """The desk's MCP servers, started on first use (stdio commands run in the desk directory)."""
+    from routegate.technique.tools import MCPServerConfig, MCPToolPool
+
+    return MCPToolPool(
+        MCPServerConfig(
+            m.name,
+            command=m.command,
+            args=tuple(m.args),
+            env=m.env or None,
+            cwd=str(desk_dir.resolve()) if m.command is not None else None,
+            url=m.url,
+            connect_timeout=m.connect_timeout_seconds,
+            call_timeout=m.call_timeout_seconds,
+        )
+        for m in config.mcp_servers
+    )
 
 
 @asynccontextmanager
@@ -64,6 +84,10 @@ async def open_configured_desk(
         else:
             url, _ = await asyncio.to_thread(database.result)
         data, state = _databases(config, url, settings)
+        mcp = None
+        if config.mcp_servers:
+            mcp = _mcp_pool(config, Path(desk_dir))
+            stack.push_async_callback(mcp.aclose)
         await state.open()
         stack.push_async_callback(state.close)
         await data.open()
@@ -76,6 +100,7 @@ async def open_configured_desk(
             encoder=MemoEncoder(encoder or default_encoder()),
             chat_model=model,
             ingest_on_start=ingest_on_start,
+            mcp=mcp,
             **desk_options(settings),
         )
         await desk.start()

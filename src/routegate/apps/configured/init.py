@@ -23,6 +23,7 @@ from routegate.apps.configured.documents import Document, read_documents
 from routegate.apps.configured.generate import desk_data
 from routegate.apps.configured.introspect import Table, introspect, load_sql, table_names
 from routegate.apps.configured.render import render
+from routegate.apps.configured.script import sql_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class InitResult:
     documents: tuple[Document, ...]
     skipped_tables: tuple[str, ...]
     private_columns: tuple[str, ...]
+    left_out: str = ""
+    """What of the SQL file was not run (``10 owner and privileges, 2 settings``): see :mod:`.script`."""
 
 
 def desk_name(directory: Path, given: str | None) -> str:
@@ -76,25 +79,24 @@ def _pick(names: list[str], wanted: Sequence[str] | None, where: str) -> tuple[l
     return usable, [n for n in names if n not in usable]
 
 
-def _from_sql(url: str, sql_file: Path, wanted: Sequence[str] | None) -> tuple[list[Table], list[str]]:
+def _from_sql(url: str, sql_file: Path, wanted: Sequence[str] | None) -> tuple[list[Table], list[str], str]:
     with needs("desk"):
         import psycopg
         from psycopg import sql
 
     try:
-        text = sql_file.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DeskConfigError(
-            f"--from-sql {sql_file}: cannot read it ({exc}); give a readable UTF-8 SQL file"
-        ) from None
+        data = sql_file.read_bytes()
+    except OSError as exc:
+        raise DeskConfigError(f"--from-sql {sql_file}: cannot read it ({exc}); give a readable SQL file") from None
+    text = sql_text(data, source=f"--from-sql {sql_file}")
     if not text.strip():
         raise DeskConfigError(f"--from-sql {sql_file}: the file is empty; give the SQL that creates the tables")
     scratch = f"routegate_init_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as conn:
         try:
-            load_sql(conn, scratch, text, source=str(sql_file))  # rolled back (schema and all) when it fails
+            script = load_sql(conn, scratch, text, source=str(sql_file))  # rolled back (schema and all) on error
             names, skipped = _pick(table_names(conn, scratch), wanted, str(sql_file))
-            return introspect(conn, scratch, names), skipped
+            return introspect(conn, scratch, names), skipped, script.skipped_summary()
         finally:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(scratch)))
 
@@ -137,11 +139,12 @@ def init_desk(
             raise DeskConfigError(f"--kb {root}: no such folder or file; give the docs folder")
     documents = read_documents(list(kb))
     database: dict[str, Any]
+    left_out = ""
     if from_sql is not None:
         if not from_sql.is_file():
             raise DeskConfigError(f"--from-sql {from_sql}: no such file; give the SQL file that creates the tables")
         assert embedded_url is not None, "--from-sql needs the embedded server's URL"
-        found, skipped = _from_sql(embedded_url, from_sql, tables)
+        found, skipped, left_out = _from_sql(embedded_url, from_sql, tables)
         database = {"source": "sql", "sql_file": _relative(from_sql, directory), "schema": f"desk_{desk}"}
     else:
         assert database_url is not None
@@ -178,4 +181,4 @@ def init_desk(
     private = tuple(
         f"{t.name}.{c.name}" for t in found for c in t.columns if c.name not in config.table(t.name).columns
     )
-    return InitResult(directory, config, tuple(found), tuple(documents), tuple(skipped), private)
+    return InitResult(directory, config, tuple(found), tuple(documents), tuple(skipped), private, left_out)

@@ -34,14 +34,24 @@ _COMMENTS: Mapping[str, str] = {
         "# examples) goes to the llm route; one within min_margin of the runner-up gets a clarifying question."
     ),
     "tools": (
-        "# HTTP tools, each a route target. Example:\n"
+        "# HTTP and MCP tools, each a route target. Example:\n"
         "# [[tools]]\n"
         '# name = "shipping_status"\n'
         '# description = "where a parcel is, by tracking number"\n'
         '# method = "GET"\n'
         '# url = "https://carrier.example/track/{tracking}"\n'
         '# args = { tracking = "string" }\n'
-        '# mock = { status = "in transit" }   # answered offline instead of calling the URL'
+        '# mock = { status = "in transit" }   # answered offline instead of calling the URL\n'
+        "# An MCP tool names a server instead of a URL (its arguments are checked against the tool's inputSchema):\n"
+        "# [[mcp_servers]]\n"
+        '# name = "inventory"\n'
+        '# command = "python"\n'
+        '# args = ["inventory_server.py"]\n'
+        "# [[tools]]\n"
+        '# name = "stock"\n'
+        '# description = "how many of a product are in stock"\n'
+        '# mcp_server = "inventory"\n'
+        '# args = { product_id = "integer" }'
     ),
     "routes": (
         "# The routes the router chooses between: kind = sql (tables), kb (the knowledge base), tool (target = a\n"

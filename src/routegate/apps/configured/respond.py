@@ -31,6 +31,7 @@ class DeskAnswers:
     def __init__(self, config: DeskConfig) -> None:
         self.config = config
         self.tables = {t.name: t for t in config.tables}
+        self.tools = {t.name: t for t in config.tools}
         parts: list[str] = []
         if config.tables:
             parts.append("look up " + _joined([t.plural for t in config.tables]))
@@ -139,6 +140,9 @@ class DeskAnswers:
             return answer
         if route == "EXTERNAL" and isinstance(result, Mapping):
             value = result.get("response")
+            tool = self.tools.get(str(result.get("tool")))
+            if tool is not None and tool.answer is not None and isinstance(value, Mapping):
+                return _filled(tool.answer, value)
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             return f"{result.get('tool')}: {text}" + (" (mock response)" if result.get("mock") else "")
         return self.unsure() if unsure else self.llm_route(message)
@@ -159,6 +163,15 @@ class DeskAnswers:
             "If the evidence is empty or a tool failed, say plainly what you could not find; never invent records, "
             f"numbers or policies. On the LLM route (no evidence) answer briefly and say what you can do: {self.capabilities}"
         )
+
+
+_FIELD: Final = re.compile(r"\{(\w+)\}")
+
+
+def _filled(template: str, response: Mapping[str, Any]) -> str:
+    """A tool's ``answer`` template with ``{field}`` replaced by the response's top-level field (no other
+    formatting: a field's value is never read as a template)."""
+    return _FIELD.sub(lambda m: _text(response.get(m.group(1))), template)
 
 
 def _text(value: object) -> str:

@@ -1,19 +1,28 @@
-"""HTTP tools from the configuration: one request per call, its arguments taken from the message and checked
-against the tool's ``args`` (``string`` / ``integer``), its URL filled from them, bounded by ``timeout_seconds``.
-A tool with a ``mock`` answers with it and never calls the URL (offline demos, tests)."""
+"""Tools from the configuration: one call each, its arguments taken from the message and checked against the tool's
+``args`` (``string`` / ``integer``).
+
+* An HTTP tool fills its URL from them and sends one request, bounded by ``timeout_seconds``.
+* An MCP tool (``mcp_server``) goes through the shared :class:`~routegate.technique.MCPToolPool`: the arguments
+  are checked against the tool's ``inputSchema`` (as the server lists it) before anything is sent, then the call is
+  bounded by the server's ``call_timeout_seconds``.
+
+A tool with a ``mock`` answers with it and calls nothing (offline demos, tests)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 import httpx
 
 from routegate.apps.configured.config import ToolConfig
 from routegate.apps.support.errors import ToolError
+
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
 
 MAX_RESPONSE_BYTES: Final = 64 * 1024
 _CODE: Final = re.compile(r"\b[A-Za-z]{0,6}-?\d[\w-]{2,}\b")
@@ -50,16 +59,23 @@ def arguments(tool: ToolConfig, message: str) -> dict[str, Any] | None:
 
 
 def call_of(tool: ToolConfig, args: Mapping[str, Any]) -> ToolCall:
+    """The call as recorded in the trace: an HTTP tool's URL filled in, an MCP tool's ``mcp:<server>/<tool>``."""
+    if tool.url is None:
+        return ToolCall(tool.name, dict(args), f"mcp:{tool.mcp_server}/{tool.mcp_tool or tool.name}")
     url = tool.url
     for name, value in args.items():
         url = url.replace("{" + name + "}", quote(str(value), safe=""))
     return ToolCall(tool.name, dict(args), url)
 
 
-async def run_tool(tool: ToolConfig, call: ToolCall) -> dict[str, Any]:
-    """The tool's answer: ``{"tool", "response", "mock"}``; :class:`ToolError` when the request fails."""
+async def run_tool(tool: ToolConfig, call: ToolCall, *, mcp: MCPToolPool | None = None) -> dict[str, Any]:
+    """The tool's answer: ``{"tool", "response", "mock"}``; :class:`ToolError` when the call fails or (MCP) its
+    arguments do not fit the tool's ``inputSchema``."""
     if tool.mock is not None:
         return {"tool": tool.name, "response": tool.mock, "mock": True}
+    if tool.mcp_server is not None:
+        return await _run_mcp(tool, call, mcp)
+    assert tool.url is not None  # one of url / mcp_server (config)
     query = {k: v for k, v in call.args.items() if "{" + k + "}" not in tool.url}
     try:
         async with httpx.AsyncClient(timeout=tool.timeout_seconds, follow_redirects=False) as client:
@@ -79,3 +95,20 @@ async def run_tool(tool: ToolConfig, call: ToolCall) -> dict[str, Any]:
     except ValueError:
         value = body.decode(errors="replace")
     return {"tool": tool.name, "response": value, "mock": False}
+
+
+async def _run_mcp(tool: ToolConfig, call: ToolCall, mcp: MCPToolPool | None) -> dict[str, Any]:
+    server, method = str(tool.mcp_server), tool.mcp_tool or tool.name
+    if mcp is None:
+        raise ToolError("unavailable", f"{tool.name}: no MCP pool was given to the desk for server {server!r}")
+    refused = await mcp.check_arguments(server, method, call.args)
+    if refused is not None:
+        code = "unavailable" if refused.stop_reason.startswith("tool_unavailable") else "invalid_arguments"
+        raise ToolError(code, f"{tool.name}: {refused.message}")
+    outcome = await mcp.call(server, method, call.args)
+    if not outcome.ok:
+        kind = outcome.stop_reason.split(":", 1)[0]
+        code = {"tool_timeout": "timeout", "tool_unavailable": "unavailable"}.get(kind, "mcp_error")
+        raise ToolError(code, f"{tool.name}: {outcome.message or outcome.stop_reason}")
+    response = outcome.structured if outcome.structured is not None else outcome.text
+    return {"tool": tool.name, "response": response, "mock": False}

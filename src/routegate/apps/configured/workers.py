@@ -5,7 +5,7 @@
   the built-in Postgres tool (the SQL guard, read-only transaction, timeouts, server-side bounds, reader role)
   with the configured tables *and columns* as its allowlist.
 * ``VECTOR`` — the knowledge base's best chunks (:mod:`.kb`), each with its source file.
-* ``EXTERNAL`` — the configured HTTP tool the message is for (:mod:`.tools`).
+* ``EXTERNAL`` — the configured HTTP or MCP tool the message is for (:mod:`.tools`).
 
 Each returns the built-in observation ``{"status": "done", "domain", "tool", "call", "result", "fallback"}``; a
 refused query, a failed tool or an empty result is a ``fallback`` the Respond node words, never an exception.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from routegate.apps.configured._stars import expand_stars
 from routegate.apps.configured.config import DeskConfig, ToolConfig
@@ -34,6 +34,9 @@ from routegate.apps.support.turn import turn_from
 from routegate.core import RunContext, Worker
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
+
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
 
 
 class DeskSqlTool(PostgresTool):
@@ -107,9 +110,10 @@ def desk_workers(
     planner: SqlPlanner,
     kb: KnowledgeBase,
     text_to_sql: DeskTextToSql | None = None,
+    mcp: MCPToolPool | None = None,
     top_k: int = 3,
 ) -> tuple[Worker, ...]:
-    """The tool nodes of the kinds the desk has."""
+    """The tool nodes of the kinds the desk has. ``mcp``: the pool the MCP tools call through."""
 
     async def run_lookups(lookups: list[Lookup]) -> tuple[Lookup, SqlResult]:
         last: tuple[Lookup, SqlResult] | None = None
@@ -156,22 +160,26 @@ def desk_workers(
         fallback = None if result.row_count or result.truncated else "empty"
         return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
 
-    def pick_tool(query: str) -> ToolConfig:
+    def pick_tool(query: str) -> ToolConfig | None:
+        """The tool whose route's keywords the message has; the only tool when there is one; else ``None`` (a
+        message the router sent to the tools that names none of them is not guessed at)."""
         text = query.lower()
         for route in config.routes:
             if route.kind == "tool" and any(re.search(rf"\b{re.escape(k.lower())}\b", text) for k in route.keywords):
                 return next(t for t in config.tools if t.name == route.target)
-        return config.tools[0]
+        return config.tools[0] if len(config.tools) == 1 else None
 
     async def external_node(query: str) -> dict[str, Any]:
         tool = pick_tool(query)
+        if tool is None:
+            return observation("EXTERNAL", "external", {"query": query}, None, "unknown_query")
         args = arguments(tool, query)
         if args is None:
             return observation("EXTERNAL", "external", {"tool": tool.name, "query": query}, None, "unknown_query")
         call = call_of(tool, args)
         record = {"tool": tool.name, "args": dict(call.args), "url": call.url, "mock": tool.mock is not None}
         try:
-            answer = await run_tool(tool, call)
+            answer = await run_tool(tool, call, mcp=mcp)
         except ToolError as failed:
             return observation("EXTERNAL", "external", record, None, f"tool_error:{failed.code}")
         return observation("EXTERNAL", "external", record, answer, None)

@@ -1,0 +1,97 @@
+"""The built-in support desk as one configuration: ``apps/configured/builtin/desk.toml`` (shipped in the package)
+holds the built-in desk's customers, tickets, help articles and mock external tool, and the configured desk built
+from it answers the contract's example questions on the same routes with the same content.
+
+What differs from ``apps.support`` (the wording of the offline composer, not the data or the route):
+* rows: ``Alex Brown (customer 3): city is Toronto.`` (built-in: ``Alex Brown (customer 3) is from Toronto.``);
+  ticket lists name each column (``- Ticket 1: customer id 1, issue Login not working, status open, ...``);
+* articles: ``From docs/password-reset.md (“Password Reset Guide”): ...`` (built-in: ``From our help article
+  “Password Reset Guide”: ...``), the article's text the same;
+* the LLM route says "help documents" and lists the tools (built-in: "help articles", and how routing works);
+* a coin other than Bitcoin: ``unknown_query`` ("I couldn't tell what to ask the external service ...")
+  where the built-in mock answers ``empty`` ("my external data source only knows ...").
+The weather and Bitcoin answers are the built-in strings exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from routegate.apps.configured.config import builtin_desk_dir, load_config
+from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.data import ARTICLES, CRYPTO_ANSWER, CUSTOMERS, TICKETS, WEATHER_ANSWER
+from routegate.embed import MiniLMEncoder
+from routegate.settings import Settings
+
+
+@pytest.fixture
+async def builtin(pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
+    settings = Settings(database_url=pg_url, data_dir=tmp_path)
+    async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
+        yield desk
+
+
+async def test_the_shipped_configuration_holds_the_built_in_data(builtin: ConfiguredDesk) -> None:
+    async with builtin.data.connection() as conn:
+        customers = await (await conn.execute("SELECT id, name, city FROM customers ORDER BY id")).fetchall()
+        tickets = await (
+            await conn.execute("SELECT id, customer_id, issue, status FROM tickets ORDER BY id")
+        ).fetchall()
+    assert [tuple(r.values()) for r in customers] == [(c.id, c.name, c.city) for c in CUSTOMERS]
+    assert [tuple(r.values()) for r in tickets] == [(t.id, t.customer_id, t.issue, t.status) for t in TICKETS]
+    documents = sorted((builtin_desk_dir() / "docs").glob("*.md"))
+    assert sorted(p.read_text(encoding="utf-8") for p in documents) == sorted(
+        f"# {a.title}\n\n{a.content}\n" for a in ARTICLES
+    )
+    config = load_config(builtin_desk_dir())
+    assert {t.name: (t.mock, t.answer) for t in config.tools} == {
+        "weather": ({"result": WEATHER_ANSWER}, "{result}"),
+        "crypto": ({"result": CRYPTO_ANSWER}, "{result}"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("query", "route", "expected"),
+    [  # the contract's examples, with what tests/support/test_support_desk.py asserts of the built-in desk
+        ("Show tickets for customer John", "POSTGRES", ["Login not working", "Password reset issue"]),
+        ("Which city is customer 3 from?", "POSTGRES", ["Alex Brown", "Toronto"]),
+        ("How do I reset my password?", "VECTOR", [ARTICLES[0].content]),
+        ("What is your refund policy?", "VECTOR", [ARTICLES[2].content]),
+        ("Explain ticket escalation", "VECTOR", [ARTICLES[1].content]),
+        ("Can you help me?", "LLM", ["support desk"]),
+        ("What can you do?", "LLM", ["tickets"]),
+        ("Explain this system", "LLM", ["help documents"]),  # built-in: "help articles"
+    ],
+)
+async def test_the_contract_examples_reach_the_same_route_and_content(
+    builtin: ConfiguredDesk, query: str, route: str, expected: list[str]
+) -> None:
+    result = await builtin.ask(query, session_id="contract")
+    assert (result.route, result.stop_reason, result.fallback) == (route, "success", None)
+    for text in expected:
+        assert text in result.answer
+
+
+@pytest.mark.parametrize(
+    ("query", "answer"),
+    [
+        ("What’s the weather today?", WEATHER_ANSWER),
+        ("What is the price of Bitcoin?", CRYPTO_ANSWER),
+        ("Give me today’s temperature in London", WEATHER_ANSWER),
+    ],
+)
+async def test_the_external_tool_answers_the_built_in_strings_exactly(
+    builtin: ConfiguredDesk, query: str, answer: str
+) -> None:
+    result = await builtin.ask(query, session_id="external")
+    assert (result.route, result.stop_reason, result.answer) == ("EXTERNAL", "success", answer)
+
+
+async def test_a_tool_message_naming_no_tool_is_not_guessed(builtin: ConfiguredDesk) -> None:
+    result = await builtin.ask("What is the price of Ethereum?", session_id="coin")
+    assert result.route == "EXTERNAL" and result.fallback == "unknown_query"
+    assert WEATHER_ANSWER not in result.answer and CRYPTO_ANSWER not in result.answer
