@@ -64,6 +64,24 @@ class Terminal:
     def type(self, data: bytes) -> None:
         os.write(self._master, data)
 
+    def until_reading(self, within: float = 30.0) -> None:
+        """Wait until the process is blocked reading the terminal (Linux: ``/proc/<pid>/wchan`` is the tty read's
+        ``wait_woken``). Python's ``input()`` writes its prompt and then calls ``read()``: a SIGINT that lands
+        between the two only marks the handler as pending, and the ``read()`` that follows blocks with it unrun
+        until the next signal. A person cannot type that fast; a test that sends Ctrl-C on seeing the prompt can,
+        so it waits for the read first. Elsewhere (no ``/proc``) it returns at once."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                with open(f"/proc/{self.proc.pid}/wchan") as wchan:
+                    if wchan.read().strip() == "wait_woken":
+                        return
+            except OSError:
+                return
+            assert self.proc.poll() is None, f"exited with {self.proc.returncode}: {self.output!r}"
+            assert time.monotonic() < deadline, f"not reading the terminal within {within} s: {self.output!r}"
+            time.sleep(0.005)
+
     def wait(self, within: float = 60.0) -> tuple[int, bytes]:
         """The exit status and the rest of the output; fails if the process is still running after ``within``."""
         deadline = time.monotonic() + within

@@ -43,6 +43,7 @@ def chat(tmp_path: Path) -> Iterator[Terminal]:
 
 
 def test_ctrl_c_at_the_prompt_ends_the_chat_at_once(chat: Terminal) -> None:
+    chat.until_reading()  # the prompt is written before input() reads: Ctrl-C in between waits for the next signal
     chat.type(CTRL_C)  # no Enter after it
     status, rest = chat.wait(within=30)
     assert status == 130, rest
