@@ -49,7 +49,7 @@ from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.provenance import OutputCheck, needs_sources
 from routegate.core.result import AgentResult
-from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
+from routegate.core.telemetry import Attr, decision_attributes, end_run, spans_for, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
@@ -223,7 +223,9 @@ class RoutingAgent(Generic[RunDepsT]):
         (when the outer run keeps one), tracer (its span sits under the outer run's open span) and ``deps``. It
         sends no events of its own. ``task`` is the step's instruction, read by routers and finalizers as
         ``RouteRequest.task`` / ``FinalizeRequest.task``. Its ``max_route_attempts`` still bounds it."""
-        ctx = RunContext(outer.deps, outer.run_id, outer.deadline, outer.ledger, None, outer.tracer, outer.provenance)
+        ctx = RunContext(
+            outer.deps, outer.run_id, outer.deadline, outer.ledger, None, outer.tracer, outer.provenance, outer.spans
+        )
         return await self._execute(goal, {}, outer.deps, None, ctx, task)
 
     # -- the loop --------------------------------------------------------------------------------------------
@@ -240,25 +242,25 @@ class RoutingAgent(Generic[RunDepsT]):
         if within is None:
             budget = self.budget
             # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
+            active = tracer()  # the run's one question about tracing: its spans follow from the answer
             ctx = RunContext(
                 deps,
                 new_run_id(),
                 time.monotonic() + budget.max_seconds,
                 DelegationLedger(budget.max_delegations),
                 emit,
-                tracer(),
+                active,
+                None,
+                spans_for(active),
             )
         else:
             ctx = within
         run = _Run(goal if isinstance(goal, str) else "", ctx, task)
         # a run of its own answers to its own timer; a nested one to the outer run's
         body = self._bounded if within is None else self._loop
-        tr = ctx.tracer
-        if tr is None:
+        with ctx.spans.run(ctx.run_id) as root:
             result = await body(run, goal, context)
-        else:
-            with span(tr, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}) as root:
-                result = await body(run, goal, context)
+            if root.is_recording():
                 end_run(
                     root,
                     result.stop_reason,
@@ -302,7 +304,7 @@ class RoutingAgent(Generic[RunDepsT]):
             return _refused_goal(run, goal, bad_goal)
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
-        tr = ctx.tracer
+        spans = ctx.spans
         if self._tracks:  # the step's instruction, like the caller's context, is configuration
             self.step.admit(ctx, goal, context if run.task is None else {"task": run.task}, always=True)
         observe = self.on_refusal == "observe"
@@ -326,15 +328,10 @@ class RoutingAgent(Generic[RunDepsT]):
                 task=run.task,
             )
             try:
-                if tr is None and self._router_ctx is None:
-                    answered: object = await self.router.decide(request)
-                elif tr is None:
-                    answered = await self._decide(request, ctx)
-                else:
-                    with span(tr, "routegate.route", {Attr.ATTEMPT: attempt}) as routed:
-                        answered = await self._decide(request, ctx)
-                        if isinstance(answered, RouteDecision) and routed.is_recording():
-                            routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
+                with spans.route(attempt) as routed:
+                    answered: object = await self._decide(request, ctx)
+                    if isinstance(answered, RouteDecision) and routed.is_recording():
+                        routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
             except Exception as exc:  # RunStopError included: Run.failed tells a stop from a fault
                 return run.failed(exc)
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
@@ -415,14 +412,8 @@ class RoutingAgent(Generic[RunDepsT]):
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context, run.task)
         try:
-            tr = run.ctx.tracer
-            if tr is None and self._finalizer_ctx is None:
-                answer: object = await self.finalizer.finalize(request)
-            elif tr is None:
-                answer = await self._finish(request, run.ctx)
-            else:
-                with span(tr, "routegate.finalize"):
-                    answer = await self._finish(request, run.ctx)
+            with run.ctx.spans.finalize():
+                answer: object = await self._finish(request, run.ctx)
         except Exception as exc:
             return run.failed(exc, route=route)
         extra: Mapping[str, Any] = {}

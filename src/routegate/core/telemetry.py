@@ -215,3 +215,86 @@ def decision_attributes(decided_by: str, scores: Mapping[str, float] | None) -> 
             out[Attr.ROUTER_MARGIN] = ranked[0][0] - ranked[1][0]
             out[Attr.ROUTER_RUNNER_UP] = ranked[1][1]
     return out
+
+
+class Spans:
+    """The kernel's spans of a run that opens none (no tracer provider is installed): every method hands back a
+    shared no-op block, so a runtime and its governed steps open their spans without asking whether to.
+
+    A runtime asks once per run (:func:`run_spans`) and keeps the answer on its
+    :class:`~routegate.core.context.RunContext` (``ctx.spans``); a Plan run does the same with the Plan's own
+    spans (``routegate.plan._spans``). The methods take what a span records, never a ready attribute mapping, so
+    an untraced run builds none."""
+
+    __slots__ = ()
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The tracer these spans go to (``None``: they open nothing)."""
+        return None
+
+    def root(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]:
+        """The root span of a run (``routegate.dispatch``, ``routegate.turn``)."""
+        return _NO_SPAN
+
+    def run(self, run_id: str) -> AbstractContextManager[Span]:
+        """``routegate.run``: the root span of a routing agent's run."""
+        return _NO_SPAN
+
+    def route(self, attempt: int) -> AbstractContextManager[Span]:
+        """``routegate.route``: the router deciding ``attempt``."""
+        return _NO_SPAN
+
+    def policy(self, attempt: int) -> AbstractContextManager[Span]:
+        """``routegate.policy``: the policy boundary's verdict on ``attempt``'s decision."""
+        return _NO_SPAN
+
+    def delegate(self, attempt: int, target: str, digest: str) -> AbstractContextManager[Span]:
+        """``routegate.delegate``: the gateway and the worker ``target`` with arguments hashed to ``digest``."""
+        return _NO_SPAN
+
+    def finalize(self) -> AbstractContextManager[Span]:
+        """``routegate.finalize``: the finalizer writing the answer."""
+        return _NO_SPAN
+
+
+NO_SPANS: Final = Spans()
+
+
+class TracerSpans(Spans):
+    """The kernel's spans of a traced run: each method opens a child span of the current one."""
+
+    __slots__ = ("_tracer",)
+
+    def __init__(self, active: Tracer) -> None:
+        self._tracer = active
+
+    @property
+    def tracer(self) -> Tracer | None:
+        return self._tracer
+
+    def root(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]:
+        return CurrentSpan(self._tracer.start_span(name, attributes=attributes))
+
+    def run(self, run_id: str) -> AbstractContextManager[Span]:
+        attributes = {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}
+        return CurrentSpan(self._tracer.start_span("routegate.run", attributes=attributes))
+
+    def route(self, attempt: int) -> AbstractContextManager[Span]:
+        return CurrentSpan(self._tracer.start_span("routegate.route", attributes={Attr.ATTEMPT: attempt}))
+
+    def policy(self, attempt: int) -> AbstractContextManager[Span]:
+        return CurrentSpan(self._tracer.start_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}))
+
+    def delegate(self, attempt: int, target: str, digest: str) -> AbstractContextManager[Span]:
+        attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
+        return CurrentSpan(self._tracer.start_span("routegate.delegate", attributes=attributes))
+
+    def finalize(self) -> AbstractContextManager[Span]:
+        return CurrentSpan(self._tracer.start_span("routegate.finalize"))
+
+
+def spans_for(active: Tracer | None) -> Spans:
+    """The kernel's spans of a run whose tracer is ``active`` (from :func:`tracer`): the one place a run's
+    spans-or-not is decided."""
+    return NO_SPANS if active is None else TracerSpans(active)
