@@ -13,6 +13,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic
 
+from opentelemetry.trace import Span
+
 from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
@@ -60,6 +62,12 @@ MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messa
 _SUCCESS = Outcome.success()
 
 
+def _record_decision(routed: Span, answered: object) -> None:
+    """Mark the ``routegate.route`` span with the router's decision: its layer and scores."""
+    if isinstance(answered, RouteDecision):
+        routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
+
+
 class _Run:
     """One run's state beyond its :class:`RunContext`: the goal, phase, history and trace; ends as a result."""
 
@@ -73,6 +81,19 @@ class _Run:
         self.phase: sr.Phase = "route"
         self.history: list[HistoryEntry] = []
         self.trace: list[TraceEntry] = []
+
+    def ended(self, root: Span, result: AgentResult) -> None:
+        """Record how the run ended on its root span."""
+        end_run(
+            root,
+            result.stop_reason,
+            result.phase,
+            **{
+                Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
+                Attr.ATTEMPTS: len(result.trace),
+                Attr.DELEGATIONS: self.ctx.ledger.delegations,
+            },
+        )
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
@@ -258,19 +279,7 @@ class RoutingAgent(Generic[RunDepsT]):
         run = _Run(goal if isinstance(goal, str) else "", ctx, task)
         # a run of its own answers to its own timer; a nested one to the outer run's
         body = self._bounded if within is None else self._loop
-        with ctx.spans.run(ctx.run_id) as root:
-            result = await body(run, goal, context)
-            if root.is_recording():
-                end_run(
-                    root,
-                    result.stop_reason,
-                    result.phase,
-                    **{
-                        Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
-                        Attr.ATTEMPTS: len(result.trace),
-                        Attr.DELEGATIONS: ctx.ledger.delegations,
-                    },
-                )
+        result = await ctx.spans.run(ctx.run_id, body(run, goal, context), run.ended)
         logger.info(
             "run %s route=%s stop_reason=%s latency_ms=%.2f",
             result.run_id,
@@ -328,10 +337,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 task=run.task,
             )
             try:
-                with spans.route(attempt) as routed:
-                    answered: object = await self._decide(request, ctx)
-                    if isinstance(answered, RouteDecision) and routed.is_recording():
-                        routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
+                answered: object = await spans.route(attempt, self._decide(request, ctx), _record_decision)
             except Exception as exc:  # RunStopError included: Run.failed tells a stop from a fault
                 return run.failed(exc)
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
@@ -412,8 +418,7 @@ class RoutingAgent(Generic[RunDepsT]):
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context, run.task)
         try:
-            with run.ctx.spans.finalize():
-                answer: object = await self._finish(request, run.ctx)
+            answer: object = await run.ctx.spans.finalize(self._finish(request, run.ctx))
         except Exception as exc:
             return run.failed(exc, route=route)
         extra: Mapping[str, Any] = {}

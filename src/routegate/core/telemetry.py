@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import Token
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from opentelemetry import trace as _trace
 from opentelemetry.context import Context, attach, detach
@@ -54,6 +54,8 @@ _NAME: Final = "routegate"
 _NO_SPAN: Final = contextlib.nullcontext(INVALID_SPAN)
 _FROM_ENV: Final = OTEL_PYTHON_TRACER_PROVIDER in os.environ  # a provider named by the environment
 ERROR_TYPE: Final = "error.type"  # the OpenTelemetry convention: what kind of error ended the operation
+
+T = TypeVar("T")
 
 _override: TracerProvider | None = None
 _cached: tuple[object, Tracer | None] = (None, None)
@@ -233,17 +235,26 @@ class Spans:
         """The tracer these spans go to (``None``: they open nothing)."""
         return None
 
-    def root(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]:
-        """The root span of a run (``routegate.dispatch``, ``routegate.turn``)."""
-        return _NO_SPAN
+    def root(
+        self,
+        name: str,
+        attributes: Callable[[], Mapping[str, Any]],
+        work: Awaitable[T],
+        record: Callable[[Span, T], None],
+    ) -> Awaitable[T]:
+        """``work`` (a run) under its root span ``name`` (``routegate.dispatch``, ``routegate.turn``), started with
+        what ``attributes()`` returns (called only when traced); ``record`` marks the span with what it returned."""
+        return work
 
-    def run(self, run_id: str) -> AbstractContextManager[Span]:
-        """``routegate.run``: the root span of a routing agent's run."""
-        return _NO_SPAN
+    def run(self, run_id: str, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
+        """``work`` (a routing agent's run) under its root span ``routegate.run``; ``record`` marks the span with
+        what it returned. Untraced: ``work`` itself, so the run awaits it with nothing around it."""
+        return work
 
-    def route(self, attempt: int) -> AbstractContextManager[Span]:
-        """``routegate.route``: the router deciding ``attempt``."""
-        return _NO_SPAN
+    def route(self, attempt: int, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
+        """``work`` (the router deciding ``attempt``) under ``routegate.route``; ``record`` marks the span with
+        the decision."""
+        return work
 
     def policy(self, attempt: int) -> AbstractContextManager[Span]:
         """``routegate.policy``: the policy boundary's verdict on ``attempt``'s decision."""
@@ -253,9 +264,9 @@ class Spans:
         """``routegate.delegate``: the gateway and the worker ``target`` with arguments hashed to ``digest``."""
         return _NO_SPAN
 
-    def finalize(self) -> AbstractContextManager[Span]:
-        """``routegate.finalize``: the finalizer writing the answer."""
-        return _NO_SPAN
+    def finalize(self, work: Awaitable[T]) -> Awaitable[T]:
+        """``work`` (the finalizer writing the answer) under ``routegate.finalize``."""
+        return work
 
 
 NO_SPANS: Final = Spans()
@@ -273,15 +284,20 @@ class TracerSpans(Spans):
     def tracer(self) -> Tracer | None:
         return self._tracer
 
-    def root(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]:
-        return CurrentSpan(self._tracer.start_span(name, attributes=attributes))
+    def root(
+        self,
+        name: str,
+        attributes: Callable[[], Mapping[str, Any]],
+        work: Awaitable[T],
+        record: Callable[[Span, T], None],
+    ) -> Awaitable[T]:
+        return self._around(name, attributes(), work, record)
 
-    def run(self, run_id: str) -> AbstractContextManager[Span]:
-        attributes = {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}
-        return CurrentSpan(self._tracer.start_span("routegate.run", attributes=attributes))
+    def run(self, run_id: str, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
+        return self._around("routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}, work, record)
 
-    def route(self, attempt: int) -> AbstractContextManager[Span]:
-        return CurrentSpan(self._tracer.start_span("routegate.route", attributes={Attr.ATTEMPT: attempt}))
+    def route(self, attempt: int, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
+        return self._around("routegate.route", {Attr.ATTEMPT: attempt}, work, record)
 
     def policy(self, attempt: int) -> AbstractContextManager[Span]:
         return CurrentSpan(self._tracer.start_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}))
@@ -290,8 +306,21 @@ class TracerSpans(Spans):
         attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
         return CurrentSpan(self._tracer.start_span("routegate.delegate", attributes=attributes))
 
-    def finalize(self) -> AbstractContextManager[Span]:
-        return CurrentSpan(self._tracer.start_span("routegate.finalize"))
+    def finalize(self, work: Awaitable[T]) -> Awaitable[T]:
+        return self._around("routegate.finalize", None, work, None)
+
+    async def _around(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None,
+        work: Awaitable[T],
+        record: Callable[[Span, T], None] | None,
+    ) -> T:
+        with CurrentSpan(self._tracer.start_span(name, attributes=attributes)) as opened:
+            value = await work
+            if record is not None and opened.is_recording():
+                record(opened, value)
+            return value
 
 
 def spans_for(active: Tracer | None) -> Spans:
