@@ -337,7 +337,8 @@ class RoutingAgent(Generic[RunDepsT]):
                 task=run.task,
             )
             try:
-                answered: object = await spans.route(attempt, self._decide(request, ctx), _record_decision)
+                decided = self.router.decide(request) if self._router_ctx is None else self._decide(request, ctx)
+                answered: object = await spans.route(attempt, decided, _record_decision)
             except Exception as exc:  # RunStopError included: Run.failed tells a stop from a fault
                 return run.failed(exc)
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
@@ -418,7 +419,10 @@ class RoutingAgent(Generic[RunDepsT]):
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context, run.task)
         try:
-            answer: object = await run.ctx.spans.finalize(self._finish(request, run.ctx))
+            finishing = (
+                self.finalizer.finalize(request) if self._finalizer_ctx is None else self._finish(request, run.ctx)
+            )
+            answer: object = await run.ctx.spans.finalize(finishing)
         except Exception as exc:
             return run.failed(exc, route=route)
         extra: Mapping[str, Any] = {}

@@ -207,16 +207,25 @@ class GovernedStep:
         t0 = _perf() if started is None else started
         previous_target = previous.route.target if previous is not None else None
         previous_status = previous.status if previous is not None else None
-        with ctx.spans.policy(attempt) as checked:
+        if ctx.tracer is None:  # the hot path: no span, not even a no-op one (a ``with`` costs ~0.2 µs)
             verdict = self.policy.validate(
                 decision.raw, previous_target=previous_target, previous_status=previous_status
             )
-            _record_verdict(checked, verdict)
             if self._rules is not None and isinstance(verdict, RouteIntent):
                 refused = self._flows(verdict, decision, ctx, attempt, t0)
                 if refused is not None:
-                    record_stop(checked, refused.stop_reason)
                     return refused
+        else:
+            with ctx.spans.policy(attempt) as checked:
+                verdict = self.policy.validate(
+                    decision.raw, previous_target=previous_target, previous_status=previous_status
+                )
+                _record_verdict(checked, verdict)
+                if self._rules is not None and isinstance(verdict, RouteIntent):
+                    refused = self._flows(verdict, decision, ctx, attempt, t0)
+                    if refused is not None:
+                        record_stop(checked, refused.stop_reason)
+                        return refused
         emit = ctx.emit
         if isinstance(verdict, RouteRejection):
             if emit is not None:
@@ -263,6 +272,15 @@ class GovernedStep:
             emit(DelegationEvent(attempt, target, digest))
         if ctx.provenance is not None:
             ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
+        if ctx.tracer is None:  # the hot path, as in validate
+            try:
+                done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+            except RunStopError as stop:
+                return _stopped_by(stop, intent, attempt, t0, decision, digest)
+            result = self._observe(done, intent, attempt, t0, decision, digest, emit)
+            if self._rules is not None or ctx.provenance is not None:
+                self._record(result, ctx)
+            return result
         with ctx.spans.delegate(attempt, target, digest) as delegated:  # the worker and the check of its answer
             try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)

@@ -20,6 +20,10 @@ the end of a block, closed with :meth:`CurrentSpan.close`). Both start the span 
 and make it current with one context attach: the API's ``start_as_current_span`` wraps the same in two
 generator-based context managers, which cost more than a bare span's attach and detach (``bench/telemetry.py``).
 
+A run decides once whether it is traced: :func:`spans_for` picks its kernel spans (:data:`NO_SPANS`, whose
+methods open nothing, or :class:`TracerSpans`), which its :class:`~routegate.core.context.RunContext` carries as
+``ctx.spans``.
+
 Attribute names are in :class:`Attr`; message text is never recorded (a run's spans carry ids, routes, scores and
 stop reasons only), and an exception marks a span by its type alone — never its message.
 """
