@@ -13,6 +13,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic
 
+from opentelemetry.trace import Span
+
 from routegate._lazy import warn_old_method
 from routegate.core import stop_reasons as sr
 from routegate.core._deadline import Deadline
@@ -49,7 +51,7 @@ from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.provenance import OutputCheck, needs_sources
 from routegate.core.result import AgentResult
-from routegate.core.telemetry import Attr, decision_attributes, end_run, span, tracer
+from routegate.core.telemetry import Attr, decision_attributes, end_run, spans_for, tracer
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
@@ -58,6 +60,12 @@ logger = logging.getLogger(__name__)
 Emit = Callable[[RunEvent], None]
 MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
 _SUCCESS = Outcome.success()
+
+
+def _record_decision(routed: Span, answered: object) -> None:
+    """Mark the ``routegate.route`` span with the router's decision: its layer and scores."""
+    if isinstance(answered, RouteDecision):
+        routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
 
 
 class _Run:
@@ -73,6 +81,19 @@ class _Run:
         self.phase: sr.Phase = "route"
         self.history: list[HistoryEntry] = []
         self.trace: list[TraceEntry] = []
+
+    def ended(self, root: Span, result: AgentResult) -> None:
+        """Record how the run ended on its root span."""
+        end_run(
+            root,
+            result.stop_reason,
+            result.phase,
+            **{
+                Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
+                Attr.ATTEMPTS: len(result.trace),
+                Attr.DELEGATIONS: self.ctx.ledger.delegations,
+            },
+        )
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
@@ -223,7 +244,9 @@ class RoutingAgent(Generic[RunDepsT]):
         (when the outer run keeps one), tracer (its span sits under the outer run's open span) and ``deps``. It
         sends no events of its own. ``task`` is the step's instruction, read by routers and finalizers as
         ``RouteRequest.task`` / ``FinalizeRequest.task``. Its ``max_route_attempts`` still bounds it."""
-        ctx = RunContext(outer.deps, outer.run_id, outer.deadline, outer.ledger, None, outer.tracer, outer.provenance)
+        ctx = RunContext(
+            outer.deps, outer.run_id, outer.deadline, outer.ledger, None, outer.tracer, outer.provenance, outer.spans
+        )
         return await self._execute(goal, {}, outer.deps, None, ctx, task)
 
     # -- the loop --------------------------------------------------------------------------------------------
@@ -240,35 +263,23 @@ class RoutingAgent(Generic[RunDepsT]):
         if within is None:
             budget = self.budget
             # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
+            active = tracer()  # the run's one question about tracing: its spans follow from the answer
             ctx = RunContext(
                 deps,
                 new_run_id(),
                 time.monotonic() + budget.max_seconds,
                 DelegationLedger(budget.max_delegations),
                 emit,
-                tracer(),
+                active,
+                None,
+                spans_for(active),
             )
         else:
             ctx = within
         run = _Run(goal if isinstance(goal, str) else "", ctx, task)
         # a run of its own answers to its own timer; a nested one to the outer run's
         body = self._bounded if within is None else self._loop
-        tr = ctx.tracer
-        if tr is None:
-            result = await body(run, goal, context)
-        else:
-            with span(tr, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}) as root:
-                result = await body(run, goal, context)
-                end_run(
-                    root,
-                    result.stop_reason,
-                    result.phase,
-                    **{
-                        Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
-                        Attr.ATTEMPTS: len(result.trace),
-                        Attr.DELEGATIONS: ctx.ledger.delegations,
-                    },
-                )
+        result = await ctx.spans.run(ctx.run_id, body(run, goal, context), run.ended)
         logger.info(
             "run %s route=%s stop_reason=%s latency_ms=%.2f",
             result.run_id,
@@ -302,7 +313,7 @@ class RoutingAgent(Generic[RunDepsT]):
             return _refused_goal(run, goal, bad_goal)
         budget = self.budget
         history, trace, ctx = run.history, run.trace, run.ctx
-        tr = ctx.tracer
+        spans = ctx.spans
         if self._tracks:  # the step's instruction, like the caller's context, is configuration
             self.step.admit(ctx, goal, context if run.task is None else {"task": run.task}, always=True)
         observe = self.on_refusal == "observe"
@@ -326,15 +337,8 @@ class RoutingAgent(Generic[RunDepsT]):
                 task=run.task,
             )
             try:
-                if tr is None and self._router_ctx is None:
-                    answered: object = await self.router.decide(request)
-                elif tr is None:
-                    answered = await self._decide(request, ctx)
-                else:
-                    with span(tr, "routegate.route", {Attr.ATTEMPT: attempt}) as routed:
-                        answered = await self._decide(request, ctx)
-                        if isinstance(answered, RouteDecision) and routed.is_recording():
-                            routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
+                decided = self.router.decide(request) if self._router_ctx is None else self._decide(request, ctx)
+                answered: object = await spans.route(attempt, decided, _record_decision)
             except Exception as exc:  # RunStopError included: Run.failed tells a stop from a fault
                 return run.failed(exc)
             # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
@@ -415,14 +419,10 @@ class RoutingAgent(Generic[RunDepsT]):
         run.phase = "finalize"
         request = FinalizeRequest(goal, route.target, tuple(run.history), context, run.task)
         try:
-            tr = run.ctx.tracer
-            if tr is None and self._finalizer_ctx is None:
-                answer: object = await self.finalizer.finalize(request)
-            elif tr is None:
-                answer = await self._finish(request, run.ctx)
-            else:
-                with span(tr, "routegate.finalize"):
-                    answer = await self._finish(request, run.ctx)
+            finishing = (
+                self.finalizer.finalize(request) if self._finalizer_ctx is None else self._finish(request, run.ctx)
+            )
+            answer: object = await run.ctx.spans.finalize(finishing)
         except Exception as exc:
             return run.failed(exc, route=route)
         extra: Mapping[str, Any] = {}

@@ -13,7 +13,10 @@ router cannot set it and a model never sees it. The context holds:
 * ``provenance`` — the run's :class:`~routegate.core.provenance.ProvenanceLedger` (what entered the run, by
   source), kept only when a worker declares flow rules (``None`` otherwise);
 * ``tracer`` — the OpenTelemetry tracer the run's spans go to (``None`` when no tracer provider is installed:
-  then no span is opened; see :mod:`routegate.core.telemetry`).
+  then no span is opened; see :mod:`routegate.core.telemetry`);
+* ``spans`` — the run's own spans (route, policy, delegate, finalize), decided once from ``tracer`` when the run
+  starts: :data:`~routegate.core.telemetry.NO_SPANS`, whose methods open nothing, when it is ``None``. A context
+  built by hand keeps the no-op default: a runtime's governed steps then open no span.
 
 This replaces hidden channels (context variables, magic keys in a mapping): what a part needs from the run, it
 declares.
@@ -35,7 +38,7 @@ from opentelemetry.trace import Tracer
 from typing_extensions import TypeVar
 
 from routegate.core.contracts import Budget, DelegationLedger
-from routegate.core.telemetry import tracer
+from routegate.core.telemetry import NO_SPANS, Spans, spans_for, tracer
 
 if TYPE_CHECKING:
     from routegate.core.provenance import ProvenanceLedger
@@ -65,6 +68,7 @@ class RunContext(Generic[DepsT]):
     emit: Callable[[Any], None] | None = None
     tracer: Tracer | None = None
     provenance: ProvenanceLedger | None = None
+    spans: Spans = NO_SPANS
 
     @classmethod
     def start(
@@ -76,13 +80,16 @@ class RunContext(Generic[DepsT]):
         run_id: str | None = None,
     ) -> RunContext[DepsT]:
         """The context of a run starting now under ``budget`` (its deadline and delegation ledger)."""
+        active = tracer()
         return cls(
             deps,
             run_id or new_run_id(),
             time.monotonic() + budget.max_seconds,
             DelegationLedger(budget.max_delegations),
             emit,
-            tracer(),
+            active,
+            None,
+            spans_for(active),
         )
 
     def remaining(self) -> float:

@@ -62,7 +62,7 @@ from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import FlowRules, ProvenanceLedger
-from routegate.core.telemetry import Attr, record_stop, span
+from routegate.core.telemetry import Attr, record_stop
 from routegate.errors import RunStopError
 
 OnRefusal = Literal["end", "observe"]
@@ -207,13 +207,16 @@ class GovernedStep:
         t0 = _perf() if started is None else started
         previous_target = previous.route.target if previous is not None else None
         previous_status = previous.status if previous is not None else None
-        tr = ctx.tracer
-        if tr is None:
+        if ctx.tracer is None:  # the hot path: no span, not even a no-op one (a ``with`` costs ~0.2 µs)
             verdict = self.policy.validate(
                 decision.raw, previous_target=previous_target, previous_status=previous_status
             )
+            if self._rules is not None and isinstance(verdict, RouteIntent):
+                refused = self._flows(verdict, decision, ctx, attempt, t0)
+                if refused is not None:
+                    return refused
         else:
-            with span(tr, "routegate.policy", {Attr.ATTEMPT: attempt}) as checked:
+            with ctx.spans.policy(attempt) as checked:
                 verdict = self.policy.validate(
                     decision.raw, previous_target=previous_target, previous_status=previous_status
                 )
@@ -229,10 +232,6 @@ class GovernedStep:
                 emit(DecisionEvent(attempt, decision, None, verdict.stop_reason))
             entry = _entry(attempt, None, t0, decision, "route", None, verdict.stop_reason)
             return Stopped(Outcome(False, verdict.stop_reason, "route", verdict.message), entry, raw=decision.raw)
-        if tr is None and self._rules is not None:
-            refused = self._flows(verdict, decision, ctx, attempt, t0)
-            if refused is not None:
-                return refused
         if emit is not None:
             emit(DecisionEvent(attempt, decision, verdict))
         return verdict
@@ -273,8 +272,7 @@ class GovernedStep:
             emit(DelegationEvent(attempt, target, digest))
         if ctx.provenance is not None:
             ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
-        tr = ctx.tracer
-        if tr is None:
+        if ctx.tracer is None:  # the hot path, as in validate
             try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
             except RunStopError as stop:
@@ -283,8 +281,7 @@ class GovernedStep:
             if self._rules is not None or ctx.provenance is not None:
                 self._record(result, ctx)
             return result
-        attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
-        with span(tr, "routegate.delegate", attributes) as delegated:  # the worker and the check of its answer
+        with ctx.spans.delegate(attempt, target, digest) as delegated:  # the worker and the check of its answer
             try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
             except RunStopError as stop:

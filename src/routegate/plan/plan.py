@@ -36,7 +36,7 @@ from routegate.core.contracts import Budget
 from routegate.core.events import FinalEvent
 from routegate.core.result import OutputT
 from routegate.core.stop_reasons import MAX_ITERATIONS, MAX_SECONDS
-from routegate.core.telemetry import record_stop, tracer
+from routegate.core.telemetry import record_stop, spans_for, tracer
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan._compiled import (
     ASYNC,
@@ -295,7 +295,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             else:
                 deadline = _monotonic() + max_seconds
         elif self._wants_ctx:
-            ctx = RunContext(deps, emit=emit, tracer=tr)
+            ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr))
         run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
         return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
 

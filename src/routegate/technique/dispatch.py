@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Self, runtime_checkable
 
+from opentelemetry.trace import Span
 from pydantic import BaseModel
 from typing_extensions import deprecated
 
@@ -57,7 +58,7 @@ from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import From
 from routegate.core.result import RunResult
-from routegate.core.telemetry import Attr, end_run, span
+from routegate.core.telemetry import Attr, end_run
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.technique._guard import (
@@ -371,19 +372,20 @@ class TechniqueDispatcher:
             ctx.provenance = context.provenance  # one run, one ledger
         run.run_id = ctx.run_id
         self.step.admit(ctx, request, config)
-        tr = ctx.tracer
-        if tr is None:
-            return await self._bounded(run, handler, classified, ctx)
-        attributes: dict[str, str | int] = {
-            Attr.RUNTIME: "dispatch",
-            Attr.RUN_ID: ctx.run_id,
-            Attr.PARTS: len(classified.items()),
-            Attr.OUTPUT_KIND: classified.kind.value,
-        }
-        with span(tr, "routegate.dispatch", attributes) as root:
-            result = await self._bounded(run, handler, classified, ctx)
+
+        def attributes() -> dict[str, str | int]:
+            return {
+                Attr.RUNTIME: "dispatch",
+                Attr.RUN_ID: ctx.run_id,
+                Attr.PARTS: len(classified.items()),
+                Attr.OUTPUT_KIND: classified.kind.value,
+            }
+
+        def ended(root: Span, result: DispatchResult) -> None:
             end_run(root, result.stop_reason, result.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
-            return result
+
+        work = self._bounded(run, handler, classified, ctx)
+        return await ctx.spans.root("routegate.dispatch", attributes, work, ended)
 
     async def _bounded(
         self, run: _Dispatch, handler: TechniqueHandler, classified: ClassifiedOutput, ctx: RunContext[Any]

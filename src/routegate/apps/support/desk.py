@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, Literal
 
+from opentelemetry.trace import Span
+
 from routegate._extras import needs
 from routegate._lazy import warn_old_method
 from routegate.core._faults import fault_message
@@ -67,7 +69,7 @@ from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.provenance import From
 from routegate.core.stop_reasons import Phase
-from routegate.core.telemetry import Attr, end_run, span
+from routegate.core.telemetry import NO_SPANS, Attr, end_run
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
@@ -295,18 +297,16 @@ class SupportAgent:
 
     async def run_turn(self, turn: Turn) -> TurnResult:
         """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`iter`)."""
-        tr = turn.run.tracer if turn.run is not None else None
-        if tr is None:
-            return await self._bounded(turn)
-        attributes = {
-            Attr.RUNTIME: "desk",
-            Attr.RUN_ID: turn.run.run_id if turn.run is not None else "",
-            Attr.SESSION: hashlib.sha256(turn.session_id.encode()).hexdigest()[:16],  # hashed: never the id itself
-        }
-        with span(tr, "routegate.turn", attributes) as root:
-            final = await self._bounded(turn)
-            end_run(root, final.stop_reason, final.phase, **{Attr.ROUTE: final.route})
-            return final
+        spans = turn.run.spans if turn.run is not None else NO_SPANS
+
+        def attributes() -> dict[str, str]:
+            return {
+                Attr.RUNTIME: "desk",
+                Attr.RUN_ID: turn.run.run_id if turn.run is not None else "",
+                Attr.SESSION: hashlib.sha256(turn.session_id.encode()).hexdigest()[:16],  # hashed: never the id
+            }
+
+        return await spans.root("routegate.turn", attributes, self._bounded(turn), _turn_ended)
 
     async def _bounded(self, turn: Turn) -> TurnResult:
         started = time.perf_counter()
@@ -425,6 +425,10 @@ class SupportAgent:
             phase=phase,
             message=why,
         )
+
+
+def _turn_ended(root: Span, final: TurnResult) -> None:
+    end_run(root, final.stop_reason, final.phase, **{Attr.ROUTE: final.route})
 
 
 def _unavailable(exc: Exception) -> TurnError:
