@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
 
 from routegate.core import (
     Budget,
@@ -29,10 +28,10 @@ from routegate.core import (
     worker,
 )
 from routegate.errors import ConfigurationError
-from routegate.technique import DispatchResult, OutputKind, TechniqueDispatcher, TechniqueRouter
+from routegate.technique import DispatchResult, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, technique_worker
-from routegate.technique.types import TechniqueItem, ToolCallRequest
 from routegate.testing import ScriptedRouter
+from technique._handlers import McpToolHandler
 
 ATTACKER = "XX98 ATTK 0000 6666 1313 77"
 FRIEND = "DE89 3704 0044 0532 0130 00"
@@ -43,19 +42,10 @@ READ = "mcp:bank/read_file"
 
 
 @dataclass
-class BankTools:
+class BankTools(McpToolHandler):
     """A tool-call handler for ``mcp:bank/<tool>``: ``read_file`` returns a hostile text, ``send_money`` records."""
 
     sent: list[dict[str, Any]] = field(default_factory=list)
-    kind: OutputKind = OutputKind.TOOL_CALL
-    prefix: str = "mcp"
-
-    def route(self, item: TechniqueItem) -> tuple[str, dict[str, Any]]:
-        assert isinstance(item, ToolCallRequest)
-        return f"mcp:{item.qualified_name}", dict(item.arguments)
-
-    def schema(self, target: str) -> type[BaseModel] | None:
-        return None
 
     def worker(self, target: str) -> Worker | None:
         sent = self.sent

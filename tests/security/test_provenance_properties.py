@@ -17,11 +17,10 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
 from routegate.core import From, ProvenanceLedger, Sensitive, Worker
-from routegate.technique import OutputKind, TechniqueDispatcher, TechniqueRouter
-from routegate.technique.types import TechniqueItem, ToolCallRequest
+from routegate.technique import TechniqueDispatcher, TechniqueRouter
+from technique._handlers import McpToolHandler
 
 SEND = "mcp:bank/send"
 token = st.text(alphabet=string.ascii_uppercase + string.digits, min_size=8, max_size=16)
@@ -32,17 +31,8 @@ json_value = st.recursive(
 
 
 @dataclass
-class Recorder:
+class Recorder(McpToolHandler):
     calls: list[dict[str, Any]] = field(default_factory=list)
-    kind: OutputKind = OutputKind.TOOL_CALL
-    prefix: str = "mcp"
-
-    def route(self, item: TechniqueItem) -> tuple[str, dict[str, Any]]:
-        assert isinstance(item, ToolCallRequest)
-        return f"mcp:{item.qualified_name}", dict(item.arguments)
-
-    def schema(self, target: str) -> type[BaseModel] | None:
-        return None
 
     def worker(self, target: str) -> Worker | None:
         calls = self.calls

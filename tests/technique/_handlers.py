@@ -13,16 +13,10 @@ from routegate.technique import OutputKind
 from routegate.technique.types import TechniqueItem, ToolCallRequest
 
 
-@dataclass
-class RecordingToolHandler:
-    """A tool-call handler (``mcp:<server>/<tool>``) whose workers append their arguments to ``calls``.
+class McpToolHandler:
+    """The routing half every test tool-call handler shares: ``mcp:<server>/<tool>`` targets, the call's arguments
+    as given, no schema of its own. A subclass says what each target's worker does."""
 
-    ``fn`` replaces what a worker does after recording (a function that raises, for instance). Targets on
-    server ``z`` have no worker (``route_missing``).
-    """
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    fn: Callable[..., Any] | None = None
     kind: OutputKind = OutputKind.TOOL_CALL
     prefix: str = "mcp"
 
@@ -32,6 +26,18 @@ class RecordingToolHandler:
 
     def schema(self, target: str) -> type[BaseModel] | None:
         return None
+
+
+@dataclass
+class RecordingToolHandler(McpToolHandler):
+    """A tool-call handler (``mcp:<server>/<tool>``) whose workers append their arguments to ``calls``.
+
+    ``fn`` replaces what a worker does after recording (a function that raises, for instance). Targets on
+    server ``z`` have no worker (``route_missing``).
+    """
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    fn: Callable[..., Any] | None = None
 
     def worker(self, target: str) -> Worker | None:
         if target.startswith("mcp:z/"):
