@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli._env import offline_env
 from cli._tty import CTRL_C, CTRL_D, Terminal
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
@@ -35,8 +36,7 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.fixture
 def chat(tmp_path: Path) -> Iterator[Terminal]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ROUTEGATE_", "DATABASE_URL"))}
-    env["ROUTEGATE_DATA_DIR"] = str(tmp_path / "data")
+    env = offline_env(tmp_path / "data")
     with Terminal([sys.executable, "-c", CHAT_ON_FAKE_DESK, "chat"], env=env) as terminal:
         terminal.read_until(b"you> ")
         yield terminal

@@ -5,7 +5,6 @@ routegate's. Checked from outside: a real process (at a terminal for the confirm
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from cli._env import RUN_CLI, offline_env
 from cli._tty import Terminal
 from routegate.apps.support.db import EmbeddedPostgres
-
-RUN_CLI = "import sys; from routegate.cli import main; sys.exit(main())"
 
 
 @pytest.fixture
@@ -32,15 +30,10 @@ def data_dir() -> Iterator[Path]:
     shutil.rmtree(path.parent, ignore_errors=True)
 
 
-def env_for(data_dir: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ROUTEGATE_", "DATABASE_URL"))}
-    return {**clean, "ROUTEGATE_DATA_DIR": str(data_dir)}
-
-
 def run(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", RUN_CLI, *args],
-        env=env_for(data_dir),
+        env=offline_env(data_dir),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -66,7 +59,7 @@ def test_data_reset_needs_a_confirmation(data_dir: Path) -> None:
     done = run(["data", "reset"], data_dir)  # standard input is not a terminal: nobody to ask
     assert done.returncode == 2 and "pass --yes" in done.stderr
     assert data_dir.is_dir()
-    env = env_for(data_dir)
+    env = offline_env(data_dir)
     with Terminal([sys.executable, "-c", RUN_CLI, "data", "reset"], env=env) as terminal:
         assert b"? [y/N] " in terminal.read_until(b"[y/N] ")
         terminal.type(b"n\r")

@@ -5,7 +5,6 @@ a real process with raw bytes in argv, its exit status, its stdout and stderr.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,24 +13,20 @@ import psycopg
 import pytest
 
 import routegate.cli.triage as triage_cli
+from cli._env import RUN_CLI, go_offline, offline_env
 from routegate.cli import main
 from routegate.errors import RuntimeFaultError
 from routegate.testing import ScriptedOpenAIServer
 
-RUN_CLI = "import sys; from routegate.cli import main; sys.exit(main())"
-
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ROUTEGATE_", "DATABASE_URL"))}
-    return {**clean, "ROUTEGATE_DATA_DIR": str(tmp_path / "data")}
+    return offline_env(tmp_path / "data")
 
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL", "ROUTEGATE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path / "data"))
+    go_offline(monkeypatch, tmp_path / "data")
 
 
 def _run(args: list[str | bytes], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

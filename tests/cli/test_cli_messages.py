@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import routegate.cli.support as support_cli
+from cli._env import go_offline
 from routegate.cli import main
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, InvalidMessageError, check_message
 from routegate.server.testing import FakeSupportDesk
@@ -22,9 +23,7 @@ from routegate.server.testing import FakeSupportDesk
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL", "ROUTEGATE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path / "data"))
+    go_offline(monkeypatch, tmp_path / "data")
 
 
 @pytest.fixture

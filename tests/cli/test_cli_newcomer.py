@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -16,26 +15,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import routegate.embed
+from cli._env import RUN_CLI, go_offline, offline_env
 from routegate.cli import build_parser, main
 from routegate.errors import ConfigurationError
 from routegate.routers.data import parse_examples
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_CLI = "import sys; from routegate.cli import main; sys.exit(main())"
 CLINC_TRAIN = ROOT / "examples" / "clinc150" / "train.jsonl"
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ROUTEGATE_", "DATABASE_URL"))}
-    return {**clean, "ROUTEGATE_DATA_DIR": str(tmp_path / "data")}
+    return offline_env(tmp_path / "data")
 
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL", "ROUTEGATE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path / "data"))
+    go_offline(monkeypatch, tmp_path / "data")
 
 
 def run(args: list[str], env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:

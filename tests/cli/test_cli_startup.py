@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from cli._env import offline_env
 from routegate.cli import COMMAND_MODULES
 
 NEVER_FOR_ASK = ("openai", "fastapi", "starlette", "uvicorn", "streamlit", "httpx", "sklearn")
@@ -56,15 +57,10 @@ _MODULES_AFTER = (
 )
 
 
-def _offline_env(data_dir: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ROUTEGATE_", "DATABASE_URL"))}
-    return {**clean, "ROUTEGATE_DATA_DIR": str(data_dir)}
-
-
 def run_cli(args: list[str], data_dir: Path, modules_file: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     done = subprocess.run(
         [sys.executable, "-c", _MODULES_AFTER, str(modules_file), *args],
-        env=_offline_env(data_dir),
+        env=offline_env(data_dir),
         capture_output=True,
         text=True,
         timeout=300,
@@ -85,7 +81,7 @@ def test_building_the_parser_imports_no_command_machinery(tmp_path: Path) -> Non
         "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], env=_offline_env(tmp_path), capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], env=offline_env(tmp_path), capture_output=True, text=True, check=True
     )
     modules = set(json.loads(done.stdout))
     assert set(COMMAND_MODULES) <= modules  # every command registered...
@@ -102,7 +98,7 @@ def test_the_lazy_packages_still_export_every_name(tmp_path: Path) -> None:
         "'all': support.__all__, 'dir': sorted(set(dir(support)) & set(support.__all__))}))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], env=_offline_env(tmp_path), capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], env=offline_env(tmp_path), capture_output=True, text=True, check=True
     )
     seen = json.loads(done.stdout)
     assert loaded(set(seen["before"]), ("psycopg", "sqlglot", "numpy", "openai")) == []  # importing is cheap
@@ -111,7 +107,7 @@ def test_the_lazy_packages_still_export_every_name(tmp_path: Path) -> None:
 
 def test_version_is_read_when_asked(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "routegate", "--version"], env=_offline_env(tmp_path), capture_output=True, text=True
+        [sys.executable, "-m", "routegate", "--version"], env=offline_env(tmp_path), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("routegate ") and done.stdout.split()[1][0].isdigit()
@@ -125,7 +121,7 @@ def prepared_data_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="routegate-startup-"))
     done = subprocess.run(
         [sys.executable, "-m", "routegate", "ask", "How do I reset my password?"],
-        env=_offline_env(path),
+        env=offline_env(path),
         capture_output=True,
         text=True,
         timeout=300,
@@ -219,7 +215,7 @@ def test_ask_attaches_to_a_running_server_and_leaves_it_running(prepared_data_di
             "sys.stdin.read(); server.stop()",
             str(prepared_data_dir / "support-pg"),
         ],
-        env=_offline_env(prepared_data_dir),
+        env=offline_env(prepared_data_dir),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -250,7 +246,7 @@ def test_sigterm_while_the_desk_is_still_loading_leaves_no_server(prepared_data_
     assert postgres_of(prepared_data_dir) == []
     proc = subprocess.Popen(
         [sys.executable, "-m", "routegate", "ask", RULES_QUESTION],
-        env=_offline_env(prepared_data_dir),
+        env=offline_env(prepared_data_dir),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

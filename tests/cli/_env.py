@@ -1,0 +1,25 @@
+"""How the CLI tests run the real command: in a process of its own (``RUN_CLI``), offline — no model, no database
+URL, no routegate settings from the caller's environment — with a data directory of the test's own."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+RUN_CLI = "import sys; from routegate.cli import main; sys.exit(main())"
+_CALLERS_SETTINGS = ("OPENAI_", "ROUTEGATE_", "DATABASE_URL")
+
+
+def offline_env(data_dir: Path) -> dict[str, str]:
+    """This process's environment without the caller's model, database and routegate settings, for a CLI process."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_CALLERS_SETTINGS)}
+    return {**clean, "ROUTEGATE_DATA_DIR": str(data_dir)}
+
+
+def go_offline(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    """The same for the CLI run in this process (``main([...])``)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL", "ROUTEGATE_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(data_dir))
