@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
+from core_overhead import GOAL, time_async  # the same request and timing loop as the governed-loop figure
 from routegate.core import (
     Budget,
     FinalizeRequest,
@@ -38,7 +39,6 @@ from routegate.technique import OutputKind, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.types import TechniqueItem, ToolCallRequest
 from routegate.testing.injection import DEFENSES, SUITES, measure
 
-GOAL = "User Anna (user_id=42) asks: can I get a refund for my pro_monthly subscription charged 10 days ago?"
 DECISION = {"kind": "route", "target": "billing", "args": {"ticket": GOAL}}
 
 
@@ -71,17 +71,6 @@ def build(args_model: type[WorkerArgs]) -> RoutingAgent:
         finalizer=TrivialFinalizer(),
         budget=Budget(max_route_attempts=3, max_delegations=3, max_seconds=60),
     )
-
-
-async def time_async(agent: RoutingAgent, runs: int, repeats: int) -> float:
-    """Best-of-``repeats`` mean µs per run."""
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(runs):
-            await agent.arun(GOAL)
-        samples.append((time.perf_counter() - started) / runs * 1e6)
-    return min(samples)
 
 
 @dataclass
