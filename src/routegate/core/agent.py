@@ -22,12 +22,11 @@ from routegate.core._faults import fault_message
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.compose import GroundedComposer
-from routegate.core.context import RunContext, RunDepsT, context_parameter, new_run_id
+from routegate.core.context import RunContext, RunDepsT, context_parameter
 from routegate.core.contracts import (
     ABSENT,
     OBSERVATION_STATUSES,
     Budget,
-    DelegationLedger,
     HistoryEntry,
     RouteIntent,
     RouteSpec,
@@ -51,7 +50,7 @@ from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.provenance import OutputCheck, needs_sources
 from routegate.core.result import AgentResult
-from routegate.core.telemetry import Attr, decision_attributes, end_run, spans_for, tracer
+from routegate.core.telemetry import Attr, decision_attributes, end_run
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 
@@ -260,22 +259,7 @@ class RoutingAgent(Generic[RunDepsT]):
         task: str | None = None,
     ) -> AgentResult:
         """The run; ``within``: the context of the outer run this one is part of (no deadline of its own)."""
-        if within is None:
-            budget = self.budget
-            # RunContext.start(deps, budget, emit=emit), inlined: this runs once per request
-            active = tracer()  # the run's one question about tracing: its spans follow from the answer
-            ctx = RunContext(
-                deps,
-                new_run_id(),
-                time.monotonic() + budget.max_seconds,
-                DelegationLedger(budget.max_delegations),
-                emit,
-                active,
-                None,
-                spans_for(active),
-            )
-        else:
-            ctx = within
+        ctx = RunContext.start(deps, self.budget, emit=emit) if within is None else within
         run = _Run(goal if isinstance(goal, str) else "", ctx, task)
         # a run of its own answers to its own timer; a nested one to the outer run's
         body = self._bounded if within is None else self._loop
