@@ -109,3 +109,30 @@ def test_the_checkpoint_code_reads_the_plan_through_its_shape_only() -> None:
         assert "routegate.plan._compiled" not in imported, module
         assert "routegate.plan.plan" not in imported, module
         assert "routegate.plan._shape" in imported, module
+
+
+async def test_a_deadline_stop_reports_the_phase_of_the_step_it_cut_off() -> None:
+    """A routing runtime built as a plan names its steps' phases: the one deadline handler reports the phase of
+    the step the timer cut off (and of the step about to run when the deadline passed between steps)."""
+    import asyncio
+
+    async def hang(value: str) -> str:
+        await asyncio.Event().wait()  # never set: only the deadline ends this step
+        return value
+
+    plan = Plan(
+        Step(lambda text: text, name="route", phase="route"),
+        Step(hang, name="work", phase="delegate"),
+        budget=Budget(max_seconds=0.05),
+    )
+    result = await plan.arun("x")
+    assert (result.stop_reason, result.phase) == ("max_seconds", "delegate")
+    assert result.path == ("route", "work") and "step 'work' was cut off" in result.message
+    assert (await Plan(Step(hang, name="plain"), budget=Budget(max_seconds=0.05)).arun("x")).phase == "step"
+
+
+def test_a_step_phase_outside_the_runtime_phases_is_refused_when_the_plan_is_built() -> None:
+    from routegate.plan import PlanCompileError
+
+    with pytest.raises(PlanCompileError, match=r"Step 'x': phase= must be one of route, delegate, finalize, step"):
+        Step(lambda v: v, name="x", phase="validate")  # type: ignore[arg-type]

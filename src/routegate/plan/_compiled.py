@@ -74,6 +74,7 @@ class Compiled:
         "kind",
         "name",
         "out_cls",
+        "phase",
         "rejoin",
         "rejoin_why",
         "routes",
@@ -97,6 +98,7 @@ class Compiled:
         self.task = step.task
         self.sources = step.sources
         self.writes = step.writes
+        self.phase = step.phase
         self.kind: Kind = SYNC
         self.direct = True
         self.ctx_param: str | None = None  # the target's RunContext parameter

@@ -719,7 +719,8 @@ class _Run:
     def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
         """The one deadline handler: the run's ``max_seconds`` passed before step ``at`` ran, or while it ran —
         the timer cancelled it: then ``started`` is when the run started, and the step (every member of its
-        band) gets an envelope with the stop."""
+        band) gets an envelope with the stop. The stop's phase is the step's ``phase`` (``"step"`` unless the
+        plan is a routing runtime that names its steps' phases)."""
         assert self.deadline is not None and self.max_seconds is not None
         compiled = self.plan._compiled
         step = compiled[at]
@@ -739,7 +740,8 @@ class _Run:
                 f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s; step {names} was cut off "
                 f"(path so far: {path})"
             )
-        info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase="step"), "step")
+        phase = step.phase
+        info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase=phase), phase)
         if cut:
             step_ms = max(elapsed * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
             for member in cut:

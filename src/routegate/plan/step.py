@@ -11,6 +11,7 @@ from typing import Any, Literal, cast, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter
 from typing_extensions import is_typeddict  # knows typing's and typing_extensions' TypedDict
 
+from routegate.core.stop_reasons import Phase
 from routegate.plan.errors import PlanCompileError
 from routegate.plan.sentinels import FromPrev, FromStart, FromStep, Sentinel, from_prev
 
@@ -38,6 +39,8 @@ class Step:
     * ``writes="key"`` — store the step's payload under ``key`` in the plan's :class:`~routegate.plan.Store`.
     * ``parallel=True`` — consecutive parallel steps form a band that runs concurrently; no routing on them.
     * ``sources`` — objects rendered into an LLM step's prompt (``.text()``) and handed to step targets.
+    * ``phase`` — the phase a run's deadline stop reports while this step runs or is next: ``"step"`` (the
+      default), or ``"route"`` / ``"delegate"`` / ``"finalize"`` for a plan that is a routing runtime.
     """
 
     __slots__ = (
@@ -47,6 +50,7 @@ class Step:
         "name",
         "output",
         "parallel",
+        "phase",
         "route_values",
         "routes",
         "routes_by",
@@ -70,6 +74,7 @@ class Step:
         writes: str | None = None,
         parallel: bool = False,
         sources: Iterable[Any] = (),
+        phase: Phase = "step",
     ) -> None:
         self.target = target
         self.name: str = _step_name(target, name)
@@ -99,6 +104,9 @@ class Step:
         if isinstance(sources, str | bytes):
             raise PlanCompileError(f"{where}: sources= takes a list of objects, not a string")
         self.sources: tuple[Any, ...] = tuple(sources)
+        if phase not in get_args(Phase):
+            raise PlanCompileError(f"{where}: phase= must be one of {', '.join(get_args(Phase))}, got {phase!r}")
+        self.phase: Phase = phase
 
         self.output = output
         self.adapter: TypeAdapter[Any] | None = None
