@@ -15,7 +15,7 @@ output kind). Code that only needs to know whether a run succeeded, why it stopp
 ``RunResult`` and works with all of them.
 
 These are plain ``slots`` classes, not frozen dataclasses: one is built on every run, and a frozen dataclass pays
-about 1.3k instructions per field at construction (see docs/architecture.md). Treat them as read-only.
+about 1.3k instructions per field at construction (see docs/design-decisions.md). Treat them as read-only.
 """
 
 from __future__ import annotations

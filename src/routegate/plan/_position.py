@@ -23,7 +23,7 @@ class Position:
     """A run before step ``at`` runs.
 
     A plain ``slots`` dataclass, not a frozen one, like the other values built on every step or run
-    (docs/architecture.md): frozen construction costs about 0.5 µs more, and a durable run builds one before every
+    (docs/design-decisions.md): frozen construction costs about 0.5 µs more, and a durable run builds one before every
     step. Treat it as read-only: the interpreter builds a new one each time, and the checkpoint reads it at once.
 
     * ``at`` — the index of the step (or first member of the parallel band) about to run;
