@@ -63,7 +63,7 @@ def cycles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("routegate", exclude_type_checking_imports=True)
+    return grimp.build_graph("routegate", exclude_type_checking_imports=True, cache_dir=None)
 
 
 def test_no_import_cycle_in_src_but_the_named_ones(graph: grimp.ImportGraph) -> None:
