@@ -40,10 +40,23 @@ def _user_id(ticket: str) -> int:
     return int(found.group(1)) if found else DEFAULT_USER_ID
 
 
+def _not_mine(domain: str) -> dict[str, Any]:
+    """A specialist's answer to a ticket outside its domain: the router should choose again."""
+    return {"status": "needs_reroute", "reason": f"ticket_not_{domain}", "domain": domain}
+
+
+def _answer(ticket: str, domain: str, words: tuple[str, ...], result: dict[str, Any]) -> dict[str, Any]:
+    """A specialist's answer: ``result`` when ``ticket`` mentions one of ``words`` (its domain), else
+    :func:`_not_mine`."""
+    if not _mentions(ticket, words):
+        return _not_mine(domain)
+    return {"status": "done", "domain": domain, "result": result}
+
+
 @worker(args=TicketArgs, inline=True, description="Handle refunds, charges, invoices, and billing policy")
 def billing_specialist(ticket: str) -> dict[str, Any]:
     if not _mentions(ticket, ("refund", "charge", "billing", "invoice")):
-        return {"status": "needs_reroute", "reason": "ticket_not_billing", "domain": "billing"}
+        return _not_mine("billing")
     user_id = _user_id(ticket)
     user, account = USERS.get(user_id), BILLING.get(user_id)
     if user is None or account is None:
@@ -65,34 +78,19 @@ def billing_specialist(ticket: str) -> dict[str, Any]:
 
 @worker(args=TicketArgs, inline=True, description="Handle errors, incidents, API issues, and outages")
 def technical_specialist(ticket: str) -> dict[str, Any]:
-    if not _mentions(ticket, ("error", "bug", "incident", "api", "latency")):
-        return {"status": "needs_reroute", "reason": "ticket_not_technical", "domain": "technical"}
-    return {
-        "status": "done",
-        "domain": "technical",
-        "result": {
-            "incident_id": "INC-4021",
-            "service": "public-api",
-            "state": "mitigated",
-            "next_update_in_minutes": 30,
-        },
-    }
+    incident = {"incident_id": "INC-4021", "service": "public-api", "state": "mitigated", "next_update_in_minutes": 30}
+    return _answer(ticket, "technical", ("error", "bug", "incident", "api", "latency"), incident)
 
 
 @worker(args=TicketArgs, inline=True, description="Handle pricing, plan recommendations, and quotes")
 def sales_specialist(ticket: str) -> dict[str, Any]:
-    if not _mentions(ticket, ("price", "pricing", "quote", "plan", "discount")):
-        return {"status": "needs_reroute", "reason": "ticket_not_sales", "domain": "sales"}
-    return {
-        "status": "done",
-        "domain": "sales",
-        "result": {
-            "recommended_plan": "team_plus",
-            "currency": "USD",
-            "monthly_price_usd": 199.0,
-            "reason": "Best fit for teams that need priority support and usage controls.",
-        },
+    quote = {
+        "recommended_plan": "team_plus",
+        "currency": "USD",
+        "monthly_price_usd": 199.0,
+        "reason": "Best fit for teams that need priority support and usage controls.",
     }
+    return _answer(ticket, "sales", ("price", "pricing", "quote", "plan", "discount"), quote)
 
 
 SPECIALISTS = (billing_specialist, technical_specialist, sales_specialist)

@@ -95,23 +95,6 @@ class Checkpoints(Protocol):
     def close(self) -> None: ...
 
 
-def open_checkpoints(db: str | os.PathLike[str] | None) -> Checkpoints:
-    """The backend for ``Store(db=...)``: memory for ``None``, PostgreSQL for a ``postgresql://`` URL, else a
-    SQLite file path."""
-    if db is None:
-        return MemoryCheckpoints()
-    text = os.fspath(db)
-    if text.startswith(("postgresql://", "postgres://")):
-        from routegate.plan._pg import PostgresCheckpoints
-
-        return PostgresCheckpoints(text)
-    if not text or text == ":memory:":
-        raise ValueError(
-            f"Store(db={text!r}): give a SQLite file path or a postgresql:// URL; for an in-memory store use Store()"
-        )
-    return SqliteCheckpoints(text)
-
-
 def dumps(state: dict[str, Any]) -> str:
     return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
 

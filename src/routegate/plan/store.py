@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from routegate.plan._signature import signing_key as signing_key_bytes
-from routegate.plan.checkpoint import Checkpoints, open_checkpoints
+from routegate.plan.checkpoint import Checkpoints, MemoryCheckpoints, SqliteCheckpoints
 from routegate.plan.envelope import payload_text
 
 
@@ -109,3 +109,20 @@ class Store:
                 db = db.split("://", 1)[0] + "://…"
             return f"Store({self._data!r}, db={db!r})"
         return f"Store({self._data!r})"
+
+
+def open_checkpoints(db: str | os.PathLike[str] | None) -> Checkpoints:
+    """The backend for ``Store(db=...)``: memory for ``None``, PostgreSQL for a ``postgresql://`` URL, else a
+    SQLite file path. The PostgreSQL backend (and psycopg) is imported only when asked for."""
+    if db is None:
+        return MemoryCheckpoints()
+    text = os.fspath(db)
+    if text.startswith(("postgresql://", "postgres://")):
+        from routegate.plan._pg import PostgresCheckpoints
+
+        return PostgresCheckpoints(text)
+    if not text or text == ":memory:":
+        raise ValueError(
+            f"Store(db={text!r}): give a SQLite file path or a postgresql:// URL; for an in-memory store use Store()"
+        )
+    return SqliteCheckpoints(text)

@@ -9,20 +9,8 @@
 
 from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.testing.openai_server import ScriptedOpenAIServer
-from routegate.testing.scripted import (
-    ScriptedChatModel,
-    ScriptedRouter,
-    ScriptExhaustedError,
-)
-from routegate.testing.steps import (
-    EmbeddingReply,
-    ErrorReply,
-    Hang,
-    RawReply,
-    RecordedRequest,
-    Reply,
-    ServerStep,
-)
+from routegate.testing.scripted import ScriptedChatModel, ScriptedRouter, ScriptExhaustedError
+from routegate.testing.steps import EmbeddingReply, ErrorReply, Hang, RawReply, RecordedRequest, Reply, ServerStep
 
 __all__ = [
     "EmbeddingReply",
