@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from routegate._extras import needs, require
 from routegate.cli._command import add_command
+from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
 
 
@@ -84,8 +85,21 @@ def register(subparsers: Any) -> None:
     tune.add_argument("--finetune-lr", default="5e-5", help="learning rates to try, comma-separated (default 5e-5)")
 
     ev = add_command(subparsers, "eval", run_eval)
-    ev.add_argument("data", help="labelled JSONL to evaluate on")
-    ev.add_argument("--router", required=True, help="directory of a router saved by `routegate fit`")
+    ev.add_argument(
+        "data",
+        metavar="FILE",
+        help='labelled JSONL to evaluate on. With --router: one {"text": ..., "label": <a route of the router or '
+        "the out-of-scope label>} per line. With --desk: " + LABELLED_HELP,
+    )
+    which = ev.add_mutually_exclusive_group(required=True)
+    which.add_argument("--router", help="directory of a router saved by `routegate fit`")
+    which.add_argument(
+        "--desk",
+        type=Path,
+        metavar="DIR",
+        help="a desk directory (desk init wrote it): measure its router's offline stages (rules, embedding layer) "
+        "on FILE's questions; accuracy, per route, every misroute with the layer that decided",
+    )
     ev.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
     ev.add_argument(
         "--unknown-as-oos",
@@ -348,19 +362,37 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_eval(args: argparse.Namespace) -> int:
-    """evaluate a saved router on labelled JSONL (accuracy, OOS detection, latency, curves)
+_ROUTER_ONLY = (("--plot", "plot", None), ("--ray", "ray", False), ("--ray-actors", "ray_actors", None))
+_ROUTER_ONLY += (("--unknown-as-oos", "unknown_as_oos", False), ("--oos-label", "oos_label", "oos"))
 
-    Route every line of DATA one query at a time with a saved router and report in-scope accuracy, out-of-scope
+
+def _eval_desk(args: argparse.Namespace) -> int:
+    """``eval --desk DIR FILE``: the desk's router on its labelled questions (``desk eval``'s implementation)."""
+    from routegate.cli.desk import evaluate_desk
+
+    given = [flag for flag, name, default in _ROUTER_ONLY if getattr(args, name) != default]
+    if given:
+        them = "it" if len(given) == 1 else "them"
+        raise ConfigurationError(f"{', '.join(given)}: for --router only, not for --desk; leave {them} out")
+    return evaluate_desk(args.desk, Path(args.data), as_json=args.json)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """evaluate a saved router or a desk's router on labelled JSONL (accuracy, OOS detection, latency, curves)
+
+    Route every line of FILE one query at a time with a saved router and report in-scope accuracy, out-of-scope
     precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. A
-    progress bar goes to stderr. Every label of DATA must be a route of the router or the out-of-scope label:
-    unknown labels are refused (listed), unless --unknown-as-oos.
+    progress bar goes to stderr. Every label of FILE must be a route of the router or the out-of-scope label:
+    unknown labels are refused (listed), unless --unknown-as-oos. With --desk DIR instead of --router: the desk's
+    router (rules and embedding layer, no database, no tool) on FILE's labelled questions ({"text", "route"}).
     """
     from routegate.routers import SemanticRouter, evaluate
     from routegate.routers.data import load_examples
     from routegate.routers.evaluation import UnknownLabels, plot_report, progress_bar
     from routegate.routers.persist import saved_encoder
 
+    if args.desk is not None:
+        return _eval_desk(args)
     if args.plot:
         require("plot")  # the missing extra is said before the long part
         _check_plot_path(args.plot)
