@@ -189,8 +189,9 @@ async def open_desk(settings: Settings, where: Path) -> AsyncIterator[SupportAge
 def desk_router(settings: Settings, where: Path) -> SupportRouter:
     """The configured desk's router alone (``route --desk``: no database, no tool)."""
     from routegate.apps.configured.config import load_config
-    from routegate.apps.configured.router import DeskRouter, embedding_layer
+    from routegate.apps.configured.fitted import desk_embedding_layer
+    from routegate.apps.configured.router import DeskRouter
     from routegate.embed import default_encoder
 
     config = load_config(where)
-    return DeskRouter(config, semantic=embedding_layer(config, default_encoder()))
+    return DeskRouter(config, semantic=desk_embedding_layer(config, where, default_encoder()))

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,13 +29,27 @@ from routegate.errors import ConfigurationError
 
 def register(subparsers: Any) -> None:
     fit = add_command(subparsers, "fit", run_fit)
-    fit.add_argument("--train", required=True, help="training data (JSONL)")
-    fit.add_argument("--val", help="validation data for calibration (JSONL); never pass the test split")
+    data = fit.add_mutually_exclusive_group(required=True)
+    data.add_argument("--train", help="training data (JSONL)")
+    data.add_argument(
+        "--desk",
+        type=Path,
+        metavar="DIR",
+        help="fit a desk's router on the examples of its desk.toml (generated and hand-edited), save it in DIR/router "
+        "(or -o) and set [router] fitted in DIR/desk.toml, so the desk routes with it",
+    )
+    fit.add_argument(
+        "--val",
+        help="validation data for calibration (JSONL); never pass the test split. With --desk: labelled questions, "
+        + LABELLED_HELP,
+    )
     fit.add_argument(
         "--misroutes", help="a misroute log (MisrouteLog JSONL): its labelled misroutes are added to the training data"
     )
-    fit.add_argument("-o", "--output", required=True, help="directory to write the router to")
-    fit.add_argument("--default-route", default="oos", help="route for out-of-scope queries (default: oos)")
+    fit.add_argument("-o", "--output", help="directory to write the router to (with --desk: default DIR/router)")
+    fit.add_argument(
+        "--default-route", default="oos", help="route for out-of-scope queries (default: oos; with --desk: LLM)"
+    )
     fit.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
     fit.add_argument(
         "--oos-recall-floor",
@@ -279,19 +294,72 @@ def finetune_warnings(args: argparse.Namespace) -> list[str]:
     return [f"{', '.join(given)} only apply with --finetune"] if given else []
 
 
+@dataclass(frozen=True, slots=True)
+class _DeskFit:
+    """``fit --desk DIR``: the desk's examples as training data, its labelled questions (``--val``) as validation
+    data, and what to write next to the router and into ``desk.toml``."""
+
+    directory: Path
+    output: Path
+    config: Any  # DeskConfig (imported with the desk's dependencies, when --desk is given)
+    train: list[Any]
+    val: list[Any] | None
+
+    @property
+    def config_file(self) -> Path:
+        return self.directory / "desk.toml"
+
+    def record(self, stage: Path) -> None:
+        from routegate.apps.configured.fitted import record_fit
+
+        record_fit(stage, self.config)
+
+    def point_at(self) -> str:
+        from routegate.apps.configured.fitted import point_config_at
+
+        return point_config_at(self.directory, self.output)
+
+
+def _desk_fit(args: argparse.Namespace) -> _DeskFit:
+    """The training data of ``fit --desk DIR``; the options that mean nothing for a desk are refused first."""
+    from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.evaluate import read_labelled
+    from routegate.apps.configured.fitted import DEFAULT_FITTED, training_examples
+    from routegate.apps.support.semantic import DEFAULT_ROUTE
+    from routegate.routers.data import LabelledExample
+
+    if args.default_route != "oos" or args.oos_label != "oos":
+        raise ConfigurationError(
+            f"--default-route and --oos-label do not apply with --desk: a desk's out-of-scope messages go to its "
+            f"{DEFAULT_ROUTE} route; leave them out"
+        )
+    config = load_config(args.desk)
+    train = training_examples(config)
+    val = [LabelledExample(text, route) for text, route in read_labelled(Path(args.val))] if args.val else None
+    args.default_route = DEFAULT_ROUTE
+    args.output = args.output or str(args.desk / DEFAULT_FITTED)
+    return _DeskFit(Path(args.desk), Path(args.output), config, train, val)
+
+
 def run_fit(args: argparse.Namespace) -> int:
     """fit and calibrate a semantic router from labelled JSONL and save it
 
     Fit a semantic router on --train (JSONL lines {"text": ..., "label": ...}; the label "oos" marks a query no
     route fits), calibrate its out-of-scope threshold (and clarify margin) on --val, and save it to the directory
     -o. Without --val, calibration uses cross-validation on --train. The data needs at least 2 labels (2 routes, or
-    1 route plus out-of-scope rows) and at least 2 examples per route.
+    1 route plus out-of-scope rows) and at least 2 examples per route. With --desk DIR instead of --train: the
+    examples of DIR/desk.toml's routes are the training data (each labelled with its kind's route: POSTGRES,
+    VECTOR, EXTERNAL, LLM), --val takes the desk's labelled questions ({"text", "route"}), the router is saved in
+    DIR/router (or -o) and DIR/desk.toml's [router] fitted names it.
     """
     from routegate.embed import MiniLMEncoder
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
     from routegate.routers.data import load_examples
 
-    finetune = finetune_config(args) if args.finetune else None
+    finetune = finetune_config(args) if args.finetune else None  # a missing extra is said first
+    if args.desk is None and not args.output:
+        raise ConfigurationError("fit --train needs -o DIR: the directory to write the router to")
+    desk = _desk_fit(args) if args.desk is not None else None
     defaults = FitConfig()
     config = FitConfig(
         oos_recall_floor=defaults.oos_recall_floor if args.oos_recall_floor is None else args.oos_recall_floor,
@@ -299,12 +367,15 @@ def run_fit(args: argparse.Namespace) -> int:
         clarify_cost=args.clarify_cost,
         char_ngrams=False if args.no_char_ngrams else "auto",
     )
-    train = load_examples(args.train)
+    if desk is not None:
+        train, val = desk.train, desk.val
+    else:
+        train = load_examples(args.train)
+        val = load_examples(args.val) if args.val else None
     if args.misroutes:
         extra = MisrouteLog(args.misroutes).examples()
         print(f"adding {len(extra)} labelled misroute(s) from {args.misroutes}", file=sys.stderr)
         train += extra
-    val = load_examples(args.val) if args.val else None
     n_oos = sum(e.label == args.oos_label for e in [*train, *(val or [])])
     for line in [*objective_warnings(args, n_oos, config), *finetune_warnings(args)]:
         print(f"warning: {line}", file=sys.stderr)
@@ -348,6 +419,10 @@ def run_fit(args: argparse.Namespace) -> int:
                 config=config,
             )
         router.save(stage)
+        if desk is not None:
+            desk.record(stage)
+    if desk is not None:
+        print(f"{desk.config_file}: [router] fitted = {desk.point_at()!r}: the desk routes with it", file=sys.stderr)
     cal = router.calibration
     print(f"objective: {describe_objective(cal.objective, cal.target, n_oos, args.oos_label)}", file=sys.stderr)
     summary = {
@@ -362,8 +437,14 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-_ROUTER_ONLY = (("--plot", "plot", None), ("--ray", "ray", False), ("--ray-actors", "ray_actors", None))
-_ROUTER_ONLY += (("--unknown-as-oos", "unknown_as_oos", False), ("--oos-label", "oos_label", "oos"))
+_ROUTER_ONLY: tuple[tuple[str, str, object], ...] = (
+    ("--plot", "plot", None),
+    ("--ray", "ray", False),
+    ("--ray-actors", "ray_actors", None),
+    ("--unknown-as-oos", "unknown_as_oos", False),
+    ("--oos-label", "oos_label", "oos"),
+)
+"""``eval`` options that mean something for a saved router only: (flag, attribute, default)."""
 
 
 def _eval_desk(args: argparse.Namespace) -> int:

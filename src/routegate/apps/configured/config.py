@@ -149,6 +149,9 @@ class ToolConfig(_Strict):
 class RouterConfig(_Strict):
     min_score: float = Field(default=0.40, ge=0.0, le=1.0)
     min_margin: float = Field(default=0.04, ge=0.0, le=1.0)
+    fitted: str | None = Field(default=None, min_length=1)
+    """A router ``routegate fit --desk`` saved (a directory, relative to the desk's): the embedding layer instead of
+    the nearest examples (``min_score`` and ``min_margin`` are then the fitted router's own calibration)."""
 
 
 class RouteConfig(_Strict):
@@ -295,6 +298,11 @@ def load_config(desk_dir: Path) -> DeskConfig:
                 f"{path}: database.sql_file: {sql_path} is not a readable file; point it at the SQL file "
                 "(relative to the desk directory)"
             )
+    if config.router.fitted is not None and not (resolve(desk_dir, config.router.fitted) / "manifest.json").is_file():
+        raise DeskConfigError(
+            f"{path}: router.fitted: {resolve(desk_dir, config.router.fitted)} holds no saved router (manifest.json); "
+            f"fit one with `routegate fit --desk {desk_dir}` or remove the field"
+        )
     for index, entry in enumerate(config.knowledge.paths):
         where = resolve(desk_dir, entry)
         if not where.exists():
