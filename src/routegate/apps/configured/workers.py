@@ -162,7 +162,7 @@ def desk_workers(
 
     def pick_tool(query: str) -> ToolConfig | None:
         """The tool whose route's keywords the message has; the only tool when there is one; else ``None`` (a
-        message the router sent to the tools that names none of them is not guessed at)."""
+        message the router sent to the tools that names none of them is not guessed at: it gets ``empty``)."""
         text = query.lower()
         for route in config.routes:
             if route.kind == "tool" and any(re.search(rf"\b{re.escape(k.lower())}\b", text) for k in route.keywords):
@@ -171,8 +171,8 @@ def desk_workers(
 
     async def external_node(query: str) -> dict[str, Any]:
         tool = pick_tool(query)
-        if tool is None:
-            return observation("EXTERNAL", "external", {"query": query}, None, "unknown_query")
+        if tool is None:  # no tool is about it: the tools have nothing (as the built-in external tool says)
+            return observation("EXTERNAL", "external", {"query": query}, None, "empty")
         args = arguments(tool, query)
         if args is None:
             return observation("EXTERNAL", "external", {"tool": tool.name, "query": query}, None, "unknown_query")
