@@ -51,6 +51,9 @@ CONVERSATIONS = [  # what tests/support asserts of answers, one session each
     ["What is the status of ticket 1?", "Which city is customer 2 from?"],
     ["Which city is customer 3 from?", "does he have any tickets?"],
     ["Who is customer 1?", "Which city is Jane Smith from?", "goodbye"],
+    ["What's the price of gold today?"],  # no tool is about it
+    ["crypto price of ethereum"],  # a coin the mock does not price
+    ["How hot is it outside?", "thnks", "helo"],
 ]
 
 

@@ -170,7 +170,8 @@ class AnswersConfig(_Strict):
     kb_related: str = Field(default=" (See also: {sources}.)", min_length=1)
     kb_not_found: str | None = Field(default=None, min_length=1)
     kb_unavailable: str | None = Field(default=None, min_length=1)
-    no_tool: str | None = Field(default=None, min_length=1)
+    tool_empty: str | None = Field(default=None, min_length=1)
+    tool_unknown: str | None = Field(default=None, min_length=1)
     tool_unavailable: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
@@ -207,6 +208,9 @@ class RouteConfig(_Strict):
     tables: list[Identifier] = Field(default_factory=list)
     keywords: list[str] = Field(default_factory=list)
     examples: list[str] = Field(default_factory=list)
+    not_covered: list[str] = Field(default_factory=list)
+    """``kind = "tool"``: words naming what the tool has no answer for (another coin than the one it prices); a
+    message naming one is answered ``empty`` and no tool is called."""
 
     @model_validator(mode="after")
     def _has_target(self) -> RouteConfig:
@@ -214,6 +218,8 @@ class RouteConfig(_Strict):
             raise ValueError(f'route {self.name!r} of kind "sql" needs tables = [...] (its target)')
         if self.kind == "tool" and not self.target:
             raise ValueError(f'route {self.name!r} of kind "tool" needs target = "<a tool name>"')
+        if self.not_covered and self.kind != "tool":
+            raise ValueError(f'route {self.name!r}: not_covered is for routes of kind "tool"; remove it')
         return self
 
 

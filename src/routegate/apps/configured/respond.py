@@ -19,8 +19,8 @@ from routegate.apps.support.respond import RespondNode, model_failed_answer, tru
 from routegate.apps.support.turn import Turn
 from routegate.llm.protocol import ChatModel
 
-_GREETING: Final = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening))\b", re.IGNORECASE)
-_THANKS: Final = re.compile(r"\b(thanks?|thank you|cheers)\b", re.IGNORECASE)
+_GREETING: Final = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
+_THANKS: Final = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
 _BYE: Final = re.compile(r"\b(bye|goodbye|see you)\b", re.IGNORECASE)
 MAX_LISTED: Final = 20
 
@@ -134,14 +134,16 @@ class DeskAnswers:
                 wording.kb_unavailable or "I couldn't search the help documents just now. Please try again in a moment."
             )
         if route == "EXTERNAL":
-            if reason == "empty":  # no tool is about what the message asks
-                return wording.no_tool or (
+            if reason == "empty":  # a route's not_covered: the tools have nothing on it
+                return wording.tool_empty or (
                     "I don't have that information: my tools only know "
                     + _joined([t.description for t in self.config.tools])
                     + "."
                 )
             if reason == "unknown_query":
-                return "I couldn't tell what to ask the external service; please include the number or name it needs."
+                return wording.tool_unknown or (
+                    "I couldn't tell what to ask the external service; please include the number or name it needs."
+                )
             return wording.tool_unavailable or "The external service did not answer just now. Please try again later."
         return self.capabilities
 
