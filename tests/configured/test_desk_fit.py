@@ -112,6 +112,13 @@ def test_options_that_mean_nothing_for_a_desk_are_refused(desk: Path, capsys: py
     assert "not allowed with argument" in capsys.readouterr().err
     assert main(["fit", "--train", "x.jsonl"]) == 2
     assert "fit --train needs -o DIR" in capsys.readouterr().err
+    toml = desk / "desk.toml"
+    without_tools = toml.read_text(encoding="utf-8").split('[[routes]]\nname = "weather"')[0]
+    toml.write_text(without_tools, encoding="utf-8")
+    val = desk.parent / "val.jsonl"
+    val.write_text(json.dumps({"text": "bitcoin price", "route": "EXTERNAL"}) + "\n", encoding="utf-8")
+    assert main(["fit", "--desk", str(desk), "--val", str(val)]) == 2
+    assert f"{val}: questions labelled EXTERNAL, but {toml} has no route with examples" in capsys.readouterr().err
     assert not (desk / "router").exists()
 
 

@@ -19,12 +19,16 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from routegate._extras import needs, require
 from routegate.cli._command import add_command
 from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from routegate.apps.configured.config import DeskConfig
+    from routegate.routers.data import LabelledExample
 
 
 def register(subparsers: Any) -> None:
@@ -301,9 +305,9 @@ class _DeskFit:
 
     directory: Path
     output: Path
-    config: Any  # DeskConfig (imported with the desk's dependencies, when --desk is given)
-    train: list[Any]
-    val: list[Any] | None
+    config: DeskConfig
+    train: list[LabelledExample]
+    val: list[LabelledExample] | None
 
     @property
     def config_file(self) -> Path:
@@ -336,6 +340,12 @@ def _desk_fit(args: argparse.Namespace) -> _DeskFit:
     config = load_config(args.desk)
     train = training_examples(config)
     val = [LabelledExample(text, route) for text, route in read_labelled(Path(args.val))] if args.val else None
+    unknown = sorted({e.label for e in val or ()} - {e.label for e in train})
+    if unknown:
+        raise ConfigurationError(
+            f"{args.val}: questions labelled {', '.join(unknown)}, but {args.desk / 'desk.toml'} has no route with "
+            "examples of that kind to learn it from; remove those questions or add the route"
+        )
     args.default_route = DEFAULT_ROUTE
     args.output = args.output or str(args.desk / DEFAULT_FITTED)
     return _DeskFit(Path(args.desk), Path(args.output), config, train, val)
