@@ -108,6 +108,24 @@ def test_a_good_configuration_loads(tmp_path: Path) -> None:
         ('[[routes]]\nname = "chat"\nkind = "llm"', "", "routes", 'one route needs kind = "llm"'),
         ('source = "sql"', 'source = "csv"', "database.source", "'sql' or 'url'"),
         ('schema = "desk_shop"', 'schema = "public"', "database", "must start with desk_"),
+        (
+            'filters = { status = ["open", "shipped"] }',
+            'filters = { status = ["open", "shipped"] }\nrow = ["Order {id} of {customer} is {state}."]',
+            "tables[1] (name = 'orders').row[0]",
+            "{state} is not a field of its rows (id, customer_id, status, customer)",
+        ),
+        (
+            '[[routes]]\nname = "chat"',
+            '[answers]\nnot_found = "No {thing} here."\n[[routes]]\nname = "chat"',
+            "answers",
+            "not_found: unknown field {thing}; it has {looked_for}",
+        ),
+        (
+            'name = "knowledge"\nkind = "kb"',
+            'name = "knowledge"\nkind = "kb"\nnot_covered = ["faq"]',
+            "routes[2]",
+            'not_covered is for routes of kind "tool"',
+        ),
     ],
 )
 def test_a_mistake_names_the_file_the_field_and_the_fix(

@@ -5,6 +5,7 @@ elsewhere, and the desk answers as it does from the plain SQL file."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from routegate.apps.configured.config import DeskConfigError, load_config
 from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.configured.introspect import load_sql
+from routegate.apps.configured.introspect import Table, introspect, load_sql, table_names
 from routegate.apps.configured.script import parse_script
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -43,6 +44,23 @@ ALTER TABLE orders OWNER TO shop_owner;
 ALTER TABLE order_items OWNER TO shop_owner;
 ALTER VIEW open_orders OWNER TO shop_owner;
 GRANT SELECT ON customers, products, orders, order_items TO shop_analyst;
+CREATE FUNCTION open_order_total(p_customer integer) RETURNS numeric LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(o.total), 0) FROM public.orders o WHERE o.customer_id = p_customer AND o.status = 'open';
+$$;
+CREATE FUNCTION audit_order() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    -- a body naming public tables, one of them made here: public.order_audit (id int); is text, not a table
+    CREATE TABLE IF NOT EXISTS public.order_audit (order_id integer, seen timestamptz DEFAULT now());
+    INSERT INTO public.order_audit (order_id) VALUES (NEW.id);
+    IF NOT EXISTS (SELECT 1 FROM public.customers c WHERE c.id = NEW.customer_id) THEN
+        RAISE EXCEPTION 'no customer % in public.customers; $$ is not the end', NEW.customer_id;
+    END IF;
+    RETURN NEW;
+END;
+$body$;
+CREATE TRIGGER orders_audit AFTER INSERT ON orders FOR EACH ROW EXECUTE FUNCTION audit_order();
+ALTER FUNCTION open_order_total(integer) OWNER TO shop_owner;
+ALTER FUNCTION audit_order() OWNER TO shop_owner;
 """
 
 QUESTIONS = {
@@ -69,7 +87,7 @@ def _dump_desk(tmp_path: Path, pg_url: str, dump: Path, name: str, capsys: pytes
     desk = tmp_path / name
     assert desk_init(pg_url, tmp_path, str(desk), "--from-sql", str(dump)) == 0
     out = capsys.readouterr().out
-    assert "left out of the SQL file: 10 owner and privileges, 2 settings" in out
+    assert "left out of the SQL file: 12 owner and privileges, 2 settings" in out
     return desk
 
 
@@ -96,6 +114,40 @@ def test_a_pg_dump_file_loads_into_the_desks_own_schema(
         ).fetchone()
         assert default is not None and "desk_dumped.orders_id_seq" in str(default[0])
         assert conn.execute("SELECT count(*) FROM desk_dumped.open_orders").fetchone() == (3,)
+
+
+def _introspected(pg_url: str, text: str, source: str) -> tuple[list[Table], int]:
+    """The tables ``desk init`` reads from ``text`` loaded into a scratch schema, and its statements' count."""
+    schema = f"routegate_test_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        try:
+            script = load_sql(conn, schema, text, source=source)
+            tables = introspect(conn, schema, table_names(conn, schema))
+        finally:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    return tables, len(script.statements)
+
+
+_ROUTINES = re.compile(r"^CREATE (FUNCTION|TRIGGER) .*?;\n\n\n?|^ALTER FUNCTION .*?;\n", re.MULTILINE | re.DOTALL)
+
+
+def test_function_bodies_naming_public_are_neither_tables_nor_a_failure(pg_url: str) -> None:
+    """pg_dump writes a function's body dollar-quoted and as it was written: its ``public.orders``, a ``;``, even a
+    ``CREATE TABLE public.order_audit`` inside are the body's text, run as written, never a table of the desk."""
+    text = DUMP.read_text(encoding="utf-8")
+    assert "AS $_$" in text and "CREATE TABLE IF NOT EXISTS public.order_audit" in text  # the fixture has them
+    without = _ROUTINES.sub("", text)
+    assert "CREATE FUNCTION" not in without and "CREATE TRIGGER" not in without and "OWNER TO shop_owner;" in without
+
+    with_routines, statements = _introspected(pg_url, text, str(DUMP))
+    plain, plain_statements = _introspected(pg_url, without, "without-routines.sql")
+
+    assert statements == plain_statements + 3  # two functions and a trigger, each one statement
+    assert with_routines == plain  # names, columns, types, keys, row counts, filter values, sample rows
+    # a file that does not turn the check of function bodies off (pg_dump's does) loads the same
+    unchecked, _ = _introspected(pg_url, text.replace("SET check_function_bodies = false;\n", ""), "unchecked.sql")
+    assert unchecked == plain
+    assert [t.name for t in plain] == ["customers", "open_orders", "order_items", "orders", "products"]
 
 
 def _pg_dump() -> Path:

@@ -16,6 +16,40 @@ SET xmloption = content;
 SET client_min_messages = warning;
 SET row_security = off;
 
+--
+-- Name: audit_order(); Type: FUNCTION; Schema: public; Owner: shop_owner
+--
+
+CREATE FUNCTION public.audit_order() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+    -- a body naming public tables, one of them made here: public.order_audit (id int); is text, not a table
+    CREATE TABLE IF NOT EXISTS public.order_audit (order_id integer, seen timestamptz DEFAULT now());
+    INSERT INTO public.order_audit (order_id) VALUES (NEW.id);
+    IF NOT EXISTS (SELECT 1 FROM public.customers c WHERE c.id = NEW.customer_id) THEN
+        RAISE EXCEPTION 'no customer % in public.customers; $$ is not the end', NEW.customer_id;
+    END IF;
+    RETURN NEW;
+END;
+$_$;
+
+
+ALTER FUNCTION public.audit_order() OWNER TO shop_owner;
+
+--
+-- Name: open_order_total(integer); Type: FUNCTION; Schema: public; Owner: shop_owner
+--
+
+CREATE FUNCTION public.open_order_total(p_customer integer) RETURNS numeric
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce(sum(o.total), 0) FROM public.orders o WHERE o.customer_id = p_customer AND o.status = 'open';
+$$;
+
+
+ALTER FUNCTION public.open_order_total(p_customer integer) OWNER TO shop_owner;
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -247,6 +281,13 @@ ALTER TABLE ONLY public.products
 --
 
 CREATE INDEX orders_customer_id_idx ON public.orders USING btree (customer_id);
+
+
+--
+-- Name: orders orders_audit; Type: TRIGGER; Schema: public; Owner: shop_owner
+--
+
+CREATE TRIGGER orders_audit AFTER INSERT ON public.orders FOR EACH ROW EXECUTE FUNCTION public.audit_order();
 
 
 --

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from routegate.apps.support.router import SupportRouter
 
 DESK_HELP = "run your own desk: the directory desk init wrote (also ROUTEGATE_DESK)"
+LABELLED_HELP = (
+    'one JSON object per line: {"text": "<a question>", "route": "POSTGRES" | "VECTOR" | "EXTERNAL" | "LLM"}'
+)
 
 
 def register(subparsers: Any) -> None:
@@ -45,7 +48,7 @@ def register(subparsers: Any) -> None:
     init.add_argument("--name", help="the desk's name (default: the directory's name)")
     evaluate = add_command(actions, "eval", run_eval)
     evaluate.add_argument("directory", type=Path, help="the desk's directory")
-    evaluate.add_argument("file", type=Path, help="labelled questions (JSONL)")
+    evaluate.add_argument("file", type=Path, help=f"labelled questions, {LABELLED_HELP}")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
 
     kb: argparse.ArgumentParser = subparsers.add_parser(
@@ -120,19 +123,24 @@ def summary(result: InitResult) -> str:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """measure the desk's router on labelled questions (JSONL: text, route)
+    """measure the desk's router on labelled questions (the same as `routegate eval --desk DIR FILE`)
 
     Route every question of FILE (one JSON object per line: {"text": ..., "route": POSTGRES | VECTOR | EXTERNAL |
     LLM}) with the desk's router (offline stages; no database, no tool) and print the accuracy, per route, and every
     misroute.
     """
+    return evaluate_desk(args.directory, args.file, as_json=args.json)
+
+
+def evaluate_desk(directory: Path, file: Path, *, as_json: bool) -> int:
+    """``routegate eval --desk DIR FILE`` and ``routegate desk eval DIR FILE``: the one implementation."""
     import json
 
     from routegate.apps.configured.evaluate import evaluate, read_labelled
 
-    labelled = read_labelled(args.file)  # a bad file is said before the encoder loads
-    report = asyncio.run(evaluate(desk_router(Settings(), args.directory), labelled))
-    print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else "\n".join(report.lines()))
+    labelled = read_labelled(file)  # a bad file is said before the encoder loads
+    report = asyncio.run(evaluate(desk_router(Settings(), directory), labelled))
+    print(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else "\n".join(report.lines()))
     return 0
 
 
@@ -181,8 +189,9 @@ async def open_desk(settings: Settings, where: Path) -> AsyncIterator[SupportAge
 def desk_router(settings: Settings, where: Path) -> SupportRouter:
     """The configured desk's router alone (``route --desk``: no database, no tool)."""
     from routegate.apps.configured.config import load_config
-    from routegate.apps.configured.router import DeskRouter, embedding_layer
+    from routegate.apps.configured.fitted import desk_embedding_layer
+    from routegate.apps.configured.router import DeskRouter
     from routegate.embed import default_encoder
 
     config = load_config(where)
-    return DeskRouter(config, semantic=embedding_layer(config, default_encoder()))
+    return DeskRouter(config, semantic=desk_embedding_layer(config, where, default_encoder()))

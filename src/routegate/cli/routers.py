@@ -17,23 +17,43 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from routegate._extras import needs, require
 from routegate.cli._command import add_command
+from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from routegate.apps.configured.config import DeskConfig
+    from routegate.routers.data import LabelledExample
 
 
 def register(subparsers: Any) -> None:
     fit = add_command(subparsers, "fit", run_fit)
-    fit.add_argument("--train", required=True, help="training data (JSONL)")
-    fit.add_argument("--val", help="validation data for calibration (JSONL); never pass the test split")
+    data = fit.add_mutually_exclusive_group(required=True)
+    data.add_argument("--train", help="training data (JSONL)")
+    data.add_argument(
+        "--desk",
+        type=Path,
+        metavar="DIR",
+        help="fit a desk's router on the examples of its desk.toml (generated and hand-edited), save it in DIR/router "
+        "(or -o) and set [router] fitted in DIR/desk.toml, so the desk routes with it",
+    )
+    fit.add_argument(
+        "--val",
+        help="validation data for calibration (JSONL); never pass the test split. With --desk: labelled questions, "
+        + LABELLED_HELP,
+    )
     fit.add_argument(
         "--misroutes", help="a misroute log (MisrouteLog JSONL): its labelled misroutes are added to the training data"
     )
-    fit.add_argument("-o", "--output", required=True, help="directory to write the router to")
-    fit.add_argument("--default-route", default="oos", help="route for out-of-scope queries (default: oos)")
+    fit.add_argument("-o", "--output", help="directory to write the router to (with --desk: default DIR/router)")
+    fit.add_argument(
+        "--default-route", default="oos", help="route for out-of-scope queries (default: oos; with --desk: LLM)"
+    )
     fit.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
     fit.add_argument(
         "--oos-recall-floor",
@@ -84,8 +104,21 @@ def register(subparsers: Any) -> None:
     tune.add_argument("--finetune-lr", default="5e-5", help="learning rates to try, comma-separated (default 5e-5)")
 
     ev = add_command(subparsers, "eval", run_eval)
-    ev.add_argument("data", help="labelled JSONL to evaluate on")
-    ev.add_argument("--router", required=True, help="directory of a router saved by `routegate fit`")
+    ev.add_argument(
+        "data",
+        metavar="FILE",
+        help='labelled JSONL to evaluate on. With --router: one {"text": ..., "label": <a route of the router or '
+        "the out-of-scope label>} per line. With --desk: " + LABELLED_HELP,
+    )
+    which = ev.add_mutually_exclusive_group(required=True)
+    which.add_argument("--router", help="directory of a router saved by `routegate fit`")
+    which.add_argument(
+        "--desk",
+        type=Path,
+        metavar="DIR",
+        help="a desk directory (desk init wrote it): measure its router's offline stages (rules, embedding layer) "
+        "on FILE's questions; accuracy, per route, every misroute with the layer that decided",
+    )
     ev.add_argument("--oos-label", default="oos", help="label that marks out-of-scope rows (default: oos)")
     ev.add_argument(
         "--unknown-as-oos",
@@ -265,19 +298,78 @@ def finetune_warnings(args: argparse.Namespace) -> list[str]:
     return [f"{', '.join(given)} only apply with --finetune"] if given else []
 
 
+@dataclass(frozen=True, slots=True)
+class _DeskFit:
+    """``fit --desk DIR``: the desk's examples as training data, its labelled questions (``--val``) as validation
+    data, and what to write next to the router and into ``desk.toml``."""
+
+    directory: Path
+    output: Path
+    config: DeskConfig
+    train: list[LabelledExample]
+    val: list[LabelledExample] | None
+
+    @property
+    def config_file(self) -> Path:
+        return self.directory / "desk.toml"
+
+    def record(self, stage: Path) -> None:
+        from routegate.apps.configured.fitted import record_fit
+
+        record_fit(stage, self.config)
+
+    def point_at(self) -> str:
+        from routegate.apps.configured.fitted import point_config_at
+
+        return point_config_at(self.directory, self.output)
+
+
+def _desk_fit(args: argparse.Namespace) -> _DeskFit:
+    """The training data of ``fit --desk DIR``; the options that mean nothing for a desk are refused first."""
+    from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.evaluate import read_labelled
+    from routegate.apps.configured.fitted import DEFAULT_FITTED, training_examples
+    from routegate.apps.support.semantic import DEFAULT_ROUTE
+    from routegate.routers.data import LabelledExample
+
+    if args.default_route != "oos" or args.oos_label != "oos":
+        raise ConfigurationError(
+            f"--default-route and --oos-label do not apply with --desk: a desk's out-of-scope messages go to its "
+            f"{DEFAULT_ROUTE} route; leave them out"
+        )
+    config = load_config(args.desk)
+    train = training_examples(config)
+    val = [LabelledExample(text, route) for text, route in read_labelled(Path(args.val))] if args.val else None
+    unknown = sorted({e.label for e in val or ()} - {e.label for e in train})
+    if unknown:
+        raise ConfigurationError(
+            f"{args.val}: questions labelled {', '.join(unknown)}, but {args.desk / 'desk.toml'} has no route with "
+            "examples of that kind to learn it from; remove those questions or add the route"
+        )
+    args.default_route = DEFAULT_ROUTE
+    args.output = args.output or str(args.desk / DEFAULT_FITTED)
+    return _DeskFit(Path(args.desk), Path(args.output), config, train, val)
+
+
 def run_fit(args: argparse.Namespace) -> int:
     """fit and calibrate a semantic router from labelled JSONL and save it
 
     Fit a semantic router on --train (JSONL lines {"text": ..., "label": ...}; the label "oos" marks a query no
     route fits), calibrate its out-of-scope threshold (and clarify margin) on --val, and save it to the directory
     -o. Without --val, calibration uses cross-validation on --train. The data needs at least 2 labels (2 routes, or
-    1 route plus out-of-scope rows) and at least 2 examples per route.
+    1 route plus out-of-scope rows) and at least 2 examples per route. With --desk DIR instead of --train: the
+    examples of DIR/desk.toml's routes are the training data (each labelled with its kind's route: POSTGRES,
+    VECTOR, EXTERNAL, LLM), --val takes the desk's labelled questions ({"text", "route"}), the router is saved in
+    DIR/router (or -o) and DIR/desk.toml's [router] fitted names it.
     """
     from routegate.embed import MiniLMEncoder
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
     from routegate.routers.data import load_examples
 
-    finetune = finetune_config(args) if args.finetune else None
+    finetune = finetune_config(args) if args.finetune else None  # a missing extra is said first
+    if args.desk is None and not args.output:
+        raise ConfigurationError("fit --train needs -o DIR: the directory to write the router to")
+    desk = _desk_fit(args) if args.desk is not None else None
     defaults = FitConfig()
     config = FitConfig(
         oos_recall_floor=defaults.oos_recall_floor if args.oos_recall_floor is None else args.oos_recall_floor,
@@ -285,12 +377,15 @@ def run_fit(args: argparse.Namespace) -> int:
         clarify_cost=args.clarify_cost,
         char_ngrams=False if args.no_char_ngrams else "auto",
     )
-    train = load_examples(args.train)
+    if desk is not None:
+        train, val = desk.train, desk.val
+    else:
+        train = load_examples(args.train)
+        val = load_examples(args.val) if args.val else None
     if args.misroutes:
         extra = MisrouteLog(args.misroutes).examples()
         print(f"adding {len(extra)} labelled misroute(s) from {args.misroutes}", file=sys.stderr)
         train += extra
-    val = load_examples(args.val) if args.val else None
     n_oos = sum(e.label == args.oos_label for e in [*train, *(val or [])])
     for line in [*objective_warnings(args, n_oos, config), *finetune_warnings(args)]:
         print(f"warning: {line}", file=sys.stderr)
@@ -334,6 +429,10 @@ def run_fit(args: argparse.Namespace) -> int:
                 config=config,
             )
         router.save(stage)
+        if desk is not None:
+            desk.record(stage)
+    if desk is not None:
+        print(f"{desk.config_file}: [router] fitted = {desk.point_at()!r}: the desk routes with it", file=sys.stderr)
     cal = router.calibration
     print(f"objective: {describe_objective(cal.objective, cal.target, n_oos, args.oos_label)}", file=sys.stderr)
     summary = {
@@ -348,19 +447,43 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_eval(args: argparse.Namespace) -> int:
-    """evaluate a saved router on labelled JSONL (accuracy, OOS detection, latency, curves)
+_ROUTER_ONLY: tuple[tuple[str, str, object], ...] = (
+    ("--plot", "plot", None),
+    ("--ray", "ray", False),
+    ("--ray-actors", "ray_actors", None),
+    ("--unknown-as-oos", "unknown_as_oos", False),
+    ("--oos-label", "oos_label", "oos"),
+)
+"""``eval`` options that mean something for a saved router only: (flag, attribute, default)."""
 
-    Route every line of DATA one query at a time with a saved router and report in-scope accuracy, out-of-scope
+
+def _eval_desk(args: argparse.Namespace) -> int:
+    """``eval --desk DIR FILE``: the desk's router on its labelled questions (``desk eval``'s implementation)."""
+    from routegate.cli.desk import evaluate_desk
+
+    given = [flag for flag, name, default in _ROUTER_ONLY if getattr(args, name) != default]
+    if given:
+        them = "it" if len(given) == 1 else "them"
+        raise ConfigurationError(f"{', '.join(given)}: for --router only, not for --desk; leave {them} out")
+    return evaluate_desk(args.desk, Path(args.data), as_json=args.json)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """evaluate a saved router or a desk's router on labelled JSONL (accuracy, OOS detection, latency, curves)
+
+    Route every line of FILE one query at a time with a saved router and report in-scope accuracy, out-of-scope
     precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. A
-    progress bar goes to stderr. Every label of DATA must be a route of the router or the out-of-scope label:
-    unknown labels are refused (listed), unless --unknown-as-oos.
+    progress bar goes to stderr. Every label of FILE must be a route of the router or the out-of-scope label:
+    unknown labels are refused (listed), unless --unknown-as-oos. With --desk DIR instead of --router: the desk's
+    router (rules and embedding layer, no database, no tool) on FILE's labelled questions ({"text", "route"}).
     """
     from routegate.routers import SemanticRouter, evaluate
     from routegate.routers.data import load_examples
     from routegate.routers.evaluation import UnknownLabels, plot_report, progress_bar
     from routegate.routers.persist import saved_encoder
 
+    if args.desk is not None:
+        return _eval_desk(args)
     if args.plot:
         require("plot")  # the missing extra is said before the long part
         _check_plot_path(args.plot)

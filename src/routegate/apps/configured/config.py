@@ -75,6 +75,10 @@ class TableConfig(_Strict):
     types: dict[str, str] = Field(default_factory=dict)
     foreign_keys: list[ForeignKey] = Field(default_factory=list)
     filters: dict[str, list[str]] = Field(default_factory=dict)
+    row: list[str] = Field(default_factory=list)
+    """How an answer that is one row says it: the first template whose every ``{field}`` the row has."""
+    line: list[str] = Field(default_factory=list)
+    """How one row of a list says it (after ``- ``): the first template whose every ``{field}`` the row has."""
 
     @model_validator(mode="after")
     def _columns_known(self) -> TableConfig:
@@ -146,9 +150,55 @@ class ToolConfig(_Strict):
         return self
 
 
+TEMPLATE_FIELD: Final = re.compile(r"\{(\w+)\}")
+"""A ``{field}`` of a wording template (no other formatting: a value is never read as a template)."""
+
+
+def template_fields(template: str) -> list[str]:
+    return TEMPLATE_FIELD.findall(template)
+
+
+class AnswersConfig(_Strict):
+    """The desk's own wording of its offline answers (every field optional: the desk words what is not given).
+    ``{field}`` is replaced by the named value; each field says which it has."""
+
+    capabilities: str | None = Field(default=None, min_length=1)
+    unsure: str | None = Field(default=None, min_length=1)
+    not_found: str | None = Field(default=None, min_length=1)
+    records_unavailable: str | None = Field(default=None, min_length=1)
+    kb_quote: str = Field(default="From {source} (“{title}”): {content}", min_length=1)
+    kb_related: str = Field(default=" (See also: {sources}.)", min_length=1)
+    kb_not_found: str | None = Field(default=None, min_length=1)
+    kb_unavailable: str | None = Field(default=None, min_length=1)
+    tool_empty: str | None = Field(default=None, min_length=1)
+    tool_unknown: str | None = Field(default=None, min_length=1)
+    tool_unavailable: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _known_fields(self) -> AnswersConfig:
+        for name, template in self:
+            allowed = ANSWER_FIELDS.get(name, ())
+            unknown = [f for f in template_fields(template or "") if f not in allowed]
+            if unknown:
+                has = f"it has {', '.join('{' + a + '}' for a in allowed)}" if allowed else "it has no {field}"
+                raise ValueError(f"{name}: unknown field {{{unknown[0]}}}; {has}")
+        return self
+
+
+ANSWER_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "unsure": ("capabilities",),
+    "not_found": ("looked_for",),
+    "kb_quote": ("source", "title", "content"),
+    "kb_related": ("sources", "titles"),
+}
+
+
 class RouterConfig(_Strict):
     min_score: float = Field(default=0.40, ge=0.0, le=1.0)
     min_margin: float = Field(default=0.04, ge=0.0, le=1.0)
+    fitted: str | None = Field(default=None, min_length=1)
+    """A router ``routegate fit --desk`` saved (a directory, relative to the desk's): the embedding layer instead of
+    the nearest examples (``min_score`` and ``min_margin`` are then the fitted router's own calibration)."""
 
 
 class RouteConfig(_Strict):
@@ -158,6 +208,9 @@ class RouteConfig(_Strict):
     tables: list[Identifier] = Field(default_factory=list)
     keywords: list[str] = Field(default_factory=list)
     examples: list[str] = Field(default_factory=list)
+    not_covered: list[str] = Field(default_factory=list)
+    """``kind = "tool"``: words naming what the tool has no answer for (another coin than the one it prices); a
+    message naming one is answered ``empty`` and no tool is called."""
 
     @model_validator(mode="after")
     def _has_target(self) -> RouteConfig:
@@ -165,6 +218,8 @@ class RouteConfig(_Strict):
             raise ValueError(f'route {self.name!r} of kind "sql" needs tables = [...] (its target)')
         if self.kind == "tool" and not self.target:
             raise ValueError(f'route {self.name!r} of kind "tool" needs target = "<a tool name>"')
+        if self.not_covered and self.kind != "tool":
+            raise ValueError(f'route {self.name!r}: not_covered is for routes of kind "tool"; remove it')
         return self
 
 
@@ -176,6 +231,7 @@ class DeskConfig(_Strict):
     tools: list[ToolConfig] = Field(default_factory=list)
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     router: RouterConfig = Field(default_factory=RouterConfig)
+    answers: AnswersConfig = Field(default_factory=AnswersConfig)
     routes: list[RouteConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -184,6 +240,14 @@ class DeskConfig(_Strict):
         if len(tables) != len(self.tables):
             raise ValueError("tables: two [[tables]] have the same name; keep one")
         for index, table in enumerate(self.tables):
+            for key in ("row", "line"):
+                for number, template in enumerate(getattr(table, key)):
+                    unknown = [f for f in template_fields(template) if f not in self.row_fields(table)]
+                    if unknown:
+                        raise ValueError(
+                            f"tables[{index}] (name = {table.name!r}).{key}[{number}]: {{{unknown[0]}}} is not a "
+                            f"field of its rows ({', '.join(self.row_fields(table))}); use one of them"
+                        )
             where = f"tables[{index}] (name = {table.name!r}).foreign_keys"
             for fk in table.foreign_keys:
                 if fk.references not in tables:
@@ -227,6 +291,16 @@ class DeskConfig(_Strict):
             if table.name == name:
                 return table
         raise KeyError(name)
+
+    def row_fields(self, table: TableConfig) -> tuple[str, ...]:
+        """What a row of ``table`` holds: its readable columns, and the name of each parent it references that has
+        a name column, under the parent's label (``customer``)."""
+        parents = (self._parent(fk.references) for fk in table.foreign_keys)
+        joined = [p.label.replace(" ", "_") for p in parents if p is not None and p.name_column is not None]
+        return tuple(dict.fromkeys([*table.columns, *(j for j in joined if j not in table.columns)]))
+
+    def _parent(self, name: str) -> TableConfig | None:
+        return next((t for t in self.tables if t.name == name), None)
 
     def readable_columns(self) -> dict[str, tuple[str, ...]]:
         return {t.name: tuple(t.columns) for t in self.tables}
@@ -295,6 +369,11 @@ def load_config(desk_dir: Path) -> DeskConfig:
                 f"{path}: database.sql_file: {sql_path} is not a readable file; point it at the SQL file "
                 "(relative to the desk directory)"
             )
+    if config.router.fitted is not None and not (resolve(desk_dir, config.router.fitted) / "manifest.json").is_file():
+        raise DeskConfigError(
+            f"{path}: router.fitted: {resolve(desk_dir, config.router.fitted)} holds no saved router (manifest.json); "
+            f"fit one with `routegate fit --desk {desk_dir}` or remove the field"
+        )
     for index, entry in enumerate(config.knowledge.paths):
         where = resolve(desk_dir, entry)
         if not where.exists():

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.database import prepare
+from routegate.apps.configured.fitted import desk_embedding_layer
 from routegate.apps.configured.kb import IngestReport, KnowledgeBase, ensure_tables, ingest
 from routegate.apps.configured.planner import SqlPlanner
 from routegate.apps.configured.respond import DeskAnswers
-from routegate.apps.configured.router import DeskRouter, embedding_layer, present_routes
+from routegate.apps.configured.router import DeskRouter, present_routes
 from routegate.apps.configured.workers import DeskSqlTool, DeskTextToSql, desk_workers
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
@@ -83,7 +84,7 @@ class ConfiguredDesk(SupportAgent):
             else:
                 await ensure_tables(self.db, self.encoder.dim)
         if self.semantic is None:
-            self.semantic = await asyncio.to_thread(embedding_layer, self.config, self.encoder)
+            self.semantic = await asyncio.to_thread(desk_embedding_layer, self.config, self.desk_dir, self.encoder)
         self.router = DeskRouter(self.config, semantic=self.semantic, chat_model=self.chat_model)
         workers = desk_workers(
             self.config,

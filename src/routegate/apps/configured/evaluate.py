@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from routegate.apps.configured.config import DeskConfigError
 from routegate.apps.support.contracts import ROUTES
@@ -53,26 +53,47 @@ def _misroute(m: Misroute) -> dict[str, str]:
     return {"text": m.text, "expected": m.expected, "got": m.got, "layer": m.layer}
 
 
+LABELLED_FORMAT: Final = (
+    'one JSON object per line: {"text": "<a question>", "route": "POSTGRES" | "VECTOR" | "EXTERNAL" | "LLM"} '
+    "(other keys are ignored; blank lines are skipped)"
+)
+
+
 def read_labelled(path: Path) -> list[tuple[str, str]]:
-    """``{"text": ..., "route": "POSTGRES" | "VECTOR" | "EXTERNAL" | "LLM"}`` per line."""
+    """The labelled questions of ``path`` (:data:`LABELLED_FORMAT`); a :class:`DeskConfigError` names the file, the
+    line and the field that is wrong."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DeskConfigError(f"{path} does not exist; give a JSONL file of labelled questions") from None
+    except IsADirectoryError:
+        raise DeskConfigError(f"{path} is a directory; give a JSONL file of labelled questions") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DeskConfigError(f"{path}: cannot read it ({exc}); give a UTF-8 JSONL file") from None
     out: list[tuple[str, str]] = []
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            raise DeskConfigError(f"{path}, line {number}: not JSON; write one object per line") from None
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or item.get("route") not in ROUTES:
-            raise DeskConfigError(f'{path}, line {number}: needs "text" and "route" (one of {", ".join(ROUTES)})')
-        out.append((item["text"], item["route"]))
+        if line.strip():
+            out.append(_labelled(line, f"{path}, line {number}"))
     if not out:
-        raise DeskConfigError(f"{path}: no labelled questions in it")
+        raise DeskConfigError(f"{path}: no labelled questions in it; write {LABELLED_FORMAT}")
     return out
+
+
+def _labelled(line: str, where: str) -> tuple[str, str]:
+    try:
+        item = json.loads(line)
+    except ValueError:
+        raise DeskConfigError(f"{where}: not JSON; write {LABELLED_FORMAT}") from None
+    if not isinstance(item, dict):
+        raise DeskConfigError(f"{where}: a JSON {type(item).__name__}, not an object; write {LABELLED_FORMAT}")
+    text, route = item.get("text"), item.get("route")
+    if not isinstance(text, str) or not text.strip():
+        got = "missing" if "text" not in item else f"got {json.dumps(text, ensure_ascii=False)}"
+        raise DeskConfigError(f'{where}: needs "text", the question as a non-empty string ({got})')
+    if route not in ROUTES:
+        got = "missing" if "route" not in item else f"got {json.dumps(route, ensure_ascii=False)}"
+        raise DeskConfigError(f'{where}: needs "route" to be one of {", ".join(ROUTES)} ({got})')
+    return text, str(route)
 
 
 async def evaluate(router: SupportRouter, labelled: Sequence[tuple[str, str]]) -> DeskEval:

@@ -14,13 +14,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from routegate.apps.configured.config import DeskConfig, TableConfig
+from routegate.apps.configured.config import TEMPLATE_FIELD, DeskConfig, TableConfig, template_fields
 from routegate.apps.support.respond import RespondNode, model_failed_answer, truncation_note
 from routegate.apps.support.turn import Turn
 from routegate.llm.protocol import ChatModel
 
-_GREETING: Final = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening))\b", re.IGNORECASE)
-_THANKS: Final = re.compile(r"\b(thanks?|thank you|cheers)\b", re.IGNORECASE)
+_GREETING: Final = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
+_THANKS: Final = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
 _BYE: Final = re.compile(r"\b(bye|goodbye|see you)\b", re.IGNORECASE)
 MAX_LISTED: Final = 20
 
@@ -41,9 +41,14 @@ class DeskAnswers:
             parts.append("call " + _joined([t.description for t in config.tools]))
         example = next((r.examples[0] for r in config.routes if r.kind == "sql" and r.examples), None)
         hint = f" (for example “{example}”)" if example else ""
-        self.capabilities = f"I'm the {config.desk.name} desk assistant. I can {_joined(parts)}{hint}."
+        self.wording = config.answers
+        self.capabilities = (
+            self.wording.capabilities or f"I'm the {config.desk.name} desk assistant. I can {_joined(parts)}{hint}."
+        )
 
     def unsure(self) -> str:
+        if self.wording.unsure is not None:
+            return _filled(self.wording.unsure, {"capabilities": self.capabilities})
         return (
             "I'm not sure what you're asking, so I haven't looked anything up. " + self.capabilities + " Could you "
             "ask again in your own words (for example with an order number or a name)?"
@@ -84,11 +89,16 @@ class DeskAnswers:
             return f"{lead}: {self._name(table, row)}" + (f" ({facts})." if facts else ".")
         if len(rows) == 1:
             row = rows[0]
+            if table is not None and (worded := _worded(table.row, row, focus)) is not None:
+                return worded
             shown = [c for c in focus if c in row] or [c for c in row if table is None or c != table.name_column]
             facts = ", ".join(f"{c.replace('_', ' ')} is {_text(row[c])}" for c in shown)
             return f"{self._name(table, row)}: {facts}."
         lines = []
         for row in rows[:MAX_LISTED]:
+            if table is not None and (worded := _worded(table.line, row, focus)) is not None:
+                lines.append(f"- {worded}")
+                continue
             shown = [c for c in focus if c in row] or [
                 c for c in row if table is None or c not in (table.primary_key, table.name_column)
             ]
@@ -101,9 +111,12 @@ class DeskAnswers:
     def fallback(self, route: str, reason: str, call: Mapping[str, Any] | None) -> str:
         if (failed := model_failed_answer(reason)) is not None:
             return failed
+        wording = self.wording
         if route == "POSTGRES":
             if reason == "empty":
-                what = (call or {}).get("looked_for") or "a matching record"
+                what = str((call or {}).get("looked_for") or "a matching record")
+                if wording.not_found is not None:
+                    return _filled(wording.not_found, {"looked_for": what})
                 return f"I couldn't find {what} in our records. Please check the number or the name and try again."
             if reason == "unknown_query":
                 return (
@@ -111,15 +124,27 @@ class DeskAnswers:
                     + _joined([t.label for t in self.config.tables], "or")
                     + " (with its number or name)."
                 )
-            return "I couldn't look that up in the database just now. Please try again, or ask with a number or a name."
+            return wording.records_unavailable or (
+                "I couldn't look that up in the database just now. Please try again, or ask with a number or a name."
+            )
         if route == "VECTOR":
             if reason == "empty":
-                return "I couldn't find anything about that in our help documents."
-            return "I couldn't search the help documents just now. Please try again in a moment."
+                return wording.kb_not_found or "I couldn't find anything about that in our help documents."
+            return (
+                wording.kb_unavailable or "I couldn't search the help documents just now. Please try again in a moment."
+            )
         if route == "EXTERNAL":
+            if reason == "empty":  # a route's not_covered: the tools have nothing on it
+                return wording.tool_empty or (
+                    "I don't have that information: my tools only know "
+                    + _joined([t.description for t in self.config.tools])
+                    + "."
+                )
             if reason == "unknown_query":
-                return "I couldn't tell what to ask the external service; please include the number or name it needs."
-            return "The external service did not answer just now. Please try again later."
+                return wording.tool_unknown or (
+                    "I couldn't tell what to ask the external service; please include the number or name it needs."
+                )
+            return wording.tool_unavailable or "The external service did not answer just now. Please try again later."
         return self.capabilities
 
     def compose(self, message: str, route: str, observation: Mapping[str, Any], *, unsure: bool = False) -> str:
@@ -133,10 +158,13 @@ class DeskAnswers:
         if route == "VECTOR" and isinstance(result, Mapping):
             documents = result.get("documents") or []
             top = documents[0]
-            answer = f"From {top['source']} (“{top['title']}”): {top['content']}"
-            related = list(dict.fromkeys(d["source"] for d in documents[1:] if d["source"] != top["source"]))
+            answer = _filled(self.wording.kb_quote, top)
+            others = [d for d in documents[1:] if d["source"] != top["source"]]
+            related = {d["source"]: d["title"] for d in others}  # one per file, in rank order
             if related:
-                answer += " (See also: " + ", ".join(related) + ".)"
+                sources = ", ".join(related)
+                titles = ", ".join(f"“{t}”" for t in related.values())
+                answer += _filled(self.wording.kb_related, {"sources": sources, "titles": titles})
             return answer
         if route == "EXTERNAL" and isinstance(result, Mapping):
             value = result.get("response")
@@ -165,13 +193,20 @@ class DeskAnswers:
         )
 
 
-_FIELD: Final = re.compile(r"\{(\w+)\}")
-
-
 def _filled(template: str, response: Mapping[str, Any]) -> str:
     """A tool's ``answer`` template with ``{field}`` replaced by the response's top-level field (no other
     formatting: a field's value is never read as a template)."""
-    return _FIELD.sub(lambda m: _text(response.get(m.group(1))), template)
+    return TEMPLATE_FIELD.sub(lambda m: _text(response.get(m.group(1))), template)
+
+
+def _worded(templates: Sequence[str], row: Mapping[str, Any], focus: Sequence[str]) -> str | None:
+    """The first template that names every column the question asked about and whose every field the row has
+    (not null), filled in; ``None`` when none does (the desk's own wording then)."""
+    for template in templates:
+        fields = set(template_fields(template))
+        if all(c in fields for c in focus) and all(row.get(f) is not None for f in fields):
+            return _filled(template, row)
+    return None
 
 
 def _text(value: object) -> str:

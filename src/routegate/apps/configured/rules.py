@@ -82,8 +82,9 @@ def compile_patterns(config: DeskConfig) -> dict[SupportRoute, tuple[tuple[str, 
     out["VECTOR"] += list(_HOW_TO)
     out["LLM"] += list(_LLM)
     for route in config.routes:
-        if route.keywords and route.kind != "sql":
-            out[KIND_ROUTE[route.kind]].append((f"{route.name} keyword", rf"\b(?:{_alternatives(route.keywords)})\b"))
+        subject = [*route.keywords, *route.not_covered]  # what a tool does not cover is still its subject
+        if subject and route.kind != "sql":
+            out[KIND_ROUTE[route.kind]].append((f"{route.name} keyword", rf"\b(?:{_alternatives(subject)})\b"))
     return {route: tuple((name, re.compile(p)) for name, p in patterns) for route, patterns in out.items()}
 
 

@@ -160,19 +160,27 @@ def desk_workers(
         fallback = None if result.row_count or result.truncated else "empty"
         return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
 
-    def pick_tool(query: str) -> ToolConfig | None:
-        """The tool whose route's keywords the message has; the only tool when there is one; else ``None`` (a
-        message the router sent to the tools that names none of them is not guessed at)."""
+    def named(words: Sequence[str], text: str) -> bool:
+        return any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in words)
+
+    def pick_tool(query: str) -> ToolConfig | str:
+        """The tool the message is for, or the fallback when no tool is called: ``empty`` when it names what a
+        tool route has ``not_covered`` (the tool has nothing on it); else the tool whose route's keywords the
+        message has; the only tool when there is one; else ``unknown_query`` (a message the router sent to the
+        tools that names none of them is not guessed at)."""
         text = query.lower()
-        for route in config.routes:
-            if route.kind == "tool" and any(re.search(rf"\b{re.escape(k.lower())}\b", text) for k in route.keywords):
+        routes = [r for r in config.routes if r.kind == "tool"]
+        if any(named(r.not_covered, text) for r in routes):
+            return "empty"
+        for route in routes:
+            if named(route.keywords, text):
                 return next(t for t in config.tools if t.name == route.target)
-        return config.tools[0] if len(config.tools) == 1 else None
+        return config.tools[0] if len(config.tools) == 1 else "unknown_query"
 
     async def external_node(query: str) -> dict[str, Any]:
         tool = pick_tool(query)
-        if tool is None:
-            return observation("EXTERNAL", "external", {"query": query}, None, "unknown_query")
+        if isinstance(tool, str):
+            return observation("EXTERNAL", "external", {"query": query}, None, tool)
         args = arguments(tool, query)
         if args is None:
             return observation("EXTERNAL", "external", {"tool": tool.name, "query": query}, None, "unknown_query")

@@ -271,8 +271,9 @@ class FittedSemanticLayer(_SupportLayer):
 
     unsure_margin = 0.14  # probabilities: the first validation gain (0.34, the best, cost a held-out name)
 
-    def __init__(self, router: SemanticRouter) -> None:
-        missing = set(ROUTES) - set(router.routes)
+    def __init__(self, router: SemanticRouter, *, routes: Collection[str] = ROUTES) -> None:
+        """``routes``: the routes the router must know (a configured desk's are the kinds it has)."""
+        missing = set(routes) - set(router.routes)
         if missing:
             raise ConfigurationError(f"the semantic router has no route(s) {sorted(missing)}")
         if router.default_route != DEFAULT_ROUTE:

@@ -1,0 +1,113 @@
+"""The built-in desk's configuration (``apps/configured/builtin/desk.toml``) answers as ``apps.support`` does: every
+example question of the contract, and every conversation whose answer text ``tests/support`` checks, runs through
+both desks (the same encoder, the same embedding-layer kind, each on its own schema of the same PostgreSQL); the
+route, the answer text, the stop reason and the fallback are the same turn by turn."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.contracts import TurnResult
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.embed import MiniLMEncoder
+from routegate.settings import Settings
+
+CONTRACT = [  # the contract's eleven example questions (tests/support/test_support_desk.py)
+    "Show tickets for customer John",
+    "Which city is customer 3 from?",
+    "How do I reset my password?",
+    "What is your refund policy?",
+    "Explain ticket escalation",
+    "What’s the weather today?",
+    "What is the price of Bitcoin?",
+    "Give me today’s temperature in London",
+    "Can you help me?",
+    "What can you do?",
+    "Explain this system",
+]
+
+CONVERSATIONS = [  # what tests/support asserts of answers, one session each
+    ["What is the status of ticket 12?"],  # not found
+    ["How do I change my email address?"],  # no help article
+    ["What is the price of Ethereum?"],  # the external source knows nothing of it
+    ["What's the weather today?"],
+    ["What is the status of ticket 1?"],
+    ["What is the status of ticket 99?"],
+    ["hello there"],
+    ["purple elephants dancing"],
+    ["Which city is customer 2 from?", "Which tickets does she have?"],
+    ["What is the status of ticket 1?", "And which city is he from?"],
+    ["status of ticket 3", "who is the customer?"],
+    ["hello", "status of ticket 2", "thanks", "where does he live?"],
+    ["What is the status of ticket 1?", "How do I reset my password?"],
+    ["What is the status of ticket 1?", "Which city is customer 2 from?"],
+    ["Which city is customer 3 from?", "does he have any tickets?"],
+    ["Who is customer 1?", "Which city is Jane Smith from?", "goodbye"],
+    ["What's the price of gold today?"],  # no tool is about it
+    ["crypto price of ethereum"],  # a coin the mock does not price
+    ["How hot is it outside?", "thnks", "helo"],
+]
+
+
+@pytest.fixture(scope="module")
+def semantic(encoder: MiniLMEncoder) -> ExampleEmbeddingLayer:
+    return ExampleEmbeddingLayer(encoder)
+
+
+@pytest.fixture
+async def builtin(pg_url: str, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer) -> AsyncIterator[SupportAgent]:
+    schema = f"w_{uuid.uuid4().hex[:12]}"
+    db = SupportDatabase(pg_url, schema=schema, max_size=2)
+    await db.open()
+    try:
+        await db.ensure_schema(embedding_dim=encoder.dim)
+        desk = SupportAgent(db=db, encoder=encoder, semantic=semantic)
+        await desk.start()
+        yield desk
+        async with db.connection() as conn:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await db.close()
+
+
+@pytest.fixture
+async def configured(
+    pg_url: str, encoder: MiniLMEncoder, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ConfiguredDesk]:
+    settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin-wording"))
+    async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
+        yield desk
+
+
+def _seen(result: TurnResult) -> tuple[str, str, str, str | None]:
+    return result.route, result.answer, result.stop_reason, result.fallback
+
+
+async def test_the_contract_examples_are_answered_word_for_word(
+    builtin: SupportAgent, configured: ConfiguredDesk
+) -> None:
+    session = uuid.uuid4().hex[:8]
+    for index, message in enumerate(CONTRACT):
+        expected = await builtin.ask(message, session_id=f"b{session}{index}")
+        got = await configured.ask(message, session_id=f"c{session}{index}")
+        assert _seen(got) == _seen(expected), message
+        assert expected.stop_reason == "success" and expected.fallback is None
+
+
+async def test_the_conversations_tests_support_checks_are_answered_word_for_word(
+    builtin: SupportAgent, configured: ConfiguredDesk
+) -> None:
+    session = uuid.uuid4().hex[:8]
+    for number, turns in enumerate(CONVERSATIONS):
+        for message in turns:
+            expected = await builtin.ask(message, session_id=f"b{session}{number}")
+            got = await configured.ask(message, session_id=f"c{session}{number}")
+            assert _seen(got) == _seen(expected), f"{turns}: {message}"
