@@ -27,6 +27,8 @@ import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, Generic
 
+from opentelemetry.trace import Tracer
+
 from routegate._lazy import warn_old_method
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
@@ -256,10 +258,16 @@ class Plan(Generic[RunDepsT, OutputT]):
         answer: Any = NO_ANSWER,
         nested: bool = False,
         outer: _Run | None = None,
+        context: RunContext[Any] | None = None,
+        root: Callable[[Tracer], RunSpans] | None = None,
     ) -> Coroutine[Any, Any, PlanResult]:
         """The one driver: every run of the plan starts here, and this returns the coroutine that runs it.
 
         A ``nested`` run is a step of the run ``outer`` (``None``: a lean run).
+        A run given its ``context`` is the run of a runtime built as a prebuilt plan (the technique dispatcher):
+        the runtime made the context (its ``deps``, ``run_id``, ledgers and tracer) and the plan's budget bounds
+        the run; ``root`` makes the run's spans when it is traced (the runtime's own root span; without it,
+        ``routegate.plan`` and a span per step).
         A run with nothing to watch — no tracer provider, listener, budget, checkpoint or step that asks for
         the context (for a nested plan: an outer run with none of them) — is the lean branch: the interpreter
         alone, with no :class:`_Run`. Every other run is a :class:`_Run`, which owns its context, deadline,
@@ -276,6 +284,12 @@ class Plan(Generic[RunDepsT, OutputT]):
                 return self._steps(value, store, None, started)
             run = _Run(self, value, store, outer.ctx, outer.deadline, outer.max_seconds, None, outer.spans.nested())
             return run.drive(started)
+        if context is not None:  # the runtime asked about tracing when it made the context
+            tr = context.tracer
+            traced = NO_SPANS if tr is None else TracedSpans(tr) if root is None else root(tr)
+            limit = None if self.budget is None else self.budget.max_seconds
+            run = _Run(self, value, store, context, None if limit is None else context.deadline, limit, emit, traced)
+            return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
         tr = tracer()  # the run's one question about tracing: the spans it opens follow from the answer
         if tr is None:
             if self._lean and emit is None and key is None and answer is NO_ANSWER:
