@@ -6,20 +6,32 @@ target named by its handler (``code:python``, ``mcp:github/list_issues``, ``a2a:
 :class:`~routegate.core.governed.GovernedStep`, exactly as a router's decision is in the routing agent: validated by
 :class:`~routegate.core.RoutePolicy` (allowlist + the target's pydantic argument schema), then delegated through
 :class:`~routegate.core.RouteGateway` (execution allowlist, registry, ``max_delegations``, loop detection,
-worker signature) under the dispatch's :class:`~routegate.core.RunContext` — one per dispatch, whose
-:class:`~routegate.core._deadline.Deadline` (``Budget.max_seconds``) bounds the whole dispatch. So refusals carry the core stop reasons (``invalid_route:route_not_allowed:<t>``,
-``route_denied:<t>``, ``route_missing:<t>``, ``max_delegations``, ``loop_detected``, ``max_seconds``...), and a
-handler's own failures carry theirs (``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
+worker signature) under the dispatch's :class:`~routegate.core.RunContext`, one per dispatch. So refusals carry the
+core stop reasons (``invalid_route:route_not_allowed:<t>``, ``route_denied:<t>``, ``route_missing:<t>``,
+``max_delegations``, ``loop_detected``, ``max_seconds``...), and a handler's own failures carry theirs
+(``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
 
-All or none: every part of the output is checked before the first one runs — the policy (allowlist, argument
-bounds, schema), then the gateway's guards (``max_delegations``, execution allowlist, registry, loop detection,
-worker signature), then the handler's own argument check (an MCP tool's ``inputSchema``) — and one refusal
-refuses the whole output. Then the parts run in document order and the first one that does not succeed ends the
-dispatch. Arguments are bounded by :class:`~routegate.core.ArgLimits` and must be JSON (they travel as JSON).
+A dispatch is a run of a prebuilt :class:`~routegate.plan.Plan` (``TechniqueDispatcher.plan``, built once per
+dispatcher) on the plan engine's one driver, with two steps:
+
+* ``validate`` — all or none: every part of the output is checked before the first one runs — the policy
+  (allowlist, argument bounds, schema), then the gateway's guards (``max_delegations``, execution allowlist,
+  registry, loop detection, worker signature), then the handler's own argument check (an MCP tool's
+  ``inputSchema``) — and one refusal refuses the whole output;
+* ``delegate`` — the parts run in document order and the first one that does not succeed ends the dispatch.
+
+Arguments are bounded by :class:`~routegate.core.ArgLimits` and must be JSON (they travel as JSON). The payload the
+steps hand on is the dispatch's parts and their outcomes so far. The plan's budget is the dispatcher's: its
+deadline (``Budget.max_seconds``) bounds the whole dispatch, and the plan's deadline stop is reported as
+``max_seconds`` in phase ``delegate`` (in either step) with ``max_seconds=<s> reached after <n> part(s)``.
 
 :meth:`TechniqueDispatcher.adispatch` never raises for anything the output holds, nor for a handler that
-raises: a handler's exception ends its part with ``route_error:<target>`` and a message naming only the
-exception's class; the exception itself goes to the log (logger ``routegate.technique.dispatch``).
+raises: a handler's exception while its part runs ends the part with ``route_error:<target>`` and a message
+naming only the exception's class; the exception itself goes to the log (logger
+``routegate.technique.dispatch``). A handler's ``route`` or argument check that raises is a fault of the plan's
+step, reported by the plan's fault path (logged on ``routegate.plan.envelope``) and ending the dispatch with
+``route_error:<kind>`` (``the <kind> dispatch raised <ExceptionClass> (details in the log)``); one that raises
+:class:`~routegate.errors.RunStopError` ends it with that stop reason, in phase ``route``.
 
 Argument provenance: flow rules on a target (``Annotated[..., From(...)]`` in its handler worker's or its
 ``schemas=`` model, or ``flows={target: {arg: From(...)}}``) are checked with the policy, before any part runs,
@@ -315,7 +327,8 @@ class TechniqueDispatcher:
 
     Every part is one :class:`~routegate.core.governed.GovernedStep` (``step``): validated against the policy before
     any part runs, then delegated through the gateway under the dispatch's :class:`~routegate.core.RunContext`,
-    which a handler's worker receives if it declares a ``RunContext`` parameter.
+    which a handler's worker receives if it declares a ``RunContext`` parameter. A dispatch is a run of ``plan``,
+    the prebuilt :class:`~routegate.plan.Plan` ``validate`` → ``delegate`` under ``budget``.
     """
 
     __slots__ = ("budget", "gateway", "handlers", "plan", "policy", "step")
