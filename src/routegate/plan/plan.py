@@ -284,20 +284,19 @@ class Plan(Generic[RunDepsT, OutputT]):
                 return self._steps(value, store, None, started)
             run = _Run(self, value, store, outer.ctx, outer.deadline, outer.max_seconds, None, outer.spans.nested())
             return run.drive(started)
-        if context is not None:  # the runtime asked about tracing when it made the context
-            tr = context.tracer
-            traced = NO_SPANS if tr is None else TracedSpans(tr) if root is None else root(tr)
-            limit = None if self.budget is None else self.budget.max_seconds
-            run = _Run(self, value, store, context, None if limit is None else context.deadline, limit, emit, traced)
-            return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
-        tr = tracer()  # the run's one question about tracing: the spans it opens follow from the answer
+        # the run's one question about tracing (a runtime's context has its answer): its spans follow from it
+        tr = tracer() if context is None else context.tracer
         if tr is None:
-            if self._lean and emit is None and key is None and answer is NO_ANSWER:
+            if self._lean and emit is None and key is None and answer is NO_ANSWER and context is None:
                 return self._steps(value, store, None, started)
             spans: RunSpans = NO_SPANS
         else:
-            spans = TracedSpans(tr)
+            spans = TracedSpans(tr) if root is None else root(tr)
         budget = self.budget
+        if context is not None:  # a runtime's run: its context, under the plan's budget
+            limit = None if budget is None else budget.max_seconds
+            run = _Run(self, value, store, context, None if limit is None else context.deadline, limit, emit, spans)
+            return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
         ctx: RunContext[Any] | None = None
         deadline: float | None = None
         max_seconds: float | None = None
