@@ -459,15 +459,48 @@ class TechniqueDispatcher:
         )
 
     async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
-        """The validate-all step: every part through the policy and the gateway's guards, then the handler's
-        own check; no part runs. One refusal refuses the whole output (the policy's is a line of the trace); a
-        handler's stop signal ends the dispatch in phase ``route``."""
-        try:
-            refusal = await self._check_all(parts, ctx)
-        except RunStopError as stop:  # a handler's route or argument check ended the dispatch on purpose
-            raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
-        if refusal is not None:
-            raise parts.stop_at(refusal)
+        """The validate-all step: every part through the policy and the gateway's guards, then the handler's own
+        argument check, into ``parts.checked``; no part runs. One refusal refuses the whole output (the policy's
+        is a line of the trace); a handler's stop signal ends the dispatch in phase ``route``."""
+        handler, items, checked = parts.handler, parts.items, parts.checked
+        seen: set[tuple[str, str]] = set()
+        validate = self.step.validate
+        for attempt, item in enumerate(items, 1):
+            try:
+                target, args = handler.route(item)
+            except RunStopError as stop:  # the handler refused the part on purpose
+                raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+            verdict = validate(RouteDecision.proposed(target, args), ctx, attempt=attempt)
+            if isinstance(verdict, Stopped):
+                parts.trace.append(verdict.trace)
+                refused = verdict.outcome
+                evidence = verdict.trace.provenance
+                raise parts.stop_at(
+                    self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
+                )
+            target = verdict.target
+            checked.append((verdict, ""))  # accepted by the policy: its flow-rule evidence waits for its delegation
+            refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
+            if refusal is not None:
+                raise parts.stop_at(
+                    self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
+                )
+            digest = args_hash(verdict.args)
+            if (target, digest) in seen:
+                why = f"{target!r} is asked twice with the same arguments"
+                raise parts.stop_at(self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why))
+            seen.add((target, digest))
+            checked[-1] = (verdict, digest)
+        check_args = getattr(handler, "check_args", None)  # ArgumentChecker (getattr: isinstance costs ~10 µs)
+        if check_args is not None:
+            for intent, _ in checked:
+                try:
+                    rejection = await check_args(intent.target, intent.args)
+                except RunStopError as stop:  # the handler's check ended the dispatch on purpose
+                    raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+                if rejection is not None:
+                    why = rejection.message
+                    raise parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))
         return parts
 
     async def _delegate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
@@ -481,40 +514,6 @@ class TechniqueDispatcher:
                 raise parts.stop_at(outcome)
             outcomes.append(outcome)
         return parts
-
-    async def _check_all(self, parts: _Parts, ctx: RunContext[Any]) -> DispatchOutcome | None:
-        """Every part through the policy and the gateway's guards, then the handler's own check, into
-        ``parts.checked``; the refusal of the output, if any. The policy's refusal is a line of the trace."""
-        handler, items, checked = parts.handler, parts.items, parts.checked
-        seen: set[tuple[str, str]] = set()
-        validate = self.step.validate
-        for attempt, item in enumerate(items, 1):
-            target, args = handler.route(item)
-            decision = RouteDecision.proposed(target, args)
-            verdict = validate(decision, ctx, attempt=attempt)
-            if isinstance(verdict, Stopped):
-                parts.trace.append(verdict.trace)
-                refused = verdict.outcome
-                evidence = verdict.trace.provenance
-                return self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
-            target = verdict.target
-            checked.append((verdict, ""))  # accepted by the policy: its flow-rule evidence waits for its delegation
-            refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
-            if refusal is not None:
-                return self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
-            digest = args_hash(verdict.args)
-            if (target, digest) in seen:
-                why = f"{target!r} is asked twice with the same arguments"
-                return self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why)
-            seen.add((target, digest))
-            checked[-1] = (verdict, digest)
-        check_args = getattr(handler, "check_args", None)  # ArgumentChecker (getattr: isinstance costs ~10 µs)
-        if check_args is not None:
-            for intent, _ in checked:
-                rejection = await check_args(intent.target, intent.args)
-                if rejection is not None:
-                    return self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", rejection.message)
-        return None
 
     def _refuse(
         self,
