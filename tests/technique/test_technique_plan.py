@@ -7,6 +7,7 @@ received, how a run cut off by its deadline or broken by a handler ends, and the
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from dataclasses import dataclass
@@ -270,3 +271,41 @@ def test_the_parts_run_in_order_until_the_first_that_does_not_succeed(script: li
         reason, message = (text.format(i=first) for text in BEHAVIOURS[script[first]])
         assert result.outcome == Outcome(False, reason, "delegate", message)
         assert result.output[-1].outcome == result.outcome
+
+
+# -- an ending that stops the plan leaves nothing behind -------------------------------------------------------
+
+
+@dataclass
+class FailingTool(RecordingToolHandler):
+    """``mcp:a/t1`` reports a failure of its own; the other tools succeed."""
+
+    def worker(self, target: str) -> Worker:
+        def work(**args: Any) -> object:
+            return Failed("tool_error:mcp:a/t1", "no") if target == "mcp:a/t1" else {"ok": True}
+
+        return Worker(name=target, fn=work, inline=True)
+
+
+ENDINGS = {
+    "refused output": (RecordingToolHandler(), tools({"q": 1}, {"q": 2}, {"q": 3})),  # mcp:a/t2 not allowed
+    "failed part": (FailingTool(), tools({"q": 1}, {"q": 2})),
+    "handler fault": (BrokenRoute(), tools({"q": 1})),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+async def test_a_stopped_dispatch_leaves_no_cycle_holding_its_output(ending: str) -> None:
+    """A stop travels as an exception through the plan's steps; its traceback would hold their frames (and the
+    output's parts, a hostile 20 MB argument included) in a cycle until the next collection."""
+    handler, output = ENDINGS[ending]
+    dispatcher = TechniqueDispatcher(handlers=[handler], allow=ALLOW[:2])
+    assert not (await dispatcher.adispatch(output)).ok  # warm: the first run imports and caches
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            assert not (await dispatcher.adispatch(output)).ok
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -445,6 +445,8 @@ class TechniqueDispatcher:
         error = done.error
         if error is None:
             return _SUCCESS
+        if error.exception is not None:  # the stop's traceback holds the steps' frames (and the output's parts):
+            error.exception.__traceback__ = None  # without it they are freed now, not at the next collection
         if parts.ended is not None:
             return parts.ended
         if error.stop_reason == sr.MAX_SECONDS and isinstance(error.exception, RunStopError):  # the plan's deadline
