@@ -6,8 +6,9 @@ the step's input, call its target, wrap the output in an :class:`Envelope`, pick
 
 One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through the one sync bridge,
 :func:`routegate.core._sync.run_sync`, which drives a plan of synchronous steps without an event loop), ``iter``
-(and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`) and a plan
-nested as a step. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
+(and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`), a plan
+nested as a step and a runtime built as a prebuilt plan (the technique dispatcher), which hands it the run's
+context. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
 Any other run is a :class:`_Run`, which owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
 place a deadline becomes ``max_seconds``), spans, checkpoint and final event. The run's position between steps is
 a :class:`~routegate.plan._position.Position` when a durable run checkpoints it; otherwise it stays in the
