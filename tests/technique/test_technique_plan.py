@@ -309,3 +309,29 @@ async def test_a_stopped_dispatch_leaves_no_cycle_holding_its_output(ending: str
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+async def test_concurrent_dispatches_share_the_plan_not_their_runs() -> None:
+    """One plan per dispatcher: two dispatches in flight at once each keep their own parts, outcomes and context."""
+    both_started = asyncio.Event()
+    started: list[str] = []
+
+    class Meeting(McpToolHandler):
+        def worker(self, target: str) -> Worker:
+            async def work(ctx: RunContext[Any], **args: Any) -> dict[str, Any]:
+                started.append(ctx.run_id)
+                if len(started) == 2:
+                    both_started.set()
+                await both_started.wait()  # each dispatch is suspended inside its plan run until both are
+                return {"ok": True}
+
+            return Worker(name=target, fn=work)
+
+    dispatcher = TechniqueDispatcher(handlers=[Meeting()], allow=ALLOW, budget=Budget(max_seconds=30))
+    one, two = await asyncio.gather(
+        dispatcher.adispatch(tools({"q": 1})), dispatcher.adispatch(tools({"q": 1}, {"q": 2}))
+    )
+    assert one.ok and two.ok and one.run_id != two.run_id
+    assert [p.target for p in one.output] == ["mcp:a/t0"]
+    assert [p.target for p in two.output] == ["mcp:a/t0", "mcp:a/t1"]
+    assert sorted(started[:2]) == sorted([one.run_id, two.run_id])
