@@ -29,8 +29,8 @@ deadline (``Budget.max_seconds``) bounds the whole dispatch, and the plan's dead
 raises: a handler's exception while its part runs ends the part with ``route_error:<target>`` and a message
 naming only the exception's class; the exception itself goes to the log (logger
 ``routegate.technique.dispatch``). A handler's ``route`` or argument check that raises is a fault of the plan's
-step, reported by the plan's fault path (logged on ``routegate.plan.envelope``) and ending the dispatch with
-``route_error:<kind>`` (``the <kind> dispatch raised <ExceptionClass> (details in the log)``); one that raises
+step, logged by the plan's fault path (``routegate.plan.envelope``), and ends the dispatch with
+``route_error:<kind>`` and a report naming the dispatch and the exception's class only; one that raises
 :class:`~routegate.errors.RunStopError` ends it with that stop reason, in phase ``route``.
 
 Argument provenance: flow rules on a target (``Annotated[..., From(...)]`` in its handler worker's or its
@@ -56,6 +56,7 @@ from typing_extensions import deprecated
 
 from routegate._lazy import warn_old_attribute
 from routegate.core import stop_reasons as sr
+from routegate.core._faults import fault_report
 from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
 from routegate.core.contracts import ArgLimits, Budget, RouteIntent, TraceEntry, jsonable
@@ -453,12 +454,8 @@ class TechniqueDispatcher:
             why = f"max_seconds={self.budget.max_seconds} reached after {len(parts.outcomes)} part(s)"
             return Outcome(False, sr.MAX_SECONDS, error.phase, why)
         phase: sr.Phase = "delegate" if parts.outcomes else "route"
-        return Outcome(
-            False,
-            sr.route_error(parts.kind.value),
-            phase,
-            f"the {parts.kind.value} dispatch raised {error.type} (details in the log)",
-        )
+        kind = parts.kind.value
+        return Outcome(False, sr.route_error(kind), phase, fault_report(error.type, f"the {kind} dispatch"))
 
     async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
         """The validate-all step: every part through the policy and the gateway's guards, then the handler's own
