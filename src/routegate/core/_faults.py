@@ -19,7 +19,13 @@ def fault_message(exc: BaseException, what: str, logger: logging.Logger, *, wher
     line only (``" on task 7f3a"``), for what the operator needs and the caller does not."""
     name = type(exc).__name__
     logger.warning("%s raised %s%s", what, name, where, exc_info=exc)
+    return fault_report(name, what)
+
+
+def fault_report(name: str, what: str) -> str:
+    """The class-only report of a fault :func:`fault_message` already logged, for a caller that names the part
+    its own way (the technique dispatcher reports a fault its plan's step logged as the dispatch's)."""
     return f"{what} raised {name} (details in the log)"
 
 
-__all__ = ["fault_message"]
+__all__ = ["fault_message", "fault_report"]

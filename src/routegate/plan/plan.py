@@ -6,8 +6,9 @@ the step's input, call its target, wrap the output in an :class:`Envelope`, pick
 
 One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through the one sync bridge,
 :func:`routegate.core._sync.run_sync`, which drives a plan of synchronous steps without an event loop), ``iter``
-(and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`) and a plan
-nested as a step. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
+(and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`), a plan
+nested as a step and a runtime built as a prebuilt plan (the technique dispatcher), which hands it the run's
+context. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
 Any other run is a :class:`_Run`, which owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
 place a deadline becomes ``max_seconds``), spans, checkpoint and final event. The run's position between steps is
 a :class:`~routegate.plan._position.Position` when a durable run checkpoints it; otherwise it stays in the
@@ -26,6 +27,8 @@ import time
 import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, Generic
+
+from opentelemetry.trace import Tracer
 
 from routegate._lazy import warn_old_method
 from routegate.core._deadline import Deadline
@@ -256,10 +259,16 @@ class Plan(Generic[RunDepsT, OutputT]):
         answer: Any = NO_ANSWER,
         nested: bool = False,
         outer: _Run | None = None,
+        context: RunContext[Any] | None = None,
+        root: Callable[[Tracer], RunSpans] | None = None,
     ) -> Coroutine[Any, Any, PlanResult]:
         """The one driver: every run of the plan starts here, and this returns the coroutine that runs it.
 
         A ``nested`` run is a step of the run ``outer`` (``None``: a lean run).
+        A run given its ``context`` is the run of a runtime built as a prebuilt plan (the technique dispatcher):
+        the runtime made the context (its ``deps``, ``run_id``, ledgers and tracer) and the plan's budget bounds
+        the run; ``root`` makes the run's spans when it is traced (the runtime's own root span; without it,
+        ``routegate.plan`` and a span per step).
         A run with nothing to watch — no tracer provider, listener, budget, checkpoint or step that asks for
         the context (for a nested plan: an outer run with none of them) — is the lean branch: the interpreter
         alone, with no :class:`_Run`. Every other run is a :class:`_Run`, which owns its context, deadline,
@@ -276,14 +285,19 @@ class Plan(Generic[RunDepsT, OutputT]):
                 return self._steps(value, store, None, started)
             run = _Run(self, value, store, outer.ctx, outer.deadline, outer.max_seconds, None, outer.spans.nested())
             return run.drive(started)
-        tr = tracer()  # the run's one question about tracing: the spans it opens follow from the answer
+        # the run's one question about tracing (a runtime's context has its answer): its spans follow from it
+        tr = tracer() if context is None else context.tracer
         if tr is None:
-            if self._lean and emit is None and key is None and answer is NO_ANSWER:
+            if self._lean and emit is None and key is None and answer is NO_ANSWER and context is None:
                 return self._steps(value, store, None, started)
             spans: RunSpans = NO_SPANS
         else:
-            spans = TracedSpans(tr)
+            spans = TracedSpans(tr) if root is None else root(tr)
         budget = self.budget
+        if context is not None:  # a runtime's run: its context, under the plan's budget
+            limit = None if budget is None else budget.max_seconds
+            run = _Run(self, value, store, context, None if limit is None else context.deadline, limit, emit, spans)
+            return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
         ctx: RunContext[Any] | None = None
         deadline: float | None = None
         max_seconds: float | None = None

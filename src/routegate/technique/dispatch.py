@@ -6,20 +6,32 @@ target named by its handler (``code:python``, ``mcp:github/list_issues``, ``a2a:
 :class:`~routegate.core.governed.GovernedStep`, exactly as a router's decision is in the routing agent: validated by
 :class:`~routegate.core.RoutePolicy` (allowlist + the target's pydantic argument schema), then delegated through
 :class:`~routegate.core.RouteGateway` (execution allowlist, registry, ``max_delegations``, loop detection,
-worker signature) under the dispatch's :class:`~routegate.core.RunContext` — one per dispatch, whose
-:class:`~routegate.core._deadline.Deadline` (``Budget.max_seconds``) bounds the whole dispatch. So refusals carry the core stop reasons (``invalid_route:route_not_allowed:<t>``,
-``route_denied:<t>``, ``route_missing:<t>``, ``max_delegations``, ``loop_detected``, ``max_seconds``...), and a
-handler's own failures carry theirs (``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
+worker signature) under the dispatch's :class:`~routegate.core.RunContext`, one per dispatch. So refusals carry the
+core stop reasons (``invalid_route:route_not_allowed:<t>``, ``route_denied:<t>``, ``route_missing:<t>``,
+``max_delegations``, ``loop_detected``, ``max_seconds``...), and a handler's own failures carry theirs
+(``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
 
-All or none: every part of the output is checked before the first one runs — the policy (allowlist, argument
-bounds, schema), then the gateway's guards (``max_delegations``, execution allowlist, registry, loop detection,
-worker signature), then the handler's own argument check (an MCP tool's ``inputSchema``) — and one refusal
-refuses the whole output. Then the parts run in document order and the first one that does not succeed ends the
-dispatch. Arguments are bounded by :class:`~routegate.core.ArgLimits` and must be JSON (they travel as JSON).
+A dispatch is a run of a prebuilt :class:`~routegate.plan.Plan` (``TechniqueDispatcher.plan``, built once per
+dispatcher) on the plan engine's one driver, with two steps:
+
+* ``validate`` — all or none: every part of the output is checked before the first one runs — the policy
+  (allowlist, argument bounds, schema), then the gateway's guards (``max_delegations``, execution allowlist,
+  registry, loop detection, worker signature), then the handler's own argument check (an MCP tool's
+  ``inputSchema``) — and one refusal refuses the whole output;
+* ``delegate`` — the parts run in document order and the first one that does not succeed ends the dispatch.
+
+Arguments are bounded by :class:`~routegate.core.ArgLimits` and must be JSON (they travel as JSON). The payload the
+steps hand on is the dispatch's parts and their outcomes so far. The plan's budget is the dispatcher's: its
+deadline (``Budget.max_seconds``) bounds the whole dispatch, and the plan's deadline stop is reported as
+``max_seconds`` in phase ``delegate`` (in either step) with ``max_seconds=<s> reached after <n> part(s)``.
 
 :meth:`TechniqueDispatcher.adispatch` never raises for anything the output holds, nor for a handler that
-raises: a handler's exception ends its part with ``route_error:<target>`` and a message naming only the
-exception's class; the exception itself goes to the log (logger ``routegate.technique.dispatch``).
+raises: a handler's exception while its part runs ends the part with ``route_error:<target>`` and a message
+naming only the exception's class; the exception itself goes to the log (logger
+``routegate.technique.dispatch``). A handler's ``route`` or argument check that raises is a fault of the plan's
+step, logged by the plan's fault path (``routegate.plan.envelope``), and ends the dispatch with
+``route_error:<kind>`` and a report naming the dispatch and the exception's class only; one that raises
+:class:`~routegate.errors.RunStopError` ends it with that stop reason, in phase ``route``.
 
 Argument provenance: flow rules on a target (``Annotated[..., From(...)]`` in its handler worker's or its
 ``schemas=`` model, or ``flows={target: {arg: From(...)}}``) are checked with the policy, before any part runs,
@@ -34,19 +46,17 @@ the output, ``route_denied:provenance:<arg>``; each part's outcome carries its a
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
 
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Tracer
 from pydantic import BaseModel
 from typing_extensions import deprecated
 
 from routegate._lazy import warn_old_attribute
 from routegate.core import stop_reasons as sr
-from routegate.core._deadline import Deadline
-from routegate.core._faults import fault_message
+from routegate.core._faults import fault_report
 from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
 from routegate.core.contracts import ArgLimits, Budget, RouteIntent, TraceEntry, jsonable
@@ -58,9 +68,15 @@ from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import From
 from routegate.core.result import RunResult
-from routegate.core.telemetry import Attr, end_run
+from routegate.core.telemetry import Attr, CurrentSpan, end_run, open_span
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
+from routegate.plan._position import Decision
+from routegate.plan._spans import RunSpans
+from routegate.plan.envelope import Envelope
+from routegate.plan.plan import Plan
+from routegate.plan.result import PlanResult
+from routegate.plan.step import Step
 from routegate.technique._guard import (
     HandlerFailure,
     Returned,
@@ -231,34 +247,55 @@ _Checked = tuple[RouteIntent, str]
 """A part that passed every check: its validated route and the ``args_hash`` of its arguments."""
 
 
-class _Dispatch:
-    """One dispatch's state: the kind, its run id, when it started, the parts' outcomes and trace entries so far;
-    it ends as a result."""
+@dataclass(slots=True, eq=False)
+class _Parts:
+    """The payload a dispatch's plan hands from step to step: the output's parts and their handler, the parts
+    the validate step accepted, then the outcomes and trace entries of the parts so far, and ``ended``, the
+    ending one of its steps chose (a refusal, a failed part, a handler's stop signal). Shared, so a run cut off
+    by its deadline still tells how far it got."""
 
-    __slots__ = ("kind", "outcomes", "run_id", "started", "trace")
+    kind: OutputKind
+    handler: TechniqueHandler
+    items: tuple[TechniqueItem, ...]
+    checked: list[_Checked] = field(default_factory=list)
+    outcomes: list[DispatchOutcome] = field(default_factory=list)
+    trace: list[TraceEntry] = field(default_factory=list)
+    ended: Outcome | None = None
 
-    def __init__(self, kind: OutputKind) -> None:
-        self.kind = kind
-        self.started = time.perf_counter()
-        self.outcomes: list[DispatchOutcome] = []
-        self.trace: list[TraceEntry] = []
-        self.run_id: str | None = None  # the context's, once the dispatch has one
-
-    def end(self, reason: str, phase: sr.Phase | None = None, message: str = "") -> DispatchResult:
-        outcome = _SUCCESS if reason == sr.SUCCESS else Outcome(False, reason, phase, message)
-        elapsed = (time.perf_counter() - self.started) * 1000.0
-        return DispatchResult(self.kind, outcome, tuple(self.outcomes), tuple(self.trace), self.run_id, elapsed)
-
-    def stop_at(self, outcome: DispatchOutcome) -> DispatchResult:
-        """The dispatch ends on this part's outcome."""
+    def stop_at(self, outcome: DispatchOutcome) -> RunStopError:
+        """The dispatch ends on this part's outcome: the stop that ends the plan's run."""
         self.outcomes.append(outcome)
-        return self.end(outcome.stop_reason, outcome.phase, outcome.message)
+        return self.stop(outcome.outcome)
 
-    def fault(self, exc: Exception) -> DispatchResult:
-        """A fault of a handler (its ``route``, its argument check) or of this code: reported, never raised."""
-        kind = self.kind.value
-        message = fault_message(exc, f"the {kind} dispatch", logger)
-        return self.end(sr.route_error(kind), "delegate" if self.outcomes else "route", message)
+    def stop(self, outcome: Outcome) -> RunStopError:
+        """The dispatch ends with ``outcome``: the stop that ends the plan's run."""
+        self.ended = outcome
+        return RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
+
+
+class _DispatchSpans(RunSpans):
+    """A traced dispatch's spans: its ``routegate.dispatch`` root (the kernel's policy and delegate spans hang
+    right below it; the plan's steps open none), which ``record`` marks with how the dispatch ended."""
+
+    __slots__ = ("_attributes", "_record", "_root", "_tracer")
+
+    watching = True
+
+    def __init__(
+        self, tracer: Tracer, attributes: dict[str, str | int], record: Callable[[Span, PlanResult], None]
+    ) -> None:
+        self._tracer, self._attributes, self._record = tracer, attributes, record
+        self._root: CurrentSpan | None = None
+
+    def begin(self, name: str | None, envelopes: list[Envelope], decisions: list[Decision]) -> None:
+        self._root = open_span(self._tracer, "routegate.dispatch", self._attributes)
+
+    def end(self, result: PlanResult | None, exc: BaseException | None = None) -> None:
+        root = self._root
+        assert root is not None
+        if result is not None and root.span.is_recording():
+            self._record(root.span, result)
+        root.close(exc)
 
 
 def _part(done: Delegated | Stopped) -> DispatchOutcome:
@@ -291,10 +328,11 @@ class TechniqueDispatcher:
 
     Every part is one :class:`~routegate.core.governed.GovernedStep` (``step``): validated against the policy before
     any part runs, then delegated through the gateway under the dispatch's :class:`~routegate.core.RunContext`,
-    which a handler's worker receives if it declares a ``RunContext`` parameter.
+    which a handler's worker receives if it declares a ``RunContext`` parameter. A dispatch is a run of ``plan``,
+    the prebuilt :class:`~routegate.plan.Plan` ``validate`` → ``delegate`` under ``budget``.
     """
 
-    __slots__ = ("budget", "gateway", "handlers", "policy", "step")
+    __slots__ = ("budget", "gateway", "handlers", "plan", "policy", "step")
 
     def __init__(
         self,
@@ -333,6 +371,13 @@ class TechniqueDispatcher:
         self.gateway = RouteGateway(allow=execution, registry=workers)
         self.step = GovernedStep(self.policy, self.gateway, check=check_returned, observed=returned_value)
         self.budget = budget or Budget()
+        # the dispatch as a prebuilt plan: a deadline stop reports phase "delegate" in either step, as it always has
+        self.plan: Plan[Any, _Parts] = Plan(
+            Step(self._validate, name="validate", phase="delegate"),
+            Step(self._delegate, name="delegate", phase="delegate"),
+            budget=self.budget,
+            name="dispatch",
+        )
 
     @property
     def tracks_provenance(self) -> bool:
@@ -355,57 +400,38 @@ class TechniqueDispatcher:
         dispatcher's budget. ``request`` and ``config``: the user's request and the caller's configuration, the
         sources a flow rule may accept, for a dispatch with no run's ledger to read.
         """
-        run = _Dispatch(classified.kind)
-        if context is not None:
-            run.run_id = context.run_id
-        if classified.kind is OutputKind.PROSE:
-            return run.end(sr.SUCCESS)
-        handler = self.handlers.get(classified.kind)
+        kind = classified.kind
+        if kind is OutputKind.PROSE:
+            return DispatchResult(kind, _SUCCESS, (), (), None if context is None else context.run_id, 0.0)
+        handler = self.handlers.get(kind)
         if handler is None:
-            return run.end(
-                sr.route_missing(classified.kind.value), "route", f"no handler is registered for {classified.kind}"
-            )
+            missing = Outcome(False, sr.route_missing(kind.value), "route", f"no handler is registered for {kind}")
+            return DispatchResult(kind, missing, (), (), None if context is None else context.run_id, 0.0)
         if context is None:
             ctx: RunContext[Any] = RunContext.start(None, self.budget)
         else:
             ctx = RunContext.start(context.deps, self.budget, run_id=context.run_id)
             ctx.provenance = context.provenance  # one run, one ledger
-        run.run_id = ctx.run_id
         self.step.admit(ctx, request, config)
+        parts = _Parts(kind, handler, classified.items())
 
-        def attributes() -> dict[str, str | int]:
-            return {
+        def traced(tracer: Tracer) -> RunSpans:
+            attributes: dict[str, str | int] = {
                 Attr.RUNTIME: "dispatch",
                 Attr.RUN_ID: ctx.run_id,
-                Attr.PARTS: len(classified.items()),
-                Attr.OUTPUT_KIND: classified.kind.value,
+                Attr.PARTS: len(parts.items),
+                Attr.OUTPUT_KIND: kind.value,
             }
 
-        def ended(root: Span, result: DispatchResult) -> None:
-            end_run(root, result.stop_reason, result.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
+            def ended(root: Span, done: PlanResult) -> None:
+                outcome = self._outcome(parts, done)
+                end_run(root, outcome.stop_reason, outcome.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
 
-        work = self._bounded(run, handler, classified, ctx)
-        return await ctx.spans.root("routegate.dispatch", attributes, work, ended)
+            return _DispatchSpans(tracer, attributes, ended)
 
-    async def _bounded(
-        self, run: _Dispatch, handler: TechniqueHandler, classified: ClassifiedOutput, ctx: RunContext[Any]
-    ) -> DispatchResult:
-        """The dispatch under its deadline; every fault becomes a stop reason."""
-        deadline = Deadline.of(ctx)
-        try:
-            async with deadline:
-                return await self._dispatch(run, handler, classified.items(), ctx)
-        except TimeoutError as exc:
-            if not deadline.expired:
-                return run.fault(exc)
-            seconds = self.budget.max_seconds
-            return run.end(
-                sr.MAX_SECONDS, "delegate", f"max_seconds={seconds} reached after {len(run.outcomes)} part(s)"
-            )
-        except RunStopError as stop:  # a handler's route or argument check ended the dispatch on purpose
-            return run.end(stop.stop_reason, "delegate" if run.outcomes else "route", stop.message)
-        except Exception as exc:
-            return run.fault(exc)
+        done = await self.plan._drive(parts, None, context=ctx, root=traced)
+        outcome = self._outcome(parts, done)
+        return DispatchResult(kind, outcome, tuple(parts.outcomes), tuple(parts.trace), ctx.run_id, done.elapsed_ms)
 
     def dispatch(
         self, classified: ClassifiedOutput, *, request: str | None = None, config: Mapping[str, Any] | None = None
@@ -413,62 +439,80 @@ class TechniqueDispatcher:
         """Synchronous :meth:`adispatch` (not from inside a running event loop)."""
         return run_sync(self.adispatch(classified, request=request, config=config), what="dispatch")
 
-    async def _dispatch(
-        self, run: _Dispatch, handler: TechniqueHandler, items: tuple[TechniqueItem, ...], ctx: RunContext[Any]
-    ) -> DispatchResult:
-        """All or none: every part checked, then each delegated in order until one does not succeed."""
-        checked = await self._check_all(handler, items, ctx, run.trace)
-        if isinstance(checked, DispatchOutcome):
-            return run.stop_at(checked)
-        step = self.step
-        for attempt, (intent, digest) in enumerate(checked, 1):
-            done = await step.delegate(intent, ctx, attempt=attempt, digest=digest)
-            run.trace.append(done.trace)
-            outcome = _part(done)
-            if not outcome.ok:
-                return run.stop_at(outcome)
-            run.outcomes.append(outcome)
-        return run.end(sr.SUCCESS)
+    def _outcome(self, parts: _Parts, done: PlanResult) -> Outcome:
+        """How the dispatch ended, from how its plan's run ended: success, the ending a step chose, the
+        deadline (``max_seconds`` in the phase of the step it cut off), or a fault, reported by its class only
+        (the plan's fault path logged it): ``route_error:<kind>``."""
+        error = done.error
+        if error is None:
+            return _SUCCESS
+        if error.exception is not None:  # the stop's traceback holds the steps' frames (and the output's parts):
+            error.exception.__traceback__ = None  # without it they are freed now, not at the next collection
+        if parts.ended is not None:
+            return parts.ended
+        if error.stop_reason == sr.MAX_SECONDS and isinstance(error.exception, RunStopError):  # the plan's deadline
+            why = f"max_seconds={self.budget.max_seconds} reached after {len(parts.outcomes)} part(s)"
+            return Outcome(False, sr.MAX_SECONDS, error.phase, why)
+        phase: sr.Phase = "delegate" if parts.outcomes else "route"
+        kind = parts.kind.value
+        return Outcome(False, sr.route_error(kind), phase, fault_report(error.type, f"the {kind} dispatch"))
 
-    async def _check_all(
-        self,
-        handler: TechniqueHandler,
-        items: tuple[TechniqueItem, ...],
-        ctx: RunContext[Any],
-        trace: list[TraceEntry],
-    ) -> list[_Checked] | DispatchOutcome:
-        """Every part through the policy and the gateway's guards, then the handler's own check; no part runs.
-        The policy's refusal is a line of ``trace``."""
-        checked: list[_Checked] = []
+    async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
+        """The validate-all step: every part through the policy and the gateway's guards, then the handler's own
+        argument check, into ``parts.checked``; no part runs. One refusal refuses the whole output (the policy's
+        is a line of the trace); a handler's stop signal ends the dispatch in phase ``route``."""
+        handler, items, checked = parts.handler, parts.items, parts.checked
         seen: set[tuple[str, str]] = set()
         validate = self.step.validate
         for attempt, item in enumerate(items, 1):
-            target, args = handler.route(item)
-            decision = RouteDecision.proposed(target, args)
-            verdict = validate(decision, ctx, attempt=attempt)
+            try:
+                target, args = handler.route(item)
+            except RunStopError as stop:  # the handler refused the part on purpose
+                raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+            verdict = validate(RouteDecision.proposed(target, args), ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
-                trace.append(verdict.trace)
+                parts.trace.append(verdict.trace)
                 refused = verdict.outcome
                 evidence = verdict.trace.provenance
-                return self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
+                raise parts.stop_at(
+                    self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
+                )
             target = verdict.target
             checked.append((verdict, ""))  # accepted by the policy: its flow-rule evidence waits for its delegation
             refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
             if refusal is not None:
-                return self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
+                raise parts.stop_at(
+                    self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
+                )
             digest = args_hash(verdict.args)
             if (target, digest) in seen:
                 why = f"{target!r} is asked twice with the same arguments"
-                return self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why)
+                raise parts.stop_at(self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why))
             seen.add((target, digest))
             checked[-1] = (verdict, digest)
         check_args = getattr(handler, "check_args", None)  # ArgumentChecker (getattr: isinstance costs ~10 µs)
         if check_args is not None:
             for intent, _ in checked:
-                rejection = await check_args(intent.target, intent.args)
+                try:
+                    rejection = await check_args(intent.target, intent.args)
+                except RunStopError as stop:  # the handler's check ended the dispatch on purpose
+                    raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
                 if rejection is not None:
-                    return self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", rejection.message)
-        return checked
+                    why = rejection.message
+                    raise parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))
+        return parts
+
+    async def _delegate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
+        """The delegate-each step: the checked parts through the gateway, in order, until one does not succeed."""
+        step, outcomes, trace = self.step, parts.outcomes, parts.trace
+        for attempt, (intent, digest) in enumerate(parts.checked, 1):
+            done = await step.delegate(intent, ctx, attempt=attempt, digest=digest)
+            trace.append(done.trace)
+            outcome = _part(done)
+            if not outcome.ok:
+                raise parts.stop_at(outcome)
+            outcomes.append(outcome)
+        return parts
 
     def _refuse(
         self,
