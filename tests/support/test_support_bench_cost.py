@@ -30,5 +30,6 @@ def test_the_cost_benchmark_counts_the_round_trips_of_each_route(tmp_path: Path)
     figures = json.loads(out.read_text())
     pool = {route: row["pool_round_trips"] for route, row in figures["counts"].items()}
     assert pool == {"POSTGRES": 3.0, "VECTOR": 3.0, "EXTERNAL": 2.0, "LLM": 2.0}
-    assert figures["counts"]["POSTGRES"]["statements"] >= 9  # the SQL tool's six go in its one pipeline
+    # the lock take (shared with the previous release), history read, the SQL tool's settings and query, memory write
+    assert 5 <= figures["counts"]["POSTGRES"]["statements"] < 6
     assert figures["load"]["turns_per_s"] > 0 and figures["costs"]["POSTGRES"]["desk_cpu_ms"] > 0

@@ -2,8 +2,9 @@
 connections the desk uses: a round trip is the client waiting for the server (a server message after a client
 message on one connection), a statement a ``CommandComplete`` or ``ErrorResponse`` the server sent.
 
-* the SQL tool: one round trip per call of a query it has seen (the set-up, the bounded query and the rollback in
-  one pipeline), two for a new one (its columns are described first, in the same transaction);
+* the SQL tool: one round trip and two statements per call of a query it has seen (the settings statement and
+  the bounded query in one pipeline, one ``Sync``), two round trips for a new one (its columns are described
+  first, in the same transaction);
 * a rule-routed SQL question: three round trips on the pool (history read, the SQL tool, the memory write) and
   the session lock's take on the locks' own connection.
 """
@@ -97,14 +98,18 @@ async def test_a_query_the_tool_has_seen_costs_one_round_trip(
             two = await tool.run(query, {"id": 2})
     assert [r["id"] for r in one.rows] == [1] and [r["id"] for r in two.rows] == [2]  # the parameters still count
     assert set(two.rows[0]) == {"id", "status"}
-    assert first().round_trips == 2  # described, then run
+    described = first()
+    assert described.round_trips == 2  # described, then run
+    assert described.sent.count("Sync") == 1, described.sent  # in one transaction
     seen = again()
     assert seen.round_trips == 1, seen.sent
-    # the guarantees travel in the same exchange, in order: read-only, timeout, pinned path, role, rollback
-    order = [seen.sent.index(s) for s in ("BEGIN READ ONLY", "statement_timeout", "search_path", "rg_rows", "ROLLBACK")]
-    assert order == sorted(order), seen.sent
+    assert seen.statements == 2 and seen.sent.count("Sync") == 1, seen.sent
+    # the guarantees travel in the same exchange, before the query: timeout, pinned path, read-only, role
+    settings = ("statement_timeout", "search_path", "transaction_read_only", "rg_rows")
     if db.reader_role is not None:
-        assert seen.sent.index("SET LOCAL ROLE") < seen.sent.index("rg_rows")
+        settings = (*settings[:-1], "'role'", "rg_rows")
+    order = [seen.sent.index(s) for s in settings]
+    assert order == sorted(order), seen.sent
 
 
 async def test_queries_beyond_the_kept_number_keep_their_own_columns(
@@ -141,6 +146,7 @@ async def test_a_rule_routed_sql_question_costs_three_round_trips_on_the_pool(
     # the history read, the SQL tool's one pipeline, the memory write (the session lock is on its own connection)
     assert seen.round_trips == 3, seen.sent
     assert seen.sent.count("Sync") == 3
+    assert seen.statements == 4, seen.sent  # the history read, the tool's settings and query, the memory write
 
 
 async def test_a_seen_query_that_fails_at_run_time_leaves_the_connection_clean(
