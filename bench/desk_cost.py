@@ -10,10 +10,12 @@ process (no HTTP), on the embedded PostgreSQL, offline (MiniLM encoder, grounded
 * **CPU** is ``time.process_time()`` of this process (the desk, its encoder, the driver) and the CPU seconds of the
   PostgreSQL server's processes from ``/proc`` (as ``bench/scale.py --part costs`` does), per turn, untraced.
 * ``--profile`` runs the concurrent part under ``cProfile`` and prints the functions that took the most CPU;
-  ``--profile-routes POSTGRES,VECTOR`` profiles those routes' turns one at a time (after their timed pass).
+  ``--profile-routes POSTGRES,VECTOR`` profiles those routes' turns one at a time (after their timed pass);
+  ``--pieces N`` times the turn's database pieces alone (the SQL tool's call, the history read, the memory write,
+  a session lock's hold), N calls each.
 
     .venv/bin/python bench/desk_cost.py [--turns 200] [--load-turns 800] [--concurrency 32] [--profile]
-        [--profile-routes POSTGRES,VECTOR]
+        [--profile-routes POSTGRES,VECTOR] [--pieces 2000]
 
 Keep it short on a shared machine: the default run takes about a minute on two cores.
 """
@@ -39,8 +41,12 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
+from routegate.apps.support.advisory import RELEASE_LINGER_SECONDS
+from routegate.apps.support.contracts import Role
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.memory import MessageStore
+from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from server_load import MIXES, cpu_probe_seconds
@@ -214,6 +220,47 @@ def report(profiler: cProfile.Profile, turns: int, what: str) -> None:
         print(f"  {own / turns * 1e3:6.3f} ms/turn  {key}")
 
 
+async def pieces(db: SupportDatabase, calls: int) -> dict[str, dict[str, float]]:
+    """The desk's database pieces one at a time, ``calls`` each: the SQL tool's call (a template's query, seen
+    before), the history read, the memory write (one turn's two messages), a session lock's hold (take + release)."""
+    print(f"\nthe database pieces of a turn, alone ({calls} calls each, one at a time)")
+    print(f"  {'piece':14s} {'desk CPU ms':>12s} {'PG CPU ms':>10s} {'wall ms':>8s}")
+    tool, store = PostgresTool(db), MessageStore(db)
+    session = f"pieces-{uuid.uuid4().hex[:8]}"
+    turn: list[tuple[Role, str]] = [("user", ROUTE_MESSAGES["POSTGRES"]), ("assistant", "Ticket 2 is open.")]
+
+    async def sql_tool(i: int) -> None:
+        await tool.run("SELECT id, status FROM tickets WHERE id = :id", {"id": 1 + i % 3})
+
+    async def history_read(i: int) -> None:
+        await store.recent(session)
+
+    async def memory_write(i: int) -> None:
+        await store.extend(session, turn, context={"ticket": 2})
+
+    async def lock_hold(i: int) -> None:
+        async with store.hold(f"{session}-{i % SESSIONS}", within=5.0):
+            pass
+
+    out: dict[str, dict[str, float]] = {}
+    for name, piece in (
+        ("sql_tool", sql_tool),
+        ("history_read", history_read),
+        ("memory_write", memory_write),
+        ("lock_hold", lock_hold),
+    ):
+        for i in range(max(20, calls // 10)):  # warm: prepared statements, the pool's connections
+            await piece(i)
+        wall, cpu, pg = time.perf_counter(), time.process_time(), db_cpu_seconds()
+        for i in range(calls):
+            await piece(i)
+        await asyncio.sleep(2 * RELEASE_LINGER_SECONDS)  # the last release has gone
+        wall, cpu, pg = time.perf_counter() - wall, time.process_time() - cpu, db_cpu_seconds() - pg
+        out[name] = {"desk_cpu_ms": cpu / calls * 1e3, "db_cpu_ms": pg / calls * 1e3, "wall_ms": wall / calls * 1e3}
+        print(f"  {name:14s} {cpu / calls * 1e3:12.3f} {pg / calls * 1e3:10.3f} {wall / calls * 1e3:8.3f}")
+    return out
+
+
 async def loaded(desk: SupportAgent, turns: int, concurrency: int, profile: bool) -> dict[str, float]:
     questions = MIXES["spec"]
     run = uuid.uuid4().hex[:8]
@@ -268,6 +315,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         async with SupportDatabase(url, max_size=4) as db:
             desk = SupportAgent(db=db, encoder=encoder, semantic=fitted)
             await desk.start()
+            if args.pieces:
+                results["pieces"] = await pieces(db, args.pieces)
             results["counts"] = await counted(desk, trace, args.count_turns)
             results["costs"] = await costed(desk, args.turns, args.profile_routes)
             results["load"] = await loaded(desk, args.load_turns, args.concurrency, args.profile)
@@ -290,6 +339,9 @@ def main() -> None:
         type=lambda text: frozenset(r.strip().upper() for r in text.split(",") if r.strip()),
         default=frozenset(),
         help="also profile these routes' turns one at a time (comma-separated, e.g. POSTGRES,VECTOR)",
+    )
+    parser.add_argument(
+        "--pieces", type=int, default=0, help="also time the turn's database pieces alone, this many calls each"
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
