@@ -18,7 +18,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "desk_cost.py"
 
 def test_the_cost_benchmark_counts_the_round_trips_of_each_route(tmp_path: Path) -> None:
     out = tmp_path / "cost.json"
-    small = ["--count-turns", "3", "--turns", "3", "--load-turns", "8", "--concurrency", "2"]
+    small = ["--count-turns", "3", "--turns", "3", "--load-turns", "8", "--concurrency", "2", "--pieces", "3"]
     done = subprocess.run(
         [sys.executable, str(BENCH), *small, "--json", str(out)],
         capture_output=True,
@@ -33,3 +33,5 @@ def test_the_cost_benchmark_counts_the_round_trips_of_each_route(tmp_path: Path)
     # the lock take (shared with the previous release), history read, the SQL tool's settings and query, memory write
     assert 5 <= figures["counts"]["POSTGRES"]["statements"] < 6
     assert figures["load"]["turns_per_s"] > 0 and figures["costs"]["POSTGRES"]["desk_cpu_ms"] > 0
+    assert set(figures["pieces"]) == {"sql_tool", "history_read", "memory_write", "lock_hold"}
+    assert all(piece["desk_cpu_ms"] > 0 for piece in figures["pieces"].values())
