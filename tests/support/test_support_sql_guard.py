@@ -324,9 +324,9 @@ async def test_without_the_guard_statement_timeout_still_holds(db: SupportDataba
 async def test_without_the_guard_each_setting_refuses_on_its_own(
     db: SupportDatabase, monkeypatch: pytest.MonkeyPatch, with_role: bool
 ) -> None:
-    """The settings statement's layers, told apart by what PostgreSQL answers: a write a SELECT can make (a large
-    object, which any role may create) is refused by read-only mode, with or without the role; the desk's own table
-    is refused by the role, and only by it; a long query is cut by the timeout; the search path is pinned. (A
+    """The transaction's layers, told apart by what PostgreSQL answers: a write a SELECT can make (a large object,
+    which any role may create) is refused by read-only mode, with or without the role; the desk's own table is
+    refused by the role, and only by it; a long query is cut by PostgreSQL's timeout; the search path is pinned. (A
     ``DELETE`` cannot even be written here: the checked query runs inside the bounds' wrapper, a subquery.)"""
     if not with_role:
         monkeypatch.setattr(db, "reader_role", None)

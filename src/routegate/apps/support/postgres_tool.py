@@ -2,8 +2,8 @@
 
 Layers, outermost first: the SQL guard (:mod:`.sqlguard`) parses the query, resolves every table and column
 reference by scope against the readable tables' real columns (read from the catalog once), checks it against its
-allowlists and renders what runs; the statement then runs in a transaction that is read-only and never commits a
-write, with a ``statement_timeout``, with ``search_path`` pinned to ``pg_catalog, <desk schema>, pg_temp`` (an
+allowlists and renders what runs; the statement then runs in a transaction that is ``READ ONLY`` and always rolled
+back, with a ``statement_timeout``, with ``search_path`` pinned to ``pg_catalog, <desk schema>, pg_temp`` (an
 unqualified name means a built-in or a desk table, never one in ``public``, and a temporary table cannot shadow a
 desk table), as the restricted reader role when the database has one. An empty result is a normal result
 (``row_count == 0``), not an error.
@@ -14,14 +14,14 @@ stays within ``max_bytes``. A cut result says so (``truncated`` and a ``truncati
 deadline (the statement timeout plus a short grace) cancels the statement on the server if PostgreSQL's own
 timeout has not ended it by then.
 
-One call is two statements in one round trip, sent as one psycopg pipeline with one ``Sync``: the settings
-statement (``SELECT set_config(..., true)`` for the timeout, the search path, ``transaction_read_only`` and the
-role) and the bounded query. Between two ``Sync`` messages PostgreSQL runs a pipeline's statements in one implicit
-transaction, so the settings, local to that transaction, hold for the query and end with it (PostgreSQL applies a
-role, a timeout and read-only mode from the next statement on: they cannot share the query's own statement). The
-transaction cannot be made read-write again once a statement has run in it. The bounded query needs the checked
-query's column names; they are read once per checked query (a ``LIMIT 0`` describe, in the same transaction,
-one more round trip) and kept, with the rendered statement, for the next call of the same query (at most
+One call is four statements in one round trip, sent as one psycopg pipeline with one ``Sync``: ``BEGIN READ ONLY``,
+one settings statement (``SELECT set_config(..., true)`` for the timeout, the search path and the role, local to
+the transaction), the bounded query and ``ROLLBACK``. The settings cannot share the query's own statement
+(PostgreSQL applies a role and a timeout from the next statement on), and the rollback is what undoes a
+session-level change a query could make (``set_config(..., false)``, refused by the guard): without it such a
+change would outlive the call on the pooled connection. The bounded query needs the checked query's column names;
+they are read once per checked query (a ``LIMIT 0`` describe, in the same transaction, one more round trip) and
+kept, with the rendered statement, for the next call of the same query (at most
 :data:`PLAN_CACHE_SIZE` of them).
 """
 
@@ -58,6 +58,7 @@ DEADLINE_GRACE_SECONDS: Final = 0.25
 """How long after ``statement_timeout`` the client stops waiting and cancels the statement itself."""
 PLAN_CACHE_SIZE: Final = 256
 """How many checked queries keep their column names and rendered bounded statement (the oldest goes first)."""
+_BEGIN: Final = b"BEGIN READ ONLY"
 _ROLLBACK: Final = b"ROLLBACK"
 
 _COLUMNS_SQL: Final = (
@@ -133,12 +134,11 @@ class PostgresTool:
         return self.statement_timeout_ms / 1000 + DEADLINE_GRACE_SECONDS
 
     def _settings(self) -> sql.Composed:
-        """The one statement that sets the query's transaction up: the statement timeout, the pinned search path,
-        read-only mode and the reader role (last), each local to the transaction (``set_config(..., true)``)."""
+        """The one statement that sets the read-only transaction up: the statement timeout, the pinned search path
+        and the reader role (last), each local to the transaction (``set_config(..., true)``)."""
         settings = [
             ("statement_timeout", sql.Literal(str(self.statement_timeout_ms))),
             ("search_path", sql.Literal(f"pg_catalog, {sql.Identifier(self._db.schema).as_string(None)}, pg_temp")),
-            ("transaction_read_only", sql.Literal("on")),
         ]
         if self._db.reader_role is not None:
             settings.append(("role", sql.Literal(self._db.reader_role)))
@@ -187,8 +187,8 @@ class PostgresTool:
                     async with asyncio.timeout(self.deadline_seconds):
                         plan, fetched = await self._exchange(conn, checked.sql, checked.params)
                 finally:
-                    # a pipeline cut short (cancelled at the deadline) can leave its transaction open; nothing to do
-                    # if the connection is gone: the pool discards such connections
+                    # a failed or cancelled statement leaves the transaction open (the server skips the pipeline's
+                    # ROLLBACK after an error); nothing to do if the connection is gone: the pool discards it
                     if conn.info.transaction_status in _OPEN and not conn.closed:
                         await conn.execute(_ROLLBACK)
         except (psycopg.errors.QueryCanceled, TimeoutError) as exc:
@@ -212,9 +212,11 @@ class PostgresTool:
     async def _exchange(
         self, conn: AsyncConn, checked: str, params: Mapping[str, Any] | None
     ) -> tuple[_Plan, BoundedRows]:
-        """One pipeline, one ``Sync``: the settings statement, then the bounded query. A query seen for the first
-        time is described first, in the same transaction (its columns are read back before the ``Sync``)."""
+        """One pipeline, one ``Sync``: ``BEGIN READ ONLY``, the settings statement, the bounded query,
+        ``ROLLBACK``. A query seen for the first time is described first, in the same transaction (its columns are
+        read back before the query is sent: one more round trip)."""
         async with conn.pipeline():
+            await conn.execute(_BEGIN)
             await conn.execute(self._settings_statement())
             plan = self._plans.get(checked)
             if plan is None:
@@ -225,6 +227,7 @@ class PostgresTool:
                     checked, _Plan(names, bounded_query(checked, len(names), self.bounds).as_bytes(conn))
                 )
             cursor = await conn.execute(plan.statement, params)
+            await conn.execute(_ROLLBACK)
         return plan, await read_bounded(cursor, self.bounds)
 
     def _settings_statement(self) -> bytes:
