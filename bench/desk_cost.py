@@ -9,9 +9,13 @@ process (no HTTP), on the embedded PostgreSQL, offline (MiniLM encoder, grounded
   one after the other (the figure a lone turn pays; under load the session locks share statements between turns).
 * **CPU** is ``time.process_time()`` of this process (the desk, its encoder, the driver) and the CPU seconds of the
   PostgreSQL server's processes from ``/proc`` (as ``bench/scale.py --part costs`` does), per turn, untraced.
-* ``--profile`` runs the concurrent part under ``cProfile`` and prints the functions that took the most CPU.
+* ``--profile`` runs the concurrent part under ``cProfile`` and prints the functions that took the most CPU;
+  ``--profile-routes POSTGRES,VECTOR`` profiles those routes' turns one at a time (after their timed pass);
+  ``--pieces N`` times the turn's database pieces alone (the SQL tool's call, the history read, the memory write,
+  a session lock's hold), N calls each.
 
     .venv/bin/python bench/desk_cost.py [--turns 200] [--load-turns 800] [--concurrency 32] [--profile]
+        [--profile-routes POSTGRES,VECTOR] [--pieces 2000]
 
 Keep it short on a shared machine: the default run takes about a minute on two cores.
 """
@@ -37,8 +41,12 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
+from routegate.apps.support.advisory import RELEASE_LINGER_SECONDS
+from routegate.apps.support.contracts import Role
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.memory import MessageStore
+from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from server_load import MIXES, cpu_probe_seconds
@@ -150,7 +158,9 @@ async def counted(desk: SupportAgent, trace: ProtocolTrace, turns: int) -> dict[
     return out
 
 
-async def costed(desk: SupportAgent, turns: int) -> dict[str, dict[str, float]]:
+async def costed(
+    desk: SupportAgent, turns: int, profile_routes: frozenset[str] = frozenset()
+) -> dict[str, dict[str, float]]:
     print(f"\nCPU and wall per turn ({turns} turns per route, one at a time, untraced)")
     print(f"  {'route':9s} {'desk CPU ms':>12s} {'PG CPU ms':>10s} {'wall p50 ms':>12s} {'wall p99 ms':>12s}")
     out: dict[str, dict[str, float]] = {}
@@ -176,6 +186,78 @@ async def costed(desk: SupportAgent, turns: int) -> dict[str, dict[str, float]]:
             f"  {route:9s} {row['desk_cpu_ms']:12.2f} {row['db_cpu_ms']:10.2f} {row['p50_ms']:12.2f}"
             f" {row['p99_ms']:12.2f}"
         )
+    for route in [r for r in ROUTE_MESSAGES if r in profile_routes]:  # after the timed pass: it slows the turns
+        profiler = cProfile.Profile(time.thread_time)
+        profiler.enable()
+        for i in range(turns):
+            await desk.ask(ROUTE_MESSAGES[route], session_id=f"profile-{route}-{i % SESSIONS}")
+        profiler.disable()
+        report(profiler, turns, f"{route} turns one at a time ({ROUTE_MESSAGES[route]!r})")
+    return out
+
+
+def report(profiler: cProfile.Profile, turns: int, what: str) -> None:
+    """The profile's top functions (own and cumulative CPU time) and its own time by package, per turn."""
+    print(
+        f"\n{what}: the event loop thread's CPU time (cProfile on time.thread_time: top 25 by own time, top 40 by"
+        " cumulative time)"
+    )
+    stats = pstats.Stats(profiler)
+    profiler.dump_stats(os.environ.get("DESK_COST_PROFILE", os.devnull))
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(40)
+    by_package: dict[str, float] = {}
+    for (filename, _, _), (_, _, own, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        key = filename.split("site-packages/")[-1].split("/src/")[-1].rsplit("/", 1)[0] if "/" in filename else filename
+        key = (
+            "python stdlib " + key.rsplit("/", 1)[-1]
+            if "/lib/python3" in filename and "site-packages" not in filename
+            else key
+        )
+        by_package[key] = by_package.get(key, 0.0) + own
+    print("own CPU time by package or folder (top 15)")
+    for key, own in sorted(by_package.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  {own / turns * 1e3:6.3f} ms/turn  {key}")
+
+
+async def pieces(db: SupportDatabase, calls: int) -> dict[str, dict[str, float]]:
+    """The desk's database pieces one at a time, ``calls`` each: the SQL tool's call (a template's query, seen
+    before), the history read, the memory write (one turn's two messages), a session lock's hold (take + release)."""
+    print(f"\nthe database pieces of a turn, alone ({calls} calls each, one at a time)")
+    print(f"  {'piece':14s} {'desk CPU ms':>12s} {'PG CPU ms':>10s} {'wall ms':>8s}")
+    tool, store = PostgresTool(db), MessageStore(db)
+    session = f"pieces-{uuid.uuid4().hex[:8]}"
+    turn: list[tuple[Role, str]] = [("user", ROUTE_MESSAGES["POSTGRES"]), ("assistant", "Ticket 2 is open.")]
+
+    async def sql_tool(i: int) -> None:
+        await tool.run("SELECT id, status FROM tickets WHERE id = :id", {"id": 1 + i % 3})
+
+    async def history_read(i: int) -> None:
+        await store.recent(session)
+
+    async def memory_write(i: int) -> None:
+        await store.extend(session, turn, context={"ticket": 2})
+
+    async def lock_hold(i: int) -> None:
+        async with store.hold(f"{session}-{i % SESSIONS}", within=5.0):
+            pass
+
+    out: dict[str, dict[str, float]] = {}
+    for name, piece in (
+        ("sql_tool", sql_tool),
+        ("history_read", history_read),
+        ("memory_write", memory_write),
+        ("lock_hold", lock_hold),
+    ):
+        for i in range(max(20, calls // 10)):  # warm: prepared statements, the pool's connections
+            await piece(i)
+        wall, cpu, pg = time.perf_counter(), time.process_time(), db_cpu_seconds()
+        for i in range(calls):
+            await piece(i)
+        await asyncio.sleep(2 * RELEASE_LINGER_SECONDS)  # the last release has gone
+        wall, cpu, pg = time.perf_counter() - wall, time.process_time() - cpu, db_cpu_seconds() - pg
+        out[name] = {"desk_cpu_ms": cpu / calls * 1e3, "db_cpu_ms": pg / calls * 1e3, "wall_ms": wall / calls * 1e3}
+        print(f"  {name:14s} {cpu / calls * 1e3:12.3f} {pg / calls * 1e3:10.3f} {wall / calls * 1e3:8.3f}")
     return out
 
 
@@ -214,29 +296,7 @@ async def loaded(desk: SupportAgent, turns: int, concurrency: int, profile: bool
         f" {row['db_cpu_ms']:.2f} ms CPU/turn, wall p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms"
     )
     if profiler is not None:
-        print(
-            "\nthe event loop thread's CPU time (cProfile on time.thread_time: top 25 by own time, top 40 by cumulative time)"
-        )
-        stats = pstats.Stats(profiler)
-        profiler.dump_stats(os.environ.get("DESK_COST_PROFILE", os.devnull))
-        stats.sort_stats("tottime").print_stats(25)
-        stats.sort_stats("cumulative").print_stats(40)
-        by_package: dict[str, float] = {}
-        for (filename, _, _), (_, _, own, _, _) in stats.stats.items():  # type: ignore[attr-defined]
-            key = (
-                filename.split("site-packages/")[-1].split("/src/")[-1].rsplit("/", 1)[0]
-                if "/" in filename
-                else filename
-            )
-            key = (
-                "python stdlib " + key.rsplit("/", 1)[-1]
-                if "/lib/python3" in filename and "site-packages" not in filename
-                else key
-            )
-            by_package[key] = by_package.get(key, 0.0) + own
-        print("own CPU time by package or folder (top 15)")
-        for key, own in sorted(by_package.items(), key=lambda kv: -kv[1])[:15]:
-            print(f"  {own / turns * 1e3:6.3f} ms/turn  {key}")
+        report(profiler, turns, f"the spec's five messages at concurrency {concurrency}")
     return row
 
 
@@ -255,8 +315,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         async with SupportDatabase(url, max_size=4) as db:
             desk = SupportAgent(db=db, encoder=encoder, semantic=fitted)
             await desk.start()
+            if args.pieces:
+                results["pieces"] = await pieces(db, args.pieces)
             results["counts"] = await counted(desk, trace, args.count_turns)
-            results["costs"] = await costed(desk, args.turns)
+            results["costs"] = await costed(desk, args.turns, args.profile_routes)
             results["load"] = await loaded(desk, args.load_turns, args.concurrency, args.profile)
     finally:
         server.stop()
@@ -272,6 +334,15 @@ def main() -> None:
     parser.add_argument("--load-turns", type=int, default=800, help="turns at --concurrency (default 800)")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--profile", action="store_true", help="profile the concurrent part with cProfile")
+    parser.add_argument(
+        "--profile-routes",
+        type=lambda text: frozenset(r.strip().upper() for r in text.split(",") if r.strip()),
+        default=frozenset(),
+        help="also profile these routes' turns one at a time (comma-separated, e.g. POSTGRES,VECTOR)",
+    )
+    parser.add_argument(
+        "--pieces", type=int, default=0, help="also time the turn's database pieces alone, this many calls each"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     results = asyncio.run(main_async(args))

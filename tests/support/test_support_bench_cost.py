@@ -18,7 +18,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "desk_cost.py"
 
 def test_the_cost_benchmark_counts_the_round_trips_of_each_route(tmp_path: Path) -> None:
     out = tmp_path / "cost.json"
-    small = ["--count-turns", "3", "--turns", "3", "--load-turns", "8", "--concurrency", "2"]
+    small = ["--count-turns", "3", "--turns", "3", "--load-turns", "8", "--concurrency", "2", "--pieces", "3"]
     done = subprocess.run(
         [sys.executable, str(BENCH), *small, "--json", str(out)],
         capture_output=True,
@@ -30,5 +30,9 @@ def test_the_cost_benchmark_counts_the_round_trips_of_each_route(tmp_path: Path)
     figures = json.loads(out.read_text())
     pool = {route: row["pool_round_trips"] for route, row in figures["counts"].items()}
     assert pool == {"POSTGRES": 3.0, "VECTOR": 3.0, "EXTERNAL": 2.0, "LLM": 2.0}
-    assert figures["counts"]["POSTGRES"]["statements"] >= 9  # the SQL tool's six go in its one pipeline
+    # the lock take (shared with the previous release), history read, the SQL tool's four in one pipeline (BEGIN,
+    # settings, query, ROLLBACK), memory write
+    assert 7 <= figures["counts"]["POSTGRES"]["statements"] < 8
     assert figures["load"]["turns_per_s"] > 0 and figures["costs"]["POSTGRES"]["desk_cpu_ms"] > 0
+    assert set(figures["pieces"]) == {"sql_tool", "history_read", "memory_write", "lock_hold"}
+    assert all(piece["desk_cpu_ms"] > 0 for piece in figures["pieces"].values())

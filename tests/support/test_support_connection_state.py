@@ -99,3 +99,29 @@ async def test_each_write_trims_to_the_limit_across_sessions(db: SupportDatabase
         await store.append("b", "user", f"b{i}")
     assert [m.content for m in await store.recent("a")] == ["a3!", "a4", "a4!"]
     assert [m.content for m in await store.recent("b")] == ["b2", "b3", "b4"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("search_path", "pg_catalog"), ("statement_timeout", "1"), ("synchronous_commit", "off")],
+)
+async def test_a_query_past_the_guard_cannot_change_the_connections_settings(
+    one_connection_db: SupportDatabase, monkeypatch: pytest.MonkeyPatch, setting: str, value: str
+) -> None:
+    """The tool's transaction is rolled back: a session-level change made by its query (the guard refuses
+    ``set_config``; here it is switched off) does not reach the desk's next statements on the pooled connection —
+    a search path pointed elsewhere would send the next history read or memory write to another schema."""
+    monkeypatch.setattr(
+        postgres_tool_module,
+        "check_sql",
+        lambda q, p=None, **_: CheckedQuery(sql=str(q), params=None, tables=frozenset()),
+    )
+    tool = PostgresTool(one_connection_db)
+    async with one_connection_db.connection() as conn:
+        before = await (await conn.execute("SELECT current_setting(%s) AS v", (setting,))).fetchone()
+    await tool.run(f"SELECT set_config('{setting}', '{value}', false) AS changed")
+    async with one_connection_db.connection() as conn:
+        after = await (await conn.execute("SELECT current_setting(%s) AS v", (setting,))).fetchone()
+    assert after == before
+    status, state = await _session_state(one_connection_db)
+    assert status == TransactionStatus.IDLE and state == CLEAN

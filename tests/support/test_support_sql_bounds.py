@@ -239,8 +239,8 @@ async def test_a_heavy_allowed_query_ends_at_its_timeout(db: SupportDatabase) ->
 class _NoServerTimeout(PostgresTool):
     """The tool with PostgreSQL's own ``statement_timeout`` left out: only the client's deadline can end a statement."""
 
-    def _begin(self) -> sql.Composed:
-        return sql.Composed([sql.SQL("BEGIN READ ONLY")])
+    def _settings(self) -> sql.Composed:
+        return sql.Composed([sql.SQL("SELECT 'no statement_timeout'")])
 
 
 async def _running(admin_url: str, marker: str) -> int:

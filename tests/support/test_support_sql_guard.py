@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -315,6 +316,44 @@ async def test_without_the_guard_statement_timeout_still_holds(db: SupportDataba
     with pytest.raises(ToolError) as failed:
         await PostgresTool(db, statement_timeout_ms=50).run("SELECT pg_sleep(5)")
     assert failed.value.code == "statement_timeout"
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_guard")
+@pytest.mark.parametrize("with_role", [True, False], ids=["reader-role", "no-reader-role"])
+async def test_without_the_guard_each_setting_refuses_on_its_own(
+    db: SupportDatabase, monkeypatch: pytest.MonkeyPatch, with_role: bool
+) -> None:
+    """The transaction's layers, told apart by what PostgreSQL answers: a write a SELECT can make (a large object,
+    which any role may create) is refused by read-only mode, with or without the role; the desk's own table is
+    refused by the role, and only by it; a long query is cut by PostgreSQL's timeout; the search path is pinned. (A
+    ``DELETE`` cannot even be written here: the checked query runs inside the bounds' wrapper, a subquery.)"""
+    if not with_role:
+        monkeypatch.setattr(db, "reader_role", None)
+    assert db.reader_role is not None or not with_role
+    before = await _checksum(db)
+    tool = PostgresTool(db, statement_timeout_ms=100)
+    writes = ["SELECT lo_create(0) AS made"]
+    if not with_role:  # the role may not use the sequence: with it, that is refused before read-only mode is asked
+        writes.append("SELECT nextval('support_messages_id_seq') AS n")
+    for write in writes:
+        with pytest.raises(ToolError, match="in a read-only transaction") as failed:
+            await tool.run(write)
+        assert failed.value.code == "database_error"
+    if with_role:
+        with pytest.raises(ToolError, match="permission denied for table support_messages"):
+            await tool.run("SELECT content FROM support_messages")
+    else:  # the read that the role refuses above is the role's doing: without it the query runs
+        await tool.run("SELECT content FROM support_messages")
+    with pytest.raises(ToolError) as slow:
+        await tool.run("SELECT pg_sleep(5)")
+    assert slow.value.code == "statement_timeout"
+    cause = slow.value.__cause__  # PostgreSQL's own timeout, not the client's deadline 250 ms later
+    assert isinstance(cause, psycopg.errors.QueryCanceled) and "statement timeout" in str(cause), cause
+    path = await tool.run("SELECT current_setting('search_path') AS path, current_user AS who")
+    assert path.rows[0]["path"] == f'pg_catalog, "{db.schema}", pg_temp'
+    assert (path.rows[0]["who"] == db.reader_role) is with_role
+    assert await _checksum(db) == before
 
 
 def test_checked_queries_are_cached_and_refusals_are_not() -> None:

@@ -14,11 +14,15 @@ stays within ``max_bytes``. A cut result says so (``truncated`` and a ``truncati
 deadline (the statement timeout plus a short grace) cancels the statement on the server if PostgreSQL's own
 timeout has not ended it by then.
 
-One call is one round trip: the transaction's set-up, the bounded query and the rollback go to PostgreSQL as one
-pipeline (psycopg's pipeline mode: the statements are sent together and run in order, and the client waits once).
-The bounded query needs the checked query's column names; they are read once per checked query (a ``LIMIT 0``
-describe, in the same read-only transaction as the reader role) and kept, with the rendered statement, for the
-next call of the same query (at most :data:`PLAN_CACHE_SIZE` of them).
+One call is four statements in one round trip, sent as one psycopg pipeline with one ``Sync``: ``BEGIN READ ONLY``,
+one settings statement (``SELECT set_config(..., true)`` for the timeout, the search path and the role, local to
+the transaction), the bounded query and ``ROLLBACK``. The settings cannot share the query's own statement
+(PostgreSQL applies a role and a timeout from the next statement on), and the rollback is what undoes a
+session-level change a query could make (``set_config(..., false)``, refused by the guard): without it such a
+change would outlive the call on the pooled connection. The bounded query needs the checked query's column names;
+they are read once per checked query (a ``LIMIT 0`` describe, in the same transaction, one more round trip) and
+kept, with the rendered statement, for the next call of the same query (at most
+:data:`PLAN_CACHE_SIZE` of them).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ DEADLINE_GRACE_SECONDS: Final = 0.25
 """How long after ``statement_timeout`` the client stops waiting and cancels the statement itself."""
 PLAN_CACHE_SIZE: Final = 256
 """How many checked queries keep their column names and rendered bounded statement (the oldest goes first)."""
-_JOIN: Final = sql.SQL("; ")
+_BEGIN: Final = b"BEGIN READ ONLY"
 _ROLLBACK: Final = b"ROLLBACK"
 
 _COLUMNS_SQL: Final = (
@@ -121,7 +125,7 @@ class PostgresTool:
         self.statement_timeout_ms = statement_timeout_ms
         self.bounds = Bounds(rows=row_cap, bytes=max_bytes, field_chars=max_field_chars)
         self._columns: dict[str, tuple[str, ...]] | None = None
-        self._setup: tuple[str | None, tuple[bytes, ...]] | None = None  # (reader role, _begin()'s statements)
+        self._setup: tuple[str | None, bytes] | None = None  # (reader role, the settings statement)
         self._plans: dict[str, _Plan] = {}  # checked SQL -> its column names and bounded statement
 
     @property
@@ -129,17 +133,20 @@ class PostgresTool:
         """The client-side bound on one statement: ``statement_timeout`` plus :data:`DEADLINE_GRACE_SECONDS`."""
         return self.statement_timeout_ms / 1000 + DEADLINE_GRACE_SECONDS
 
-    def _begin(self) -> sql.Composed:
-        """``BEGIN READ ONLY`` with the statement timeout, the pinned search path and the reader role, all local to
-        the transaction."""
-        statements = [
-            sql.SQL("BEGIN READ ONLY"),
-            sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(self.statement_timeout_ms)),
-            sql.SQL("SET LOCAL search_path = pg_catalog, {}, pg_temp").format(sql.Identifier(self._db.schema)),
+    def _settings(self) -> sql.Composed:
+        """The one statement that sets the read-only transaction up: the statement timeout, the pinned search path
+        and the reader role (last), each local to the transaction (``set_config(..., true)``)."""
+        settings = [
+            ("statement_timeout", sql.Literal(str(self.statement_timeout_ms))),
+            ("search_path", sql.Literal(f"pg_catalog, {sql.Identifier(self._db.schema).as_string(None)}, pg_temp")),
         ]
         if self._db.reader_role is not None:
-            statements.append(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._db.reader_role)))
-        return sql.SQL("; ").join(statements)
+            settings.append(("role", sql.Literal(self._db.reader_role)))
+        return sql.SQL("SELECT {}").format(
+            sql.SQL(", ").join(
+                sql.SQL("set_config({}, {}, true)").format(sql.Literal(name), value) for name, value in settings
+            )
+        )
 
     async def _readable_columns(self) -> dict[str, tuple[str, ...]]:
         """The readable tables' real columns, in table order, from the catalog (read once all of them exist)."""
@@ -180,8 +187,8 @@ class PostgresTool:
                     async with asyncio.timeout(self.deadline_seconds):
                         plan, fetched = await self._exchange(conn, checked.sql, checked.params)
                 finally:
-                    # a failed or cancelled statement leaves the transaction open; nothing to do if the connection
-                    # is gone: the pool discards such connections
+                    # a failed or cancelled statement leaves the transaction open (the server skips the pipeline's
+                    # ROLLBACK after an error); nothing to do if the connection is gone: the pool discards it
                     if conn.info.transaction_status in _OPEN and not conn.closed:
                         await conn.execute(_ROLLBACK)
         except (psycopg.errors.QueryCanceled, TimeoutError) as exc:
@@ -205,39 +212,29 @@ class PostgresTool:
     async def _exchange(
         self, conn: AsyncConn, checked: str, params: Mapping[str, Any] | None
     ) -> tuple[_Plan, BoundedRows]:
-        """One pipeline: the set-up (``BEGIN READ ONLY`` and its ``SET LOCAL`` s), the bounded query, ``ROLLBACK``.
-        A query seen for the first time is described first, in the same transaction (one more round trip)."""
-        opening = self._setup_statements()
-        plan = self._plans.get(checked)
-        if plan is None:
-            async with conn.pipeline():
-                for statement in opening:
-                    await conn.execute(statement)
-                described = await conn.execute(describe_query(checked), params)
-            names = tuple(column.name for column in described.description or ())
-            plan = self._remember(checked, _Plan(names, bounded_query(checked, len(names), self.bounds).as_bytes(conn)))
-            opening = ()  # the transaction is open already
+        """One pipeline, one ``Sync``: ``BEGIN READ ONLY``, the settings statement, the bounded query,
+        ``ROLLBACK``. A query seen for the first time is described first, in the same transaction (its columns are
+        read back before the query is sent: one more round trip)."""
         async with conn.pipeline():
-            for statement in opening:
-                await conn.execute(statement)
+            await conn.execute(_BEGIN)
+            await conn.execute(self._settings_statement())
+            plan = self._plans.get(checked)
+            if plan is None:
+                described = await conn.execute(describe_query(checked), params)
+                await described.fetchall()  # flushes the pipeline so far: the transaction stays open
+                names = tuple(column.name for column in described.description or ())
+                plan = self._remember(
+                    checked, _Plan(names, bounded_query(checked, len(names), self.bounds).as_bytes(conn))
+                )
             cursor = await conn.execute(plan.statement, params)
             await conn.execute(_ROLLBACK)
         return plan, await read_bounded(cursor, self.bounds)
 
-    def _setup_statements(self) -> tuple[bytes, ...]:
-        """:meth:`_begin`'s statements one by one (a pipeline sends each on its own), rendered once per reader
-        role."""
+    def _settings_statement(self) -> bytes:
+        """:meth:`_settings`, rendered once per reader role."""
         role = self._db.reader_role
         if self._setup is None or self._setup[0] != role:
-            statements: list[bytes] = []
-            part: list[sql.Composable] = []
-            for piece in [*self._begin(), _JOIN]:
-                if piece == _JOIN:
-                    statements.append(sql.Composed(part).as_bytes(None))
-                    part = []
-                else:
-                    part.append(piece)
-            self._setup = (role, tuple(statements))
+            self._setup = (role, self._settings().as_bytes(None))
         return self._setup[1]
 
     def _remember(self, checked: str, plan: _Plan) -> _Plan:
