@@ -10,13 +10,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.configured.config import builtin_desk_dir, load_config
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.support.contracts import TurnResult
+from routegate.apps.configured.router import route_examples
+from routegate.apps.configured.rules import KIND_ROUTE
+from routegate.apps.support.contracts import ROUTES, TurnResult
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.rules import ABOUT, PATTERNS, VOCABULARY
+from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -85,6 +88,19 @@ async def configured(
     settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin-wording"))
     async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
         yield desk
+
+
+def test_the_builtin_configuration_carries_apps_support_rules_and_examples() -> None:
+    """desk.toml's rules, typo words and examples are ``apps.support``'s, phrase for phrase (so they cannot drift)."""
+    config = load_config(builtin_desk_dir())
+    phrases: dict[str, dict[str, str]] = {route: {} for route in ROUTES}
+    for route in config.routes:
+        phrases[KIND_ROUTE[route.kind]].update({rule.name: rule.pattern for rule in route.rules})
+    assert phrases == {route: dict(PATTERNS[route]) for route in ROUTES}
+    assert {rule.name for route in config.routes for rule in route.rules if rule.about} == set(ABOUT)
+    assert config.router.typo_words == list(VOCABULARY) and not config.router.generated_rules
+    examples = route_examples(config)
+    assert {route: sorted(examples[route]) for route in ROUTES} == {route: sorted(EXAMPLES[route]) for route in ROUTES}
 
 
 def _seen(result: TurnResult) -> tuple[str, str, str, str | None]:

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from routegate.errors import ConfigurationError
 
@@ -199,6 +199,33 @@ class RouterConfig(_Strict):
     fitted: str | None = Field(default=None, min_length=1)
     """A router ``routegate fit --desk`` saved (a directory, relative to the desk's): the embedding layer instead of
     the nearest examples (``min_score`` and ``min_margin`` are then the fitted router's own calibration)."""
+    generated_rules: bool = True
+    """Whether the rules layer also has the phrases generated from the tables, the how-to and chat phrases and the
+    routes' ``keywords``; ``false``: only the routes' own ``rules``."""
+    typo_words: list[str] = Field(default_factory=list)
+    """Words whose misspellings are corrected before the rules match (``tikcet`` → ``ticket``)."""
+
+
+class RulePhrase(_Strict):
+    """A phrase that settles its route on its own: ``pattern``, a Python regular expression searched in the
+    lower-cased message (runs of whitespace made one space, ``[router] typo_words`` corrected)."""
+
+    name: str = Field(min_length=1, max_length=80)
+    pattern: str = Field(min_length=1)
+    about: bool = False
+    """``kind = "llm"`` routes: the phrase makes a message a question about the assistant itself, answered on this
+    route even when a knowledge or tool phrase matches too (a record phrase still wins)."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"{pattern!r} is not a regular expression ({exc}); fix it (Python re syntax, e.g. \\bticket \\d+\\b)"
+            ) from None
+        return pattern
 
 
 class RouteConfig(_Strict):
@@ -211,6 +238,8 @@ class RouteConfig(_Strict):
     not_covered: list[str] = Field(default_factory=list)
     """``kind = "tool"``: words naming what the tool has no answer for (another coin than the one it prices); a
     message naming one is answered ``empty`` and no tool is called."""
+    rules: list[RulePhrase] = Field(default_factory=list)
+    """Phrases that settle this route's kind on their own (the rules layer; see ``RulePhrase``)."""
 
     @model_validator(mode="after")
     def _has_target(self) -> RouteConfig:
@@ -220,6 +249,8 @@ class RouteConfig(_Strict):
             raise ValueError(f'route {self.name!r} of kind "tool" needs target = "<a tool name>"')
         if self.not_covered and self.kind != "tool":
             raise ValueError(f'route {self.name!r}: not_covered is for routes of kind "tool"; remove it')
+        if self.kind != "llm" and any(rule.about for rule in self.rules):
+            raise ValueError(f'route {self.name!r}: rules with about = true are for routes of kind "llm"; remove it')
         return self
 
 
