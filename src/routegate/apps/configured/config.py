@@ -69,6 +69,8 @@ class TableConfig(_Strict):
     name: Identifier
     label: str = Field(min_length=1, max_length=40)
     plural: str = Field(min_length=1, max_length=40)
+    aliases: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(default_factory=list)
+    """Other words questions use for the table's rows (``issue``, ``problem`` for tickets), read like ``label``."""
     primary_key: Identifier | None = None
     name_column: Identifier | None = None
     columns: list[Identifier] = Field(min_length=1)
@@ -165,7 +167,10 @@ class AnswersConfig(_Strict):
     capabilities: str | None = Field(default=None, min_length=1)
     unsure: str | None = Field(default=None, min_length=1)
     not_found: str | None = Field(default=None, min_length=1)
+    not_found_name: str | None = Field(default=None, min_length=1)
     records_unavailable: str | None = Field(default=None, min_length=1)
+    count: str | None = Field(default=None, min_length=1)
+    """How a count is said; with ``{lines}`` the counted rows are read and listed (one line each)."""
     kb_quote: str = Field(default="From {source} (“{title}”): {content}", min_length=1)
     kb_related: str = Field(default=" (See also: {sources}.)", min_length=1)
     kb_not_found: str | None = Field(default=None, min_length=1)
@@ -188,6 +193,8 @@ class AnswersConfig(_Strict):
 ANSWER_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "unsure": ("capabilities",),
     "not_found": ("looked_for",),
+    "not_found_name": ("label", "name", "looked_for"),
+    "count": ("count", "label", "plural", "looked_for", "lines"),
     "kb_quote": ("source", "title", "content"),
     "kb_related": ("sources", "titles"),
 }
@@ -332,6 +339,12 @@ class DeskConfig(_Strict):
 
     def _parent(self, name: str) -> TableConfig | None:
         return next((t for t in self.tables if t.name == name), None)
+
+    @property
+    def lists_counts(self) -> bool:
+        """Whether a count answer lists the rows counted (``[answers] count`` names ``{lines}``): the planner then
+        reads the rows instead of counting them in the database."""
+        return "{lines}" in (self.answers.count or "")
 
     def readable_columns(self) -> dict[str, tuple[str, ...]]:
         return {t.name: tuple(t.columns) for t in self.tables}

@@ -53,7 +53,7 @@ def compile_patterns(config: DeskConfig) -> dict[SupportRoute, tuple[tuple[str, 
 
 
 def _generated(config: DeskConfig) -> dict[SupportRoute, list[tuple[str, str]]]:
-    labels = [t.label for t in config.tables]
+    labels = [t.label for t in config.tables] + [a for t in config.tables for a in t.aliases]
     plurals = [t.plural for t in config.tables]
     values = [v for t in config.tables for vs in t.filters.values() for v in vs]
     words = _alternatives(labels + plurals)
