@@ -3,6 +3,8 @@ planner, fed any text, only ever produces queries the SQL guard accepts with the
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -258,3 +260,25 @@ def test_a_routes_own_rules_settle_it_and_typo_words_are_corrected(tmp_path: Pat
     generated = DeskRules(load_config(_desk(tmp_path, GOOD)))
     assert generated.match("how many orders are open").route == "POSTGRES"
     assert generated.match("what about retruns").route is None
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=24))
+@settings(max_examples=150, deadline=None)
+def test_a_rule_pattern_loads_exactly_when_it_is_a_regular_expression(pattern: str) -> None:
+    from routegate.apps.configured.config import parse_config
+
+    rule = f"rules = [{{ name = 'r', pattern = {json.dumps(pattern, ensure_ascii=False)} }}]"
+    text = GOOD.replace('name = "knowledge"\nkind = "kb"', f'name = "knowledge"\nkind = "kb"\n{rule}', 1)
+    try:
+        re.compile(pattern)
+    except re.error:
+        compiles = False
+    else:
+        compiles = bool(pattern)
+    if not compiles:
+        field = "desk.toml: routes[2] (name = 'knowledge').rules[0] (name = 'r').pattern: "
+        with pytest.raises(DeskConfigError, match="^" + re.escape(field)):
+            parse_config(text, Path("desk.toml"))
+        return
+    verdict = DeskRules(parse_config(text, Path("desk.toml"))).match(pattern)  # matches without raising
+    assert verdict.route in (None, "POSTGRES", "VECTOR", "EXTERNAL", "LLM")
