@@ -130,6 +130,10 @@ def test_a_count_lists_its_rows_when_the_wording_has_lines() -> None:
     assert DeskAnswers(_config()).rows({"template": "count", "table": "orders"}, [{"count": 2}]) == (
         "There are 2 orders (orders)."
     )
+    counting = _config(count="{count} {plural} ({looked_for}).")
+    assert "count(*)" in _plan("how many orders are open", counting)[0].query  # no {lines}: counted in the database
+    call = {"template": "count", "table": "orders", "looked_for": "open orders"}
+    assert DeskAnswers(counting).rows(call, [{"count": 2}]) == "2 orders (open orders)."
 
 
 def test_an_empty_answer_names_the_row_the_question_named() -> None:

@@ -78,8 +78,8 @@ class DeskAnswers:
         focus = [c for c in call.get("focus") or () if isinstance(c, str)]
         plural = table.plural if table else "rows"
         label = table.label if table else "row"
-        counted_rows = call.get("template") == "count" and rows and "count" not in rows[0]
-        if call.get("template") == "count" and rows and (self.wording.count is not None or counted_rows):
+        if call.get("template") == "count" and rows and self.wording.count is not None:
+            counted_rows = self.config.lists_counts  # the rows counted were read, not count(*)
             n = len(rows) if counted_rows else rows[0]["count"]
             lines = "\n".join(self._lines(table, rows, focus)) if counted_rows else ""
             values = {
@@ -89,7 +89,7 @@ class DeskAnswers:
                 "looked_for": call.get("looked_for"),
                 "lines": lines,
             }
-            return _filled(self.wording.count or "There are {count} {plural}:\n{lines}", values)
+            return _filled(self.wording.count, values)
         if call.get("template") == "count" and rows and "count" in rows[0]:
             n = rows[0]["count"]
             counted = f"is {n} {label}" if n == 1 else f"are {n} {plural}"
