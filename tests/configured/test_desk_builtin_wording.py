@@ -1,22 +1,28 @@
 """The built-in desk's configuration (``apps/configured/builtin/desk.toml``) answers as ``apps.support`` does: every
 example question of the contract, and every conversation whose answer text ``tests/support`` checks, runs through
 both desks (the same encoder, the same embedding-layer kind, each on its own schema of the same PostgreSQL); the
-route, the answer text, the stop reason and the fallback are the same turn by turn."""
+route, the answer text, the stop reason and the fallback are the same turn by turn — and on the 204 labelled messages
+of ``tests/data/support_routes.jsonl``, all but the listed known difference."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.configured.config import builtin_desk_dir, load_config
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.support.contracts import TurnResult
+from routegate.apps.configured.router import route_examples
+from routegate.apps.configured.rules import KIND_ROUTE
+from routegate.apps.support.contracts import ROUTES, TurnResult
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.rules import ABOUT, PATTERNS, VOCABULARY
+from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -87,6 +93,19 @@ async def configured(
         yield desk
 
 
+def test_the_builtin_configuration_carries_apps_support_rules_and_examples() -> None:
+    """desk.toml's rules, typo words and examples are ``apps.support``'s, phrase for phrase (so they cannot drift)."""
+    config = load_config(builtin_desk_dir())
+    phrases: dict[str, dict[str, str]] = {route: {} for route in ROUTES}
+    for route in config.routes:
+        phrases[KIND_ROUTE[route.kind]].update({rule.name: rule.pattern for rule in route.rules})
+    assert phrases == {route: dict(PATTERNS[route]) for route in ROUTES}
+    assert {rule.name for route in config.routes for rule in route.rules if rule.about} == set(ABOUT)
+    assert config.router.typo_words == list(VOCABULARY) and not config.router.generated_rules
+    examples = route_examples(config)
+    assert {route: sorted(examples[route]) for route in ROUTES} == {route: sorted(EXAMPLES[route]) for route in ROUTES}
+
+
 def _seen(result: TurnResult) -> tuple[str, str, str, str | None]:
     return result.route, result.answer, result.stop_reason, result.fallback
 
@@ -111,3 +130,38 @@ async def test_the_conversations_tests_support_checks_are_answered_word_for_word
             expected = await builtin.ask(message, session_id=f"b{session}{number}")
             got = await configured.ask(message, session_id=f"c{session}{number}")
             assert _seen(got) == _seen(expected), f"{turns}: {message}"
+
+
+LABELLED = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
+
+
+def _labelled_messages() -> list[str]:
+    with LABELLED.open(encoding="utf-8") as lines:
+        return [json.loads(line)["text"] for line in lines if line.strip()]
+
+
+KNOWN: dict[str, str] = {
+    # apps.support reads "not" (after "is") as a customer's name and answers that no customer matches; the
+    # configured desk reads no name and lists the tickets
+    "What happens if my ticket is not resolved in 48 hours?": "“not” read as a name",
+}
+"""The messages the two desks still answer differently, and why (any other difference fails the test)."""
+
+
+async def test_every_labelled_message_is_answered_alike(builtin: SupportAgent, configured: ConfiguredDesk) -> None:
+    """All the messages of ``tests/data/support_routes.jsonl``, each in a session of its own: the same route,
+    answer, stop reason and fallback from both desks, but for the :data:`KNOWN` ones."""
+    session = uuid.uuid4().hex[:8]
+    differences: dict[str, str] = {}
+    messages = _labelled_messages()
+    for number, message in enumerate(messages):
+        expected = await builtin.ask(message, session_id=f"b{session}{number}")
+        got = await configured.ask(message, session_id=f"c{session}{number}")
+        if _seen(got) != _seen(expected):
+            differences[message] = f"built-in {_seen(expected)} / configured {_seen(got)}"
+    assert len(messages) == 204
+    unexplained = {m: d for m, d in differences.items() if m not in KNOWN}
+    assert not unexplained, f"{len(differences)} of {len(messages)} differ:\n" + "\n".join(
+        f"{m!r}: {d}" for m, d in unexplained.items()
+    )
+    assert set(differences) == set(KNOWN)  # a known difference that is gone: remove it from KNOWN

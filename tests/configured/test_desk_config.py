@@ -3,6 +3,8 @@ planner, fed any text, only ever produces queries the SQL guard accepts with the
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from routegate.apps.configured.config import DeskConfigError, load_config
 from routegate.apps.configured.planner import SqlPlanner
+from routegate.apps.configured.rules import DeskRules
 from routegate.apps.support.sqlguard import check_sql
 
 GOOD = """
@@ -126,6 +129,24 @@ def test_a_good_configuration_loads(tmp_path: Path) -> None:
             "routes[2]",
             'not_covered is for routes of kind "tool"',
         ),
+        (
+            'name = "knowledge"\nkind = "kb"',
+            'name = "knowledge"\nkind = "kb"\nrules = [{ name = "refunds", pattern = "refund(s" }]',
+            "routes[2] (name = 'knowledge').rules[0] (name = 'refunds').pattern",
+            "'refund(s' is not a regular expression (missing ), unterminated subpattern",
+        ),
+        (
+            'name = "knowledge"\nkind = "kb"',
+            'name = "knowledge"\nkind = "kb"\nrules = [{ name = "who", pattern = "who are you", about = true }]',
+            "routes[2]",
+            'rules with about = true are for routes of kind "llm"',
+        ),
+        (
+            'name = "knowledge"\nkind = "kb"',
+            'name = "knowledge"\nkind = "kb"\nrules = [{ name = "refunds" }]',
+            "routes[2] (name = 'knowledge').rules[0] (name = 'refunds').pattern",
+            "required field is missing",
+        ),
     ],
 )
 def test_a_mistake_names_the_file_the_field_and_the_fix(
@@ -222,3 +243,42 @@ def test_any_text_is_a_config_or_a_desk_config_error(text: str) -> None:
     except DeskConfigError as exc:  # the only error it may raise, and it names the file
         message = str(exc)
     assert message.startswith("desk.toml")
+
+
+def test_a_routes_own_rules_settle_it_and_typo_words_are_corrected(tmp_path: Path) -> None:
+    """``[router] generated_rules = false``: only the routes' own phrases settle a route (``how many orders`` no
+    longer does); ``typo_words``' misspellings are matched as the word."""
+    text = GOOD.replace(
+        'name = "knowledge"\nkind = "kb"',
+        'name = "knowledge"\nkind = "kb"\nrules = [{ name = "returns", pattern = \'\\breturn(?:s|ed)?\\b\' }]',
+    ).replace("[[routes]]", '[router]\ngenerated_rules = false\ntypo_words = ["returns"]\n[[routes]]', 1)
+    rules = DeskRules(load_config(_desk(tmp_path, text)))
+    assert rules.match("Can I send it back? Returns?").route == "VECTOR"
+    assert rules.match("what about retruns").route == "VECTOR"
+    assert rules.match("what about retruns").hits == {"VECTOR": ("returns",)}
+    assert rules.match("how many orders are open").route is None
+    generated = DeskRules(load_config(_desk(tmp_path, GOOD)))
+    assert generated.match("how many orders are open").route == "POSTGRES"
+    assert generated.match("what about retruns").route is None
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=24))
+@settings(max_examples=150, deadline=None)
+def test_a_rule_pattern_loads_exactly_when_it_is_a_regular_expression(pattern: str) -> None:
+    from routegate.apps.configured.config import parse_config
+
+    rule = f"rules = [{{ name = 'r', pattern = {json.dumps(pattern, ensure_ascii=False)} }}]"
+    text = GOOD.replace('name = "knowledge"\nkind = "kb"', f'name = "knowledge"\nkind = "kb"\n{rule}', 1)
+    try:
+        re.compile(pattern)
+    except re.error:
+        compiles = False
+    else:
+        compiles = bool(pattern)
+    if not compiles:
+        field = "desk.toml: routes[2] (name = 'knowledge').rules[0] (name = 'r').pattern: "
+        with pytest.raises(DeskConfigError, match="^" + re.escape(field)):
+            parse_config(text, Path("desk.toml"))
+        return
+    verdict = DeskRules(parse_config(text, Path("desk.toml"))).match(pattern)  # matches without raising
+    assert verdict.route in (None, "POSTGRES", "VECTOR", "EXTERNAL", "LLM")

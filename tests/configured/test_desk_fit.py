@@ -17,7 +17,7 @@ from routegate.apps.configured.config import DeskConfigError, builtin_desk_dir, 
 from routegate.apps.configured.fitted import training_examples
 from routegate.cli import main
 
-MONEY_BACK = "I want my money back, is that possible?"  # no rule decides it: the embedding layer does
+MONEY_BACK = "Is getting reimbursed possible?"  # no rule decides it: the embedding layer does
 
 
 @pytest.fixture
@@ -35,13 +35,13 @@ def _route(desk: Path, text: str, capsys: pytest.CaptureFixture[str]) -> dict[st
 def test_the_examples_are_the_training_data_labelled_by_their_kind(desk: Path) -> None:
     toml = desk / "desk.toml"
     toml.write_text(
-        toml.read_text(encoding="utf-8").replace('  "never mind",\n', '  "never mind",\n  "a hand-written one",\n'),
+        toml.read_text(encoding="utf-8").replace('  "sorry",\n', '  "sorry",\n  "a hand-written one",\n'),
         encoding="utf-8",
     )
     examples = training_examples(load_config(desk))
     labels = {e.text: e.label for e in examples}
-    assert labels["a hand-written one"] == "LLM" and labels["list open tickets"] == "POSTGRES"
-    assert labels["bitcoin price"] == "EXTERNAL" and labels["tell me about refund policy"] == "VECTOR"
+    assert labels["a hand-written one"] == "LLM" and labels["show open support tickets"] == "POSTGRES"
+    assert labels["what is bitcoin trading at"] == "EXTERNAL" and labels["what does your policy say"] == "VECTOR"
     assert len(examples) == sum(len(r.examples) for r in load_config(desk).routes)
 
 
@@ -90,7 +90,7 @@ def test_changed_examples_are_said_at_start(
         _route(desk, "hello", capsys)
     assert "was not fitted" not in caplog.text  # as fitted
     toml = desk / "desk.toml"
-    toml.write_text(toml.read_text(encoding="utf-8").replace('"hello",', '"hello", "yo",', 1), encoding="utf-8")
+    toml.write_text(toml.read_text(encoding="utf-8").replace('"hey",', '"hey", "yo",', 1), encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="routegate.apps.configured.fitted"):
         _route(desk, "hello", capsys)
     assert "was not fitted on this desk's examples as they are now" in caplog.text

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from routegate.errors import ConfigurationError
 
@@ -69,6 +69,8 @@ class TableConfig(_Strict):
     name: Identifier
     label: str = Field(min_length=1, max_length=40)
     plural: str = Field(min_length=1, max_length=40)
+    aliases: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(default_factory=list)
+    """Other words questions use for the table's rows (``issue``, ``problem`` for tickets), read like ``label``."""
     primary_key: Identifier | None = None
     name_column: Identifier | None = None
     columns: list[Identifier] = Field(min_length=1)
@@ -165,7 +167,10 @@ class AnswersConfig(_Strict):
     capabilities: str | None = Field(default=None, min_length=1)
     unsure: str | None = Field(default=None, min_length=1)
     not_found: str | None = Field(default=None, min_length=1)
+    not_found_name: str | None = Field(default=None, min_length=1)
     records_unavailable: str | None = Field(default=None, min_length=1)
+    count: str | None = Field(default=None, min_length=1)
+    """How a count is said; with ``{lines}`` the counted rows are read and listed (one line each)."""
     kb_quote: str = Field(default="From {source} (“{title}”): {content}", min_length=1)
     kb_related: str = Field(default=" (See also: {sources}.)", min_length=1)
     kb_not_found: str | None = Field(default=None, min_length=1)
@@ -188,6 +193,8 @@ class AnswersConfig(_Strict):
 ANSWER_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "unsure": ("capabilities",),
     "not_found": ("looked_for",),
+    "not_found_name": ("label", "name", "looked_for"),
+    "count": ("count", "label", "plural", "looked_for", "lines"),
     "kb_quote": ("source", "title", "content"),
     "kb_related": ("sources", "titles"),
 }
@@ -199,6 +206,33 @@ class RouterConfig(_Strict):
     fitted: str | None = Field(default=None, min_length=1)
     """A router ``routegate fit --desk`` saved (a directory, relative to the desk's): the embedding layer instead of
     the nearest examples (``min_score`` and ``min_margin`` are then the fitted router's own calibration)."""
+    generated_rules: bool = True
+    """Whether the rules layer also has the phrases generated from the tables, the how-to and chat phrases and the
+    routes' ``keywords``; ``false``: only the routes' own ``rules``."""
+    typo_words: list[str] = Field(default_factory=list)
+    """Words whose misspellings are corrected before the rules match (``tikcet`` → ``ticket``)."""
+
+
+class RulePhrase(_Strict):
+    """A phrase that settles its route on its own: ``pattern``, a Python regular expression searched in the
+    lower-cased message (runs of whitespace made one space, ``[router] typo_words`` corrected)."""
+
+    name: str = Field(min_length=1, max_length=80)
+    pattern: str = Field(min_length=1)
+    about: bool = False
+    """``kind = "llm"`` routes: the phrase makes a message a question about the assistant itself, answered on this
+    route even when a knowledge or tool phrase matches too (a record phrase still wins)."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"{pattern!r} is not a regular expression ({exc}); fix it (Python re syntax, e.g. \\bticket \\d+\\b)"
+            ) from None
+        return pattern
 
 
 class RouteConfig(_Strict):
@@ -211,6 +245,8 @@ class RouteConfig(_Strict):
     not_covered: list[str] = Field(default_factory=list)
     """``kind = "tool"``: words naming what the tool has no answer for (another coin than the one it prices); a
     message naming one is answered ``empty`` and no tool is called."""
+    rules: list[RulePhrase] = Field(default_factory=list)
+    """Phrases that settle this route's kind on their own (the rules layer; see ``RulePhrase``)."""
 
     @model_validator(mode="after")
     def _has_target(self) -> RouteConfig:
@@ -220,6 +256,8 @@ class RouteConfig(_Strict):
             raise ValueError(f'route {self.name!r} of kind "tool" needs target = "<a tool name>"')
         if self.not_covered and self.kind != "tool":
             raise ValueError(f'route {self.name!r}: not_covered is for routes of kind "tool"; remove it')
+        if self.kind != "llm" and any(rule.about for rule in self.rules):
+            raise ValueError(f'route {self.name!r}: rules with about = true are for routes of kind "llm"; remove it')
         return self
 
 
@@ -301,6 +339,12 @@ class DeskConfig(_Strict):
 
     def _parent(self, name: str) -> TableConfig | None:
         return next((t for t in self.tables if t.name == name), None)
+
+    @property
+    def lists_counts(self) -> bool:
+        """Whether a count answer lists the rows counted (``[answers] count`` names ``{lines}``): the planner then
+        reads the rows instead of counting them in the database."""
+        return "{lines}" in (self.answers.count or "")
 
     def readable_columns(self) -> dict[str, tuple[str, ...]]:
         return {t.name: tuple(t.columns) for t in self.tables}

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from routegate.apps.configured.config import DeskConfig, TableConfig
 from routegate.apps.configured.words import words_of
 from routegate.apps.support._stopwords import REQUEST_WORDS
+from routegate.apps.support.rules import correct_typos
 
 _COUNT: Final = re.compile(r"\b(?:how many|count|number of)\b")
 _WHO: Final = re.compile(r"\b(?:who|whose|which (?:person|user|client|buyer))\b")
@@ -34,15 +35,22 @@ _STOP: Final = REQUEST_WORDS | frozenset(
         "also",
         "bought",
         "buy",
+        "check",
         "could",
+        "count",
         "hello",
         "hi",
+        "live",
+        "lives",
+        "located",
         "made",
+        "names",
         "no",
         "ok",
         "ordered",
         "place",
         "placed",
+        "pull",
         "thanks",
         "this",
         "yes",
@@ -68,6 +76,11 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 _TEXT: Final = frozenset({"text", "character varying", "citext"})
 _WORD: Final = re.compile(r"[A-Za-z][A-Za-z'’.-]*")
+_TOKEN: Final = re.compile(r"[A-Za-z]+")
+_ID_AFTER: Final = re.compile(r"\s*(?:with (?:the )?)?(?:#|no\.?|number|id|nr\.?)?\s*#?(\d{1,12})\b")
+"""A row's id after its table's word: ``order 1042``, ``order #1042``, ``customer with id 3``."""
+_INTRODUCERS: Final = frozenset({"named", "called", "for", "of", "by"})
+"""Words after which a lower-case word is read as a name (``tickets for jane smith``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +94,8 @@ class Lookup:
     params: Mapping[str, Any] = field(default_factory=dict)
     focus: tuple[str, ...] = ()
     looked_for: str = ""
+    named: tuple[str, str] | None = None
+    """The row the question named by its name, ``(its table's label, the name)``: what was not found when nothing is."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"template": self.kind, "table": self.table, "query": self.query, "params": dict(self.params)}
@@ -91,7 +106,7 @@ def _q(name: str) -> str:
 
 
 def _label_pattern(table: TableConfig) -> re.Pattern[str]:
-    words = sorted({table.label, table.plural, table.name.replace("_", " ")}, key=len, reverse=True)
+    words = sorted({table.label, table.plural, table.name.replace("_", " "), *table.aliases}, key=len, reverse=True)
     return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\b")
 
 
@@ -113,8 +128,23 @@ class SqlPlanner:
         self.tables = list(config.tables)
         self._by_name = {t.name: t for t in self.tables}
         self._labels = [(t, _label_pattern(t)) for t in self.tables]
-        self._taken = {w for t in self.tables for phrase in (t.label, t.plural) for w in phrase.split()}
+        self._taken = {w for t in self.tables for phrase in (t.label, t.plural, *t.aliases) for w in phrase.split()}
         self._values = {v.lower() for t in self.tables for vs in t.filters.values() for v in vs}
+        self._vocabulary = tuple(word.lower() for word in config.router.typo_words)
+        self._lists_counts = config.lists_counts
+
+    def _corrected(self, message: str) -> str:
+        """``message`` with the misspellings of ``[router] typo_words`` corrected (``tikcet 2`` → ``ticket 2``), the
+        other words as written (a name keeps its capital)."""
+        if not self._vocabulary:
+            return message
+
+        def fixed(match: re.Match[str]) -> str:
+            word = match.group(0)
+            corrected = correct_typos(word, self._vocabulary)
+            return corrected if corrected != word.lower() else word
+
+        return _TOKEN.sub(fixed, message)
 
     # -- reading the question ------------------------------------------------------------------------------
     def _find(self, message: str) -> _Found:
@@ -124,7 +154,7 @@ class SqlPlanner:
         for table, pattern in self._labels:
             for match in pattern.finditer(text):
                 spans.append((match.start(), table))
-                after = re.match(r"\s*(?:#|no\.?|number|id|nr\.?)?\s*#?(\d{1,12})\b", text[match.end() :])
+                after = _ID_AFTER.match(text[match.end() :])
                 if after and table.primary_key is not None:
                     ids.append((table, int(after.group(1))))
         # the longest label wins where two overlap ("order item 5" is not "order 5")
@@ -166,7 +196,7 @@ class SqlPlanner:
             word = raw.removesuffix("'s").rstrip(".'")
             lower = word.lower()
             previous = words[index - 1].lower() if index else ""
-            introduced = previous in name_labels or previous in ("named", "called")
+            introduced = previous in name_labels or previous in _INTRODUCERS
             plain = lower not in _STOP and lower not in self._taken and lower not in self._values and len(word) >= 2
             if plain and (word[:1].isupper() or introduced or (run and lower not in _STOP)):
                 run.append(word)
@@ -200,7 +230,7 @@ class SqlPlanner:
         return f" ORDER BY {alias}.{_q(table.primary_key)}" if table.primary_key else ""
 
     def _rows(self, table: TableConfig, where: str, params: dict[str, Any], *, counting: bool) -> tuple[str, str]:
-        if counting:
+        if counting and not self._lists_counts:
             return f"SELECT count(*) AS count FROM {_q(table.name)} t{where}", "count"
         items, joins = self._select(table, "t")
         return f"SELECT {items} FROM {_q(table.name)} t{joins}{where}{self._order(table, 't')}", "rows"
@@ -227,11 +257,22 @@ class SqlPlanner:
                     return child, fk.column, fk.ref_column
         return None
 
+    def _said_by_row(self, table: TableConfig, parent: TableConfig, found: _Found) -> bool:
+        """Whether ``table``'s own row answers a question about its ``parent``: a ``row`` template names the parent
+        (``Ticket {id} for {customer} is about …``) and the question asks for none of the parent's other columns."""
+        field = "{" + parent.label.replace(" ", "_") + "}"
+        asked = [c for c in self._columns_in(parent, found.text) if c != parent.name_column]
+        return not asked and any(field in template for template in table.row)
+
     def _by_key(self, table: TableConfig, key_sql: str, params: dict[str, Any], found: _Found, what: str) -> Lookup:
         """Rows about one row of ``table`` selected by ``key_sql`` (on alias ``k``): its parent, its children, or
         itself."""
         parent = self._parent_of(table, found)
-        if parent is not None and not self._columns_in(table, found.text):
+        if (
+            parent is not None
+            and not self._columns_in(table, found.text)
+            and not self._said_by_row(table, parent[0], found)
+        ):
             other, column, ref = parent
             items, joins = self._select(other, "t")
             query = (
@@ -248,7 +289,7 @@ class SqlPlanner:
             params.update({f"v{i}": v for i, (o, c, v) in enumerate(found.filters) if o is other})
             join = f" JOIN {_q(table.name)} k ON k.{_q(ref)} = t.{_q(column)}"
             condition = f" WHERE {key_sql}" + (f" AND {where}" if where else "")
-            if found.counting:
+            if found.counting and not self._lists_counts:
                 # one row per matching row of the named table (none when nothing matches: the next table is tried),
                 # its children counted even when there are none
                 on = f"t.{_q(column)} = k.{_q(ref)}" + (f" AND {where}" if where else "")
@@ -259,8 +300,9 @@ class SqlPlanner:
                 return Lookup("count", other.name, query, params, (), f"{other.plural} of {what}")
             items, joins = self._select(other, "t")
             query = f"SELECT {items} FROM {_q(other.name)} t{join}{joins}{condition}{self._order(other, 't')}"
+            kind = "count" if found.counting else "children"
             return Lookup(
-                "children", other.name, query, params, self._columns_in(other, found.text), f"{other.plural} of {what}"
+                kind, other.name, query, params, self._columns_in(other, found.text), f"{other.plural} of {what}"
             )
         items, joins = self._select(table, "k")
         query = f"SELECT {items} FROM {_q(table.name)} k{joins} WHERE {key_sql}"
@@ -268,6 +310,7 @@ class SqlPlanner:
         return Lookup(kind, table.name, query, params, self._columns_in(table, found.text), what)
 
     def _plan(self, message: str) -> list[Lookup]:
+        message = self._corrected(message)
         found = self._find(message)
         if found.ids:
             table, key = found.ids[0]
@@ -280,11 +323,12 @@ class SqlPlanner:
             out = [self._named_lookup(t, name, found) for t in mentioned]
             out += [v for t in found.mentioned for v in self._by_value(t, name, found)]
             out += [self._named_lookup(t, name, found) for t in others]
+            out += [v for t in others for v in self._by_value(t, name, found)]
             if out:
                 return out
         if not found.mentioned and not found.filters:
             return []
-        table = found.mentioned[0] if found.mentioned else found.filters[0][0]
+        table = self._listed(found)
         params: dict[str, Any] = {}
         where = self._filters_sql(table, found, params)
         query, _ = self._rows(table, where, params, counting=found.counting)
@@ -293,10 +337,23 @@ class SqlPlanner:
         kind = "count" if found.counting else ("filter" if values else "all")
         return [Lookup(kind, table.name, query, params, self._columns_in(table, found.text), what)]
 
+    def _listed(self, found: _Found) -> TableConfig:
+        """The table whose rows answer a question naming no row: the first mentioned that references another
+        mentioned one (its rows name their parent: ``which customer has the billing ticket?`` lists tickets), else
+        the first mentioned, else the first filtered."""
+        if not found.mentioned:
+            return found.filters[0][0]
+        mentioned = {t.name for t in found.mentioned}
+        return next(
+            (t for t in found.mentioned if any(fk.references in mentioned - {t.name} for fk in t.foreign_keys)),
+            found.mentioned[0],
+        )
+
     def _named_lookup(self, table: TableConfig, name: str, found: _Found) -> Lookup:
         assert table.name_column is not None
         condition = f"k.{_q(table.name_column)} ILIKE :name"
-        return self._by_key(table, condition, {"name": f"%{name}%"}, found, f"{table.label} “{name}”")
+        lookup = self._by_key(table, condition, {"name": f"%{name}%"}, found, f"{table.label} “{name}”")
+        return replace(lookup, named=(table.label, name))
 
     def _by_value(self, table: TableConfig, value: str, found: _Found) -> list[Lookup]:
         """The rows of a mentioned table whose text column holds ``value`` (``customers from Spain``), one lookup per
@@ -307,13 +364,14 @@ class SqlPlanner:
                 continue
             where = f" WHERE t.{_q(column)} ILIKE :value"
             what = f"{table.plural} with {column.replace('_', ' ')} {value}"
-            if found.counting:
+            if found.counting and not self._lists_counts:
                 query = f"SELECT count(*) AS count FROM {_q(table.name)} t{where} HAVING count(*) > 0"
                 out.append(Lookup("count", table.name, query, {"value": value}, (), what))
             else:
                 items, joins = self._select(table, "t")
                 query = f"SELECT {items} FROM {_q(table.name)} t{joins}{where}{self._order(table, 't')}"
-                out.append(Lookup("filter", table.name, query, {"value": value}, (column,), what))
+                kind = "count" if found.counting else "filter"
+                out.append(Lookup(kind, table.name, query, {"value": value}, (column,), what))
         return out
 
     def plan(self, message: str, history: Sequence[str] = ()) -> list[Lookup]:
@@ -330,7 +388,7 @@ class SqlPlanner:
 
     def _entity(self, message: str) -> str | None:
         """The row an earlier message was about, as words a question can carry (``order 1042``, ``Maria Garcia``)."""
-        found = self._find(message)
+        found = self._find(self._corrected(message))
         if found.ids:
             table, key = found.ids[0]
             return f"{table.label} {key}"

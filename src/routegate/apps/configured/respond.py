@@ -77,9 +77,21 @@ class DeskAnswers:
         table = self.tables.get(str(call.get("table")))
         focus = [c for c in call.get("focus") or () if isinstance(c, str)]
         plural = table.plural if table else "rows"
+        label = table.label if table else "row"
+        if call.get("template") == "count" and rows and self.wording.count is not None:
+            counted_rows = self.config.lists_counts  # the rows counted were read, not count(*)
+            n = len(rows) if counted_rows else rows[0]["count"]
+            lines = "\n".join(self._lines(table, rows, focus)) if counted_rows else ""
+            values = {
+                "count": n,
+                "label": label,
+                "plural": plural,
+                "looked_for": call.get("looked_for"),
+                "lines": lines,
+            }
+            return _filled(self.wording.count, values)
         if call.get("template") == "count" and rows and "count" in rows[0]:
             n = rows[0]["count"]
-            label = table.label if table else "row"
             counted = f"is {n} {label}" if n == 1 else f"are {n} {plural}"
             return f"There {counted} ({call.get('looked_for') or plural})."
         if len(rows) == 1 and call.get("template") == "parent":
@@ -94,6 +106,10 @@ class DeskAnswers:
             shown = [c for c in focus if c in row] or [c for c in row if table is None or c != table.name_column]
             facts = ", ".join(f"{c.replace('_', ' ')} is {_text(row[c])}" for c in shown)
             return f"{self._name(table, row)}: {facts}."
+        return f"I found {len(rows)} {plural}:\n" + "\n".join(self._lines(table, rows, focus))
+
+    def _lines(self, table: TableConfig | None, rows: Sequence[Mapping[str, Any]], focus: Sequence[str]) -> list[str]:
+        """One ``- `` line per row (at most :data:`MAX_LISTED`, then how many more)."""
         lines = []
         for row in rows[:MAX_LISTED]:
             if table is not None and (worded := _worded(table.line, row, focus)) is not None:
@@ -105,8 +121,9 @@ class DeskAnswers:
             lines.append(
                 f"- {self._name(table, row)}: " + ", ".join(f"{c.replace('_', ' ')} {_text(row[c])}" for c in shown)
             )
-        more = f"\n(and {len(rows) - MAX_LISTED} more)" if len(rows) > MAX_LISTED else ""
-        return f"I found {len(rows)} {plural}:\n" + "\n".join(lines) + more
+        if len(rows) > MAX_LISTED:
+            lines.append(f"(and {len(rows) - MAX_LISTED} more)")
+        return lines
 
     def fallback(self, route: str, reason: str, call: Mapping[str, Any] | None) -> str:
         if (failed := model_failed_answer(reason)) is not None:
@@ -115,6 +132,9 @@ class DeskAnswers:
         if route == "POSTGRES":
             if reason == "empty":
                 what = str((call or {}).get("looked_for") or "a matching record")
+                named = (call or {}).get("named")
+                if wording.not_found_name is not None and isinstance(named, dict):
+                    return _filled(wording.not_found_name, {**named, "looked_for": what})
                 if wording.not_found is not None:
                     return _filled(wording.not_found, {"looked_for": what})
                 return f"I couldn't find {what} in our records. Please check the number or the name and try again."

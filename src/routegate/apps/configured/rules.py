@@ -20,7 +20,7 @@ from typing import Final
 
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.apps.support.rules import SupportRules
+from routegate.apps.support.rules import SupportRules, correct_typos
 
 KIND_ROUTE: Final[Mapping[str, SupportRoute]] = {"sql": "POSTGRES", "kb": "VECTOR", "tool": "EXTERNAL", "llm": "LLM"}
 _ABOUT: Final = ("about the assistant", "capabilities")
@@ -44,8 +44,16 @@ def _alternatives(words: Sequence[str]) -> str:
 
 
 def compile_patterns(config: DeskConfig) -> dict[SupportRoute, tuple[tuple[str, re.Pattern[str]], ...]]:
-    """The rules' phrases per route, from the configuration."""
-    labels = [t.label for t in config.tables]
+    """The rules' phrases per route, from the configuration: the generated ones (unless ``[router]
+    generated_rules = false``), then each route's own ``rules``."""
+    out = _generated(config) if config.router.generated_rules else {route: [] for route in ROUTES}
+    for route in config.routes:
+        out[KIND_ROUTE[route.kind]] += [(rule.name, rule.pattern) for rule in route.rules]
+    return {route: tuple((name, re.compile(p)) for name, p in patterns) for route, patterns in out.items()}
+
+
+def _generated(config: DeskConfig) -> dict[SupportRoute, list[tuple[str, str]]]:
+    labels = [t.label for t in config.tables] + [a for t in config.tables for a in t.aliases]
     plurals = [t.plural for t in config.tables]
     values = [v for t in config.tables for vs in t.filters.values() for v in vs]
     words = _alternatives(labels + plurals)
@@ -85,15 +93,20 @@ def compile_patterns(config: DeskConfig) -> dict[SupportRoute, tuple[tuple[str, 
         subject = [*route.keywords, *route.not_covered]  # what a tool does not cover is still its subject
         if subject and route.kind != "sql":
             out[KIND_ROUTE[route.kind]].append((f"{route.name} keyword", rf"\b(?:{_alternatives(subject)})\b"))
-    return {route: tuple((name, re.compile(p)) for name, p in patterns) for route, patterns in out.items()}
+    return out
 
 
 class DeskRules(SupportRules):
     """The rule stage of a configured desk's router (the built-in desk's rule stage, with generated phrases)."""
 
     def __init__(self, config: DeskConfig) -> None:
-        super().__init__(compile_patterns(config), normalize=_normalized, about=_ABOUT)
+        about = [rule.name for route in config.routes for rule in route.rules if rule.about]
+        if config.router.generated_rules:
+            about += _ABOUT
+        vocabulary = tuple(word.lower() for word in config.router.typo_words)
 
+        def normalized(text: str) -> str:
+            spaced = " ".join(text.lower().replace("’", "'").split())
+            return correct_typos(spaced, vocabulary) if vocabulary else spaced
 
-def _normalized(text: str) -> str:
-    return " ".join(text.lower().replace("’", "'").split())
+        super().__init__(compile_patterns(config), normalize=normalized, about=frozenset(about))

@@ -126,11 +126,13 @@ def desk_workers(
         return last
 
     def call_dict(lookup: Lookup) -> dict[str, Any]:
+        named = {"named": {"label": lookup.named[0], "name": lookup.named[1]}} if lookup.named else {}
         return {
             **lookup.to_dict(),
             "focus": list(lookup.focus),
             "looked_for": lookup.looked_for,
             "route": family_of(config, lookup.table),
+            **named,
         }
 
     async def postgres_node(query: str, run: RunContext[Any] | None = None) -> dict[str, Any]:
@@ -153,6 +155,9 @@ def desk_workers(
             call = call_dict(lookups[0])
             lookup, result = await run_lookups(lookups)
             call = call_dict(lookup)
+            if not result.row_count:  # nothing found by any reading: the answer names the named row (else the first)
+                first = call_dict(next((each for each in lookups if each.named), lookups[0]))
+                call |= {"looked_for": first["looked_for"], "named": first.get("named")}
         except SqlRefusedError as refused:
             return observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}")
         except ToolError as failed:

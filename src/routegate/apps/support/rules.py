@@ -26,8 +26,7 @@ from typing import Final
 
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 
-# Words whose misspellings are worth correcting before matching (edit distance 1, or 2 for long words).
-_VOCABULARY: Final = (
+VOCABULARY: Final = (
     "ticket",
     "tickets",
     "customer",
@@ -49,7 +48,7 @@ _VOCABULARY: Final = (
     "reset",
     "price",
 )
-_VOCAB_SET: Final = frozenset(_VOCABULARY)
+"""Words whose misspellings are worth correcting before matching (edit distance 1, or 2 for long words)."""
 _WORD = re.compile(r"[a-z0-9]+|[^a-z0-9]+")
 
 
@@ -87,12 +86,14 @@ def _within_two_edits(a: str, b: str) -> bool:
     return previous[-1] <= 2
 
 
-def correct_typos(text: str) -> str:
-    """Lower-case ``text`` and replace near-misses of the router's key words (``tikcet`` → ``ticket``)."""
+def correct_typos(text: str, vocabulary: Sequence[str] = VOCABULARY) -> str:
+    """Lower-case ``text`` and replace near-misses of the ``vocabulary`` (the router's key words by default:
+    ``tikcet`` → ``ticket``); the first word of the vocabulary near a token wins."""
     out: list[str] = []
+    known = frozenset(vocabulary)
     for token in _WORD.findall(text.lower()):
-        if len(token) >= 5 and token.isalpha() and token not in _VOCAB_SET:
-            for word in _VOCABULARY:
+        if len(token) >= 5 and token.isalpha() and token not in known:
+            for word in vocabulary:
                 if _within_one_edit(token, word) or (len(token) >= 8 and _within_two_edits(token, word)):
                     token = word
                     break
@@ -101,7 +102,7 @@ def correct_typos(text: str) -> str:
 
 
 _ID = r"\s*(?:#|no\.?|number|id|nr\.?)?\s*#?\d+\b"
-_PATTERNS: Final[Mapping[SupportRoute, Sequence[tuple[str, str]]]] = {
+PATTERNS: Final[Mapping[SupportRoute, Sequence[tuple[str, str]]]] = {
     "POSTGRES": (
         ("record id", rf"\b(?:tickets?|issues?|customers?|accounts?){_ID}"),
         ("customer id", r"\bcustomer id\b"),
@@ -154,8 +155,10 @@ _PATTERNS: Final[Mapping[SupportRoute, Sequence[tuple[str, str]]]] = {
         ("conversation", r"\b(?:tell me a joke|write me|summarize our conversation|start over|never mind)\b"),
     ),
 }
+"""Each route's signal phrases, ``(name, regular expression)``, matched against the typo-corrected, lower-cased
+message (the built-in desk's configuration carries the same phrases: ``apps/configured/builtin/desk.toml``)."""
 _COMPILED: Final = {
-    route: tuple((name, re.compile(pattern)) for name, pattern in patterns) for route, patterns in _PATTERNS.items()
+    route: tuple((name, re.compile(pattern)) for name, pattern in patterns) for route, patterns in PATTERNS.items()
 }
 
 
@@ -174,7 +177,8 @@ class RuleVerdict:
 
 Patterns = Mapping[SupportRoute, tuple[tuple[str, re.Pattern[str]], ...]]
 """Each route's signal phrases: ``(name, compiled pattern)`` pairs."""
-_ABOUT: Final = ("about the assistant", "capabilities", "how the assistant works")
+ABOUT: Final = ("about the assistant", "capabilities", "how the assistant works")
+"""The LLM phrases that make a message a question about the assistant itself (LLM unless it names a record)."""
 
 
 def _normalized(text: str) -> str:
@@ -197,7 +201,7 @@ class SupportRules:
         patterns: Patterns = _COMPILED,
         *,
         normalize: Callable[[str], str] = _normalized,
-        about: Collection[str] = _ABOUT,
+        about: Collection[str] = ABOUT,
     ) -> None:
         @lru_cache(maxsize=256)
         def match(text: str) -> RuleVerdict:
