@@ -137,6 +137,7 @@ def desk_workers(
         turn = turn_from(run)
         history = turn.user_messages() if turn is not None else []
         call: dict[str, Any] | None = None
+        llm_failed: str | None = None  # the text-to-SQL model's failure, in the observation
         try:
             if text_to_sql is not None:
                 try:
@@ -146,19 +147,21 @@ def desk_workers(
                     fallback = None if result.row_count or result.truncated else "empty"
                     return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
                 except RunStopError as stop:  # the model failed: the offline planner serves the turn
-                    offline_after(stop, turn)
+                    llm_failed = offline_after(stop)
             lookups = planner.plan(query, history)
             if not lookups:
-                return observation("POSTGRES", "postgres", {"query": query}, None, "unknown_query")
+                return observation(
+                    "POSTGRES", "postgres", {"query": query}, None, "unknown_query", llm_failed=llm_failed
+                )
             call = call_dict(lookups[0])
             lookup, result = await run_lookups(lookups)
             call = call_dict(lookup)
         except SqlRefusedError as refused:
-            return observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}")
+            return observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}", llm_failed=llm_failed)
         except ToolError as failed:
-            return observation("POSTGRES", "postgres", call, None, f"tool_error:{failed.code}")
+            return observation("POSTGRES", "postgres", call, None, f"tool_error:{failed.code}", llm_failed=llm_failed)
         fallback = None if result.row_count or result.truncated else "empty"
-        return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
+        return observation("POSTGRES", "postgres", call, result.to_dict(), fallback, llm_failed=llm_failed)
 
     def pick_tool(query: str) -> ToolConfig | None:
         """The tool whose route's keywords the message has; the only tool when there is one; else ``None`` (a
