@@ -10,15 +10,25 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from routegate.apps.support.contracts import ROUTES, AnswerToken, RouteChosen, SupportEvent, ToolUsed, TurnResult
+from routegate.apps.support.contracts import (
+    ROUTES,
+    AnswerToken,
+    Message,
+    RouteChosen,
+    SupportEvent,
+    ToolUsed,
+    TurnResult,
+)
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.payloads import Answer, Observed, Routed
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.apps.support.turn import TurnInput
+from routegate.apps.support.turn import TurnInput, read_turn
 from routegate.core import Budget, Worker
 from routegate.core.contracts import HistoryEntry
 from routegate.embed import MiniLMEncoder
@@ -154,6 +164,21 @@ async def test_each_step_hands_forward_its_own_payload_and_no_turn_state(desk: S
     # the same turn runs again to the same answer: nothing of the first run stayed in it
     again = await desk.plan.arun(turn.message, deps=turn)
     assert again.ok and again.output is not None and again.output.text == answer.text
+
+
+@given(
+    st.text(max_size=300),
+    st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=80)), max_size=8),
+)
+def test_any_message_reads_into_a_turn_that_keeps_the_users_words(text: str, said: list[tuple[str, str]]) -> None:
+    """The turn's input is built from untrusted text: whatever it holds, it reads into a turn (no stored turn
+    context: nothing to carry, the message is routed as it is) that keeps the user's own words for memory."""
+    history = tuple(Message("user" if role == "user" else "assistant", content) for role, content in said)
+    turn = read_turn(text, session_id="s", history=history)
+    assert (turn.said, turn.message, turn.history) == (text, text, history)
+    assert turn.user_messages() == [content for role, content in said if role == "user"]
+    assert turn.notes() == ()
+    assert turn.context("LLM", None).turn == len(turn.user_messages()) + 1
 
 
 def test_the_turn_input_is_read_only() -> None:
