@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -112,9 +113,10 @@ async def test_a_node_that_never_finishes_is_cut_off_by_the_plan_deadline_with_i
     assert (final.stop_reason, final.phase, final.route) == ("max_seconds", phase, route)
     assert final.fallback == "stopped:max_seconds" and not final.ok
     # the engine's one deadline handler said which step it cut off
-    assert (
-        final.message.startswith("max_seconds=1.0 reached after ") and f"step '{path[-1]}' was cut off" in final.message
-    )
+    # (its budget: what the wait for the session and the memory read left of the 1.0 s, in hundredths)
+    found = re.match(r"max_seconds=([0-9.]+) reached after ", final.message)
+    assert found is not None and 0 < float(found.group(1)) <= BUDGET.max_seconds
+    assert f"step '{path[-1]}' was cut off" in final.message
     assert [e["target"] for e in final.trace if e.get("node") == "plan"] == path
     plan_stop = [e for e in final.trace if e.get("node") == "plan"][-1]
     assert (plan_stop["ok"], plan_stop["stop_reason"]) == (False, "max_seconds")
@@ -124,6 +126,33 @@ async def test_a_node_that_never_finishes_is_cut_off_by_the_plan_deadline_with_i
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
     history = await desk.history(f"stuck-{node}")
     assert [m.content for m in history] == ["How do I reset my password?", final.answer]
+
+
+async def test_waiting_for_the_session_counts_against_the_turns_budget(
+    desk: SupportAgent, semantic: ExampleEmbeddingLayer
+) -> None:
+    """The session's previous turn runs on for a while: the waiting turn's plan gets what is left of the budget,
+    so the turn as a whole keeps to ``max_seconds``."""
+    _rewired(desk, "VECTOR", semantic)
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def previous_turn() -> None:
+        async with desk.memory.hold("busy", within=5.0):
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(previous_turn())
+    await holding.wait()
+    waiting = asyncio.create_task(_events(desk, "How do I reset my password?", "busy"))
+    await asyncio.sleep(0.3)  # how long the previous turn goes on: the time measured, not a synchronisation
+    release.set()
+    events = await waiting
+    await holder
+    final = events[-1]
+    assert isinstance(final, TurnResult)
+    assert (final.stop_reason, final.phase) == ("max_seconds", "delegate")
+    found = re.match(r"max_seconds=([0-9.e-]+) reached after", final.message)
+    assert found is not None and float(found.group(1)) < BUDGET.max_seconds
 
 
 async def test_each_step_hands_forward_its_own_payload_and_no_turn_state(desk: SupportAgent) -> None:
