@@ -3,20 +3,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from routegate.apps.support.contracts import ROUTES, AnswerToken, RouteChosen, TurnResult
 from routegate.apps.support.db import SupportDatabase
-from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.desk import SUPPORT_BUDGET, SupportAgent
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
+from routegate.apps.support.payloads import Routed
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.core import Budget, RouteGateway, RoutePolicy
+from routegate.core import Budget, RouteGateway, RoutePolicy, Worker
 from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
+from routegate.plan import Plan, Step, from_step
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +48,9 @@ async def test_the_plan_has_the_declared_shape(desk: SupportAgent) -> None:
         ("LLM", None, None, ()),
     ]
     assert plan.max_iterations == 3
+    # the plan's run is the turn: the desk's budget is the plan's, and each step names its phase
+    assert plan.budget is not None and plan.budget.max_seconds == SUPPORT_BUDGET.max_seconds
+    assert [s.phase for s in plan.steps] == ["route", "delegate", "delegate", "delegate", "finalize"]
     assert desk.gateway is not None and desk.gateway.allow == {"POSTGRES", "VECTOR", "EXTERNAL"}
 
 
@@ -96,40 +102,64 @@ def _plan_with(desk: SupportAgent, *, policy: RoutePolicy | None = None, gateway
 async def test_a_refused_decision_stops_at_the_policy_boundary(desk: SupportAgent) -> None:
     plan = _plan_with(desk, policy=RoutePolicy(["POSTGRES", "VECTOR", "EXTERNAL"]))
     turn = desk.new_turn("What can you do?", session_id="policy")
-    result = await plan.arun(turn)
+    result = await plan.arun(turn.message, deps=turn)
     assert result.stop_reason == "invalid_route:route_not_allowed:LLM"
-    assert result.path == ("router",)
-    assert turn.intent is None and turn.ledger.delegations == 0
+    assert result.path == ("router",)  # no tool step ran: nothing was delegated
+    assert result.output is None and result.phase == "route"
 
 
 async def test_the_gateway_applies_the_execution_allowlist(desk: SupportAgent) -> None:
     assert desk.gateway is not None
     narrow = RouteGateway(allow=["POSTGRES"], registry=desk.gateway.workers)
-    turn = desk.new_turn("How do I reset my password?", session_id="denied")
-    result = await _plan_with(desk, gateway=narrow).arun(turn)
+    desk._plan = _plan_with(desk, gateway=narrow)
+    result = await desk.run_turn(desk.new_turn("How do I reset my password?", session_id="denied"))
     assert result.stop_reason == "route_denied:VECTOR"
-    assert result.path == ("router", "VECTOR")
-    assert turn.notes[0]["node"] == "gateway" and turn.notes[0]["stop_reason"] == "route_denied:VECTOR"
+    assert _path(result) == ["router", "VECTOR"]
+    (gateway,) = [entry for entry in result.trace if entry.get("node") == "gateway"]
+    assert gateway["stop_reason"] == "route_denied:VECTOR"
 
 
 async def test_one_delegation_per_turn(desk: SupportAgent) -> None:
+    """The run's ledger allows a turn one delegation: a second tool step in the same run is refused, and the next
+    turn (a run of its own) delegates again."""
+    assert desk.router is not None and desk.gateway is not None
+    step = GovernedStep(RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)), desk.gateway, statuses=("done",))
+    tool = ToolStep(step)
+    plan: Plan[object, object] = Plan(
+        Step(RouterStep(desk.router, step), name="router", output=Routed),
+        Step(tool, name="POSTGRES"),
+        Step(tool, name="again", context=from_step("router")),
+        budget=SUPPORT_BUDGET,
+    )
     turn = desk.new_turn("What is the status of ticket 1?", session_id="ledger")
-    assert (await desk.plan.arun(turn)).ok
-    again = await desk.plan.arun(turn)  # the same turn's ledger: a second tool call is refused
+    again = await plan.arun(turn.message, deps=turn)
     assert again.stop_reason == "max_delegations"
-    assert again.path == ("router", "POSTGRES")
+    assert again.path == ("router", "POSTGRES", "again")
+    assert (await desk.plan.arun(turn.message, deps=turn)).ok
+    assert (await desk.plan.arun(turn.message, deps=turn)).ok
 
 
 async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
     db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
 ) -> None:
-    # the rules decide without suspending; the deadline fires at the tool step's first wait (encode + pgvector)
-    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1e-6))
+    # the rules decide at once; the VECTOR tool never answers: the plan's deadline cuts it off
+    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1.0))
     await desk.start()
+    assert desk.router is not None and desk.gateway is not None
+
+    async def never(query: str) -> dict[str, Any]:
+        await asyncio.Event().wait()  # never set: only the deadline ends this worker
+        raise AssertionError("unreachable")
+
+    workers = [w for w in desk.gateway.workers.values() if w.name != "VECTOR"]
+    workers.append(Worker("VECTOR", never, "a search that never answers", QueryArgs))
+    desk._plan = desk.build_plan(desk.router, workers, routes=ROUTES, respond=RespondNode())
     events = [e async for e in desk.iter("How do I reset my password?", session_id="deadline")]
     final = events[-1]
     assert isinstance(final, TurnResult)
     assert (final.route, final.stop_reason, final.fallback) == ("VECTOR", "max_seconds", "stopped:max_seconds")
+    assert final.phase == "delegate" and "step 'VECTOR' was cut off" in final.message
+    assert _path(final) == ["router", "VECTOR"]  # the engine's trace of the cut-off run
     assert isinstance(events[0], RouteChosen) and events[0].route == "VECTOR"
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
     assert "max_seconds" in final.answer

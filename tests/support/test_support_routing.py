@@ -23,8 +23,8 @@ from routegate.apps.support.semantic import (
     query_args,
     support_route_decision,
 )
-from routegate.apps.support.turn import Turn
-from routegate.core import RouteDecision, RouteGateway, RoutePolicy, RouteRequest
+from routegate.apps.support.turn import read_turn
+from routegate.core import RouteDecision, RouteGateway, RoutePolicy, RouteRequest, RunContext
 from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.core.governed import GovernedStep
 from routegate.embed import HashingEncoder
@@ -223,11 +223,12 @@ async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     governed = GovernedStep(RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)), RouteGateway(allow=[], registry=[]))
     step = RouterStep(SupportRouter(semantic=layer), governed)
     history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))
-    turn = Turn(session_id="s", message="and in Oslo?", history=history, ledger=DelegationLedger(1))
-    choice = await step.run_step(turn, StepContext("router", None, turn, None))
+    turn = read_turn("and in Oslo?", session_id="s", history=history)
+    run = RunContext(turn, ledger=DelegationLedger(1))
+    routed = await step.run_step(turn.message, StepContext("router", None, turn.message, None, run=run))
     assert layer.contexts == [["how warm is it in Rome?"]]
-    assert (choice.route, choice.layer) == ("EXTERNAL", "semantic")
-    assert turn.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
+    assert (routed.route, routed.choice.route, routed.choice.layer) == ("EXTERNAL", "EXTERNAL", "semantic")
+    assert routed.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ so. (A successful turn's tree, streamed through ``ask``, is in ``test_support_gr
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -119,13 +120,23 @@ async def test_a_tool_that_raises_is_recorded_by_its_stop_reason_only(
 async def test_the_deadline_ends_the_turn_and_every_span_in_it(
     db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer, otel_spans: InMemorySpanExporter
 ) -> None:
-    # the rules decide without suspending; the deadline fires at the tool step's first wait (encode + pgvector)
-    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1e-6))
+    # the rules decide at once; the VECTOR tool never answers: the plan's deadline cuts it off
+    desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1.0))
     await desk.start()
+    assert desk.router is not None and desk.gateway is not None
+
+    async def never(query: str) -> dict[str, Any]:
+        await asyncio.Event().wait()  # never set: only the deadline ends this worker
+        raise AssertionError("unreachable")
+
+    workers = [w for w in desk.gateway.workers.values() if w.name != "VECTOR"]
+    workers.append(Worker("VECTOR", never, "a search that never answers", QueryArgs))
+    desk._plan = desk.build_plan(desk.router, workers, routes=list(ROUTES), respond=RespondNode())
     final = await desk.run_turn(desk.new_turn("How do I reset my password?", session_id=SESSION))
-    assert final.stop_reason == "max_seconds"
+    assert (final.stop_reason, final.phase) == ("max_seconds", "delegate")
     assert_stopped(the(otel_spans, "routegate.turn"), "max_seconds")
+    assert attributes(the(otel_spans, "routegate.turn"))["routegate.phase"] == "delegate"
     assert attributes(step(otel_spans, "router"))["routegate.next"] == "VECTOR"
-    # the desk's own deadline cancelled the Plan: its spans ended, without a stop reason of their own
-    assert "routegate.stop_reason" not in attributes(the(otel_spans, "routegate.plan"))
+    # the plan's own deadline stopped it: the plan's span and the cut-off step's say so
+    assert_stopped(the(otel_spans, "routegate.plan"), "max_seconds")
     assert step(otel_spans, "VECTOR").end_time is not None

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.configured.config import TEMPLATE_FIELD, DeskConfig, TableConfig, template_fields
+from routegate.apps.support.payloads import Routed
 from routegate.apps.support.respond import RespondNode, model_failed_answer, truncation_note
-from routegate.apps.support.turn import Turn
 from routegate.llm.protocol import ChatModel
 
 _GREETING: Final = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
@@ -195,7 +195,7 @@ class DeskAnswers:
             return f"{result.get('tool')}: {text}" + (" (mock response)" if result.get("mock") else "")
         return self.unsure() if unsure else self.llm_route(message)
 
-    def answer(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> str:
+    def answer(self, turn: Routed, route: str, observation: Mapping[str, Any]) -> str:
         """The offline answer of a turn (the Respond node's composer)."""
         unsure = turn.choice is not None and turn.choice.layer == "unsure"
         return self.compose(turn.message, route, observation, unsure=unsure)

@@ -139,6 +139,7 @@ def desk_workers(
         turn = turn_from(run)
         history = turn.user_messages() if turn is not None else []
         call: dict[str, Any] | None = None
+        llm_failed: str | None = None  # the text-to-SQL model's failure, in the observation
         try:
             if text_to_sql is not None:
                 try:
@@ -148,10 +149,12 @@ def desk_workers(
                     fallback = None if result.row_count or result.truncated else "empty"
                     return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
                 except RunStopError as stop:  # the model failed: the offline planner serves the turn
-                    offline_after(stop, turn)
+                    llm_failed = offline_after(stop)
             lookups = planner.plan(query, history)
             if not lookups:
-                return observation("POSTGRES", "postgres", {"query": query}, None, "unknown_query")
+                return observation(
+                    "POSTGRES", "postgres", {"query": query}, None, "unknown_query", llm_failed=llm_failed
+                )
             call = call_dict(lookups[0])
             lookup, result = await run_lookups(lookups)
             call = call_dict(lookup)
@@ -159,11 +162,11 @@ def desk_workers(
                 first = call_dict(next((each for each in lookups if each.named), lookups[0]))
                 call |= {"looked_for": first["looked_for"], "named": first.get("named")}
         except SqlRefusedError as refused:
-            return observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}")
+            return observation("POSTGRES", "postgres", call, None, f"sql_refused:{refused.code}", llm_failed=llm_failed)
         except ToolError as failed:
-            return observation("POSTGRES", "postgres", call, None, f"tool_error:{failed.code}")
+            return observation("POSTGRES", "postgres", call, None, f"tool_error:{failed.code}", llm_failed=llm_failed)
         fallback = None if result.row_count or result.truncated else "empty"
-        return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
+        return observation("POSTGRES", "postgres", call, result.to_dict(), fallback, llm_failed=llm_failed)
 
     def named(words: Sequence[str], text: str) -> bool:
         return any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in words)

@@ -1,18 +1,22 @@
-"""The support desk: the graph Router → (Postgres | Vector | External | LLM) → Respond, on the Plan engine.
+"""The support desk: a prebuilt :class:`routegate.plan.Plan` — router → (Postgres | Vector | External) → Respond —
+with memory around it.
 
-Wiring only. The graph is a :class:`routegate.plan.Plan` (:mod:`.graph`): the ``router`` step routes by the
-router's choice after the core policy boundary accepted it; the tool steps delegate through the core gateway with
-a per-turn delegation ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM``
-step is the Respond node, the direct LLM route and every fallback. Each turn runs under the budget's deadline
-(``max_seconds``). Memory (the last 10 messages, in PostgreSQL) is read before the run, passed to every node in
-the turn, and written after it.
+Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice after the
+core policy boundary accepted it; the tool steps delegate through the core gateway under the run's delegation
+ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM`` step is the Respond node,
+the direct LLM route and every fallback. One run of the plan is one turn: the plan's budget is the desk's, so the
+turn's deadline (``max_seconds``) and the phase a deadline stop reports are the engine's. Memory (the last 10
+messages, in PostgreSQL) is read before the run, under the session's lock, into the turn's read-only input
+(:class:`~.turn.TurnInput`, the run's ``deps``), and written after it with what the turn established.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -45,10 +49,12 @@ from routegate.apps.support.contracts import (
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
 from routegate.apps.support.external_tool import ExternalTool
-from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
+from routegate.apps.support.graph import SUPPORT_BUDGET as SUPPORT_BUDGET  # the desk's default budget
+from routegate.apps.support.graph import RouterStep, ToolStep, notes_of, support_plan
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
 from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
 from routegate.apps.support.nodes import TextToSql, build_tool_workers
+from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
 from routegate.apps.support.postgres_tool import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FIELD_CHARS,
@@ -60,16 +66,15 @@ from routegate.apps.support.respond import RespondNode, tokens_of
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.tenancy import acting_for, current_tenant
-from routegate.apps.support.turn import Turn
+from routegate.apps.support.turn import TurnInput, read_turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker, stop_reasons
-from routegate.core._deadline import Deadline
+from routegate.core import Budget, RouteGateway, RoutePolicy, Worker
 from routegate.core._stream import stream_events
 from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.provenance import From
 from routegate.core.stop_reasons import Phase
-from routegate.core.telemetry import NO_SPANS, Attr, end_run
+from routegate.core.telemetry import Attr, end_run, spans_for, tracer
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
@@ -80,9 +85,9 @@ logger = logging.getLogger(__name__)
 TOOL_ROUTES: Final = ("POSTGRES", "VECTOR", "EXTERNAL")
 """The routes a tool serves (the LLM route is the Respond node: no arguments to rule on)."""
 
-SUPPORT_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1, max_seconds=60.0)
-"""One route decision (the plan routes once), one delegation, 60 s per turn."""
 _NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is used"
+_SHARES: Final = 100
+"""A turn that waited for its session runs under what is left of its budget, counted in hundredths of it."""
 
 
 class SupportAgent:
@@ -147,7 +152,7 @@ class SupportAgent:
         self.semantic = semantic
         self.router: SupportRouter | None = None
         self.gateway: RouteGateway | None = None
-        self._plan: Plan | None = None
+        self._plan: Plan[TurnInput, Answer] | None = None
 
     def sql_tool(self, **bounds: int) -> PostgresTool:
         """The desk's SQL tool (its ``postgres``) with ``bounds`` (rows, statement timeout, bytes, characters per
@@ -176,7 +181,7 @@ class SupportAgent:
 
     def build_plan(
         self, router: SupportRouter, workers: Sequence[Worker], *, routes: Sequence[SupportRoute], respond: RespondNode
-    ) -> Plan:
+    ) -> Plan[TurnInput, Answer]:
         """The desk's plan (:func:`~routegate.apps.support.graph.support_plan`) around ``router``, the tools'
         ``workers`` and the ``respond`` node, with this desk's governance: the tools get their ``flows`` rules, the
         policy allows ``routes`` (each with one ``query`` argument), the gateway (:attr:`gateway`) executes only the
@@ -194,11 +199,12 @@ class SupportAgent:
         router_step = RouterStep(
             router, step, on_refusal=self.on_refusal, max_route_attempts=self.budget.max_route_attempts
         )
-        return support_plan(router=router_step, tool=ToolStep(step), respond=respond)
+        return support_plan(router=router_step, tool=ToolStep(step), respond=respond, budget=self.budget)
 
     @property
-    def plan(self) -> Plan:
-        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`); run it on a :class:`Turn`."""
+    def plan(self) -> Plan[TurnInput, Answer]:
+        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`): run it on a message with the
+        turn's input as its ``deps`` (``plan.arun(turn.message, deps=turn)``, :meth:`new_turn`)."""
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
         return self._plan
@@ -287,41 +293,51 @@ class SupportAgent:
         session_id: str,
         history: tuple[Message, ...] = (),
         emit: Callable[[SupportEvent], None] | None = None,
-    ) -> Turn:
-        """A turn with its own run context (the budget's deadline and ``max_delegations`` ledger; its deps is the
-        turn)."""
-        run: RunContext[Any] = RunContext.start(None, self.budget)
-        turn = Turn(session_id=session_id, message=message, history=history, ledger=run.ledger, emit=emit, run=run)
-        run.deps = turn
-        return turn
+    ) -> TurnInput:
+        """The read-only input of one turn: ``message`` read against the session's ``history`` (a follow-up is
+        routed, and its tool called, as the question it stands for); its events go to ``emit``."""
+        return read_turn(message, session_id=session_id, history=history, emit=emit)
 
-    async def run_turn(self, turn: Turn) -> TurnResult:
-        """Run the plan on one turn under the budget's deadline; no memory read or write (see :meth:`iter`)."""
-        spans = turn.run.spans if turn.run is not None else NO_SPANS
+    async def run_turn(self, turn: TurnInput) -> TurnResult:
+        """Run the desk's plan on one turn; no memory read or write (see :meth:`iter`). The plan's run is the turn:
+        its budget's deadline, its delegation ledger, its phases."""
+        final, _ = await self._answer(turn, self.plan)
+        return final
+
+    async def _answer(
+        self, turn: TurnInput, plan: Plan[TurnInput, Answer]
+    ) -> tuple[TurnResult, Mapping[str, Any] | None]:
+        """The turn's result and its tool's observation (what the turn established is read from it), under the
+        turn's root span."""
 
         def attributes() -> dict[str, str]:
-            return {
-                Attr.RUNTIME: "desk",
-                Attr.RUN_ID: turn.run.run_id if turn.run is not None else "",
-                Attr.SESSION: hashlib.sha256(turn.session_id.encode()).hexdigest()[:16],  # hashed: never the id
-            }
+            session = hashlib.sha256(turn.session_id.encode()).hexdigest()[:16]  # hashed: never the id
+            return {Attr.RUNTIME: "desk", Attr.SESSION: session}
 
-        return await spans.root("routegate.turn", attributes, self._bounded(turn), _turn_ended)
+        return await spans_for(tracer()).root("routegate.turn", attributes, self._played(turn, plan), _turn_ended)
 
-    async def _bounded(self, turn: Turn) -> TurnResult:
+    async def _played(
+        self, turn: TurnInput, plan: Plan[TurnInput, Answer]
+    ) -> tuple[TurnResult, Mapping[str, Any] | None]:
         started = time.perf_counter()
-        turn.read_against_history()  # a follow-up is routed, and its tool called, as the question it stands for
-        deadline = Deadline.of(turn.run) if turn.run is not None else Deadline(self.budget.max_seconds)
-        result: PlanResult | None = None
-        try:
-            # one request scope: the router's embedding of the message is reused by the vector tool
-            with request_scope():
-                async with deadline:
-                    result = await self.plan.arun(turn)
-        except TimeoutError:
-            if not deadline.expired:
-                raise
-        return self._final(turn, result, started)
+        # one request scope: the router's embedding of the message is reused by the vector tool
+        with request_scope():
+            result = await plan.arun(turn.message, deps=turn)
+        return _final(turn, result, started)
+
+    def _plan_after(self, waited: float) -> Plan[TurnInput, Answer]:
+        """The plan for a turn that waited ``waited`` seconds for its session and its memory: the wait counts
+        against the turn's ``max_seconds``. A wait over 1 % of it gives the turn the same steps under what is left
+        of the budget, in hundredths of it (:func:`_plan_within`, one compiled plan per hundredth, kept); a shorter
+        wait runs the desk's own plan (the turn may overrun by that much)."""
+        plan = self.plan
+        budget = plan.budget
+        if budget is None:
+            return plan
+        used = math.ceil(waited / budget.max_seconds * _SHARES)
+        if used <= 1:
+            return plan
+        return _plan_within(plan, max(_SHARES - used, 1))
 
     async def _turn_as(self, tenant: str, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
         with acting_for(tenant):  # the turn's own task: the tenant does not leak to the caller
@@ -331,23 +347,22 @@ class SupportAgent:
         """Memory read, the plan, memory write; the events go to ``emit``, the last one ``final`` or ``error``."""
         with request_scope():
             # the message's embedding (when the turn will need one) is computed while the memory read runs
-            verdict = self.router.rules.match(message) if self.router is not None else None
             if self.router is not None:
-                for text in self.router.texts_to_embed(message, verdict):
+                for text in self.router.texts_to_embed(message):
                     self.encoder.prefetch(text)
-            # the turn's deadline runs from here: waiting for the session's previous turn counts against it
-            turn = self.new_turn(message, session_id=session_id, emit=emit)
-            turn.rules_verdict = verdict
+            # the turn's time runs from here: waiting for the session's previous turn counts against it
+            arrived = time.monotonic()
             try:
                 # one turn of a session at a time, in this process and any other on the database
                 async with self.memory.hold(session_id, within=self.budget.max_seconds):
                     try:
-                        turn.history = tuple(await self.memory.recent(session_id))
+                        history = tuple(await self.memory.recent(session_id))
                     except Exception as exc:
                         logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
                         emit(_unavailable(exc))
                         return
-                    await self._run(turn, emit)
+                    turn = self.new_turn(message, session_id=session_id, history=history, emit=emit)
+                    await self._run(turn, self._plan_after(time.monotonic() - arrived))
             except LockCapacityError:
                 limit = f"{self.budget.max_seconds:g} s"
                 emit(TurnError(message=f"no session lock came free within {limit}", code="session_busy"))
@@ -358,77 +373,104 @@ class SupportAgent:
                 logger.warning("taking the session failed: %s", type(exc).__name__, exc_info=True)
                 emit(_unavailable(exc))
 
-    async def _run(self, turn: Turn, emit: Callable[[SupportEvent], None]) -> None:
+    async def _run(self, turn: TurnInput, plan: Plan[TurnInput, Answer]) -> None:
         try:
-            final = await self.run_turn(turn)
+            final, observation = await self._answer(turn, plan)
             if final.answer:
                 messages: list[tuple[Role, str]] = [("user", turn.said), ("assistant", final.answer)]
-                await self.memory.extend(turn.session_id, messages, context=turn.context().to_json())
-            emit(final)
+                context = turn.context(final.route, observation).to_json()
+                await self.memory.extend(turn.session_id, messages, context=context)
+            turn.send(final)
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if
             # a health check that runs a moment later still finds an open connection
             logger.warning("the database failed during the turn: %s", type(exc).__name__, exc_info=True)
-            emit(_unavailable(exc))
+            turn.send(_unavailable(exc))
         except Exception as exc:
-            emit(TurnError(message=fault_message(exc, "the turn", logger), code="internal_error"))
-
-    def _final(self, turn: Turn, result: PlanResult | None, started: float) -> TurnResult:
-        """The turn's result; ``result`` is ``None`` when the deadline cut the plan off."""
-        choice = turn.choice
-        trace: list[Mapping[str, Any]] = []
-        if choice is not None:
-            trace.append({"node": "router", **choice.to_dict()})
-        if result is not None:
-            trace += [{"node": "plan", **entry.to_dict()} for entry in result.trace]
-        trace += turn.notes
-        phase: Phase | None = None
-        why = ""
-        fallback = turn.fallback
-        if result is not None and result.ok:
-            stop_reason, answer = result.stop_reason, str(result.output)
-            if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
-                # the answer only says the question could not be answered: that is not a success
-                stop_reason, phase = unanswered(fallback), "delegate"
-                why = f"the {turn.route} tool gave no answer ({fallback})"
-            if choice is not None and choice.embedding_failed and fallback is None:
-                fallback = ENCODER_UNAVAILABLE
-            if turn.llm_stop is not None:
-                # the model failed and the offline path answered: the answer is the one given with no model
-                trace.append({"node": "desk", "answered": "offline", "llm_failed": turn.llm_stop})
-                fallback = LLM_UNAVAILABLE
-        else:
-            # the run stopped before the Respond node finished (deadline, refused decision): answer safely
-            if result is None:
-                stop_reason = stop_reasons.MAX_SECONDS
-                why = f"max_seconds={self.budget.max_seconds} reached after {time.perf_counter() - started:.3f}s"
-                phase = "route" if turn.intent is None else "delegate" if turn.route != "LLM" else "finalize"
-            else:
-                stop_reason = result.stop_reason
-                why = result.message
-                phase = result.phase
-            turn.announce()
-            answer = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
-            if fallback is None:
-                fallback = f"stopped:{stop_reason}"
-            for token in tokens_of(answer):
-                turn.send(AnswerToken(token))
-            trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
-        return TurnResult(
-            session_id=turn.session_id,
-            route=turn.route,
-            answer=answer,
-            stop_reason=stop_reason,
-            fallback=fallback,
-            trace=tuple(trace),
-            latency_ms=(time.perf_counter() - started) * 1000.0,
-            phase=phase,
-            message=why,
-        )
+            turn.send(TurnError(message=fault_message(exc, "the turn", logger), code="internal_error"))
 
 
-def _turn_ended(root: Span, final: TurnResult) -> None:
-    end_run(root, final.stop_reason, final.phase, **{Attr.ROUTE: final.route})
+def _final(turn: TurnInput, result: PlanResult[Answer], started: float) -> tuple[TurnResult, Mapping[str, Any] | None]:
+    """The turn's result, read from the plan's run: the router's choice, the tool's observation and the answer
+    from the steps' payloads (or from the stop a step raised), the trace notes in the order the steps ran; and
+    the tool's observation. A stopped run (a refused decision, the deadline) is answered safely here."""
+    routed: Routed | None = None
+    observed: Observed | None = None
+    choice: RouteChoice | None = None
+    notes: list[Note] = list(turn.notes())
+    for env in result.envelopes:
+        payload = env.payload
+        if isinstance(payload, Routed):
+            routed, choice = payload, payload.choice
+        elif isinstance(payload, Observed):
+            observed = payload
+        elif env.error is not None and isinstance(env.error.exception, StepStop) and env.error.exception.choice:
+            choice = env.error.exception.choice
+        notes += notes_of(env)
+    route: SupportRoute = choice.route if choice is not None else "LLM"
+    trace: list[Note] = [] if choice is None else [{"node": "router", **choice.to_dict()}]
+    trace += [{"node": "plan", **entry.to_dict()} for entry in result.trace]
+    trace += notes
+    phase: Phase | None = None
+    why = ""
+    fallback = observed.fallback if observed is not None else None
+    answer = result.output
+    if answer is not None:
+        stop_reason, text = result.stop_reason, answer.text
+        if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
+            # the answer only says the question could not be answered: that is not a success
+            stop_reason, phase = unanswered(fallback), "delegate"
+            why = f"the {route} tool gave no answer ({fallback})"
+        if choice is not None and choice.embedding_failed and fallback is None:
+            fallback = ENCODER_UNAVAILABLE
+        # the first model failure the turn answered around: the router's LLM stage, text-to-SQL, Respond
+        llm_stop = choice.llm_stop if choice is not None else None
+        if llm_stop is None and observed is not None:
+            llm_stop = observed.llm_stop
+        if llm_stop is None:
+            llm_stop = answer.llm_stop
+        if llm_stop is not None:
+            # the model failed and the offline path answered: the answer is the one given with no model
+            trace.append({"node": "desk", "answered": "offline", "llm_failed": llm_stop})
+            fallback = LLM_UNAVAILABLE
+    else:
+        # the run stopped before the Respond node finished (a refused decision, the deadline): answer safely
+        stop_reason, why, phase = result.stop_reason, result.message, result.phase
+        if routed is None:  # the router step did not announce the route: the turn does
+            turn.announce(choice)
+        text = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
+        if fallback is None:
+            fallback = f"stopped:{stop_reason}"
+        for token in tokens_of(text):
+            turn.send(AnswerToken(token))
+        trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
+    final = TurnResult(
+        session_id=turn.session_id,
+        route=route,
+        answer=text,
+        stop_reason=stop_reason,
+        fallback=fallback,
+        trace=tuple(trace),
+        latency_ms=(time.perf_counter() - started) * 1000.0,
+        phase=phase,
+        message=why,
+        run_id=result.run_id,
+    )
+    return final, observed.observation if observed is not None else None
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_within(plan: Plan[TurnInput, Answer], shares: int) -> Plan[TurnInput, Answer]:
+    """``plan``'s steps under ``shares`` hundredths of its budget's ``max_seconds`` (built once per share)."""
+    budget = plan.budget
+    assert budget is not None
+    left = replace(budget, max_seconds=budget.max_seconds * shares / _SHARES)
+    return Plan(*plan.steps, budget=left, name=plan.name)
+
+
+def _turn_ended(root: Span, played: tuple[TurnResult, Mapping[str, Any] | None]) -> None:
+    final = played[0]
+    end_run(root, final.stop_reason, final.phase, **{Attr.ROUTE: final.route, Attr.RUN_ID: final.run_id})
 
 
 def _unavailable(exc: Exception) -> TurnError:

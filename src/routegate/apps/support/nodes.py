@@ -6,7 +6,8 @@ them, :mod:`.graph`). Each node calls its tool once with the validated ``query``
 an empty result is *not* an exception: the node reports ``fallback`` (``empty``, ``unknown_query``,
 ``sql_refused:<code>``, ``tool_error:<code>``) and the plan goes on to the Respond node, as the spec's fallback
 rule says (no retry, no second tool). When the text-to-SQL model fails, the offline template writes the query
-instead (the turn records the failure: its answer is the offline one). The direct LLM route has no tool node: the router routes straight to Respond.
+instead, and the observation says so (``llm_failed``: the model's stop reason; the turn's answer is then the
+offline one). The direct LLM route has no tool node: the router routes straight to Respond.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from routegate.apps.support.postgres_tool import PostgresTool
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.sql_templates import SqlCall, select_query
 from routegate.apps.support.sqlguard import SqlRefusedError
-from routegate.apps.support.turn import Turn, turn_from
+from routegate.apps.support.turn import TurnInput, turn_from
 from routegate.apps.support.vector_tool import VectorTool
 from routegate.core import RunContext, Worker
 from routegate.errors import RunStopError
@@ -42,10 +43,20 @@ Answer with one JSON object: {"query": "<SQL>", "params": {"name": value}}"""
 
 
 def observation(
-    route: str, tool: str, call: Mapping[str, Any] | None, result: Any, fallback: str | None
+    route: str,
+    tool: str,
+    call: Mapping[str, Any] | None,
+    result: Any,
+    fallback: str | None,
+    *,
+    llm_failed: str | None = None,
 ) -> dict[str, Any]:
-    """A tool node's observation: ``done``, with the call, the result and the fallback (``None``: an answer)."""
-    return {"status": "done", "domain": route, "tool": tool, "call": call, "result": result, "fallback": fallback}
+    """A tool node's observation: ``done``, with the call, the result and the fallback (``None``: an answer);
+    ``llm_failed`` (only when given) is the stop reason of the model whose work the offline path did instead."""
+    found = {"status": "done", "domain": route, "tool": tool, "call": call, "result": result, "fallback": fallback}
+    if llm_failed is not None:
+        found["llm_failed"] = llm_failed
+    return found
 
 
 class _Found(Protocol):
@@ -73,13 +84,11 @@ def vector_worker(search: DocumentSearch, description: str, *, top_k: int = 3) -
     return Worker("VECTOR", vector_node, description, QueryArgs)
 
 
-def offline_after(stop: RunStopError, turn: Turn | None) -> None:
-    """The text-to-SQL model failed (``stop``): the offline path writes the query, and the turn records that its
-    answer is the offline one."""
+def offline_after(stop: RunStopError) -> str:
+    """The text-to-SQL model failed (``stop``): the offline path writes the query. Returns the stop reason, for the
+    observation's ``llm_failed`` (the turn's answer is then the offline one)."""
     logger.info("text-to-SQL failed (%s); the offline path writes the query", stop.stop_reason)
-    if turn is not None:
-        turn.model_failed(stop.stop_reason)
-        turn.notes.append({"node": "text_to_sql", "llm_failed": stop.stop_reason, "mode": "template"})
+    return stop.stop_reason
 
 
 class TextToSql:
@@ -109,7 +118,7 @@ class TextToSql:
         return SqlCall("llm", query if isinstance(query, str) else "", params if isinstance(params, dict) else {})
 
 
-def resolved_note(turn: Turn | None) -> str | None:
+def resolved_note(turn: TurnInput | None) -> str | None:
     """What a follow-up carried, for a model's prompt: ``the user wrote “…”; read with customer 1, from turn 2``."""
     followup = turn.followup if turn is not None else None
     if followup is None or not followup.resolved:
@@ -131,29 +140,30 @@ def build_tool_workers(
         turn = turn_from(run)  # the gateway passes the turn's run context: the conversation resolves "she"
         history = turn.user_messages() if turn is not None else []
         call: SqlCall | None = None
+        llm_failed: str | None = None
         try:
             if text_to_sql is not None:
                 try:
                     call = await text_to_sql.write(query, history, resolved=resolved_note(turn))
                 except RunStopError as stop:  # the model failed: the offline template serves the turn
-                    offline_after(stop, turn)
+                    llm_failed = offline_after(stop)
                     call = select_query(query, history)
             else:
                 call = select_query(query, history)
             result = await postgres.run(call.query, call.params)
         except SqlRefusedError as refused:
+            called = call.to_dict() if call else None
             return observation(
-                "POSTGRES", "postgres", call.to_dict() if call else None, None, f"sql_refused:{refused.code}"
+                "POSTGRES", "postgres", called, None, f"sql_refused:{refused.code}", llm_failed=llm_failed
             )
         except ToolError as failed:
-            return observation(
-                "POSTGRES", "postgres", call.to_dict() if call else None, None, f"tool_error:{failed.code}"
-            )
+            called = call.to_dict() if call else None
+            return observation("POSTGRES", "postgres", called, None, f"tool_error:{failed.code}", llm_failed=llm_failed)
         except RunStopError as stop:  # the text-to-SQL model failed: the database was never asked
             logger.warning("text-to-SQL failed: %s", stop.stop_reason)
             return observation("POSTGRES", "postgres", None, None, f"llm_failed:{stop.stop_reason}")
         fallback = None if result.row_count or result.truncated else "empty"
-        return observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback)
+        return observation("POSTGRES", "postgres", call.to_dict(), result.to_dict(), fallback, llm_failed=llm_failed)
 
     async def external_node(query: str) -> dict[str, Any]:
         kind = detect_type(query)

@@ -25,7 +25,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.support.contracts import AnswerToken
-from routegate.apps.support.turn import Turn, turn_of
+from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
+from routegate.apps.support.turn import TurnInput, turn_from
 from routegate.core import stop_reasons
 from routegate.core._faults import fault_message
 from routegate.errors import ConfigurationError, RunStopError
@@ -228,7 +229,7 @@ def evidence_json(evidence: Mapping[str, Any], max_chars: int = MAX_EVIDENCE_CHA
 
 
 def llm_messages(
-    turn: Turn,
+    turn: TurnInput,
     route: str,
     observation: Mapping[str, Any],
     *,
@@ -258,14 +259,16 @@ def llm_messages(
 
 
 class RespondNode:
-    """The Respond (LLM Response) node, the plan's ``LLM`` step: streams ``token`` events, returns the answer.
+    """The Respond (LLM Response) node, the plan's ``LLM`` step: streams ``token`` events, returns the
+    :class:`~.payloads.Answer`.
 
-    Its input is the tool step's observation, or the router's choice on the direct LLM route (no evidence).
-    A stop signal (:class:`~routegate.errors.RunStopError`) ends the turn with its stop reason; any other
-    exception with ``finalize_error:<Exception>``; a blank answer with ``llm_empty``.
+    Its input is the tool step's :class:`~.payloads.Observed`, or the router's :class:`~.payloads.Routed` on the
+    direct LLM route (no evidence). A stop signal (:class:`~routegate.errors.RunStopError`) ends the turn with its
+    stop reason; any other exception with ``finalize_error:<Exception>``; a blank answer with ``llm_empty``.
 
-    ``system_prompt`` and ``composer`` (the offline answer of a turn: ``composer(turn, route, observation)``) are the
-    desk's wording; the defaults are the support desk's (:data:`RESPOND_SYSTEM_PROMPT`, :func:`compose`). A
+    ``system_prompt`` and ``composer`` (the offline answer: ``composer(routed, route, observation)``, from the
+    router's :class:`~.payloads.Routed` — its ``message`` and ``choice`` — the route and the tool's observation) are
+    the desk's wording; the defaults are the support desk's (:data:`RESPOND_SYSTEM_PROMPT`, :func:`compose`). A
     configured desk passes its own (``routegate.apps.configured``).
     """
 
@@ -275,7 +278,7 @@ class RespondNode:
         chat_model: ChatModel | None = None,
         max_evidence_chars: int = MAX_EVIDENCE_CHARS,
         system_prompt: str = RESPOND_SYSTEM_PROMPT,
-        composer: Callable[[Turn, str, Mapping[str, Any]], str] | None = None,
+        composer: Callable[[Routed, str, Mapping[str, Any]], str] | None = None,
     ) -> None:
         if max_evidence_chars < 1000:
             raise ConfigurationError(f"max_evidence_chars must be >= 1000, got {max_evidence_chars}")
@@ -284,26 +287,38 @@ class RespondNode:
         self.system_prompt = system_prompt
         self.composer = composer or support_answer
 
-    async def run_step(self, payload: object, ctx: StepContext) -> str:
-        turn = turn_of(ctx)
-        observation: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
-        turn.observation = observation  # what the turn established is taken from it (:meth:`Turn.context`)
+    async def run_step(self, payload: object, ctx: StepContext) -> Answer:
+        turn = turn_from(ctx.run)
+        if turn is None:
+            raise ConfigurationError(f"the Respond node runs with deps=TurnInput (step {ctx.step!r})")
+        if isinstance(payload, Observed):
+            routed, observation = payload.routed, payload.observation
+        elif isinstance(payload, Routed):
+            routed, observation = payload, {}
+        else:
+            raise ConfigurationError(f"the Respond node takes Routed or Observed, got {type(payload).__name__}")
+        written = _Written()
         parts: list[str] = []
         try:
-            async for token in self._tokens(turn, turn.route, observation):
+            async for token in self._tokens(turn, routed, observation, written):
                 parts.append(token)
                 turn.send(AnswerToken(token))
-        except RunStopError:
-            raise
+        except RunStopError as stop:
+            raise StepStop(stop.stop_reason, stop.message, phase=stop.phase, notes=written.notes) from stop
         except Exception as exc:
             message = fault_message(exc, "the Respond node", logger)
-            raise RunStopError(stop_reasons.finalize_error(exc), message, phase="finalize") from exc
-        answer = "".join(parts).strip()
-        if not answer:
-            raise RunStopError(stop_reasons.LLM_EMPTY, "the Respond node returned an empty answer", phase="finalize")
-        return answer
+            stop_reason = stop_reasons.finalize_error(exc)
+            raise StepStop(stop_reason, message, phase="finalize", notes=written.notes) from exc
+        text = "".join(parts).strip()
+        if not text:
+            message = "the Respond node returned an empty answer"
+            raise StepStop(stop_reasons.LLM_EMPTY, message, phase="finalize", notes=written.notes)
+        return Answer(text, tuple(written.notes), written.llm_stop)
 
-    async def _tokens(self, turn: Turn, route: str, observation: Mapping[str, Any]) -> AsyncIterator[str]:
+    async def _tokens(
+        self, turn: TurnInput, routed: Routed, observation: Mapping[str, Any], written: _Written
+    ) -> AsyncIterator[str]:
+        route = routed.route
         if self.chat_model is not None:
             started = False
             try:
@@ -321,21 +336,32 @@ class RespondNode:
             except RunStopError as stop:
                 if started:
                     raise
-                turn.model_failed(stop.stop_reason)
-                turn.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
+                written.llm_stop = stop.stop_reason
+                written.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
             else:
                 if started:
-                    turn.notes.append({"node": "respond", "mode": "llm"})
+                    written.notes.append({"node": "respond", "mode": "llm"})
                     return
-                turn.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
+                written.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
         else:
-            turn.notes.append({"node": "respond", "mode": "composer"})
-        for token in tokens_of(self.composer(turn, route, observation)):
+            written.notes.append({"node": "respond", "mode": "composer"})
+        for token in tokens_of(self.composer(routed, route, observation)):
             yield token
 
 
-def support_answer(turn: Turn, route: str, observation: Mapping[str, Any]) -> str:
-    """The support desk's offline answer of a turn: the clarifying question when the router's "I don't know" gate
-    chose the LLM route, else :func:`compose`."""
-    unsure = turn.choice is not None and turn.choice.layer == "unsure"
-    return UNSURE_ANSWER if unsure and route == "LLM" else compose(turn.message, route, observation)
+class _Written:
+    """How one answer is being written (the Respond step's own, while it runs): its trace notes and the model
+    failure it answered around."""
+
+    __slots__ = ("llm_stop", "notes")
+
+    def __init__(self) -> None:
+        self.notes: list[Note] = []
+        self.llm_stop: str | None = None
+
+
+def support_answer(routed: Routed, route: str, observation: Mapping[str, Any]) -> str:
+    """The support desk's offline answer: the clarifying question when the router's "I don't know" gate chose the
+    LLM route, else :func:`compose`."""
+    unsure = routed.choice.layer == "unsure"
+    return UNSURE_ANSWER if unsure and route == "LLM" else compose(routed.message, route, observation)

@@ -1,123 +1,98 @@
-"""One user turn's state, shared by the graph's nodes: the message, the memory, the message read against the
-conversation (:mod:`.followup`), the router's choice and the validated route, the delegation ledger, the fallback
-reason, the tool's observation, the nodes' trace notes, and the event sink. What the turn established
-(:meth:`Turn.context`) is stored with its answer for the next turns.
+"""What one user turn reads, fixed before the desk's plan runs: the session, the message (read against the
+conversation, :mod:`.followup`), the memory and where the turn's events go.
 
-The turn is the input of the desk's :class:`~routegate.plan.Plan`: every step reads it as ``ctx.plan_input``
-(:func:`turn_of`). Its :class:`~routegate.core.RunContext` (``turn.run``, whose ``deps`` is the turn) goes with the
-delegation through the core gateway: a tool worker that needs the conversation declares a ``RunContext``
-parameter (the Postgres node gives the text-to-SQL prompt what a follow-up carried) — no hidden channel.
+:class:`TurnInput` is read-only. It is the ``deps`` of the plan's run (``ctx.run.deps``): the steps read it there,
+and so does a tool worker that declares a :class:`~routegate.core.RunContext` parameter (the Postgres node gives
+the text-to-SQL prompt the conversation and what a follow-up carried, :func:`turn_from`). What a step produces
+goes forward in its payload, never into the turn (:mod:`.graph`); what the turn established (:meth:`TurnInput.context`)
+is read from the tool's observation when the turn is stored.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.followup import FollowUp, resolve
 from routegate.apps.support.router import RouteChoice
-from routegate.apps.support.rules import RuleVerdict
 from routegate.apps.support.turn_context import TurnContext, context_of, contexts_of, next_turn
-from routegate.core import RouteDecision, RunContext
-from routegate.core.contracts import DelegationLedger, RouteIntent
-from routegate.errors import ConfigurationError
-from routegate.plan import StepContext
+from routegate.core import RunContext
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class Turn:
+class TurnInput(NamedTuple):
+    """One turn's read-only input (see the module docstring). Build it with :func:`read_turn`. A named tuple:
+    immutable, and built on every turn at a fifth of a frozen dataclass's cost."""
+
     session_id: str
-    # what the graph routes and the tools get: the user's message or, once read against the conversation, the
-    # question a follow-up stands for (:meth:`read_against_history`); the user's own words are :attr:`said`
+    # what the plan routes and the tools get: the user's message or, read against the conversation, the question a
+    # follow-up stands for; the user's own words are :attr:`said`
     message: str
-    history: tuple[Message, ...]
-    ledger: DelegationLedger
-    emit: Callable[[SupportEvent], None] | None = None
-    choice: RouteChoice | None = None
-    intent: RouteIntent | None = None  # the router's decision once the policy boundary accepted it
-    fallback: str | None = None
-    notes: list[dict[str, Any]] = field(default_factory=list)  # the nodes' trace entries, in order
-    emitted_route: bool = False
-    rules_verdict: RuleVerdict | None = None  # the rules' verdict on the message, when the desk has it already
-    decision: RouteDecision | None = None  # the router's choice as a route decision (what the policy judged)
-    run: RunContext[Any] | None = None  # the turn's run context: its deps is this turn
-    llm_stop: str | None = None  # the first model failure the turn answered around offline (its stop reason)
-    followup: FollowUp | None = None  # the message read against the conversation (:meth:`read_against_history`)
-    observation: Mapping[str, Any] | None = None  # the tool's observation (the evidence) the answer was built on
-
-    @property
-    def route(self) -> SupportRoute:
-        """The route of this turn: the router's choice (the LLM route before the router has chosen)."""
-        return self.choice.route if self.choice is not None else "LLM"
-
-    def send(self, event: SupportEvent) -> None:
-        if self.emit is not None:
-            self.emit(event)
-
-    def announce(self) -> None:
-        """Send the ``route`` event, once per turn."""
-        if self.emitted_route:
-            return
-        self.emitted_route = True
-        choice = self.choice
-        if choice is None:
-            self.send(RouteChosen(route="LLM", layer="unknown"))
-        else:
-            why = choice.why
-            if self.followup is not None and self.followup.resolved:  # the route panel says what was carried
-                why = f"{why}; follow-up: {self.followup.carried}"
-            self.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=why))
-
-    def model_failed(self, stop_reason: str) -> None:
-        """Record that the chat model failed and the turn went on offline (the first failure is kept)."""
-        if self.llm_stop is None:
-            self.llm_stop = stop_reason
-
-    def user_messages(self) -> list[str]:
-        return [m.content for m in self.history if m.role == "user"]
+    history: tuple[Message, ...] = ()
+    followup: FollowUp | None = None  # the message read against the history (``None``: not read against it)
+    emit: Callable[[SupportEvent], None] | None = None  # where the turn's events go (``None``: nobody listens)
 
     @property
     def said(self) -> str:
         """The user's own words (what memory keeps), whatever the turn read them as."""
         return self.followup.message if self.followup is not None else self.message
 
-    def read_against_history(self) -> FollowUp:
-        """Resolve the message's follow-up references against the history (once): a follow-up's :attr:`message`
-        becomes the question it stands for, and the trace notes what was carried (:mod:`.followup`). A fault of
-        the resolver leaves the message as it is (logged)."""
-        if self.followup is not None:
-            return self.followup
-        try:
-            followup = resolve(self.message, self.history)
-        except Exception:
-            logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
-            followup = FollowUp(self.message, self.message, next_turn(self.history, []))
-        self.followup = followup
-        if followup.resolved:
-            self.message = followup.text
-            self.notes.append(followup.note())
-        return followup
+    def user_messages(self) -> list[str]:
+        """The user's earlier messages in the session, oldest first."""
+        return [m.content for m in self.history if m.role == "user"]
 
-    def context(self) -> TurnContext:
-        """What this turn established, stored with its answer for the next turns' follow-ups."""
-        number = self.followup.turn if self.followup is not None else next_turn(self.history, contexts_of(self.history))
-        return context_of(number, self.route, self.observation)
+    def send(self, event: SupportEvent) -> None:
+        """The turn's one event path: hand ``event`` to the listener, if any."""
+        emit = self.emit
+        if emit is not None:
+            emit(event)
+
+    def announce(self, choice: RouteChoice | None) -> None:
+        """Send the ``route`` event of ``choice`` (the LLM route, layer ``unknown``, when the router chose none)."""
+        if choice is None:
+            self.send(RouteChosen(route="LLM", layer="unknown"))
+            return
+        why = choice.why
+        followup = self.followup
+        if followup is not None and followup.resolved:  # the route panel says what was carried
+            why = f"{why}; follow-up: {followup.carried}"
+        self.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=why))
+
+    def notes(self) -> tuple[dict[str, Any], ...]:
+        """The turn's own trace note: what a follow-up carried (none when it carried nothing)."""
+        followup = self.followup
+        return (followup.note(),) if followup is not None and followup.resolved else ()
+
+    def context(self, route: SupportRoute, observation: Mapping[str, Any] | None) -> TurnContext:
+        """What this turn established (from its route and its tool's ``observation``), stored with its answer for
+        the next turns' follow-ups."""
+        followup = self.followup
+        number = followup.turn if followup is not None else next_turn(self.history, contexts_of(self.history))
+        return context_of(number, route, observation)
 
 
-def turn_of(ctx: StepContext) -> Turn:
-    """The turn a step of the desk's plan belongs to (the plan's input)."""
-    turn = ctx.plan_input
-    if not isinstance(turn, Turn):
-        raise ConfigurationError(f"the support plan runs on a Turn, got {type(turn).__name__} (step {ctx.step!r})")
-    return turn
+def read_turn(
+    message: str,
+    *,
+    session_id: str,
+    history: tuple[Message, ...] = (),
+    emit: Callable[[SupportEvent], None] | None = None,
+) -> TurnInput:
+    """The turn of ``message``: its follow-up references resolved against ``history`` (a follow-up is routed, and
+    its tool called, as the question it stands for). A fault of the resolver leaves the message as it is
+    (logged)."""
+    try:
+        followup = resolve(message, history)
+    except Exception:
+        logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
+        followup = FollowUp(message, message, next_turn(history, []))
+    return TurnInput(session_id, followup.text if followup.resolved else message, history, followup, emit)
 
 
-def turn_from(ctx: RunContext[Any] | None) -> Turn | None:
-    """The turn a worker's run context belongs to (``None`` outside a desk turn)."""
+def turn_from(ctx: RunContext[Any] | None) -> TurnInput | None:
+    """The turn a step's or a worker's run context belongs to (``None`` outside a desk turn)."""
     deps = ctx.deps if ctx is not None else None
-    return deps if isinstance(deps, Turn) else None
+    return deps if isinstance(deps, TurnInput) else None

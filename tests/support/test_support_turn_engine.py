@@ -1,0 +1,258 @@
+"""The desk's turn is one run of its Plan, seen from outside: the engine's deadline stops a turn in whichever node
+hangs with that node's phase; every step hands forward a typed payload (no turn state travels in them); the turn's
+input is read-only; and each event of a turn is sent once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from routegate.apps.support.contracts import (
+    ROUTES,
+    AnswerToken,
+    Message,
+    RouteChosen,
+    SupportEvent,
+    ToolUsed,
+    TurnResult,
+)
+from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.payloads import Answer, Observed, Routed
+from routegate.apps.support.respond import RespondNode
+from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.apps.support.turn import TurnInput, read_turn
+from routegate.core import Budget, Worker
+from routegate.core.contracts import HistoryEntry
+from routegate.embed import MiniLMEncoder
+from routegate.llm.protocol import ChatMessage
+
+pytestmark = pytest.mark.integration
+
+BUDGET = Budget(max_route_attempts=1, max_delegations=1, max_seconds=1.0)
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()  # never set: only the deadline ends the wait
+
+
+class _StuckRouter(SupportRouter):
+    """A router that never decides."""
+
+    async def route_choice(
+        self, text: str, history: Sequence[str] = (), refused: Sequence[HistoryEntry] = ()
+    ) -> RouteChoice:
+        await _forever()
+        raise AssertionError("unreachable")
+
+
+class _SilentModel:
+    """A chat model that never sends its first token."""
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
+    ) -> str:
+        await _forever()
+        raise AssertionError("unreachable")
+
+    async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
+        await _forever()
+        yield ""
+
+
+async def _stuck_search(query: str) -> dict[str, Any]:
+    await _forever()
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture
+async def desk(db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer) -> SupportAgent:
+    agent = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=BUDGET)
+    await agent.start()
+    return agent
+
+
+def _rewired(desk: SupportAgent, node: str, semantic: ExampleEmbeddingLayer) -> None:
+    """The desk's plan with ``node`` (``router``, ``VECTOR`` or ``LLM``) replaced by one that never finishes."""
+    assert desk.router is not None and desk.gateway is not None
+    router: SupportRouter = _StuckRouter(semantic=semantic) if node == "router" else desk.router
+    workers = [w for w in desk.gateway.workers.values() if not (node == "VECTOR" and w.name == "VECTOR")]
+    if node == "VECTOR":
+        workers.append(Worker("VECTOR", _stuck_search, "a search that never answers", QueryArgs))
+    respond = RespondNode(chat_model=_SilentModel()) if node == "LLM" else RespondNode()
+    desk._plan = desk.build_plan(router, workers, routes=ROUTES, respond=respond)
+
+
+async def _events(desk: SupportAgent, message: str, session_id: str) -> list[SupportEvent]:
+    return [event async for event in desk.iter(message, session_id=session_id)]
+
+
+@pytest.mark.parametrize(
+    ("node", "phase", "route", "path"),
+    [
+        ("router", "route", "LLM", ["router"]),
+        ("VECTOR", "delegate", "VECTOR", ["router", "VECTOR"]),
+        ("LLM", "finalize", "VECTOR", ["router", "VECTOR", "LLM"]),
+    ],
+)
+async def test_a_node_that_never_finishes_is_cut_off_by_the_plan_deadline_with_its_phase(
+    desk: SupportAgent, semantic: ExampleEmbeddingLayer, node: str, phase: str, route: str, path: list[str]
+) -> None:
+    _rewired(desk, node, semantic)
+    events = await _events(desk, "How do I reset my password?", f"stuck-{node}")
+    final = events[-1]
+    assert isinstance(final, TurnResult)
+    assert (final.stop_reason, final.phase, final.route) == ("max_seconds", phase, route)
+    assert final.fallback == "stopped:max_seconds" and not final.ok
+    # the engine's one deadline handler said which step it cut off
+    # (its budget: what the wait for the session and the memory read left of the 1.0 s, in hundredths)
+    found = re.match(r"max_seconds=([0-9.]+) reached after ", final.message)
+    assert found is not None and 0 < float(found.group(1)) <= BUDGET.max_seconds
+    assert f"step '{path[-1]}' was cut off" in final.message
+    assert [e["target"] for e in final.trace if e.get("node") == "plan"] == path
+    plan_stop = [e for e in final.trace if e.get("node") == "plan"][-1]
+    assert (plan_stop["ok"], plan_stop["stop_reason"]) == (False, "max_seconds")
+    assert final.trace[-1] == {"node": "respond", "mode": "composer", "stopped": "max_seconds", "why": final.message}
+    routes = [e for e in events if isinstance(e, RouteChosen)]
+    assert [e.route for e in routes] == [route]  # announced once, by the router or (cut off) by the desk
+    assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
+    history = await desk.history(f"stuck-{node}")
+    assert [m.content for m in history] == ["How do I reset my password?", final.answer]
+
+
+async def test_waiting_for_the_session_counts_against_the_turns_budget(
+    desk: SupportAgent, semantic: ExampleEmbeddingLayer
+) -> None:
+    """The session's previous turn runs on for a while: the waiting turn's plan gets what is left of the budget,
+    so the turn as a whole keeps to ``max_seconds``."""
+    _rewired(desk, "VECTOR", semantic)
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def previous_turn() -> None:
+        async with desk.memory.hold("busy", within=5.0):
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(previous_turn())
+    await holding.wait()
+    waiting = asyncio.create_task(_events(desk, "How do I reset my password?", "busy"))
+    await asyncio.sleep(0.3)  # how long the previous turn goes on: the time measured, not a synchronisation
+    release.set()
+    events = await waiting
+    await holder
+    final = events[-1]
+    assert isinstance(final, TurnResult)
+    assert (final.stop_reason, final.phase) == ("max_seconds", "delegate")
+    found = re.match(r"max_seconds=([0-9.e-]+) reached after", final.message)
+    assert found is not None and float(found.group(1)) < BUDGET.max_seconds
+
+
+async def test_each_step_hands_forward_its_own_payload_and_no_turn_state(desk: SupportAgent) -> None:
+    turn = desk.new_turn("What is the status of ticket 1?", session_id="payloads")
+    result = await desk.plan.arun(turn.message, deps=turn)
+    assert result.ok and result.path == ("router", "POSTGRES", "LLM")
+    assert result.input == "What is the status of ticket 1?"  # the run's input is the message; the turn is deps
+    routed, observed, answer = (env.payload for env in result.envelopes)
+    assert isinstance(routed, Routed) and routed.route == "POSTGRES" and routed.intent.target == "POSTGRES"
+    assert isinstance(observed, Observed) and observed.routed is routed and observed.fallback is None
+    assert observed.observation["result"]["row_count"] == 1
+    assert isinstance(answer, Answer) and answer.text.startswith("Ticket 1")
+    assert result.output is answer
+
+    def reachable(value: object, depth: int = 0) -> list[object]:
+        if depth > 6 or isinstance(value, str | int | float | bool | type(None)):
+            return [value]
+        found: list[object] = [value]
+        if isinstance(value, TurnInput):
+            return [value]
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            children: list[object] = [getattr(value, f.name) for f in dataclasses.fields(value)]
+        elif isinstance(value, dict):
+            children = [*value.keys(), *value.values()]
+        elif isinstance(value, list | tuple):
+            children = list(value)
+        else:
+            children = []
+        for child in children:
+            found += reachable(child, depth + 1)
+        return found
+
+    everything = [item for env in result.envelopes for item in reachable(env.payload)]
+    assert not [item for item in everything if isinstance(item, TurnInput)]
+    for payload in (routed, observed, answer):  # immutable: no later step can change what an earlier one produced
+        with pytest.raises(AttributeError):
+            payload.notes = ()  # type: ignore[misc]
+    # the same turn runs again to the same answer: nothing of the first run stayed in it
+    again = await desk.plan.arun(turn.message, deps=turn)
+    assert again.ok and again.output is not None and again.output.text == answer.text
+
+
+@given(
+    st.text(max_size=300),
+    st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=80)), max_size=8),
+)
+def test_any_message_reads_into_a_turn_that_keeps_the_users_words(text: str, said: list[tuple[str, str]]) -> None:
+    """The turn's input is built from untrusted text: whatever it holds, it reads into a turn (no stored turn
+    context: nothing to carry, the message is routed as it is) that keeps the user's own words for memory."""
+    history = tuple(Message("user" if role == "user" else "assistant", content) for role, content in said)
+    turn = read_turn(text, session_id="s", history=history)
+    assert (turn.said, turn.message, turn.history) == (text, text, history)
+    assert turn.user_messages() == [content for role, content in said if role == "user"]
+    assert turn.notes() == ()
+    assert turn.context("LLM", None).turn == len(turn.user_messages()) + 1
+
+
+def test_the_turn_input_is_read_only() -> None:
+    turn = TurnInput("s", "hello")
+    with pytest.raises(AttributeError):
+        turn.message = "something else"  # type: ignore[misc]
+    import routegate.apps.support.turn as module
+
+    assert not hasattr(module, "Turn")
+
+
+@pytest.mark.parametrize(
+    ("message", "tools"),
+    [
+        ("What is the status of ticket 1?", 1),
+        ("How do I reset my password?", 1),
+        ("What is the price of Bitcoin?", 1),
+        ("What can you do?", 0),
+    ],
+)
+async def test_each_event_of_a_turn_is_sent_once_in_order(desk: SupportAgent, message: str, tools: int) -> None:
+    events = await _events(desk, message, "once")
+    kinds = [event.type for event in events]
+    assert kinds[0] == "route" and kinds[-1] == "final"
+    assert kinds.count("route") == 1 and kinds.count("tool") == tools and kinds.count("final") == 1
+    assert kinds == ["route"] + ["tool"] * tools + ["token"] * kinds.count("token") + ["final"]
+    final = events[-1]
+    assert isinstance(final, TurnResult) and final.ok
+    assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
+    tool_events = [e for e in events if isinstance(e, ToolUsed)]
+    assert [e.tool.upper() for e in tool_events] == ([final.route] if tools else [])
+
+
+async def test_a_refused_turn_sends_its_route_once_and_answers_safely(desk: SupportAgent) -> None:
+    assert desk.router is not None and desk.gateway is not None
+    desk._plan = desk.build_plan(
+        desk.router,
+        list(desk.gateway.workers.values()),
+        routes=["POSTGRES", "VECTOR", "EXTERNAL"],
+        respond=RespondNode(),
+    )
+    events = await _events(desk, "What can you do?", "refused")
+    kinds = [event.type for event in events]
+    assert kinds == ["route"] + ["token"] * (len(kinds) - 2) + ["final"]
+    final = events[-1]
+    assert isinstance(final, TurnResult)
+    assert (final.stop_reason, final.phase, final.route) == ("invalid_route:route_not_allowed:LLM", "route", "LLM")
+    assert [e["node"] for e in final.trace][:3] == ["router", "plan", "policy"]
