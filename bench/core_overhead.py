@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from routegate.core import Budget, FinalizeRequest, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, worker
+from routegate.core import Budget, FinalizeRequest, RouteDecision, RouteRequest, TicketArgs, worker
+from routegate.plan import RoutingAgent
 
 GOAL = "User Anna (user_id=42) asks: can I get a refund for my pro_monthly subscription charged 10 days ago?"
 DECISION = {"kind": "route", "target": "billing", "args": {"ticket": GOAL}}

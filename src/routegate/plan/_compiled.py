@@ -19,14 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from routegate.core import RoutingAgent
 from routegate.core.context import context_parameter
 from routegate.plan._shape import PlanShape, StepShape
 from routegate.plan.envelope import Envelope
 from routegate.plan.errors import DetourTrapWarning, PlanCompileError
 from routegate.plan.sentinels import FromParallel, FromParallelAll, FromPrev, FromStart
 from routegate.plan.step import Step
-from routegate.plan.targets import AgentTarget, ChatCompleterTarget, ChatModelTarget, is_awaitable_function
+from routegate.plan.targets import ChatCompleterTarget, ChatModelTarget, is_awaitable_function
 from routegate.plan.when import Predicate, callable_name
 
 
@@ -347,13 +346,11 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
     c.target = target
     if isinstance(target, plan_type):
         c.kind = PLAN
-    elif isinstance(target, RoutingAgent):
-        if step.output is not None:
-            raise PlanCompileError(
-                f"{where}: output= does not apply to a RoutingAgent step: its payload is the agent's RunResult"
-            )
-        c.kind, c.fn = PROTO_ASYNC, AgentTarget(target).run_step
     elif callable(getattr(target, "run_step", None)):
+        if step.output is not None and isinstance(getattr(target, "plan", None), plan_type):
+            raise PlanCompileError(  # a runtime built as a plan (a RoutingAgent): its step is a nested run
+                f"{where}: output= does not apply to a {type(target).__name__} step: its payload is the run's RunResult"
+            )
         c.fn = target.run_step
         c.kind = PROTO_ASYNC if is_awaitable_function(target.run_step) else PROTO_SYNC
         c.ctx_param = context_parameter(c.fn)
