@@ -60,6 +60,7 @@ class Compiled:
     """One step as the run loop sees it: everything precomputed."""
 
     __slots__ = (
+        "awaits_with_context",
         "band_end",
         "band_sync",
         "by_field",
@@ -100,6 +101,8 @@ class Compiled:
         self.phase = step.phase
         self.kind: Kind = SYNC
         self.direct = True
+        # an async callable whose second parameter is the run's context: the interpreter calls it inline
+        self.awaits_with_context = False
         self.ctx_param: str | None = None  # the target's RunContext parameter
         self.ctx_positional = False  # the RunContext parameter is the second positional one (a run_step's: its ctx)
         self.fn: Callable[..., Any] = _identity
@@ -382,6 +385,7 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
             "model with async complete(messages, *, json_mode)"
         )
     c.direct = c.kind in DIRECT
+    c.awaits_with_context = c.kind == CTX_ASYNC and c.ctx_positional
     if step.adapter is not None:
         c.validate = _validator(step.adapter)
         output = step.output

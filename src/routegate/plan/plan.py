@@ -294,14 +294,15 @@ class Plan(Generic[RunDepsT, OutputT]):
         # the run's one question about tracing (the spans it opens follow from the answer): asked by the context
         # a budgeted run starts with, else here
         budget = self.budget
-        ctx: RunContext[Any] | None = None
-        if budget is not None and self._wants_ctx:
-            ctx = RunContext.start(deps, budget, emit=emit)
-            tr = ctx.tracer
-        else:
+        ctx: RunContext[Any] | None
+        if budget is None or not self._wants_ctx:
             tr = tracer()
             if tr is None and self._lean and emit is None and key is None and answer is NO_ANSWER:
                 return self._steps(value, store, None, started)
+            ctx = None
+        else:
+            ctx = RunContext.start(deps, budget, emit=emit)
+            tr = ctx.tracer
         spans = NO_SPANS if tr is None else self._run_spans(tr)
         deadline: float | None = None
         max_seconds: float | None = None
@@ -477,10 +478,10 @@ class Plan(Generic[RunDepsT, OutputT]):
                 except Exception as exc:
                     out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
                 env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
-            elif step.kind == CTX_ASYNC and step.ctx_positional:
+            elif step.awaits_with_context:
                 # the hot path of a runtime built as a plan (the routing agent's steps: async, the run's context
                 # second), inlined like SYNC above: _invoke's coroutine costs ~1 µs per step (bench/core_overhead.py)
-                assert run is not None  # a step that asks for the context: the plan is never lean
+                assert run is not None  # a step that asks for the context: the run has one
                 t0 = _perf()
                 try:
                     out = await step.fn(given, run.ctx)
