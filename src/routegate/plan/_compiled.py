@@ -120,8 +120,9 @@ class Compiled:
         self.rejoin_why = ""
         self.band_end = 0  # > 0 only on the first step of a parallel band: index after the band
         self.band_sync = False
-        self.why_linear = "linear"
-        self.why_end = "end"
+        # the routing decision of a run that goes on linearly / ends after this step (one tuple, shared by runs)
+        self.why_linear: tuple[None, str] = (None, "linear")
+        self.why_end: tuple[None, str] = (None, "end")
 
 
 def _identity(value: Any) -> Any:  # placeholder fn for kinds that call none (nested plans)
@@ -312,7 +313,7 @@ def compile_steps(
             c.routes = tuple(
                 (pos[target], _fast(predicate), callable_name(predicate), target) for target, predicate in step.routes
             )
-            c.why_linear, c.why_end = "no route matched; linear", "no route matched; end"
+            c.why_linear, c.why_end = (None, "no route matched; linear"), (None, "no route matched; end")
         elif step.routes_by is not None:
             c.by_field = step.routes_by
             c.by_map = {value: pos[value] for value in step.route_values}

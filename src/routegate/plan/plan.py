@@ -545,9 +545,9 @@ class Plan(Generic[RunDepsT, OutputT]):
                 continue
             i += 1
             if i >= count:
-                decisions.append((None, step.why_end if step.by_field is None else _by_miss(step, out, "end")))
+                decisions.append(step.why_end if step.by_field is None else (None, _by_miss(step, out, "end")))
                 break
-            decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
+            decisions.append(step.why_linear if step.by_field is None else (None, _by_miss(step, out, "linear")))
         if tracing:
             spans.finish(iterations)
         # what _ended does, inline: one call less on every run (the driver's cut-off path calls _ended)
