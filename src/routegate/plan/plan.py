@@ -291,24 +291,24 @@ class Plan(Generic[RunDepsT, OutputT]):
             active = within.tracer
             inside = NO_SPANS if active is None else self._run_spans(active)
             return _Run(self, value, store, within, None, None, None, inside).drive(started)
-        # the run's one question about tracing (the spans it opens follow from the answer): asked by the context
-        # a budgeted run starts with, else here
-        budget = self.budget
-        ctx: RunContext[Any] | None
-        if budget is None or not self._wants_ctx:
-            tr = tracer()
-            if tr is None and self._lean and emit is None and key is None and answer is NO_ANSWER:
+        tr = tracer()  # the run's one question about tracing: the spans it opens follow from the answer
+        if tr is None:
+            if self._lean and emit is None and key is None and answer is NO_ANSWER:
                 return self._steps(value, store, None, started)
-            ctx = None
+            spans: RunSpans = NO_SPANS
         else:
-            ctx = RunContext.start(deps, budget, emit=emit)
-            tr = ctx.tracer
-        spans = NO_SPANS if tr is None else self._run_spans(tr)
+            spans = self._run_spans(tr)
+        budget = self.budget
+        ctx: RunContext[Any] | None = None
         deadline: float | None = None
         max_seconds: float | None = None
         if budget is not None:
             max_seconds = budget.max_seconds
-            deadline = _monotonic() + max_seconds if ctx is None else ctx.deadline
+            if self._wants_ctx:
+                ctx = RunContext.start(deps, budget, emit=emit, active=tr)
+                deadline = ctx.deadline
+            else:
+                deadline = _monotonic() + max_seconds
         elif self._wants_ctx:
             ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr))
         run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
