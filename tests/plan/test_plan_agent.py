@@ -15,7 +15,7 @@ import routegate.plan.plan as plan_module
 from routegate import RoutingAgent
 from routegate.core import Budget, FinalizeRequest, RouteDecision, RouteRequest, RunContext, TicketArgs, worker
 from routegate.errors import RunStopError
-from routegate.plan import Plan, Step
+from routegate.plan import Plan, PlanCompileError, Step
 
 
 async def wait_forever() -> None:
@@ -68,6 +68,13 @@ def test_an_agents_run_is_one_run_of_its_prebuilt_plan() -> None:
     assert agent.plan.step_names == ("route", "govern", "finalize") and agent.plan.name == "desk"
     result = agent.run("refund please")
     assert (result.ok, result.output, result.selected_route) == (True, "answered by billing", "billing")
+
+
+def test_the_agents_plan_is_not_a_step_the_agent_is() -> None:
+    agent = make_agent()
+    with pytest.raises(PlanCompileError, match=r"is the plan of a RoutingAgent; make the RoutingAgent itself the step"):
+        Plan(Step(agent.plan, name="desk"))
+    assert Plan(Step(agent)).step_names == ("desk",)
 
 
 @pytest.mark.parametrize(

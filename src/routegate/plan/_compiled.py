@@ -349,6 +349,9 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
             raise PlanCompileError(f"{where}: targets[{step.target!r}] is a string, not something to run")
     c.target = target
     if isinstance(target, plan_type):
+        owner = getattr(target, "prebuilt_by", None)
+        if owner is not None:  # a runtime's own plan takes the runtime's run state, not a payload
+            raise PlanCompileError(f"{where}: {target!r} is the plan of a {owner}; make the {owner} itself the step")
         c.kind = PLAN
     elif callable(getattr(target, "run_step", None)):
         if step.output is not None and isinstance(getattr(target, "plan", None), plan_type):

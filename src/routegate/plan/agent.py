@@ -200,7 +200,10 @@ class _AgentSpans(RunSpans):
 
 class _AgentPlan(Plan[Any, Any]):
     """The agent's plan: its steps are the agent's, and it ends with an :class:`AgentResult`, opens the agent's
-    spans, logs the agent's line and streams the agent's events (no step events)."""
+    spans, logs the agent's line and streams the agent's events (no step events). It is not a step of another
+    plan: the agent is (``Step(agent)``)."""
+
+    prebuilt_by = "RoutingAgent"
 
     def __init__(self, agent: RoutingAgent[Any], budget: Budget) -> None:
         attempts = budget.max_route_attempts
