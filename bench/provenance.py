@@ -30,11 +30,11 @@ from routegate.core import (
     From,
     RouteDecision,
     RouteRequest,
-    RoutingAgent,
     Worker,
     WorkerArgs,
 )
 from routegate.core import worker as make_worker
+from routegate.plan import RoutingAgent
 from routegate.technique import OutputKind, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.types import TechniqueItem, ToolCallRequest
 from routegate.testing.injection import DEFENSES, SUITES, measure

@@ -40,9 +40,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import Tracer
 
-from routegate.core import FinalizeRequest, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
+from routegate.core import FinalizeRequest, RouteDecision, RouteRequest, TicketArgs, telemetry, worker
 from routegate.core.telemetry import Attr, span
-from routegate.plan import Plan, Step, when
+from routegate.plan import Plan, RoutingAgent, Step, when
 
 AGENT_SPANS = 5
 PLAN_SPANS = 4  # the plan and its three steps

@@ -57,7 +57,6 @@ PINNED: dict[str, list[str]] = {
         "RoutePolicy",
         "RouteRequest",
         "Router",
-        "RoutingAgent",
         "RunContext",
         "RunEvent",
         "RunResult",
@@ -85,6 +84,7 @@ PINNED: dict[str, list[str]] = {
         "PlanCompileError",
         "PlanResult",
         "PlanRuntimeError",
+        "RoutingAgent",
         "Step",
         "StepContext",
         "StepEvent",
@@ -261,6 +261,7 @@ MOVED: dict[str, dict[str, str]] = {
         "RouteIntent": "routegate.core.contracts",
         "RouteRejection": "routegate.core.policy",
         "RouteSpec": "routegate.core.contracts",
+        "RoutingAgent": "routegate.plan.agent",
         "Stopped": "routegate.core.governed",
     },
     "routegate.embed": {

@@ -23,14 +23,13 @@ if TYPE_CHECKING:
         RouteDecision,
         Router,
         RouteRequest,
-        RoutingAgent,
         RunContext,
         RunResult,
         Worker,
         WorkerArgs,
         worker,
     )
-    from routegate.plan import Plan, Step
+    from routegate.plan import Plan, RoutingAgent, Step
 
     __version__: str
 
@@ -65,14 +64,19 @@ _CORE = (
     "RouteDecision",
     "RouteRequest",
     "Router",
-    "RoutingAgent",
     "RunContext",
     "RunResult",
     "Worker",
     "WorkerArgs",
     "worker",
 )
-_WHERE = {"__version__": "_version", "Plan": "plan", "Step": "plan", **dict.fromkeys(_CORE, "core")}
+_WHERE = {
+    "__version__": "_version",
+    "Plan": "plan",
+    "RoutingAgent": "plan.agent",
+    "Step": "plan",
+    **dict.fromkeys(_CORE, "core"),
+}
 _MOVED = {"TicketArgs": "core"}  # the demo's argument schema, not an API of its own
 
 __getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__, moved=_MOVED)

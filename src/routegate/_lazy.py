@@ -15,6 +15,8 @@ import sys
 import warnings
 from collections.abc import Callable, Collection, Mapping
 
+_ROOT = "routegate."
+
 
 def lazy_exports(
     package: str,
@@ -28,7 +30,8 @@ def lazy_exports(
 
     ``where`` maps each lazily exported name to the module that holds it, relative to the package (``"core"``,
     ``"llm.openai_chat"``), or to ``"module:attribute"`` when it is exported under another name; a name that is
-    its module's own name is the module itself. The value is imported on the first lookup and kept in the
+    its module's own name is the module itself (a full name, ``"routegate.plan.agent"``, names a module of
+    another package). The value is imported on the first lookup and kept in the
     package's namespace, so later lookups do not come here.
 
     ``renamed`` maps an old name that still resolves to ``(place, warning)``: each lookup issues the
@@ -43,7 +46,7 @@ def lazy_exports(
 
     def load(place: str, name: str) -> object:
         module, _, attribute = place.partition(":")
-        found = importlib.import_module(f"{package}.{module}")
+        found = importlib.import_module(_module(package, module))
         return found if module.rsplit(".", 1)[-1] == name else getattr(found, attribute or name)
 
     def __getattr__(name: str) -> object:
@@ -81,9 +84,15 @@ def _warn_old(what: str) -> None:
     warnings.warn(f"{what} The old name goes in the next release.", DeprecationWarning, stacklevel=4)
 
 
+def _module(package: str, module: str) -> str:
+    """The full name of ``module``: relative to ``package``, unless it is a full name (``routegate.plan.agent``:
+    a name that moved to another package)."""
+    return module if module.startswith(_ROOT) else f"{package}.{module}"
+
+
 def _moved_warning(package: str, name: str, place: str) -> str:
     module, _, attribute = place.partition(":")
-    there = f"{package}.{module}"
+    there = _module(package, module)
     what = f"{attribute} from {there}" if attribute else f"it from {there}"
     return (
         f"{package}.{name} is no longer exported by {package}; import {what}. "

@@ -22,7 +22,6 @@ from routegate.core import (
     ObservationEvent,
     RouteDecision,
     RouteRequest,
-    RoutingAgent,
     RunResult,
     TicketArgs,
     WorkerArgs,
@@ -30,6 +29,7 @@ from routegate.core import (
 )
 from routegate.core.workers import NormalizedText
 from routegate.errors import ConfigurationError, RunStopError
+from routegate.plan import RoutingAgent
 
 REFUND = "refund for user_id=42, charged twice"
 

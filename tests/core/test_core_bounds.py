@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.core import ArgLimits, RoutePolicy, RoutingAgent, worker
+from routegate.core import ArgLimits, RoutePolicy, worker
 from routegate.core._bounds import check_bounds
 from routegate.core.contracts import RouteIntent, jsonable
 from routegate.core.hashing import _canonical_iterative, args_hash, canonical_args
 from routegate.errors import ConfigurationError
+from routegate.plan import RoutingAgent
 from routegate.testing import ScriptedRouter
 
 

@@ -17,7 +17,6 @@ from routegate.core import (
     FinalizeRequest,
     RouteGateway,
     RoutePolicy,
-    RoutingAgent,
     TicketArgs,
     Worker,
     worker,
@@ -27,6 +26,7 @@ from routegate.core.compose import compose_answer
 from routegate.core.contracts import ABSENT, jsonable
 from routegate.core.policy import RouteRejection
 from routegate.errors import ConfigurationError, RunStopError
+from routegate.plan import RoutingAgent
 
 
 def agent_for(*workers: Worker, outputs: list[object], **kwargs: Any) -> RoutingAgent:

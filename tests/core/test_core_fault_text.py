@@ -7,7 +7,8 @@ import logging
 import pytest
 
 from core._scripted import ListRouter, route
-from routegate.core import FinalizeRequest, RouteRequest, RoutingAgent, TicketArgs, worker
+from routegate.core import FinalizeRequest, RouteRequest, TicketArgs, worker
+from routegate.plan import RoutingAgent
 
 SECRET = "password=hunter2-in-the-exception"
 

@@ -19,7 +19,6 @@ from routegate.core import (
     RouteGateway,
     RoutePolicy,
     RouteRequest,
-    RoutingAgent,
     RunContext,
     TicketArgs,
     Worker,
@@ -32,6 +31,7 @@ from routegate.core.contracts import DelegationLedger
 from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent
 from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.errors import RoutegateError, RunStopError, RuntimeFaultError
+from routegate.plan import RoutingAgent
 
 
 @dataclass

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from core._scripted import ListRouter, route
 from routegate.apps.triage import SPECIALISTS, build_triage_agent
-from routegate.core import ArgLimits, RouteDecision, RoutePolicy, RoutingAgent, TicketArgs
+from routegate.core import ArgLimits, RouteDecision, RoutePolicy, TicketArgs
 from routegate.core.contracts import RouteIntent, RouteProposal, jsonable
 from routegate.core.policy import RouteRejection
+from routegate.plan import RoutingAgent
 from routegate.routers import KeywordRouter
 
 TARGETS = {"billing_specialist", "technical_specialist", "sales_specialist"}

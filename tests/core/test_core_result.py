@@ -12,8 +12,9 @@ import pytest
 from core._scripted import ListRouter, route
 from routegate import RunContext, RunResult
 from routegate.apps.triage import build_triage_agent
-from routegate.core import AgentResult, FinalEvent, Outcome, RoutingAgent, TicketArgs, worker
+from routegate.core import AgentResult, FinalEvent, Outcome, TicketArgs, worker
 from routegate.errors import RunStopError
+from routegate.plan import RoutingAgent
 
 
 def test_a_successful_run_is_a_run_result_whose_output_is_the_answer() -> None:
@@ -55,7 +56,7 @@ def test_the_run_id_is_the_one_the_workers_saw_and_the_log_line_names(caplog: py
         return {"status": "done", "result": {"ok": True}}
 
     agent = RoutingAgent(workers=[billing], router=ListRouter([route("billing")]))
-    with caplog.at_level(logging.INFO, logger="routegate.core.agent"):
+    with caplog.at_level(logging.INFO, logger="routegate.plan.agent"):
         result = agent.run("refund")
     assert seen == [result.run_id] and len(result.run_id) == 16
     assert [r.args[0] for r in caplog.records if r.getMessage().startswith("run ")] == [result.run_id]

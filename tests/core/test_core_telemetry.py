@@ -12,9 +12,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from core._scripted import ListRouter, route
-from routegate.core import Budget, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
+from routegate.core import Budget, RouteDecision, RouteRequest, TicketArgs, telemetry, worker
 from routegate.core.events import FinalEvent
 from routegate.errors import RunStopError
+from routegate.plan import RoutingAgent
 
 SECRET = "my card number is 4111 1111 1111 1111"
 

@@ -176,7 +176,7 @@ print(json.dumps(outcome))
     assert len(outcome) > 100
     bad = {name: what for name, what in outcome.items() if what != "ok" and not what.startswith("extra:")}
     assert bad == {}
-    for slim in ("routegate.core.agent", "routegate.plan.plan", "routegate.llm.openai_chat", "routegate.routers.rules"):
+    for slim in ("routegate.plan.agent", "routegate.plan.plan", "routegate.llm.openai_chat", "routegate.routers.rules"):
         assert outcome[slim] == "ok"
     assert outcome["routegate.routers.semantic"] == "extra:embed"
     assert outcome["routegate.server.app"] == "extra:server"

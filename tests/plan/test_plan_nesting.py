@@ -16,12 +16,11 @@ from routegate.core import (
     FinalizeRequest,
     RouteDecision,
     RouteRequest,
-    RoutingAgent,
     RunContext,
     TicketArgs,
     worker,
 )
-from routegate.plan import Plan, Step, StepContext, StepEvent, Store, when
+from routegate.plan import Plan, RoutingAgent, Step, StepContext, StepEvent, Store, when
 from routegate.plan.targets import AgentTarget
 
 

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
-from routegate.core import RouteDecision, RouteRequest, RoutingAgent, RunResult, TicketArgs, TraceEntry, worker
+from routegate.core import RouteDecision, RouteRequest, RunResult, TicketArgs, TraceEntry, worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan import (
     DetourTrapWarning,
@@ -22,6 +22,7 @@ from routegate.plan import (
     MaxIterationsExceeded,
     Plan,
     PlanRuntimeError,
+    RoutingAgent,
     Step,
     StepContext,
     Store,

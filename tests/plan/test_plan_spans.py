@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from routegate.core import Budget, FinalEvent, RouteDecision, RouteRequest, RoutingAgent, TicketArgs, telemetry, worker
-from routegate.plan import Plan, PlanRuntimeError, Step, StepEvent, Store, interrupt, when
+from routegate.core import Budget, FinalEvent, RouteDecision, RouteRequest, TicketArgs, telemetry, worker
+from routegate.plan import Plan, PlanRuntimeError, RoutingAgent, Step, StepEvent, Store, interrupt, when
 from routegate.plan import _spans as spans_module
 
 SECRET = "my card number is 4111 1111 1111 1111"

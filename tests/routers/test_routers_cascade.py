@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from routegate.core import RoutePolicy, RouteRequest, RoutingAgent, TicketArgs, worker
+from routegate.core import RoutePolicy, RouteRequest, TicketArgs, worker
 from routegate.core.contracts import RouteIntent, RouteProposal, RouteSpec
 from routegate.core.protocols import RouteDecision
 from routegate.embed import HashingEncoder
 from routegate.errors import RunStopError
+from routegate.plan import RoutingAgent
 from routegate.routers import (
     CascadeRouter,
     FitConfig,

@@ -17,7 +17,6 @@ from routegate.core import (
     RouteDecision,
     RouteGateway,
     RoutePolicy,
-    RoutingAgent,
     RunContext,
     Sensitive,
     Worker,
@@ -27,6 +26,7 @@ from routegate.core import (
 from routegate.core.contracts import RouteIntent
 from routegate.core.governed import GovernedStep, Stopped
 from routegate.errors import ConfigurationError
+from routegate.plan import RoutingAgent
 from routegate.testing import ScriptedRouter
 
 ATTACKER = "XX98 ATTK 0000 6666 1313 77"

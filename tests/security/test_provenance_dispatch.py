@@ -19,7 +19,6 @@ from routegate.core import (
     FinalizeRequest,
     From,
     ProvenanceLedger,
-    RoutingAgent,
     RunContext,
     Sensitive,
     Source,
@@ -28,6 +27,7 @@ from routegate.core import (
     worker,
 )
 from routegate.errors import ConfigurationError
+from routegate.plan import RoutingAgent
 from routegate.technique import DispatchResult, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.agent import TechniqueFinalizer, dispatch_answer, technique_worker
 from routegate.testing import ScriptedRouter

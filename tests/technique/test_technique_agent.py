@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from routegate.core import FinalizeRequest, RoutingAgent, RunResult, worker
+from routegate.core import FinalizeRequest, RunResult, worker
 from routegate.errors import ConfigurationError
+from routegate.plan import RoutingAgent
 from routegate.technique import (
     CodeHandler,
     DispatchResult,

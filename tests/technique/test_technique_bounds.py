@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routegate.core import ArgLimits, Budget, FinalizeRequest, RoutingAgent, worker
+from routegate.core import ArgLimits, Budget, FinalizeRequest, worker
 from routegate.core.policy import RouteRejection
+from routegate.plan import RoutingAgent
 from routegate.technique import (
     A2ADelegator,
     A2AHandler,

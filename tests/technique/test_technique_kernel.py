@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from routegate.core import Budget, FinalizeRequest, Outcome, RoutingAgent, RunContext, Worker, worker
+from routegate.core import Budget, FinalizeRequest, Outcome, RunContext, Worker, worker
 from routegate.errors import RunStopError
+from routegate.plan import RoutingAgent
 from routegate.technique import (
     ClassifiedOutput,
     DispatchResult,

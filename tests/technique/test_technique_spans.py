@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from routegate.core import Budget, FinalEvent, RoutingAgent, Worker, worker
+from routegate.core import Budget, FinalEvent, Worker, worker
+from routegate.plan import RoutingAgent
 from routegate.technique import ClassifiedOutput, OutputKind, TechniqueDispatcher, technique_worker
 from routegate.technique.types import ToolCallRequest
 from routegate.testing import ScriptedRouter

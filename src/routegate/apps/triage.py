@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from routegate.core import Budget, Finalizer, Router, RoutingAgent, TicketArgs, worker
+from routegate.core import Budget, Finalizer, Router, TicketArgs, worker
+from routegate.plan import RoutingAgent
 from routegate.routers.rules import KeywordRouter
 
 USERS: dict[int, dict[str, Any]] = {

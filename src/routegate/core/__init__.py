@@ -1,4 +1,5 @@
-"""routegate.core: contracts, policy boundary, gateway, the governance kernel and the routing agent.
+"""routegate.core: contracts, policy boundary, gateway and the governance kernel (the routing agent, a prebuilt
+Plan, is :class:`routegate.plan.RoutingAgent`).
 
 The names below are imported on first use (:pep:`562`), so importing one small module of the core (the message
 rule the settings use, say) does not load the rest.
@@ -12,7 +13,6 @@ from routegate._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from routegate.core import stop_reasons
-    from routegate.core.agent import RoutingAgent
     from routegate.core.compose import GroundedComposer
     from routegate.core.context import RunContext
     from routegate.core.contracts import ArgLimits, Budget, TraceEntry
@@ -45,7 +45,6 @@ __all__ = [
     "RoutePolicy",
     "RouteRequest",
     "Router",
-    "RoutingAgent",
     "RunContext",
     "RunEvent",
     "RunResult",
@@ -80,7 +79,6 @@ _WHERE = {
     "RoutePolicy": "policy",
     "RouteRequest": "protocols",
     "Router": "protocols",
-    "RoutingAgent": "agent",
     "RunContext": "context",
     "RunEvent": "events",
     "RunResult": "result",
@@ -109,6 +107,7 @@ _MOVED = {
     "HistoryEntry": "contracts",
     "RouteIntent": "contracts",
     "RouteSpec": "contracts",
+    "RoutingAgent": "routegate.plan.agent",  # a prebuilt Plan: the plan layer is above the core
 }
 
 __getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__, moved=_MOVED)

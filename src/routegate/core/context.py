@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 
 _getrandbits = random.getrandbits
 
+
+class _Ask:
+    """The default of ``RunContext.start(active=...)``: it asks for the tracer itself."""
+
+
+_ASK = _Ask()
+
 DepsT = TypeVar("DepsT", default=None)
 RunDepsT = TypeVar("RunDepsT", default=Any)
 """The ``deps`` a runtime's runs take: ``RoutingAgent[MyDeps]``, ``Plan[MyDeps, Out]``; ``Any`` when it is not
@@ -78,9 +85,12 @@ class RunContext(Generic[DepsT]):
         *,
         emit: Callable[[Any], None] | None = None,
         run_id: str | None = None,
+        active: Tracer | _Ask | None = _ASK,
     ) -> RunContext[DepsT]:
-        """The context of a run starting now under ``budget`` (its deadline and delegation ledger)."""
-        active = tracer()
+        """The context of a run starting now under ``budget`` (its deadline and delegation ledger); ``active`` is
+        the run's tracer when the caller already asked :func:`~routegate.core.telemetry.tracer` for it."""
+        if isinstance(active, _Ask):
+            active = tracer()
         return cls(
             deps,
             run_id or new_run_id(),

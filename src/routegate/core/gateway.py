@@ -112,7 +112,8 @@ class RouteGateway:
         found = self._registry[target]
         try:
             value = found.invoke(args, ctx)
-            if inspect.isawaitable(value):
+            # an observation (a dict) is never awaitable: the check of any other value asks the Awaitable ABC
+            if type(value) is not dict and inspect.isawaitable(value):
                 value = await value
         except RunStopError:
             raise

@@ -29,7 +29,7 @@ DEFAULT_MAX_MESSAGE_CHARS: Final = 4_000
 
 MAX_REQUEST_CHARS: Final = 32_000
 """The bound on a request's length in characters where no setting gives one: the goal of a
-:class:`~routegate.core.RoutingAgent` run (longer: ``invalid_goal:too_long``) and the task description of an A2A
+:class:`~routegate.plan.RoutingAgent` run (longer: ``invalid_goal:too_long``) and the task description of an A2A
 delegation, which becomes the receiving agent's goal."""
 
 MessageProblem = Literal["not_text", "empty_message", "message_too_long", "invalid_text"]

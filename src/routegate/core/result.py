@@ -119,7 +119,7 @@ class RunResult(ReadsOutcome, Generic[OutputT]):
 
 
 class AgentResult(RunResult[str | None]):
-    """How a :class:`~routegate.core.RoutingAgent` run ended: a :class:`RunResult` whose ``output`` is the final
+    """How a :class:`~routegate.plan.RoutingAgent` run ended: a :class:`RunResult` whose ``output`` is the final
     answer (``None`` when the run stopped), plus the routing facts.
 
     * ``goal`` — the request as the run saw it (``""`` when it was not a string);

@@ -20,6 +20,8 @@
 See docs/plan.md.
 """
 
+from typing import TYPE_CHECKING
+
 from routegate._lazy import lazy_exports as _lazy_exports
 from routegate.plan.checkpoint import Checkpoints
 from routegate.plan.durable import interrupt, step_key
@@ -48,6 +50,9 @@ from routegate.plan.store import Store
 from routegate.plan.targets import ChatCompleter, StepContext, StepTarget, StructuredChatModel
 from routegate.plan.when import when
 
+if TYPE_CHECKING:
+    from routegate.plan.agent import RoutingAgent
+
 __all__ = [
     "ChatCompleter",
     "CheckpointConflictError",
@@ -62,6 +67,7 @@ __all__ = [
     "PlanCompileError",
     "PlanResult",
     "PlanRuntimeError",
+    "RoutingAgent",
     "Step",
     "StepContext",
     "StepEvent",
@@ -93,4 +99,4 @@ _RENAMED = {  # every runtime's stream ends with the core's one final event
         "routegate.core (every runtime's final event, the same class). The old import works until the next release.",
     ),
 }
-__getattr__, __dir__ = _lazy_exports(__name__, {}, __all__, renamed=_RENAMED, moved=_MOVED)
+__getattr__, __dir__ = _lazy_exports(__name__, {"RoutingAgent": "agent"}, __all__, renamed=_RENAMED, moved=_MOVED)

@@ -19,14 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from routegate.core import RoutingAgent
 from routegate.core.context import context_parameter
 from routegate.plan._shape import PlanShape, StepShape
 from routegate.plan.envelope import Envelope
 from routegate.plan.errors import DetourTrapWarning, PlanCompileError
 from routegate.plan.sentinels import FromParallel, FromParallelAll, FromPrev, FromStart
 from routegate.plan.step import Step
-from routegate.plan.targets import AgentTarget, ChatCompleterTarget, ChatModelTarget, is_awaitable_function
+from routegate.plan.targets import ChatCompleterTarget, ChatModelTarget, is_awaitable_function
 from routegate.plan.when import Predicate, callable_name
 
 
@@ -61,6 +60,7 @@ class Compiled:
     """One step as the run loop sees it: everything precomputed."""
 
     __slots__ = (
+        "awaits_with_context",
         "band_end",
         "band_sync",
         "by_field",
@@ -101,6 +101,8 @@ class Compiled:
         self.phase = step.phase
         self.kind: Kind = SYNC
         self.direct = True
+        # an async callable whose second parameter is the run's context: the interpreter calls it inline
+        self.awaits_with_context = False
         self.ctx_param: str | None = None  # the target's RunContext parameter
         self.ctx_positional = False  # the RunContext parameter is the second positional one (a run_step's: its ctx)
         self.fn: Callable[..., Any] = _identity
@@ -118,8 +120,9 @@ class Compiled:
         self.rejoin_why = ""
         self.band_end = 0  # > 0 only on the first step of a parallel band: index after the band
         self.band_sync = False
-        self.why_linear = "linear"
-        self.why_end = "end"
+        # the routing decision of a run that goes on linearly / ends after this step (one tuple, shared by runs)
+        self.why_linear: tuple[None, str] = (None, "linear")
+        self.why_end: tuple[None, str] = (None, "end")
 
 
 def _identity(value: Any) -> Any:  # placeholder fn for kinds that call none (nested plans)
@@ -310,7 +313,7 @@ def compile_steps(
             c.routes = tuple(
                 (pos[target], _fast(predicate), callable_name(predicate), target) for target, predicate in step.routes
             )
-            c.why_linear, c.why_end = "no route matched; linear", "no route matched; end"
+            c.why_linear, c.why_end = (None, "no route matched; linear"), (None, "no route matched; end")
         elif step.routes_by is not None:
             c.by_field = step.routes_by
             c.by_map = {value: pos[value] for value in step.route_values}
@@ -346,14 +349,15 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
             raise PlanCompileError(f"{where}: targets[{step.target!r}] is a string, not something to run")
     c.target = target
     if isinstance(target, plan_type):
+        owner = getattr(target, "prebuilt_by", None)
+        if owner is not None:  # a runtime's own plan takes the runtime's run state, not a payload
+            raise PlanCompileError(f"{where}: {target!r} is the plan of a {owner}; make the {owner} itself the step")
         c.kind = PLAN
-    elif isinstance(target, RoutingAgent):
-        if step.output is not None:
-            raise PlanCompileError(
-                f"{where}: output= does not apply to a RoutingAgent step: its payload is the agent's RunResult"
-            )
-        c.kind, c.fn = PROTO_ASYNC, AgentTarget(target).run_step
     elif callable(getattr(target, "run_step", None)):
+        if step.output is not None and isinstance(getattr(target, "plan", None), plan_type):
+            raise PlanCompileError(  # a runtime built as a plan (a RoutingAgent): its step is a nested run
+                f"{where}: output= does not apply to a {type(target).__name__} step: its payload is the run's RunResult"
+            )
         c.fn = target.run_step
         c.kind = PROTO_ASYNC if is_awaitable_function(target.run_step) else PROTO_SYNC
         c.ctx_param = context_parameter(c.fn)
@@ -385,6 +389,7 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
             "model with async complete(messages, *, json_mode)"
         )
     c.direct = c.kind in DIRECT
+    c.awaits_with_context = c.kind == CTX_ASYNC and c.ctx_positional
     if step.adapter is not None:
         c.validate = _validator(step.adapter)
         output = step.output

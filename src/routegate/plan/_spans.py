@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
-from typing import Final
+from typing import Any, Final
 
 from opentelemetry.trace import INVALID_SPAN, Span, Tracer
 
+from routegate.core.context import RunContext
 from routegate.core.telemetry import Attr, CurrentSpan, end_run, open_span, record_stop, span
 from routegate.plan._compiled import Compiled
 from routegate.plan._position import Decision
@@ -48,8 +49,10 @@ class RunSpans:
         """The spans of a plan run as a step of this run."""
         return self
 
-    def begin(self, name: str | None, envelopes: list[Envelope], decisions: list[Decision]) -> None:
-        """The run starts (``envelopes``/``decisions``: its path, appended to as it goes)."""
+    def begin(
+        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
+    ) -> None:
+        """The run starts (``envelopes``/``decisions``: its path, appended to as it goes; ``ctx``: its context)."""
 
     def resumed(self, resumed: bool) -> None:
         """A durable run continues from a checkpoint (or is answered from one) — or starts fresh."""
@@ -68,7 +71,7 @@ class RunSpans:
         """The interpreter ended after ``iterations`` steps."""
 
     def end(self, result: PlanResult | None, exc: BaseException | None = None) -> None:
-        """The run ended with ``result``, or raised ``exc``."""
+        """The run ended with ``result`` (a prebuilt plan's: its own result type), or raised ``exc``."""
 
 
 NO_SPANS: Final = RunSpans()
@@ -93,7 +96,9 @@ class TracedSpans(RunSpans):
     def nested(self) -> RunSpans:
         return TracedSpans(self._tracer)
 
-    def begin(self, name: str | None, envelopes: list[Envelope], decisions: list[Decision]) -> None:
+    def begin(
+        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
+    ) -> None:
         self._root = open_span(self._tracer, PLAN_SPAN, plan_attributes(name))
         self._envelopes, self._decisions = envelopes, decisions
 

@@ -15,6 +15,11 @@ from routegate.core.stop_reasons import Phase
 from routegate.errors import RunStopError
 
 _logger = logging.getLogger(__name__)
+# the part a routing runtime's step of this phase calls, and the stop reason a fault of it is (stop_reasons.py)
+_PARTS: dict[str, tuple[str, str]] = {
+    "route": ("the router", "router_error"),
+    "finalize": ("the finalizer", "finalize_error"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +45,25 @@ class ErrorInfo:
     phase: Phase = "step"
 
     @classmethod
-    def from_exception(cls, exc: BaseException, step: str | None = None) -> ErrorInfo:
-        """The error of a step (named ``step``) that raised ``exc``: a stop signal keeps its text, a fault is
-        reported by its class only (:func:`routegate.core._faults.fault_message`)."""
+    def from_exception(cls, exc: BaseException, step: str | None = None, phase: Phase = "step") -> ErrorInfo:
+        """The error of a step (named ``step``, of ``phase``) that raised ``exc``: a stop signal keeps its text
+        (and its phase, else the step's), a fault is reported by its class only
+        (:func:`routegate.core._faults.fault_message`).
+
+        The one fault-to-stop conversion of every runtime built on the Plan: a fault in a step of phase
+        ``"route"`` is the router's (``router_error:<Exc>``), of phase ``"finalize"`` the finalizer's
+        (``finalize_error:<Exc>``), of any other the step's (``step_error:<Exc>``)."""
         if isinstance(exc, RunStopError):
-            return cls(type(exc).__name__, exc.message, exc.stop_reason, exc, phase_of(exc.phase) or "step")
+            return cls(type(exc).__name__, exc.message, exc.stop_reason, exc, phase_of(exc.phase) or phase)
         if isinstance(exc, StepFailedError):
             return exc.info
         name = type(exc).__name__
+        part = _PARTS.get(phase)
+        if part is not None:
+            what, prefix = part
+            return cls(name, fault_message(exc, what, _logger), f"{prefix}:{name}", exc, phase)
         what = "the step" if step is None else f"step {step!r}"
-        return cls(name, fault_message(exc, what, _logger), f"step_error:{name}", exc)
+        return cls(name, fault_message(exc, what, _logger), f"step_error:{name}", exc, phase)
 
     def to_dict(self) -> dict[str, str]:
         return {"type": self.type, "message": self.message, "stop_reason": self.stop_reason}

@@ -25,7 +25,7 @@ import contextvars
 import logging
 import time
 import types
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping
 from typing import Any, Generic
 
 from opentelemetry.trace import Tracer
@@ -172,6 +172,12 @@ class Plan(Generic[RunDepsT, OutputT]):
         # a deadline timer that can cut off a running step; a plan of synchronous steps never yields, so a timer
         # could not fire before the run ended: its deadline is checked between steps only
         self._timed_runs = budget is not None and not self._all_sync
+        # what a prebuilt plan (a routing runtime: routegate.plan.agent) sets to its own: the result its runs end
+        # with (called as PlanResult is), the logger of its one log line, and whether a streamed run sends a
+        # StepEvent per step (a runtime's stream carries its own events, then the final event)
+        self._result_type: Callable[..., Any] = PlanResult
+        self._logger = _logger
+        self._step_events = True
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -261,14 +267,17 @@ class Plan(Generic[RunDepsT, OutputT]):
         outer: _Run | None = None,
         context: RunContext[Any] | None = None,
         root: Callable[[Tracer], RunSpans] | None = None,
+        within: RunContext[Any] | None = None,
     ) -> Coroutine[Any, Any, PlanResult]:
         """The one driver: every run of the plan starts here, and this returns the coroutine that runs it.
 
-        A ``nested`` run is a step of the run ``outer`` (``None``: a lean run).
-        A run given its ``context`` is the run of a runtime built as a prebuilt plan (the technique dispatcher):
-        the runtime made the context (its ``deps``, ``run_id``, ledgers and tracer) and the plan's budget bounds
-        the run; ``root`` makes the run's spans when it is traced (the runtime's own root span; without it,
-        ``routegate.plan`` and a span per step).
+        A ``nested`` run is a step of the run ``outer`` (``None``: a lean run). A run ``within`` a context is a
+        part of the run that context belongs to (a routing agent run as a step): it runs in that context, with no
+        deadline or events of its own (the outer run's timer cuts it off).
+        A run given its ``context`` is the run of a runtime built as a prebuilt plan (the technique dispatcher,
+        the support desk): the runtime made the context (its ``deps``, ``run_id``, deadline, ledgers and tracer)
+        and the plan's budget bounds the run, on the context's clock; ``root`` makes the run's spans when it is
+        traced (the runtime's own root span; without it, the plan's own spans).
         A run with nothing to watch — no tracer provider, listener, budget, checkpoint or step that asks for
         the context (for a nested plan: an outer run with none of them) — is the lean branch: the interpreter
         alone, with no :class:`_Run`. Every other run is a :class:`_Run`, which owns its context, deadline,
@@ -285,6 +294,10 @@ class Plan(Generic[RunDepsT, OutputT]):
                 return self._steps(value, store, None, started)
             run = _Run(self, value, store, outer.ctx, outer.deadline, outer.max_seconds, None, outer.spans.nested())
             return run.drive(started)
+        if within is not None:
+            active = within.tracer
+            inside = NO_SPANS if active is None else self._run_spans(active)
+            return _Run(self, value, store, within, None, None, None, inside).drive(started)
         # the run's one question about tracing (a runtime's context has its answer): its spans follow from it
         tr = tracer() if context is None else context.tracer
         if tr is None:
@@ -292,7 +305,7 @@ class Plan(Generic[RunDepsT, OutputT]):
                 return self._steps(value, store, None, started)
             spans: RunSpans = NO_SPANS
         else:
-            spans = TracedSpans(tr) if root is None else root(tr)
+            spans = self._run_spans(tr) if root is None else root(tr)
         budget = self.budget
         if context is not None:  # a runtime's run: its context, under the plan's budget
             limit = None if budget is None else budget.max_seconds
@@ -304,7 +317,7 @@ class Plan(Generic[RunDepsT, OutputT]):
         if budget is not None:
             max_seconds = budget.max_seconds
             if self._wants_ctx:
-                ctx = RunContext.start(deps, budget, emit=emit)  # its tracer: tracer(), the same as tr
+                ctx = RunContext.start(deps, budget, emit=emit, active=tr)
                 deadline = ctx.deadline
             else:
                 deadline = _monotonic() + max_seconds
@@ -312,6 +325,11 @@ class Plan(Generic[RunDepsT, OutputT]):
             ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr))
         run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
         return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
+
+    def _run_spans(self, active: Tracer) -> RunSpans:
+        """The spans of a traced run: ``routegate.plan`` and a ``routegate.step`` per step (a prebuilt plan may
+        open its runtime's own)."""
+        return TracedSpans(active)
 
     def _backend(self, store: Any) -> tuple[Any, bytes | None]:
         """The checkpoint backend of a durable run and the key that signs its checkpoints: its store's, else the
@@ -349,8 +367,9 @@ class Plan(Generic[RunDepsT, OutputT]):
         run_id: str | None = None,
     ) -> PlanResult:
         """The result of a run and its log line (the interpreter's end repeats this inline, for speed)."""
-        result = PlanResult(value, payload, error, envelopes, decisions, store, (_perf() - started) * 1000.0, run_id)
-        if _logger.isEnabledFor(_INFO):
+        elapsed_ms = (_perf() - started) * 1000.0
+        result: PlanResult = self._result_type(value, payload, error, envelopes, decisions, store, elapsed_ms, run_id)
+        if self._logger.isEnabledFor(_INFO):
             self._log(result)
         return result
 
@@ -385,16 +404,17 @@ class Plan(Generic[RunDepsT, OutputT]):
         decisions: list[Decision]
         if run is None:  # the lean branch: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
-            watched = False
+            watched = tracing = False
         else:
             envelopes, decisions, deadline, emit, spans = (
                 run.envelopes,
                 run.decisions,
                 run.deadline,
-                run.emit,
+                run.events,
                 run.spans,
             )
             durable, watched = run.durable, run.watched
+        tracing = spans.watching  # step spans to move between steps (a no-op call per step costs ~0.1 µs)
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
@@ -433,7 +453,8 @@ class Plan(Generic[RunDepsT, OutputT]):
                     error = run.out_of_time(i)
                     break
                 run.at = i
-                spans.step(step, iterations + 1)
+                if tracing:
+                    spans.step(step, iterations + 1)
             iterations += 1
             if step.band_end:
                 prev, error = await self._run_band(step, prev, value, store, run, latest, envelopes, decisions, durable)
@@ -467,7 +488,23 @@ class Plan(Generic[RunDepsT, OutputT]):
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
-                    out, err = None, ErrorInfo.from_exception(exc, step.name)
+                    out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
+                env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
+            elif step.awaits_with_context:
+                # the hot path of a runtime built as a plan (the routing agent's steps: async, the run's context
+                # second), inlined like SYNC above: _invoke's coroutine costs ~1 µs per step (bench/core_overhead.py)
+                assert run is not None  # a step that asks for the context: the run has one
+                t0 = _perf()
+                try:
+                    out = await step.fn(given, run.ctx)
+                    validate = step.validate
+                    if validate is not None and type(out) is not step.out_cls:
+                        out = validate(out)
+                    err = None
+                except PlanRuntimeError:
+                    raise
+                except Exception as exc:
+                    out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
                 env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
             else:
                 env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
@@ -520,14 +557,14 @@ class Plan(Generic[RunDepsT, OutputT]):
                 continue
             i += 1
             if i >= count:
-                decisions.append((None, step.why_end if step.by_field is None else _by_miss(step, out, "end")))
+                decisions.append(step.why_end if step.by_field is None else (None, _by_miss(step, out, "end")))
                 break
-            decisions.append((None, step.why_linear if step.by_field is None else _by_miss(step, out, "linear")))
-        if watched:
+            decisions.append(step.why_linear if step.by_field is None else (None, _by_miss(step, out, "linear")))
+        if tracing:
             spans.finish(iterations)
         # what _ended does, inline: one call less on every run (the driver's cut-off path calls _ended)
         ctx = None if run is None else run.ctx
-        result = PlanResult(
+        result: PlanResult = self._result_type(
             value,
             None if error is not None else prev,
             error,
@@ -537,7 +574,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             (_perf() - started) * 1000.0,
             None if ctx is None else ctx.run_id,  # a run without a context gets its id when it is read
         )
-        if _logger.isEnabledFor(_INFO):
+        if self._logger.isEnabledFor(_INFO):
             self._log(result)
         return result
 
@@ -612,6 +649,7 @@ class _Run:
         "durable",
         "emit",
         "envelopes",
+        "events",
         "input",
         "max_seconds",
         "plan",
@@ -639,7 +677,8 @@ class _Run:
         self.ctx = ctx
         self.deadline = deadline  # on time.monotonic(); None: no deadline
         self.max_seconds = max_seconds
-        self.emit = emit
+        self.emit = emit  # the listener: the final event (and a runtime's own events, through the context)
+        self.events = emit if plan._step_events else None  # where the StepEvents go
         self.spans = spans
         self.durable: DurableRun | None = None
         self.envelopes: list[Envelope] = []
@@ -667,7 +706,9 @@ class _Run:
         the run ended; ``given`` is the store the caller passed (where the checkpoints are). One frame for all of
         it: every coroutine between a door and the interpreter costs each run about 0.2 µs."""
         plan, spans = self.plan, self.spans
-        spans.begin(plan.name, self.envelopes, self.decisions)
+        tracing = spans.watching
+        if tracing:
+            spans.begin(plan.name, self.envelopes, self.decisions, self.ctx)
         try:
             result: PlanResult | None = None
             durable: DurableRun | None = None
@@ -684,21 +725,30 @@ class _Run:
                     if not timed:  # no budget, or a plan of synchronous steps: it never yields to a timer
                         result = await plan._steps(self.input, self.store, self, started)
                     else:
-                        assert self.max_seconds is not None
-                        timer = Deadline(self.max_seconds)
+                        # the timer is armed when the run first waits on something: a run that never does (its
+                        # steps finish without suspending) ends before any timer could fire, and its deadline is
+                        # checked between steps; arming one costs ~5 µs a run (bench/core_overhead.py)
+                        assert self.deadline is not None
+                        steps = plan._steps(self.input, self.store, self, started)
                         try:
-                            async with timer:
-                                result = await plan._steps(self.input, self.store, self, started)
-                        except TimeoutError:
-                            if not timer.expired:
-                                raise
-                            stop = self.out_of_time(self.at, started)
-                            spans.close_step()  # the cut-off step's span, with its envelope
-                            run_id = None if self.ctx is None else self.ctx.run_id
-                            result = plan._ended(
-                                self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
-                            )
-                    if self.emit is not None:
+                            waiting = steps.send(None)
+                        except StopIteration as finished:
+                            result = finished.value
+                        else:
+                            timer = Deadline(max(self.deadline - _monotonic(), 0.0))
+                            try:
+                                async with timer:
+                                    result = await _resumed(steps, waiting)
+                            except TimeoutError:
+                                if not timer.expired:
+                                    raise
+                                stop = self.out_of_time(self.at, started)
+                                spans.close_step()  # the cut-off step's span, with its envelope
+                                run_id = None if self.ctx is None else self.ctx.run_id
+                                result = plan._ended(
+                                    self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
+                                )
+                    if self.events is not None:
                         self.flush()
                 except BaseException as exc:
                     if durable is not None:
@@ -710,9 +760,11 @@ class _Run:
                 if durable is not None:
                     durable.finish(result)
         except BaseException as exc:  # a plan bug or a cancellation: the open spans end with it
-            spans.end(None, exc)
+            if tracing:
+                spans.end(None, exc)
             raise
-        spans.end(result)
+        if tracing:
+            spans.end(result)
         emit = self.emit
         if emit is not None:
             emit(FinalEvent(result))
@@ -765,12 +817,34 @@ class _Run:
 
     def flush(self) -> None:
         """Emit a StepEvent for every step whose routing was decided since the last flush."""
-        emit, decisions, envelopes = self.emit, self.decisions, self.envelopes
+        emit, decisions, envelopes = self.events, self.decisions, self.envelopes
         assert emit is not None
         while self.sent < len(decisions):
             index = self.sent
             self.sent = index + 1
             emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
+
+
+@types.coroutine
+def _resumed(steps: Coroutine[Any, Any, PlanResult], waiting: Any) -> Generator[Any, Any, PlanResult]:
+    """The rest of the run ``steps``, which suspended on ``waiting`` when its driver first sent into it: what the
+    event loop sends or throws in goes on to ``steps`` (the timer's cancellation included)."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting = steps.throw(exc)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]  # the coroutine's return value
+        else:
+            try:
+                waiting = steps.send(sent)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]  # the coroutine's return value
 
 
 def _rejoin(pending: Compiled | None) -> int:
@@ -814,7 +888,7 @@ def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
     except PlanRuntimeError:
         raise
     except Exception as exc:
-        out, err = None, ErrorInfo.from_exception(exc, step.name)
+        out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
     return Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
 
 
@@ -898,7 +972,7 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
     except StepFailedError as failed:  # a routing agent's stop (its result in the metadata), or a misused target
         out, err, meta = None, failed.info, failed.metadata
     except Exception as exc:
-        out, err = None, ErrorInfo.from_exception(exc, step.name)
+        out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
     return Envelope(out, err, meta, step.name, (_perf() - t0) * 1000.0)
 
 

@@ -20,7 +20,7 @@ class Step:
     """One step of a :class:`~routegate.plan.Plan`.
 
     ``target`` is what runs: a plain callable (sync or ``async``) called with the step's input payload, a
-    :class:`~routegate.core.RoutingAgent`, a nested :class:`~routegate.plan.Plan`, a
+    :class:`~routegate.plan.RoutingAgent`, a nested :class:`~routegate.plan.Plan`, a
     :class:`~routegate.plan.StructuredChatModel` (an LLM step), any :class:`~routegate.plan.StepTarget`, or a
     string naming an entry of ``Plan(targets={...})``.
 

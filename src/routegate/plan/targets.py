@@ -1,5 +1,5 @@
 """What a step can run, beyond plain callables: the step-target protocol, the structured-chat-model protocol,
-and the adapters for routegate's :class:`~routegate.core.RoutingAgent` and for chat models.
+and the adapters for chat models (a :class:`~routegate.plan.RoutingAgent` is a step target itself).
 
 * :class:`StepTarget` — any object with ``run_step(payload, ctx)`` (sync or ``async``); ``ctx`` is a
   :class:`StepContext` with the step's name, task, the plan input, the store, the step's sources and the run's
@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from routegate.core.result import AgentResult
-from routegate.errors import RunStopError
-from routegate.plan.envelope import ErrorInfo, StepFailedError, payload_text
+from routegate.plan.envelope import payload_text
 
 if TYPE_CHECKING:
-    from routegate.core import RoutingAgent
     from routegate.core.context import RunContext
+    from routegate.plan.agent import RoutingAgent
     from routegate.plan.store import Store
 
 TEXT_SCHEMA: dict[str, Any] = {"type": "string"}
@@ -77,15 +76,8 @@ def render_sources(sources: tuple[Any, ...]) -> str:
 
 
 class AgentTarget:
-    """Runs a :class:`~routegate.core.RoutingAgent` as a step: one run with the plan's, like a nested plan.
-
-    The step's input, as text (:func:`payload_text`), is the agent's goal; the step's ``task=`` reaches its
-    router and finalizer as ``RouteRequest.task`` / ``FinalizeRequest.task``. The agent runs inside the plan's
-    run: its run id, deadline (the time left; the agent's own ``max_seconds`` does not apply), delegation and
-    provenance ledgers, tracer and ``deps`` are the run's. A run that succeeds is the step's payload (its
-    :class:`~routegate.core.AgentResult`); a run that stops fails the step with the agent's stop reason, message
-    and phase, its result in the envelope's ``metadata["agent"]``.
-    """
+    """Runs a :class:`~routegate.plan.RoutingAgent` as a step: its :meth:`~routegate.plan.RoutingAgent.run_step`,
+    a nested run of the agent's plan inside the plan's run (a ``RoutingAgent`` is a step target itself)."""
 
     __slots__ = ("agent",)
 
@@ -93,19 +85,7 @@ class AgentTarget:
         self.agent = agent
 
     async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
-        goal = payload_text(payload)
-        if ctx.run is None:  # a StepContext built by hand, outside a plan's run: the agent's own run
-            result = await self.agent._execute(goal, {}, None, None, None, ctx.task)
-        else:
-            result = await self.agent._arun_within(goal, ctx.run, ctx.task)
-        outcome = result.outcome
-        if not outcome.ok:
-            phase = outcome.phase or "step"
-            stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
-            raise StepFailedError(
-                ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), {"agent": result}
-            )
-        return result
+        return await self.agent.run_step(payload, ctx)
 
 
 class ChatModelTarget:

@@ -5,7 +5,7 @@ function of what the tools returned so far, so values really flow from outputs t
 :class:`ObedientRouter` follows that plan, and whenever a tool's output holds an injection's text it does what
 the injection asks first (the call, or the words it wants in the answer), then goes back to the plan. A refusal
 handed back to it (``on_refusal="observe"``) makes it drop what was refused and go on. Every decision goes
-through :class:`~routegate.core.RoutingAgent` — policy, provenance rules, gateway — and the task and the
+through :class:`~routegate.plan.RoutingAgent` — policy, provenance rules, gateway — and the task and the
 injection are judged on the world's final state and the answer, from outside.
 """
 
@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from routegate.core.agent import RoutingAgent
 from routegate.core.contracts import Budget
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.core.provenance import OutputCheck
 from routegate.core.result import AgentResult
 from routegate.core.workers import Worker
+from routegate.plan import RoutingAgent
 
 Seen = Mapping[str, Any]
 """The latest ``result`` of each tool the run called so far, by tool name."""

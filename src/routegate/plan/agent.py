@@ -1,0 +1,575 @@
+"""The routing agent: a prebuilt :class:`~routegate.plan.Plan` — route → govern → finalize, with reroute.
+
+::
+
+    route ──► govern ──► finalize          (govern → route again on needs_reroute or an observed refusal;
+      ▲         │           │               finalize → route again when an observed output check refused)
+      └─────────┴───────────┘
+
+Each step is a method of the agent that reads and updates the run's :class:`_State` (the goal, history, trace and
+attempts: the plan's payload). The Plan's one driver owns the run: its context, deadline (a stop reports the phase
+of the step it cut off: ``route``, ``delegate``, ``finalize``), spans, log line and final event. A step stops the
+run by raising :class:`~routegate.errors.RunStopError`; a fault of the router or the finalizer becomes
+``router_error:<Exc>`` / ``finalize_error:<Exc>`` in the plan's one fault boundary
+(:meth:`routegate.plan.ErrorInfo.from_exception`). The run's :class:`~routegate.core.AgentResult` is built from
+the plan's ending. None raises for bad model output, bad input, budgets, loops or timeouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from typing import Any, Generic, cast
+
+from opentelemetry.trace import Span, Tracer
+
+from routegate._lazy import warn_old_method
+from routegate.core import stop_reasons as sr
+from routegate.core._faults import fault_message
+from routegate.core._stream import stream_events
+from routegate.core._sync import run_sync
+from routegate.core.compose import GroundedComposer
+from routegate.core.context import RunContext, RunDepsT, context_parameter
+from routegate.core.contracts import (
+    ABSENT,
+    OBSERVATION_STATUSES,
+    Budget,
+    HistoryEntry,
+    RouteIntent,
+    RouteSpec,
+    TraceEntry,
+)
+from routegate.core.events import FinalEvent, RunEvent
+from routegate.core.gateway import RouteGateway
+from routegate.core.governed import (
+    GovernedStep,
+    OnRefusal,
+    Stopped,
+    as_mapping,
+    refusal_observation,
+    refusals_exhausted,
+    refused_route,
+)
+from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, text_problem
+from routegate.core.outcome import Outcome
+from routegate.core.policy import RoutePolicy
+from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
+from routegate.core.provenance import OutputCheck, needs_sources
+from routegate.core.result import AgentResult
+from routegate.core.telemetry import Attr, CurrentSpan, decision_attributes, end_run, open_span
+from routegate.core.workers import Worker
+from routegate.errors import ConfigurationError, RunStopError
+from routegate.plan._position import Decision
+from routegate.plan._spans import RunSpans
+from routegate.plan.envelope import Envelope, ErrorInfo, StepFailedError, payload_text
+from routegate.plan.plan import Plan
+from routegate.plan.step import Step
+from routegate.plan.targets import StepContext
+
+logger = logging.getLogger(__name__)
+
+MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
+_SUCCESS = Outcome.success()
+_NO_FIELDS: Mapping[str, Any] = {}
+_NONE_FORBIDDEN: frozenset[str] = frozenset()
+_perf = time.perf_counter
+
+
+class _State:
+    """One agent run's own facts, the plan's payload from step to step: the goal, the attempt, what the router
+    decided, the history and trace, the refusals handed back, and what the result reports beside the stop."""
+
+    __slots__ = (
+        "again",
+        "answer",
+        "attempt",
+        "context",
+        "decision",
+        "extra",
+        "fields",
+        "goal",
+        "history",
+        "previous",
+        "refused",
+        "route",
+        "task",
+        "trace",
+    )
+
+    def __init__(self, goal: object, context: Mapping[str, Any], task: str | None) -> None:
+        self.goal: Any = goal  # checked by the route step's first attempt (the result reports "" for a non-text)
+        self.context = context
+        self.task = task
+        self.attempt = 0
+        self.previous: HistoryEntry | None = None  # the last delegation: a refusal handed back keeps its guard
+        self.history: list[HistoryEntry] = []
+        self.trace: list[TraceEntry] = []
+        self.refused: list[Outcome] = []
+        self.fields: Mapping[str, Any] = _NO_FIELDS  # what a stop reports beside its outcome (route, raw_route, ...)
+        # set by the step that first has them: again (the step just run sends the run back to the route step) by
+        # govern and finalize, decision by route, route by govern, answer and extra by finalize
+        self.again: bool
+        self.decision: RouteDecision
+        self.route: RouteIntent
+        self.answer: str
+        self.extra: Mapping[str, Any]
+
+
+def _again(env: Envelope) -> bool:
+    """The route back to the route step: the step just run asks the router for another decision."""
+    return env.error is None and env.payload.again
+
+
+def _ended(
+    state: _State,
+    payload: object,
+    error: ErrorInfo | None,
+    envelopes: list[Envelope],
+    decisions: list[Decision],
+    store: object,
+    elapsed_ms: float,
+    run_id: str | None,
+) -> AgentResult:
+    """The agent's result, from the plan's ending (called where the plan builds a PlanResult, with its fields)."""
+    goal = state.goal if isinstance(state.goal, str) else ""
+    assert run_id is not None  # an agent's run always has a context
+    if error is None:
+        route = state.route
+        return AgentResult(
+            _SUCCESS,
+            state.answer,
+            tuple(state.trace),
+            run_id,
+            elapsed_ms,
+            goal,
+            selected_route=route.target,
+            history=tuple(state.history),
+            route=route,
+            extra=state.extra,
+        )
+    return AgentResult(
+        Outcome(False, error.stop_reason, error.phase, error.message),
+        None,
+        tuple(state.trace),
+        run_id,
+        elapsed_ms,
+        goal,
+        history=tuple(state.history),
+        **(_NO_FIELDS if error.stop_reason == sr.MAX_SECONDS else state.fields),  # a cut-off step reports none
+    )
+
+
+class _AgentSpans(RunSpans):
+    """A traced agent run's spans: its root ``routegate.run``; the steps open the kernel's own below it
+    (``routegate.route``, ``routegate.policy``, ``routegate.delegate``, ``routegate.finalize``), no step spans."""
+
+    __slots__ = ("_ctx", "_root", "_tracer")
+
+    watching = True
+
+    def __init__(self, active: Tracer) -> None:
+        self._tracer = active
+        self._root: CurrentSpan | None = None
+        self._ctx: RunContext[Any] | None = None
+
+    def begin(
+        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
+    ) -> None:
+        assert ctx is not None  # an agent's plan always has a context
+        self._ctx = ctx
+        self._root = open_span(self._tracer, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id})
+
+    def end(self, result: Any, exc: BaseException | None = None) -> None:
+        root, ctx = self._root, self._ctx
+        assert root is not None and ctx is not None
+        if exc is None and isinstance(result, AgentResult):
+            end_run(
+                root.span,
+                result.stop_reason,
+                result.phase,
+                **{
+                    Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
+                    Attr.ATTEMPTS: len(result.trace),
+                    Attr.DELEGATIONS: ctx.ledger.delegations,
+                },
+            )
+        root.close(exc)
+
+
+class _AgentPlan(Plan[Any, Any]):
+    """The agent's plan: its steps are the agent's, and it ends with an :class:`AgentResult`, opens the agent's
+    spans, logs the agent's line and streams the agent's events (no step events). It is not a step of another
+    plan: the agent is (``Step(agent)``)."""
+
+    prebuilt_by = "RoutingAgent"
+
+    def __init__(self, agent: RoutingAgent[Any], budget: Budget) -> None:
+        attempts = budget.max_route_attempts
+        # every attempt is at most route → govern → finalize, and one more route step ends a run that used them up
+        steps = max(budget.max_iterations, 3 * attempts + 1)
+        # only an observed refusal of the output check sends a finished answer back to the router
+        back = {"route": _again} if agent._observe and agent.output_check is not None else None
+        super().__init__(
+            Step(agent._route, name="route", phase="route"),
+            Step(agent._govern, name="govern", phase="delegate", routes={"route": _again}),
+            Step(agent._finalize, name="finalize", phase="finalize", routes=back),
+            budget=dataclasses.replace(budget, max_iterations=steps),
+            name=agent.name,
+        )
+        self._result_type = _ended
+        self._logger = logger
+        self._step_events = False
+
+    def _run_spans(self, active: Tracer) -> RunSpans:
+        return _AgentSpans(active)
+
+    def _log(self, result: Any) -> None:
+        logger.info(
+            "run %s route=%s stop_reason=%s latency_ms=%.2f",
+            result.run_id,
+            result.selected_route or (result.route.target if result.route else None),
+            result.stop_reason,
+            result.elapsed_ms,
+        )
+
+
+def _record_decision(routed: Span, answered: object) -> None:
+    """Mark the ``routegate.route`` span with the router's decision: its layer and scores."""
+    if isinstance(answered, RouteDecision):
+        routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
+
+
+def _stop(outcome: Outcome) -> RunStopError:
+    return RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
+
+
+class RoutingAgent(Generic[RunDepsT]):
+    """A governed routing agent over a set of workers.
+
+    Generic over the type of the ``deps`` its runs take, for the type checker: runs of ``RoutingAgent[MyDeps](...)``
+    take ``deps: MyDeps`` (unsubscripted: any). A worker, router or finalizer that declares
+    ``ctx: RunContext[MyDeps]`` receives them as ``ctx.deps``.
+
+    ``policy_allow`` is the allowlist the policy boundary applies to router decisions
+    (``invalid_route:route_not_allowed:<t>``); ``execution_allow`` is the gateway's, applied again at
+    execution (``route_denied:<t>``). Both default to the workers' names; anything else is denied.
+
+    A run is one run of :attr:`plan`, the agent's prebuilt :class:`~routegate.plan.Plan`: ``route`` (the router
+    decides) → ``govern`` (one :class:`~routegate.core.governed.GovernedStep`: validate → delegate → check →
+    trace) → ``finalize``; ``needs_reroute`` goes back to ``route``, within ``budget.max_route_attempts``. A
+    worker, the router or the finalizer that declares a :class:`~routegate.core.RunContext` parameter gets the
+    run's context (``deps=`` of :meth:`arun` is its ``deps``).
+
+    ``on_refusal`` says what a policy refusal (``invalid_route:*``, ``route_denied:provenance:*``, or the output
+    check's ``output_denied:*``) does: ``"end"`` (the default) ends the run with it; ``"observe"`` hands it to
+    the router as an observation (``{"status": "refused", "stop_reason", "message"}`` in the history, one trace
+    entry) and the run goes on within its budgets — if they run out, the run ends with the last refusal's stop
+    reason. A refused decision runs nothing, so it uses a route attempt but no delegation.
+
+    ``output_check(answer, ctx)`` sees the final answer before it leaves the run: ``None`` lets it go, a short
+    reason refuses it (``output_denied:<reason>``, phase ``finalize``). When a worker declares flow rules or an
+    output check is set, the run keeps a provenance ledger (``ctx.provenance``): the goal as ``user``, the
+    ``context`` mapping as ``config``, every observation as ``tool:<worker>#<n>``.
+
+    As a step of a plan (``Step(agent)``), the agent's run is part of the plan's run (see :meth:`run_step`).
+    """
+
+    def __init__(
+        self,
+        *,
+        workers: Sequence[Worker],
+        router: Router,
+        finalizer: Finalizer | None = None,
+        budget: Budget | None = None,
+        policy_allow: Iterable[str] | None = None,
+        execution_allow: Iterable[str] | None = None,
+        name: str = "routing-agent",
+        on_refusal: OnRefusal = "end",
+        output_check: OutputCheck | None = None,
+    ) -> None:
+        if on_refusal not in ("end", "observe"):
+            raise ConfigurationError(f"on_refusal must be 'end' or 'observe', got {on_refusal!r}")
+        if output_check is not None and not callable(output_check):
+            raise ConfigurationError(f"output_check must be callable, got {type(output_check).__name__}")
+        if not isinstance(router, Router):
+            raise ConfigurationError(f"router must have an async decide(request) method, got {type(router).__name__}")
+        names = [w.name for w in workers]
+        self.name = name
+        self.router = router
+        self.finalizer: Finalizer = finalizer or GroundedComposer()
+        self.budget = budget or Budget()
+        self.gateway = RouteGateway(allow=names if execution_allow is None else execution_allow, registry=workers)
+        allowed = frozenset(names if policy_allow is None else policy_allow)
+        self.policy = RoutePolicy(allowed, {w.name: w.schema for w in workers})
+        self.step = GovernedStep(self.policy, self.gateway)
+        self.on_refusal: OnRefusal = on_refusal
+        self.output_check = output_check
+        self._observe = on_refusal == "observe"
+        self._tracks = (
+            self.step.tracks_provenance
+            or output_check is not None
+            or needs_sources(self.finalizer, *(w.fn for w in workers))
+        )
+        self.catalog = tuple(
+            RouteSpec(w.name, w.description, w.schema.model_json_schema()) for w in workers if w.name in allowed
+        )
+        self._router_ctx = context_parameter(router.decide)
+        self._finalizer_ctx = context_parameter(self.finalizer.finalize)
+        self.plan: Plan[Any, Any] = _AgentPlan(self, self.budget)
+        """The agent's run as a :class:`~routegate.plan.Plan`: steps ``route``, ``govern``, ``finalize``."""
+
+    # -- public API: doors into the plan's one driver ---------------------------------------------------------
+    async def arun(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
+    ) -> AgentResult:
+        """Run one request to its end and return how it ended."""
+        state = _State(goal, context or _NO_FIELDS, None)
+        return await self.plan._drive(state, None, deps)  # type: ignore[return-value]  # the plan ends with one
+
+    def run(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
+    ) -> AgentResult:
+        """Synchronous :meth:`arun` (not from inside a running event loop)."""
+        state = _State(goal, context or _NO_FIELDS, None)
+        return run_sync(self.plan._drive(state, None, deps), "run")  # type: ignore[return-value]  # see arun
+
+    def iter(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
+    ) -> AsyncIterator[RunEvent]:
+        """Run one request, yielding its events as they happen; the last one is a :class:`FinalEvent`.
+
+        Closing the iterator early cancels the run.
+        """
+        state = _State(goal, context or _NO_FIELDS, None)
+        return stream_events(lambda emit: self.plan._drive(state, None, deps, cast(Any, emit)), _is_final)
+
+    def astream(
+        self,
+        goal: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
+    ) -> AsyncIterator[RunEvent]:
+        """Deprecated: :meth:`iter` under its old name (warns)."""
+        warn_old_method("RoutingAgent", "astream", "iter")
+        return self.iter(goal, context=context, deps=deps)
+
+    async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
+        """The agent as a step of a plan: its run is a nested run of :attr:`plan` inside the plan's run.
+
+        The step's input, as text, is the goal; the step's ``task=`` reaches the router and the finalizer as
+        ``RouteRequest.task`` / ``FinalizeRequest.task``. The run shares the outer run's id, deadline (the outer
+        run's timer cuts the agent off; its own ``budget.max_seconds`` does not apply), delegation ledger (its
+        delegations count against the outer ``max_delegations``, and its loop guard sees the outer run's calls),
+        provenance ledger, tracer (its ``routegate.run`` span sits under the step's) and ``deps``; it sends no
+        events of its own. A run that succeeds is the step's payload (its :class:`AgentResult`); a run that stops
+        fails the step with its stop reason, message and phase, its result in the envelope's
+        ``metadata["agent"]``. Its ``max_route_attempts`` still bounds it."""
+        state = _State(payload_text(payload), _NO_FIELDS, ctx.task)
+        outer = ctx.run
+        if outer is None:  # a StepContext built by hand, outside a plan's run: the agent's own run
+            result = cast(AgentResult, await self.plan._drive(state, None))
+        else:
+            within = RunContext(
+                outer.deps,
+                outer.run_id,
+                outer.deadline,
+                outer.ledger,
+                None,
+                outer.tracer,
+                outer.provenance,
+                outer.spans,
+            )
+            result = cast(AgentResult, await self.plan._drive(state, None, within=within))
+        outcome = result.outcome
+        if not outcome.ok:
+            phase = outcome.phase or "step"
+            stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
+            raise StepFailedError(
+                ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), {"agent": result}
+            )
+        return result
+
+    # -- the plan's steps ------------------------------------------------------------------------------------
+    async def _route(self, state: _State, ctx: RunContext[Any]) -> _State:
+        """The ``route`` step: the router decides this attempt's route (its fault: ``router_error:<Exc>``)."""
+        state.fields = _NO_FIELDS
+        attempt = state.attempt + 1
+        if attempt == 1:
+            state.goal = goal = _checked_goal(state.goal)
+            if self._tracks:  # the step's instruction, like the caller's context, is configuration
+                task = state.task
+                self.step.admit(ctx, goal, state.context if task is None else {"task": task}, always=True)
+        elif attempt > self.budget.max_route_attempts:
+            raise self._used_up(state)
+        state.attempt = attempt
+        previous = state.previous
+        forbidden = (
+            frozenset({previous.route.target})
+            if previous is not None and previous.status == "needs_reroute"
+            else _NONE_FORBIDDEN
+        )
+        # positionally, in RouteRequest's field order (goal, catalog, history, forbidden_targets, attempt, budget,
+        # context, conversation, previous_route, task): keywords cost a name match each on every run
+        request = RouteRequest(
+            state.goal,
+            self.catalog,
+            tuple(state.history),
+            forbidden,
+            attempt,
+            self.budget,
+            state.context,
+            (),
+            None,
+            state.task,
+        )
+        param = self._router_ctx
+        decided = self.router.decide(request) if param is None else self.router.decide(request, **{param: ctx})
+        answered: object = await ctx.spans.route(attempt, decided, _record_decision)
+        # a router that returns a bare value instead of a RouteDecision is tolerated: it is all untrusted
+        state.decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
+        return state
+
+    async def _govern(self, state: _State, ctx: RunContext[Any]) -> _State:
+        """The ``govern`` step: the policy's verdict on the decision, then the delegation and its observation."""
+        decision = state.decision
+        attempt, step, trace, history = state.attempt, self.step, state.trace, state.history
+        started = _perf()
+        verdict = step.validate(decision, ctx, attempt, state.previous, started)
+        if isinstance(verdict, Stopped):
+            trace.append(verdict.trace)
+            outcome = verdict.outcome
+            if self._observe:
+                state.refused.append(outcome)
+                history.append(
+                    HistoryEntry(attempt, verdict.intent or refused_route(decision.raw), refusal_observation(outcome))
+                )
+                state.again = True
+                return state
+            state.fields = {"raw_route": decision.raw}
+            raise _stop(outcome)
+        done = await step.delegate(verdict, ctx, attempt, decision, started)
+        trace.append(done.trace)
+        if isinstance(done, Stopped):
+            outcome = done.outcome
+            if done.value is ABSENT:
+                state.fields = {"route": verdict}
+                raise _stop(outcome)
+            entry = as_mapping(done.value)
+            if entry is not None:
+                history.append(HistoryEntry(attempt, verdict, entry))
+            state.fields = {
+                "route": verdict,
+                "expected_statuses": OBSERVATION_STATUSES,
+                "received_status": done.status,
+                "bad_observation": done.value,
+            }
+            raise _stop(outcome)
+        assert done.observation is not None  # the status check accepts mappings only
+        state.previous = previous = HistoryEntry(attempt, verdict, done.observation)
+        history.append(previous)
+        state.route = verdict
+        state.again = done.status == "needs_reroute"
+        return state
+
+    async def _finalize(self, state: _State, ctx: RunContext[Any]) -> _State:
+        """The ``finalize`` step: the final answer, and the output check's verdict on it (its fault:
+        ``finalize_error:<Exc>``)."""
+        route = state.route
+        state.fields = {"route": route}
+        request = FinalizeRequest(state.goal, route.target, tuple(state.history), state.context, state.task)
+        param = self._finalizer_ctx
+        finishing: Awaitable[object] = (
+            self.finalizer.finalize(request) if param is None else self.finalizer.finalize(request, **{param: ctx})
+        )
+        answer = await ctx.spans.finalize(finishing)
+        extra: Mapping[str, Any] = _NO_FIELDS
+        if isinstance(answer, FinalAnswer):
+            extra = answer.extra
+            answer = answer.text
+        if not isinstance(answer, str) or not answer.strip():
+            raise RunStopError(sr.LLM_EMPTY, "the finalizer returned an empty answer", phase="finalize")
+        if self.output_check is not None:
+            denied = self._check_output(state, answer, route, ctx)
+            if denied is not None:
+                if not self._observe:
+                    raise _stop(denied)
+                state.refused.append(denied)  # the router gets another try
+                state.history.append(HistoryEntry(state.attempt, route, refusal_observation(denied)))
+                state.again = True
+                return state
+        state.answer = answer.strip()
+        state.extra = extra
+        state.again = False
+        return state
+
+    def _used_up(self, state: _State) -> RunStopError:
+        """The stop of a run whose route attempts are used up: the last refusal's, or ``max_route_attempts``."""
+        limit = self.budget.max_route_attempts
+        if state.refused:
+            return _stop(refusals_exhausted(state.refused, limit))
+        message = f"max_route_attempts={limit} used up without a 'done' observation"
+        return RunStopError(sr.MAX_ROUTE_ATTEMPTS, message, phase="route")
+
+    def _check_output(self, state: _State, answer: str, route: RouteIntent, ctx: RunContext[Any]) -> Outcome | None:
+        """The output check's verdict on ``answer`` (a refusal is one trace entry); a check that raises refuses."""
+        assert self.output_check is not None
+        started = _perf()
+        try:
+            reason = self.output_check(answer, ctx)
+        except Exception as exc:  # a check that raises refuses: the fault by its class, its text to the log
+            fault_message(exc, "the output check", logger)
+            reason = f"check_error:{type(exc).__name__}"
+        if reason is None:
+            return None
+        stop = sr.output_denied(str(reason))
+        state.trace.append(
+            TraceEntry(
+                state.attempt,
+                route.target,
+                ok=False,
+                phase="finalize",
+                elapsed_ms=round((_perf() - started) * 1000.0, 3),
+                stop_reason=stop,
+            )
+        )
+        return Outcome(False, stop, "finalize", f"the output check refused the answer ({sr.safe_detail(str(reason))})")
+
+
+def _checked_goal(goal: object) -> str:
+    """The goal under the one message rule; its refusal stops the run: ``invalid_goal:empty`` / ``too_long`` /
+    ``invalid_text`` (phase ``route``)."""
+    try:
+        return check_message(goal, max_chars=MAX_GOAL_CHARS)
+    except InvalidMessageError as refused:
+        if refused.code == "message_too_long":
+            assert isinstance(goal, str)
+            message = f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}"
+            raise RunStopError("invalid_goal:too_long", message, phase="route") from None
+        if refused.code == "invalid_text":
+            assert isinstance(goal, str)
+            problem = text_problem(goal)
+            assert problem is not None
+            raise RunStopError("invalid_goal:invalid_text", f"the request {problem[1]}", phase="route") from None
+        raise RunStopError("invalid_goal:empty", "the request is empty: send a non-blank text", phase="route") from None
+
+
+def _is_final(event: RunEvent) -> bool:
+    return isinstance(event, FinalEvent)
+
+
+__all__ = ["RoutingAgent"]
