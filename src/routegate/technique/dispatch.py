@@ -287,7 +287,9 @@ class _DispatchSpans(RunSpans):
         self._tracer, self._attributes, self._record = tracer, attributes, record
         self._root: CurrentSpan | None = None
 
-    def begin(self, name: str | None, envelopes: list[Envelope], decisions: list[Decision]) -> None:
+    def begin(
+        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
+    ) -> None:
         self._root = open_span(self._tracer, "routegate.dispatch", self._attributes)
 
     def end(self, result: PlanResult | None, exc: BaseException | None = None) -> None:
