@@ -792,15 +792,16 @@ class _Run:
         step = compiled[at]
         path = _path_text(self.envelopes)
         cut: tuple[Compiled, ...] = ()
+        # the run's time on its own clock: from when its context started (a runtime's context may have started
+        # before this plan ran, e.g. a desk turn waiting for its session), else from when the run started
+        elapsed = self.max_seconds + (_monotonic() - self.deadline)
         if started is None:
-            elapsed = self.max_seconds + (_monotonic() - self.deadline)
             message = (
                 f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s, before step {step.name!r} ran "
                 f"(path so far: {path})"
             )
         else:
             cut = compiled[step.index : step.band_end] if step.band_end else (step,)
-            elapsed = _perf() - started
             names = ", ".join(repr(m.name) for m in cut)
             message = (
                 f"max_seconds={self.max_seconds} reached after {elapsed:.3f}s; step {names} was cut off "
@@ -809,7 +810,8 @@ class _Run:
         phase = step.phase
         info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase=phase), phase)
         if cut:
-            step_ms = max(elapsed * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
+            assert started is not None
+            step_ms = max((_perf() - started) * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
             for member in cut:
                 self.envelopes.append(Envelope(None, info, None, member.name, step_ms))
                 self.decisions.append((None, MAX_SECONDS))

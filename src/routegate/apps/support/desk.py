@@ -13,10 +13,8 @@ messages, in PostgreSQL) is read before the run, under the session's lock, into 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -68,7 +66,7 @@ from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLaye
 from routegate.apps.support.tenancy import acting_for, current_tenant
 from routegate.apps.support.turn import TurnInput, read_turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
-from routegate.core import Budget, RouteGateway, RoutePolicy, Worker
+from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker
 from routegate.core._stream import stream_events
 from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
@@ -86,8 +84,6 @@ TOOL_ROUTES: Final = ("POSTGRES", "VECTOR", "EXTERNAL")
 """The routes a tool serves (the LLM route is the Respond node: no arguments to rule on)."""
 
 _NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is used"
-_SHARES: Final = 100
-"""A turn that waited for its session runs under what is left of its budget, counted in hundredths of it."""
 
 
 class SupportAgent:
@@ -301,11 +297,11 @@ class SupportAgent:
     async def run_turn(self, turn: TurnInput) -> TurnResult:
         """Run the desk's plan on one turn; no memory read or write (see :meth:`iter`). The plan's run is the turn:
         its budget's deadline, its delegation ledger, its phases."""
-        final, _ = await self._answer(turn, self.plan)
+        final, _ = await self._answer(turn, None)
         return final
 
     async def _answer(
-        self, turn: TurnInput, plan: Plan[TurnInput, Answer]
+        self, turn: TurnInput, run: RunContext[TurnInput] | None
     ) -> tuple[TurnResult, Mapping[str, Any] | None]:
         """The turn's result and its tool's observation (what the turn established is read from it), under the
         turn's root span."""
@@ -314,30 +310,22 @@ class SupportAgent:
             session = hashlib.sha256(turn.session_id.encode()).hexdigest()[:16]  # hashed: never the id
             return {Attr.RUNTIME: "desk", Attr.SESSION: session}
 
-        return await spans_for(tracer()).root("routegate.turn", attributes, self._played(turn, plan), _turn_ended)
+        return await spans_for(tracer()).root("routegate.turn", attributes, self._played(turn, run), _turn_ended)
 
     async def _played(
-        self, turn: TurnInput, plan: Plan[TurnInput, Answer]
+        self, turn: TurnInput, run: RunContext[TurnInput] | None
     ) -> tuple[TurnResult, Mapping[str, Any] | None]:
+        """The plan's run on the turn: in ``run``, the turn's own context started when the turn arrived (its
+        deadline counts the wait for the session), else in a context of its own starting now."""
         started = time.perf_counter()
+        plan = self.plan
         # one request scope: the router's embedding of the message is reused by the vector tool
         with request_scope():
-            result = await plan.arun(turn.message, deps=turn)
+            if run is None:
+                result = await plan.arun(turn.message, deps=turn)
+            else:
+                result = await plan._drive(turn.message, None, context=run)
         return _final(turn, result, started)
-
-    def _plan_after(self, waited: float) -> Plan[TurnInput, Answer]:
-        """The plan for a turn that waited ``waited`` seconds for its session and its memory: the wait counts
-        against the turn's ``max_seconds``. A wait over 1 % of it gives the turn the same steps under what is left
-        of the budget, in hundredths of it (:func:`_plan_within`, one compiled plan per hundredth, kept); a shorter
-        wait runs the desk's own plan (the turn may overrun by that much)."""
-        plan = self.plan
-        budget = plan.budget
-        if budget is None:
-            return plan
-        used = math.ceil(waited / budget.max_seconds * _SHARES)
-        if used <= 1:
-            return plan
-        return _plan_within(plan, max(_SHARES - used, 1))
 
     async def _turn_as(self, tenant: str, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
         with acting_for(tenant):  # the turn's own task: the tenant does not leak to the caller
@@ -350,8 +338,8 @@ class SupportAgent:
             if self.router is not None:
                 for text in self.router.texts_to_embed(message):
                     self.encoder.prefetch(text)
-            # the turn's time runs from here: waiting for the session's previous turn counts against it
-            arrived = time.monotonic()
+            # the turn's run starts here: waiting for the session's previous turn counts against its deadline
+            run: RunContext[Any] = RunContext.start(None, self.budget)
             try:
                 # one turn of a session at a time, in this process and any other on the database
                 async with self.memory.hold(session_id, within=self.budget.max_seconds):
@@ -362,7 +350,8 @@ class SupportAgent:
                         emit(_unavailable(exc))
                         return
                     turn = self.new_turn(message, session_id=session_id, history=history, emit=emit)
-                    await self._run(turn, self._plan_after(time.monotonic() - arrived))
+                    run.deps = turn
+                    await self._run(turn, run)
             except LockCapacityError:
                 limit = f"{self.budget.max_seconds:g} s"
                 emit(TurnError(message=f"no session lock came free within {limit}", code="session_busy"))
@@ -373,9 +362,9 @@ class SupportAgent:
                 logger.warning("taking the session failed: %s", type(exc).__name__, exc_info=True)
                 emit(_unavailable(exc))
 
-    async def _run(self, turn: TurnInput, plan: Plan[TurnInput, Answer]) -> None:
+    async def _run(self, turn: TurnInput, run: RunContext[TurnInput]) -> None:
         try:
-            final, observation = await self._answer(turn, plan)
+            final, observation = await self._answer(turn, run)
             if final.answer:
                 messages: list[tuple[Role, str]] = [("user", turn.said), ("assistant", final.answer)]
                 context = turn.context(final.route, observation).to_json()
@@ -457,15 +446,6 @@ def _final(turn: TurnInput, result: PlanResult[Answer], started: float) -> tuple
         run_id=result.run_id,
     )
     return final, observed.observation if observed is not None else None
-
-
-@functools.lru_cache(maxsize=256)
-def _plan_within(plan: Plan[TurnInput, Answer], shares: int) -> Plan[TurnInput, Answer]:
-    """``plan``'s steps under ``shares`` hundredths of its budget's ``max_seconds`` (built once per share)."""
-    budget = plan.budget
-    assert budget is not None
-    left = replace(budget, max_seconds=budget.max_seconds * shares / _SHARES)
-    return Plan(*plan.steps, budget=left, name=plan.name)
 
 
 def _turn_ended(root: Span, played: tuple[TurnResult, Mapping[str, Any] | None]) -> None:

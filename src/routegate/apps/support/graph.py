@@ -31,7 +31,6 @@ the plan's envelopes, in the order the steps ran.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -40,8 +39,7 @@ from routegate.apps.support.payloads import Answer, Note, Observed, Routed, Step
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.turn import TurnInput
-from routegate.core import Budget, RunContext, stop_reasons
-from routegate.core._faults import fault_message
+from routegate.core import Budget, RunContext
 from routegate.core.contracts import HistoryEntry
 from routegate.core.governed import (
     GovernedStep,
@@ -53,9 +51,7 @@ from routegate.core.governed import (
 )
 from routegate.core.outcome import Outcome
 from routegate.errors import ConfigurationError, RunStopError
-from routegate.plan import Envelope, Plan, Step, StepContext
-
-logger = logging.getLogger(__name__)
+from routegate.plan import Envelope, ErrorInfo, Plan, Step, StepContext
 
 SUPPORT_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1, max_seconds=60.0)
 """One route decision (the plan routes once), one delegation, 60 s per turn."""
@@ -136,10 +132,9 @@ class RouterStep:
                 choice = await self.router.route_choice(message, turn.user_messages(), refused)
             except RunStopError as stop:
                 raise StepStop(stop.stop_reason, stop.message, phase=stop.phase, notes=notes, choice=choice) from stop
-            except Exception as exc:
-                text = fault_message(exc, "the router", logger)
-                stop_reason = stop_reasons.router_error(exc)
-                raise StepStop(stop_reason, text, phase="route", notes=notes, choice=choice) from exc
+            except Exception as exc:  # the engine's one fault path words it (router_error:<Exc>, class only)
+                fault = ErrorInfo.from_exception(exc, ctx.step, "route")
+                raise StepStop(fault.stop_reason, fault.message, phase="route", notes=notes, choice=choice) from exc
             decision = choice.decision(message)
             verdict = self.step.validate(decision, run, attempt=attempt)
             if not isinstance(verdict, Stopped):
