@@ -3,7 +3,8 @@ a name's module is imported the first time the name is looked up.
 
 Every package of routegate that defers an import does it through :func:`lazy_exports`: no package writes its
 own module ``__getattr__``. Old names go through here too, for the one release they keep working: a name a
-package renamed or stopped exporting (``renamed=``, ``moved=``), a method's old name (:func:`warn_old_method`) and
+package renamed or stopped exporting (``renamed=``, ``moved=``), a method's old name (:func:`renamed_method`,
+which warns through :func:`warn_old_method`) and
 an attribute's old name (:func:`warn_old_attribute`) warn with a :class:`DeprecationWarning` that names what to use
 instead.
 """
@@ -14,6 +15,11 @@ import importlib
 import sys
 import warnings
 from collections.abc import Callable, Collection, Mapping
+from typing import Concatenate, ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_S = TypeVar("_S")
 
 _ROOT = "routegate."
 
@@ -71,6 +77,20 @@ def warn_old_method(owner: str, old: str, new: str) -> None:
     """Issue the :class:`DeprecationWarning` of the method ``old`` of ``owner``, kept for one release as another
     name of ``new``; called first thing by the old method, so the warning points at its caller."""
     _warn_old(f"{owner}.{old} is deprecated: call {owner}.{new}, the same method.")
+
+
+def renamed_method(new: Callable[Concatenate[_S, _P], _R], owner: str, old: str) -> Callable[Concatenate[_S, _P], _R]:
+    """The method ``old`` of ``owner``, kept for one release as another name of ``new`` (a method of the same
+    class): in the class body, ``astream = renamed_method(iter, "Plan", "astream")``. Calling it warns (naming
+    ``new``), then calls ``new`` with the same arguments."""
+
+    def alias(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        warn_old_method(owner, old, new.__name__)
+        return new(self, *args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated: :meth:`{new.__name__}` under its old name (warns)."
+    return alias
 
 
 def warn_old_attribute(owner: str, old: str, new: str) -> None:

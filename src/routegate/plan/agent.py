@@ -25,7 +25,7 @@ from typing import Any, Generic, cast
 
 from opentelemetry.trace import Span, Tracer
 
-from routegate._lazy import warn_old_method
+from routegate._lazy import renamed_method
 from routegate.core import stop_reasons as sr
 from routegate.core._faults import fault_message
 from routegate.core._stream import stream_events
@@ -357,16 +357,7 @@ class RoutingAgent(Generic[RunDepsT]):
         state = _State(goal, context or _NO_FIELDS, None)
         return stream_events(lambda emit: self.plan._drive(state, None, deps, cast(Any, emit)), _is_final)
 
-    def astream(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
-    ) -> AsyncIterator[RunEvent]:
-        """Deprecated: :meth:`iter` under its old name (warns)."""
-        warn_old_method("RoutingAgent", "astream", "iter")
-        return self.iter(goal, context=context, deps=deps)
+    astream = renamed_method(iter, "RoutingAgent", "astream")
 
     async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
         """The agent as a step of a plan: its run is a nested run of :attr:`plan` inside the plan's run.

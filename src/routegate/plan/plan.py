@@ -30,7 +30,7 @@ from typing import Any, Generic
 
 from opentelemetry.trace import Tracer
 
-from routegate._lazy import warn_old_method
+from routegate._lazy import renamed_method
 from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
@@ -241,18 +241,7 @@ class Plan(Generic[RunDepsT, OutputT]):
 
         return stream_events(start, _is_final)
 
-    def astream(
-        self,
-        payload: Any = None,
-        *,
-        store: Any = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
-        checkpoint_key: str | None = None,
-        answer: Any = NO_ANSWER,
-    ) -> AsyncIterator[PlanEvent]:
-        """Deprecated: :meth:`iter` under its old name (warns)."""
-        warn_old_method("Plan", "astream", "iter")
-        return self.iter(payload, store=store, deps=deps, checkpoint_key=checkpoint_key, answer=answer)
+    astream = renamed_method(iter, "Plan", "astream")
 
     # -- the driver --------------------------------------------------------------------------------------------
     def _drive(

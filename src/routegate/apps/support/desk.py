@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 from opentelemetry.trace import Span
 
 from routegate._extras import needs
-from routegate._lazy import warn_old_method
+from routegate._lazy import renamed_method
 from routegate.core._faults import fault_message
 
 with needs("desk"):
@@ -227,10 +227,7 @@ class SupportAgent:
         tenant = current_tenant()
         return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit), _is_last)
 
-    def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        """Deprecated: :meth:`iter` under its old name (warns)."""
-        warn_old_method("SupportAgent", "astream", "iter")
-        return self.iter(message, session_id=session_id)
+    astream = renamed_method(iter, "SupportAgent", "astream")
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
         """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message,

@@ -27,7 +27,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from routegate._lazy import warn_old_method
+from routegate._lazy import renamed_method
 from routegate.apps.support.contracts import (
     AnswerToken,
     Message,
@@ -87,10 +87,7 @@ class FakeSupportDesk:
             return _single(refused)
         return self._turn(message, session_id)
 
-    def astream(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        """Deprecated: :meth:`iter` under its old name (warns), as on the real desk."""
-        warn_old_method("FakeSupportDesk", "astream", "iter")
-        return self.iter(message, session_id=session_id)
+    astream = renamed_method(iter, "FakeSupportDesk", "astream")
 
     async def _turn(self, message: str, session_id: str) -> AsyncIterator[SupportEvent]:
         started = time.perf_counter()
