@@ -2,7 +2,7 @@
 example question of the contract, and every conversation whose answer text ``tests/support`` checks, runs through
 both desks (the same encoder, the same embedding-layer kind, each on its own schema of the same PostgreSQL); the
 route, the answer text, the stop reason and the fallback are the same turn by turn — and on the 204 labelled messages
-of ``tests/data/support_routes.jsonl``, all but the listed known difference."""
+of ``tests/data/support_routes.jsonl``, every one of them."""
 
 from __future__ import annotations
 
@@ -140,11 +140,7 @@ def _labelled_messages() -> list[str]:
         return [json.loads(line)["text"] for line in lines if line.strip()]
 
 
-KNOWN: dict[str, str] = {
-    # apps.support reads "not" (after "is") as a customer's name and answers that no customer matches; the
-    # configured desk reads no name and lists the tickets
-    "What happens if my ticket is not resolved in 48 hours?": "“not” read as a name",
-}
+KNOWN: dict[str, str] = {}
 """The messages the two desks still answer differently, and why (any other difference fails the test)."""
 
 

@@ -27,6 +27,7 @@ FUNCTION_WORDS: Final = frozenset(
         "is",
         "it",
         "my",
+        "not",
         "of",
         "on",
         "or",
@@ -46,7 +47,7 @@ FUNCTION_WORDS: Final = frozenset(
         "your",
     ]
 )
-"""Articles, pronouns, question words and the commonest verbs."""
+"""Articles, pronouns, question words, the commonest verbs and "not"."""
 
 REQUEST_WORDS: Final = FUNCTION_WORDS | frozenset(
     [
