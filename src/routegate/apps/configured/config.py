@@ -206,6 +206,10 @@ class RouterConfig(_Strict):
     fitted: str | None = Field(default=None, min_length=1)
     """A router ``routegate fit --desk`` saved (a directory, relative to the desk's): the embedding layer instead of
     the nearest examples (``min_score`` and ``min_margin`` are then the fitted router's own calibration)."""
+    fit_at_start: bool = False
+    """``true``: the embedding layer is a semantic router fitted on the routes' examples when the desk starts, cached
+    in the data directory (``ROUTEGATE_DATA_DIR``) until the examples or the encoder change — the built-in desk's
+    layer — instead of the nearest examples. ``fitted``, when set, is used instead."""
     generated_rules: bool = True
     """Whether the rules layer also has the phrases generated from the tables, the how-to and chat phrases and the
     routes' ``keywords``; ``false``: only the routes' own ``rules``."""

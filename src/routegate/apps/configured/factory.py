@@ -101,6 +101,7 @@ async def open_configured_desk(
             chat_model=model,
             ingest_on_start=ingest_on_start,
             mcp=mcp,
+            cache_dir=settings.data_dir,
             **desk_options(settings),
         )
         await desk.start()

@@ -285,9 +285,16 @@ class FittedSemanticLayer(_SupportLayer):
         self.encoder = router.encoder
 
     @classmethod
-    def fit(cls, encoder: Encoder, examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES) -> FittedSemanticLayer:
-        routes: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
-        return cls(SemanticRouter.from_routes(routes, encoder=encoder, default_route=DEFAULT_ROUTE))
+    def fit(
+        cls,
+        encoder: Encoder,
+        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        *,
+        routes: Collection[str] = ROUTES,
+    ) -> FittedSemanticLayer:
+        """``routes``: the routes the layer must know (:meth:`__init__`); ``examples`` has one entry per route."""
+        by_route: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
+        return cls(SemanticRouter.from_routes(by_route, encoder=encoder, default_route=DEFAULT_ROUTE), routes=routes)
 
     @classmethod
     def load_or_fit(
@@ -295,21 +302,24 @@ class FittedSemanticLayer(_SupportLayer):
         encoder: Encoder,
         cache_dir: Path | None,
         examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        *,
+        routes: Collection[str] = ROUTES,
     ) -> FittedSemanticLayer:
         """The fitted router from ``cache_dir`` if it was fitted on the same examples and encoder, else fit it
-        (and save it there). ``cache_dir=None`` always fits."""
+        (and save it there). ``cache_dir=None`` always fits. A configured desk with ``[router] fit_at_start`` comes
+        here too, with its own examples (the key is of the examples, so each set of examples has its entry)."""
         if cache_dir is None:
-            return cls.fit(encoder, examples)
+            return cls.fit(encoder, examples, routes=routes)
         key = hashlib.sha256(
             json.dumps([__version__, encoder.model_id, {r: list(t) for r, t in examples.items()}]).encode()
         ).hexdigest()[:16]
         path = cache_dir / f"support-router-{key}"
         if (path / "manifest.json").exists():
             try:
-                return cls(SemanticRouter.load(path, encoder=encoder, default_route=DEFAULT_ROUTE))
+                return cls(SemanticRouter.load(path, encoder=encoder, default_route=DEFAULT_ROUTE), routes=routes)
             except (ConfigurationError, OSError, ValueError) as exc:
                 logger.warning("cached support router in %s is unusable (%s): fitting again", path, exc)
-        layer = cls.fit(encoder, examples)
+        layer = cls.fit(encoder, examples, routes=routes)
         try:
             layer.router.save(path)
         except OSError as exc:
