@@ -1,12 +1,13 @@
 """The built-in desk's configuration (``apps/configured/builtin/desk.toml``) answers as ``apps.support`` does: every
 example question of the contract, and every conversation whose answer text ``tests/support`` checks, runs through
-both desks (the same encoder, the same embedding-layer kind, each on its own schema of the same PostgreSQL); the
-route, the answer text, the stop reason and the fallback are the same turn by turn — and on the 204 labelled messages
-of ``tests/data/support_routes.jsonl``, every one of them."""
+both desks (the same encoder, the same embedding-layer kind — each desk's fitted layer, then the nearest examples —
+each on its own schema of the same PostgreSQL); the route, the answer text, the stop reason and the fallback are the
+same turn by turn — and on the 204 labelled messages of ``tests/data/support_routes.jsonl``, every one of them."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from routegate.apps.support.contracts import ROUTES, TurnResult
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.rules import ABOUT, PATTERNS, VOCABULARY
-from routegate.apps.support.semantic import EXAMPLES, ExampleEmbeddingLayer
+from routegate.apps.support.semantic import EXAMPLES, EmbeddingLayer, ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -63,13 +64,34 @@ CONVERSATIONS = [  # what tests/support asserts of answers, one session each
 ]
 
 
+@pytest.fixture(scope="module", params=["fitted", "examples"])
+def layer_kind(request: pytest.FixtureRequest) -> str:
+    """The embedding-layer kind both desks route with: ``fitted``, each desk's production layer (the built-in desk's
+    fitted router; the configuration's ``[router] fit_at_start``), or ``examples``, the nearest examples."""
+    kind: str = request.param
+    return kind
+
+
 @pytest.fixture(scope="module")
-def semantic(encoder: MiniLMEncoder) -> ExampleEmbeddingLayer:
-    return ExampleEmbeddingLayer(encoder)
+def semantic(encoder: MiniLMEncoder, layer_kind: str) -> EmbeddingLayer:
+    return FittedSemanticLayer.fit(encoder) if layer_kind == "fitted" else ExampleEmbeddingLayer(encoder)
+
+
+@pytest.fixture(scope="module")
+def builtin_dir(layer_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in configuration, or a copy of it routing with the nearest examples."""
+    if layer_kind == "fitted":
+        return builtin_desk_dir()
+    copy = Path(shutil.copytree(builtin_desk_dir(), tmp_path_factory.mktemp("builtin-examples") / "support"))
+    toml = copy / "desk.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "fit_at_start = true\n" in text
+    toml.write_text(text.replace("fit_at_start = true\n", "fit_at_start = false\n"), encoding="utf-8")
+    return copy
 
 
 @pytest.fixture
-async def builtin(pg_url: str, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer) -> AsyncIterator[SupportAgent]:
+async def builtin(pg_url: str, encoder: MiniLMEncoder, semantic: EmbeddingLayer) -> AsyncIterator[SupportAgent]:
     schema = f"w_{uuid.uuid4().hex[:12]}"
     db = SupportDatabase(pg_url, schema=schema, max_size=2)
     await db.open()
@@ -86,10 +108,10 @@ async def builtin(pg_url: str, encoder: MiniLMEncoder, semantic: ExampleEmbeddin
 
 @pytest.fixture
 async def configured(
-    pg_url: str, encoder: MiniLMEncoder, tmp_path_factory: pytest.TempPathFactory
+    pg_url: str, encoder: MiniLMEncoder, builtin_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[ConfiguredDesk]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin-wording"))
-    async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
+    async with open_configured_desk(settings, builtin_dir, encoder=encoder) as desk:
         yield desk
 
 
@@ -103,7 +125,7 @@ def test_the_builtin_configuration_carries_apps_support_rules_and_examples() -> 
     assert {rule.name for route in config.routes for rule in route.rules if rule.about} == set(ABOUT)
     assert config.router.typo_words == list(VOCABULARY) and not config.router.generated_rules
     examples = route_examples(config)
-    assert {route: sorted(examples[route]) for route in ROUTES} == {route: sorted(EXAMPLES[route]) for route in ROUTES}
+    assert {route: list(examples[route]) for route in ROUTES} == {route: list(EXAMPLES[route]) for route in ROUTES}
 
 
 def _seen(result: TurnResult) -> tuple[str, str, str, str | None]:

@@ -282,3 +282,14 @@ def test_a_rule_pattern_loads_exactly_when_it_is_a_regular_expression(pattern: s
         return
     verdict = DeskRules(parse_config(text, Path("desk.toml"))).match(pattern)  # matches without raising
     assert verdict.route in (None, "POSTGRES", "VECTOR", "EXTERNAL", "LLM")
+
+
+def test_the_state_schema_is_named_or_defaulted_and_never_the_tables_schema(tmp_path: Path) -> None:
+    from routegate.apps.configured.database import state_schema
+
+    assert state_schema(load_config(_desk(tmp_path, GOOD))) == f"desk_{load_config(tmp_path).desk.name}_state"
+    named = GOOD.replace('schema = "desk_shop"\n', 'schema = "desk_shop"\nstate_schema = "shop_memory"\n', 1)
+    assert state_schema(load_config(_desk(tmp_path, named))) == "shop_memory"
+    same = GOOD.replace('schema = "desk_shop"\n', 'schema = "desk_shop"\nstate_schema = "desk_shop"\n', 1)
+    with pytest.raises(DeskConfigError, match="state_schema 'desk_shop' is the tables' schema"):
+        load_config(_desk(tmp_path, same))

@@ -22,8 +22,14 @@ MONEY_BACK = "Is getting reimbursed possible?"  # no rule decides it: the embedd
 
 @pytest.fixture
 def desk(tmp_path: Path) -> Path:
-    """A copy of the built-in desk's directory (fit writes into it)."""
-    return Path(shutil.copytree(builtin_desk_dir(), tmp_path / "support"))
+    """A copy of the built-in desk's directory (fit writes into it), routing with the nearest examples until fitted
+    (the built-in configuration fits its layer at start: ``[router] fit_at_start``)."""
+    copy = Path(shutil.copytree(builtin_desk_dir(), tmp_path / "support"))
+    toml = copy / "desk.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "fit_at_start = true\n" in text
+    toml.write_text(text.replace("fit_at_start = true\n", "fit_at_start = false\n"), encoding="utf-8")
+    return copy
 
 
 def _route(desk: Path, text: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:

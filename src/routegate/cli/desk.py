@@ -194,4 +194,6 @@ def desk_router(settings: Settings, where: Path) -> SupportRouter:
     from routegate.embed import default_encoder
 
     config = load_config(where)
-    return DeskRouter(config, semantic=desk_embedding_layer(config, where, default_encoder()))
+    return DeskRouter(
+        config, semantic=desk_embedding_layer(config, where, default_encoder(), cache_dir=settings.data_dir)
+    )

@@ -1,5 +1,6 @@
 """``routegate serve`` (the HTTP server), ``routegate ui`` (the Streamlit UI) and ``routegate up`` (embedded
-Postgres + server + UI together). Wiring only: the desk comes from ``open_support_desk``, the app from
+Postgres + server + UI together). Wiring only: the desk comes from ``open_configured_desk`` (``--desk DIR``, else
+the built-in desk's configuration), the app from
 ``create_app``. uvicorn, httpx and the server are imported by these commands when they run, not when the parser
 is built (every command's parser is).
 
@@ -143,19 +144,17 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def _serve_workers(settings: Settings, workers: int, listener: socket.socket) -> int:
     """Several uvicorn worker processes over one PostgreSQL: the parent starts the embedded server (unless
     DATABASE_URL), primes the schema and the router's fitted layer once, then hands the URL to the workers."""
-    from routegate.apps.support.factory import database_url, prime_support_desk
+    from routegate.apps.support.factory import database_url
     from routegate.cli._uvicorn import SignalledSupervisor
     from routegate.server.serving import server_config
 
     url, embedded = database_url(settings)
     try:
-        if settings.desk is not None:  # your own desk: loaded, ingested once here; the workers open it
-            from routegate.apps.configured.factory import prime_configured_desk
+        from routegate.apps.configured.factory import prime_configured_desk
 
-            prime_configured_desk(settings, url)
+        prime_configured_desk(settings, url)  # the desk loaded and ingested once here; the workers open it
+        if settings.desk is not None:
             os.environ["ROUTEGATE_DESK"] = str(settings.desk.resolve())
-        else:
-            prime_support_desk(settings, url)
         os.environ["DATABASE_URL"] = url  # the workers' Settings() read it
         host, port = settings.server_host, listener.getsockname()[1]
         print(
@@ -228,7 +227,7 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
     """Serve until SIGINT/SIGTERM, then stop the UI, the server, the desk and PostgreSQL in that order; the exit
     status is 130 after SIGINT (Ctrl-C), 143 after SIGTERM. A signal during start-up raises KeyboardInterrupt
     (:mod:`routegate.cli._signals`) and the same clean-up runs as the coroutine unwinds."""
-    from routegate.apps.support.factory import check_model, open_support_desk
+    from routegate.apps.support.factory import check_model
     from routegate.cli._uvicorn import QuietSignalsServer
     from routegate.server import create_app
     from routegate.server.app import end_open_requests
@@ -239,17 +238,15 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
         f"({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
     )
+    from routegate.apps.configured.factory import desk_directory, open_configured_desk
     from routegate.server.encoder import serving_encoder
     from routegate.server.heap import freeze_startup_heap
     from routegate.server.serving import server_config
 
-    opened: contextlib.AbstractAsyncContextManager[SupportAgent]
-    if settings.desk is not None:  # your own desk (--desk / ROUTEGATE_DESK)
-        from routegate.apps.configured.factory import open_configured_desk
-
-        opened = open_configured_desk(settings, settings.desk, encoder=serving_encoder(settings))
-    else:
-        opened = open_support_desk(settings, encoder=serving_encoder(settings))
+    # your own desk (--desk / ROUTEGATE_DESK), else the built-in desk's configuration
+    opened: contextlib.AbstractAsyncContextManager[SupportAgent] = open_configured_desk(
+        settings, desk_directory(settings), encoder=serving_encoder(settings)
+    )
     async with opened as desk:
         print(await check_model(desk, settings), flush=True)  # an unreachable model is said at once, not per turn
         app = create_app(desk=desk, settings=settings)

@@ -1,8 +1,8 @@
 """``routegate chat`` / ``routegate ask`` / ``routegate route``: the support desk from the command line.
 
 Wiring only: :class:`~routegate.settings.Settings` is built once here and handed to
-:func:`~routegate.apps.support.factory.open_support_desk` (embedded PostgreSQL unless ``DATABASE_URL``; the LLM
-when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone (:mod:`routegate.apps.support.routing`): no
+:func:`~routegate.apps.configured.factory.open_configured_desk` with ``--desk DIR`` or, without it, the built-in desk's
+configuration (embedded PostgreSQL unless ``DATABASE_URL``; the LLM when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone (:mod:`routegate.apps.support.routing`): no
 database, no tool. The desk, the router
 and the LLM client are imported by the command that runs them, not when the parser is built.
 
@@ -54,7 +54,8 @@ def _data_dir_note() -> str:
 
 @asynccontextmanager
 async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
-    """:func:`routegate.apps.support.factory.open_support_desk`, imported when a command needs the desk (the
+    """The desk of ``settings`` (``--desk`` / ``ROUTEGATE_DESK``, else the built-in desk's configuration) from
+    :func:`routegate.apps.configured.factory.open_configured_desk`, imported when a command needs the desk (the
     parser of every command imports this module, and the desk's modules are most of ``ask``'s import time).
 
     Offline, the database starts on a background thread first, so that its start overlaps those imports. With an
@@ -72,9 +73,9 @@ async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
 
         database = DatabaseStart(settings)
     try:
-        from routegate.apps.support.factory import open_support_desk as open_desk
+        from routegate.apps.configured.factory import desk_directory, open_configured_desk
 
-        async with open_desk(settings, database=database) as desk:
+        async with open_configured_desk(settings, desk_directory(settings), database=database) as desk:
             yield desk
     finally:
         if database is not None:  # stopped already unless the import failed or was interrupted

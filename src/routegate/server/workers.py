@@ -74,16 +74,11 @@ class DeferredDesk:
 
 def open_serving_desk(settings: Settings) -> AbstractAsyncContextManager[SupportAgent]:
     """The desk one server process opens: your own (``settings.desk``, from ``--desk`` / ``ROUTEGATE_DESK``) or the
-    built-in one, with the serving encoder. Used by the ``--workers N`` workers and the Ray Serve replicas."""
+    built-in desk's configuration, with the serving encoder. Used by the ``--workers N`` workers and the Ray Serve replicas."""
+    from routegate.apps.configured.factory import desk_directory, open_configured_desk
     from routegate.server.encoder import serving_encoder
 
-    if settings.desk is not None:
-        from routegate.apps.configured.factory import open_configured_desk
-
-        return open_configured_desk(settings, settings.desk, encoder=serving_encoder(settings))
-    from routegate.apps.support.factory import open_support_desk
-
-    return open_support_desk(settings, encoder=serving_encoder(settings))
+    return open_configured_desk(settings, desk_directory(settings), encoder=serving_encoder(settings))
 
 
 def app_from_environment() -> FastAPI:

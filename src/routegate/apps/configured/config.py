@@ -43,6 +43,10 @@ class DatabaseConfig(_Strict):
     source: Literal["sql", "url"]
     sql_file: str | None = None
     schema_name: Identifier = Field(alias="schema")
+    state_schema: Identifier | None = None
+    """Where the desk keeps its own state (conversations, the knowledge base's chunks): default
+    ``desk_<name>_state``. The built-in desk's configuration keeps it in ``support``, where the built-in desk always
+    kept its conversations."""
 
     @model_validator(mode="after")
     def _sql_file_for_sql(self) -> DatabaseConfig:
@@ -53,6 +57,10 @@ class DatabaseConfig(_Strict):
             raise ValueError(
                 f'schema {self.schema_name!r}: with source = "sql" the schema must start with desk_ (the desk drops '
                 "and reloads it when the SQL file changes); use desk_<name>"
+            )
+        if self.state_schema is not None and self.state_schema == self.schema_name:
+            raise ValueError(
+                f"state_schema {self.state_schema!r} is the tables' schema: the desk's state needs a schema of its own"
             )
         if self.schema_name.endswith("_state"):
             raise ValueError(f"schema {self.schema_name!r}: names ending in _state are the desks' own; choose another")
@@ -206,6 +214,10 @@ class RouterConfig(_Strict):
     fitted: str | None = Field(default=None, min_length=1)
     """A router ``routegate fit --desk`` saved (a directory, relative to the desk's): the embedding layer instead of
     the nearest examples (``min_score`` and ``min_margin`` are then the fitted router's own calibration)."""
+    fit_at_start: bool = False
+    """``true``: the embedding layer is a semantic router fitted on the routes' examples when the desk starts, cached
+    in the data directory (``ROUTEGATE_DATA_DIR``) until the examples or the encoder change — the built-in desk's
+    layer — instead of the nearest examples. ``fitted``, when set, is used instead."""
     generated_rules: bool = True
     """Whether the rules layer also has the phrases generated from the tables, the how-to and chat phrases and the
     routes' ``keywords``; ``false``: only the routes' own ``rules``."""

@@ -38,7 +38,7 @@ _STATE_DDL: Final = (
 
 
 def state_schema(config: DeskConfig) -> str:
-    return _short(f"desk_{config.desk.name}_state")
+    return config.database.state_schema or _short(f"desk_{config.desk.name}_state")
 
 
 def reader_role(config: DeskConfig) -> str:

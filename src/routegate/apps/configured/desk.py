@@ -10,6 +10,7 @@ support_plan`: router → one tool → Respond); only the kinds the desk has are
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 class ConfiguredDesk(SupportAgent):
     """A :class:`~routegate.apps.support.contracts.SupportDesk` built from a desk configuration. ``data``: the pool
     on the readable tables' schema; ``state``: the pool on the desk's own schema (memory, knowledge base); ``mcp``:
-    the pool the configured MCP tools call through (:func:`~.factory.open_configured_desk` makes it). The other
+    the pool the configured MCP tools call through (:func:`~.factory.open_configured_desk` makes it); ``cache_dir``: where
+    a ``[router] fit_at_start`` layer is cached (the data directory; ``None``: fitted at every start). The other
     ``options`` are :class:`SupportAgent`'s (``budget``, ``flows``, ``on_refusal``, the SQL bounds...), and mean the
     same here: the plan is wired by :meth:`SupportAgent.build_plan`."""
 
@@ -48,6 +50,7 @@ class ConfiguredDesk(SupportAgent):
         chat_model: ChatModel | None = None,
         ingest_on_start: bool = True,
         mcp: MCPToolPool | None = None,
+        cache_dir: Path | None = None,
         **options: Any,
     ) -> None:
         self.config = config
@@ -56,6 +59,7 @@ class ConfiguredDesk(SupportAgent):
         super().__init__(db=state, encoder=encoder, chat_model=chat_model, **options)  # builds the SQL tool
         self.ingest_on_start = ingest_on_start
         self.mcp = mcp
+        self.cache_dir = cache_dir
         self.kb = KnowledgeBase(state, self.encoder, min_score=config.knowledge.min_score)
         self.planner = SqlPlanner(config)
         self.answers = DeskAnswers(config)
@@ -84,7 +88,9 @@ class ConfiguredDesk(SupportAgent):
             else:
                 await ensure_tables(self.db, self.encoder.dim)
         if self.semantic is None:
-            self.semantic = await asyncio.to_thread(desk_embedding_layer, self.config, self.desk_dir, self.encoder)
+            self.semantic = await asyncio.to_thread(
+                partial(desk_embedding_layer, self.config, self.desk_dir, self.encoder, cache_dir=self.cache_dir)
+            )
         self.router = DeskRouter(self.config, semantic=self.semantic, chat_model=self.chat_model)
         workers = desk_workers(
             self.config,

@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from routegate.apps.configured.config import DeskConfig, DeskConfigError, load_config
+from routegate.apps.configured.config import DeskConfig, DeskConfigError, builtin_desk_dir, load_config
 from routegate.apps.configured.database import state_schema
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.support.db import SupportDatabase
@@ -101,18 +101,22 @@ async def open_configured_desk(
             chat_model=model,
             ingest_on_start=ingest_on_start,
             mcp=mcp,
+            cache_dir=settings.data_dir,
             **desk_options(settings),
         )
         await desk.start()
         yield desk
 
 
+def desk_directory(settings: Settings) -> Path:
+    """The desk ``settings`` name (``--desk`` / ``ROUTEGATE_DESK``), else the built-in desk's configuration."""
+    return settings.desk if settings.desk is not None else builtin_desk_dir()
+
+
 def prime_configured_desk(settings: Settings, url: str) -> None:
     """Load the data, create the state and ingest the documents once on the database at ``url``, then close: what
     ``serve --workers N`` does before its workers open the desk on the same database."""
-    if settings.desk is None:
-        raise DeskConfigError("prime_configured_desk needs settings.desk (ROUTEGATE_DESK)")
-    where = settings.desk
+    where = desk_directory(settings)
 
     async def prime() -> None:
         async with open_configured_desk(settings.model_copy(update={"database_url": url}), where):

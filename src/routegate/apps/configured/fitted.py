@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from routegate.apps.configured.config import CONFIG_FILE, DeskConfig, DeskConfigError, parse_config, resolve
-from routegate.apps.configured.router import embedding_layer, present_routes
+from routegate.apps.configured.router import embedding_layer, present_routes, route_examples
 from routegate.apps.configured.rules import KIND_ROUTE
 from routegate.apps.support.semantic import DEFAULT_ROUTE, EmbeddingLayer, FittedSemanticLayer
 from routegate.embed import Encoder
@@ -58,11 +58,19 @@ def record_fit(router_dir: Path, config: DeskConfig) -> None:
     (router_dir / FIT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
-def desk_embedding_layer(config: DeskConfig, desk_dir: Path, encoder: Encoder) -> EmbeddingLayer:
-    """The desk's embedding layer: the fitted router ``[router] fitted`` names, else the nearest examples."""
-    if config.router.fitted is None:
-        return embedding_layer(config, encoder)
-    return load_fitted(resolve(Path(desk_dir), config.router.fitted), config, encoder)
+def desk_embedding_layer(
+    config: DeskConfig, desk_dir: Path, encoder: Encoder, *, cache_dir: Path | None = None
+) -> EmbeddingLayer:
+    """The desk's embedding layer: the fitted router ``[router] fitted`` names; else, with ``[router]
+    fit_at_start``, a router fitted on the desk's examples the way the built-in desk fits its own (cached in
+    ``cache_dir``, the data directory; ``None`` fits every time); else the nearest examples."""
+    if config.router.fitted is not None:
+        return load_fitted(resolve(Path(desk_dir), config.router.fitted), config, encoder)
+    if config.router.fit_at_start:
+        present = present_routes(config)
+        examples = {route: texts for route, texts in route_examples(config).items() if route in present}
+        return FittedSemanticLayer.load_or_fit(encoder, cache_dir, examples, routes=present)
+    return embedding_layer(config, encoder)
 
 
 def load_fitted(path: Path, config: DeskConfig, encoder: Encoder) -> FittedSemanticLayer:

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
-import httpx
-
 from routegate.apps.configured.config import ToolConfig
 from routegate.apps.support.errors import ToolError
 
@@ -75,6 +73,12 @@ async def run_tool(tool: ToolConfig, call: ToolCall, *, mcp: MCPToolPool | None 
         return {"tool": tool.name, "response": tool.mock, "mock": True}
     if tool.mcp_server is not None:
         return await _run_mcp(tool, call, mcp)
+    return await _run_http(tool, call)
+
+
+async def _run_http(tool: ToolConfig, call: ToolCall) -> dict[str, Any]:
+    import httpx  # only when an HTTP tool is called: a desk whose tools are mocks (the built-in one) never loads it
+
     assert tool.url is not None  # one of url / mcp_server (config)
     query = {k: v for k, v in call.args.items() if "{" + k + "}" not in tool.url}
     try:

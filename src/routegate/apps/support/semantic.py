@@ -44,28 +44,28 @@ from routegate.routers.semantic import SemanticDecision, SemanticRouter, route_d
 
 logger = logging.getLogger(__name__)
 
-EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
+EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {  # in the order of the built-in desk's configuration
     "POSTGRES": (
-        "show me the tickets of a customer",
-        "what is the current status of this ticket",
         "which city does this customer live in",
         "list every customer in the database",
-        "how many tickets are still open",
-        "who submitted that ticket",
         "look up a customer by name",
         "details of customer number five",
-        "all closed tickets please",
-        "tickets filed by Maria",
         "where is Peter Parker based",
-        "what problem did the customer report",
         "pull the account record for this client",
-        "is the issue I reported resolved yet",
         "which clients are located in Paris",
-        "show open support tickets",
         "customer list with their cities",
-        "tickets",
         "customers",
         "Maria Garcia",
+        "show me the tickets of a customer",
+        "what is the current status of this ticket",
+        "how many tickets are still open",
+        "who submitted that ticket",
+        "all closed tickets please",
+        "tickets filed by Maria",
+        "what problem did the customer report",
+        "is the issue I reported resolved yet",
+        "show open support tickets",
+        "tickets",
         "the status of my order 55",
         "what did Bob complain about",
     ),
@@ -98,19 +98,19 @@ EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {
         "will it rain today in Berlin",
         "how warm is it outside now",
         "current temperature in Madrid",
-        "what is bitcoin trading at",
-        "price of crypto coins right now",
-        "how much is one ether worth",
-        "what is the stock market doing today",
         "latest world news",
         "who won the game yesterday",
         "what is the capital city of Japan",
         "how many people live in Brazil",
-        "convert dollars to yen at today's rate",
         "what time is it in New Delhi",
         "how high is the tallest mountain",
-        "what is the price of oil today",
         "weather",
+        "what is bitcoin trading at",
+        "price of crypto coins right now",
+        "how much is one ether worth",
+        "what is the stock market doing today",
+        "convert dollars to yen at today's rate",
+        "what is the price of oil today",
         "crypto",
     ),
     "LLM": (
@@ -285,9 +285,16 @@ class FittedSemanticLayer(_SupportLayer):
         self.encoder = router.encoder
 
     @classmethod
-    def fit(cls, encoder: Encoder, examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES) -> FittedSemanticLayer:
-        routes: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
-        return cls(SemanticRouter.from_routes(routes, encoder=encoder, default_route=DEFAULT_ROUTE))
+    def fit(
+        cls,
+        encoder: Encoder,
+        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        *,
+        routes: Collection[str] = ROUTES,
+    ) -> FittedSemanticLayer:
+        """``routes``: the routes the layer must know (:meth:`__init__`); ``examples`` has one entry per route."""
+        by_route: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
+        return cls(SemanticRouter.from_routes(by_route, encoder=encoder, default_route=DEFAULT_ROUTE), routes=routes)
 
     @classmethod
     def load_or_fit(
@@ -295,21 +302,24 @@ class FittedSemanticLayer(_SupportLayer):
         encoder: Encoder,
         cache_dir: Path | None,
         examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        *,
+        routes: Collection[str] = ROUTES,
     ) -> FittedSemanticLayer:
         """The fitted router from ``cache_dir`` if it was fitted on the same examples and encoder, else fit it
-        (and save it there). ``cache_dir=None`` always fits."""
+        (and save it there). ``cache_dir=None`` always fits. A configured desk with ``[router] fit_at_start`` comes
+        here too, with its own examples (the key is of the examples, so each set of examples has its entry)."""
         if cache_dir is None:
-            return cls.fit(encoder, examples)
+            return cls.fit(encoder, examples, routes=routes)
         key = hashlib.sha256(
             json.dumps([__version__, encoder.model_id, {r: list(t) for r, t in examples.items()}]).encode()
         ).hexdigest()[:16]
         path = cache_dir / f"support-router-{key}"
         if (path / "manifest.json").exists():
             try:
-                return cls(SemanticRouter.load(path, encoder=encoder, default_route=DEFAULT_ROUTE))
+                return cls(SemanticRouter.load(path, encoder=encoder, default_route=DEFAULT_ROUTE), routes=routes)
             except (ConfigurationError, OSError, ValueError) as exc:
                 logger.warning("cached support router in %s is unusable (%s): fitting again", path, exc)
-        layer = cls.fit(encoder, examples)
+        layer = cls.fit(encoder, examples, routes=routes)
         try:
             layer.router.save(path)
         except OSError as exc:
