@@ -481,10 +481,13 @@ class Plan(Generic[RunDepsT, OutputT]):
                     out = step.fn(given)
                     if type(out) is _CoroutineType:
                         raise _returned_coroutine(step, out)
-                    validate = step.validate
-                    if validate is not None and type(out) is not step.out_cls:
-                        out = validate(out)
-                    err = None
+                    if isinstance(out, RunStopError):  # the step ends the run without raising: as if it raised
+                        out, err = None, ErrorInfo.from_exception(out, step.name, step.phase)
+                    else:
+                        validate = step.validate
+                        if validate is not None and type(out) is not step.out_cls:
+                            out = validate(out)
+                        err = None
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
@@ -497,10 +500,13 @@ class Plan(Generic[RunDepsT, OutputT]):
                 t0 = _perf()
                 try:
                     out = await step.fn(given, run.ctx)
-                    validate = step.validate
-                    if validate is not None and type(out) is not step.out_cls:
-                        out = validate(out)
-                    err = None
+                    if isinstance(out, RunStopError):  # the step ends the run without raising: as if it raised
+                        out, err = None, ErrorInfo.from_exception(out, step.name, step.phase)
+                    else:
+                        validate = step.validate
+                        if validate is not None and type(out) is not step.out_cls:
+                            out = validate(out)
+                        err = None
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
@@ -870,6 +876,10 @@ def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
     return f"… ({elided} earlier) → {text}" if elided else text
 
 
+def _ms(t0: float) -> float:
+    return (_perf() - t0) * 1000.0
+
+
 def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
     """Run a direct (synchronous) target and wrap the outcome."""
     t0 = _perf()
@@ -883,6 +893,8 @@ def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
             out = _run_step(step, given, run)
         if type(out) is _CoroutineType:
             raise _returned_coroutine(step, out)
+        if isinstance(out, RunStopError):  # returned, not raised: the same stop
+            return Envelope(None, ErrorInfo.from_exception(out, step.name, step.phase), None, step.name, _ms(t0))
         validate = step.validate
         if validate is not None and type(out) is not step.out_cls:
             out = validate(out)
@@ -966,6 +978,8 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
             if nested.error is not None:  # the nested run stopped: so does this step, with its stop
                 return Envelope(None, nested.error, meta, step.name, (_perf() - t0) * 1000.0)
             out = nested.output
+        if isinstance(out, RunStopError):  # returned, not raised: the same stop
+            return Envelope(None, ErrorInfo.from_exception(out, step.name, step.phase), meta, step.name, _ms(t0))
         if step.validate is not None and type(out) is not step.out_cls:
             out = step.validate(out)
         err = None

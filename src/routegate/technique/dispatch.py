@@ -263,7 +263,8 @@ class _Parts:
     ended: Outcome | None = None
 
     def stop_at(self, outcome: DispatchOutcome) -> RunStopError:
-        """The dispatch ends on this part's outcome: the stop that ends the plan's run."""
+        """The dispatch ends on this part's outcome: the stop that ends the plan's run (the step returns it: a
+        stop returned ends the run as one raised would, without the cost of raising)."""
         self.outcomes.append(outcome)
         return self.stop(outcome.outcome)
 
@@ -459,7 +460,7 @@ class TechniqueDispatcher:
         kind = parts.kind.value
         return Outcome(False, sr.route_error(kind), phase, fault_report(error.type, f"the {kind} dispatch"))
 
-    async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
+    async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts | RunStopError:
         """The validate-all step: every part through the policy and the gateway's guards, then the handler's own
         argument check, into ``parts.checked``; no part runs. One refusal refuses the whole output (the policy's
         is a line of the trace); a handler's stop signal ends the dispatch in phase ``route``."""
@@ -470,26 +471,26 @@ class TechniqueDispatcher:
             try:
                 target, args = handler.route(item)
             except RunStopError as stop:  # the handler refused the part on purpose
-                raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+                return parts.stop(Outcome(False, stop.stop_reason, "route", stop.message))
             verdict = validate(RouteDecision.proposed(target, args), ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
                 parts.trace.append(verdict.trace)
                 refused = verdict.outcome
                 evidence = verdict.trace.provenance
-                raise parts.stop_at(
+                return parts.stop_at(
                     self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
                 )
             target = verdict.target
             checked.append((verdict, ""))  # accepted by the policy: its flow-rule evidence waits for its delegation
             refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
             if refusal is not None:
-                raise parts.stop_at(
+                return parts.stop_at(
                     self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
                 )
             digest = args_hash(verdict.args)
             if (target, digest) in seen:
                 why = f"{target!r} is asked twice with the same arguments"
-                raise parts.stop_at(self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why))
+                return parts.stop_at(self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why))
             seen.add((target, digest))
             checked[-1] = (verdict, digest)
         check_args = getattr(handler, "check_args", None)  # ArgumentChecker (getattr: isinstance costs ~10 µs)
@@ -498,13 +499,13 @@ class TechniqueDispatcher:
                 try:
                     rejection = await check_args(intent.target, intent.args)
                 except RunStopError as stop:  # the handler's check ended the dispatch on purpose
-                    raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+                    return parts.stop(Outcome(False, stop.stop_reason, "route", stop.message))
                 if rejection is not None:
                     why = rejection.message
-                    raise parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))
+                    return parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))
         return parts
 
-    async def _delegate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
+    async def _delegate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts | RunStopError:
         """The delegate-each step: the checked parts through the gateway, in order, until one does not succeed."""
         step, outcomes, trace = self.step, parts.outcomes, parts.trace
         for attempt, (intent, digest) in enumerate(parts.checked, 1):
@@ -512,7 +513,7 @@ class TechniqueDispatcher:
             trace.append(done.trace)
             outcome = _part(done)
             if not outcome.ok:
-                raise parts.stop_at(outcome)
+                return parts.stop_at(outcome)
             outcomes.append(outcome)
         return parts
 
