@@ -482,7 +482,8 @@ class Plan(Generic[RunDepsT, OutputT]):
                     if type(out) is _CoroutineType:
                         raise _returned_coroutine(step, out)
                     if isinstance(out, RunStopError):  # the step ends the run without raising: as if it raised
-                        out, err = None, ErrorInfo.from_exception(out, step.name, step.phase)
+                        err = ErrorInfo.from_exception(out, step.name, step.phase)
+                        out = None
                     else:
                         validate = step.validate
                         if validate is not None and type(out) is not step.out_cls:
@@ -501,7 +502,8 @@ class Plan(Generic[RunDepsT, OutputT]):
                 try:
                     out = await step.fn(given, run.ctx)
                     if isinstance(out, RunStopError):  # the step ends the run without raising: as if it raised
-                        out, err = None, ErrorInfo.from_exception(out, step.name, step.phase)
+                        err = ErrorInfo.from_exception(out, step.name, step.phase)
+                        out = None
                     else:
                         validate = step.validate
                         if validate is not None and type(out) is not step.out_cls:
