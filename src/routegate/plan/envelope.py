@@ -28,8 +28,8 @@ class ErrorInfo:
     the phase.
 
     ``stop_reason`` is ``step_error:<ExceptionClass>`` with phase ``"step"``, or the ``stop_reason``, message and
-    ``phase`` of a :class:`~routegate.errors.RunStopError` the target raised (``"step"`` when it names none). A
-    fault is reported by its class only: the message of ``step_error:<ExceptionClass>`` is the report of
+    ``phase`` of a :class:`~routegate.errors.RunStopError` the target raised or returned (``"step"`` when it names
+    none). A fault is reported by its class only: the message of ``step_error:<ExceptionClass>`` is the report of
     :func:`routegate.core._faults.fault_message` for ``"step 'name'"``, and the exception's text and traceback go
     to the log (``routegate.plan.envelope``, WARNING). A run that used up its budget carries one too:
     ``max_iterations`` (a :class:`~routegate.plan.MaxIterationsExceeded`) or ``max_seconds`` (a

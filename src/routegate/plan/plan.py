@@ -2,7 +2,10 @@
 
 Everything is worked out when the plan is built (step index, route tables, predicate lists, target kinds,
 validators, which steps ask for the run's :class:`~routegate.core.RunContext`), so a run is a tight loop: resolve
-the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step.
+the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step. A target that
+returns a :class:`~routegate.errors.RunStopError` instead of raising it ends the run exactly as if it had raised
+it (the same error, routing, path and trace), without the cost of raising: the runtimes built as prebuilt plans
+end their runs on a refusal that way.
 
 One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through the one sync bridge,
 :func:`routegate.core._sync.run_sync`, which drives a plan of synchronous steps without an event loop), ``iter``
