@@ -219,6 +219,7 @@ class _AgentPlan(Plan[Any, Any]):
             name=agent.name,
         )
         self._result_type = _ended
+        self._returns_stops = True  # the steps return their stops (refusals) instead of raising them
         self._logger = logger
         self._step_events = False
 

@@ -2,10 +2,10 @@
 
 Everything is worked out when the plan is built (step index, route tables, predicate lists, target kinds,
 validators, which steps ask for the run's :class:`~routegate.core.RunContext`), so a run is a tight loop: resolve
-the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step. A target that
-returns a :class:`~routegate.errors.RunStopError` instead of raising it ends the run exactly as if it had raised
-it (the same error, routing, path and trace), without the cost of raising: the runtimes built as prebuilt plans
-end their runs on a refusal that way.
+the step's input, call its target, wrap the output in an :class:`Envelope`, pick the next step. In a runtime
+built as a prebuilt plan (``_returns_stops``), a step that returns a :class:`~routegate.errors.RunStopError`
+instead of raising it ends the run exactly as if it had raised it (the same error, routing, path and trace),
+without the cost of raising: the runtimes end their runs on a refusal that way.
 
 One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through the one sync bridge,
 :func:`routegate.core._sync.run_sync`, which drives a plan of synchronous steps without an event loop), ``iter``
@@ -178,6 +178,11 @@ class Plan(Generic[RunDepsT, OutputT]):
         # with (called as PlanResult is), the logger of its one log line, and whether a streamed run sends a
         # StepEvent per step (a runtime's stream carries its own events, then the final event)
         self._result_type: Callable[..., Any] = PlanResult
+        # a runtime's steps (async, the run's context second) may end the run by returning its RunStopError
+        # instead of raising it: the run ends exactly as if it had been raised (the same ErrorInfo, routing, path
+        # and trace), without the cost of raising (~1-2 µs a refusal). Only a prebuilt plan turns it on: in a
+        # user's plan a returned RunStopError stays a step's output, and no step pays for the check
+        self._returns_stops = False
         self._logger = _logger
         self._step_events = True
 
@@ -417,6 +422,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             )
             durable, watched = run.durable, run.watched
         tracing = spans.watching  # step spans to move between steps (a no-op call per step costs ~0.1 µs)
+        returns_stops = self._returns_stops
         latest: list[Envelope | None] | None = [None] * count if self._uses_from_step else None
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
@@ -483,14 +489,10 @@ class Plan(Generic[RunDepsT, OutputT]):
                     out = step.fn(given)
                     if type(out) is _CoroutineType:
                         raise _returned_coroutine(step, out)
-                    if isinstance(out, RunStopError):  # the step ends the run without raising: as if it raised
-                        err = ErrorInfo.from_exception(out, step.name, step.phase)
-                        out = None
-                    else:
-                        validate = step.validate
-                        if validate is not None and type(out) is not step.out_cls:
-                            out = validate(out)
-                        err = None
+                    validate = step.validate
+                    if validate is not None and type(out) is not step.out_cls:
+                        out = validate(out)
+                    err = None
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
@@ -503,7 +505,7 @@ class Plan(Generic[RunDepsT, OutputT]):
                 t0 = _perf()
                 try:
                     out = await step.fn(given, run.ctx)
-                    if isinstance(out, RunStopError):  # the step ends the run without raising: as if it raised
+                    if returns_stops and isinstance(out, RunStopError):  # a runtime's step ends the run: as if raised
                         err = ErrorInfo.from_exception(out, step.name, step.phase)
                         out = None
                     else:
@@ -910,10 +912,6 @@ def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
     return f"… ({elided} earlier) → {text}" if elided else text
 
 
-def _ms(t0: float) -> float:
-    return (_perf() - t0) * 1000.0
-
-
 def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
     """Run a direct (synchronous) target and wrap the outcome."""
     t0 = _perf()
@@ -927,8 +925,6 @@ def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
             out = _run_step(step, given, run)
         if type(out) is _CoroutineType:
             raise _returned_coroutine(step, out)
-        if isinstance(out, RunStopError):  # returned, not raised: the same stop
-            return Envelope(None, ErrorInfo.from_exception(out, step.name, step.phase), None, step.name, _ms(t0))
         validate = step.validate
         if validate is not None and type(out) is not step.out_cls:
             out = validate(out)
@@ -1012,8 +1008,6 @@ async def _invoke(step: Compiled, given: Any, run: _Run | None, store: Any) -> E
             if nested.error is not None:  # the nested run stopped: so does this step, with its stop
                 return Envelope(None, nested.error, meta, step.name, (_perf() - t0) * 1000.0)
             out = nested.output
-        if isinstance(out, RunStopError):  # returned, not raised: the same stop
-            return Envelope(None, ErrorInfo.from_exception(out, step.name, step.phase), meta, step.name, _ms(t0))
         if step.validate is not None and type(out) is not step.out_cls:
             out = step.validate(out)
         err = None

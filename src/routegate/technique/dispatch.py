@@ -315,6 +315,7 @@ class _DispatchPlan(Plan[Any, Any]):
             name="dispatch",
         )
         self._result_type = dispatcher._ended
+        self._returns_stops = True  # the steps return their stops (refusals, a failed part) instead of raising them
 
     def _log(self, result: Any) -> None:
         """Nothing: the dispatch's ending wrote the line (it has the path, which its result does not keep)."""
