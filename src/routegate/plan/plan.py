@@ -34,6 +34,7 @@ from typing import Any, Generic
 from opentelemetry.trace import Tracer
 
 from routegate._lazy import warn_old_method
+from routegate.core._deadline import Deadline
 from routegate.core._stream import stream_events
 from routegate.core._sync import run_sync
 from routegate.core.context import RunContext, RunDepsT
@@ -747,14 +748,12 @@ class _Run:
                         except StopIteration as finished:
                             result = finished.value
                         else:
-                            # Deadline's contract, inline (its object and async-with cost ~1.5 µs a waiting run):
-                            # the timer cancels the task; that cancellation, and only that one, is the deadline
-                            timer = _Timer()
-                            handle = timer.arm(max(self.deadline - _monotonic(), 0.0))
+                            timer = Deadline(max(self.deadline - _monotonic(), 0.0))
                             try:
-                                result = await _resumed(steps, waiting)
-                            except asyncio.CancelledError:
-                                if not timer.fired():
+                                async with timer:
+                                    result = await _resumed(steps, waiting)
+                            except TimeoutError:
+                                if not timer.expired:
                                     raise
                                 stop = self.out_of_time(self.at, started)
                                 spans.close_step()  # the cut-off step's span, with its envelope
@@ -762,8 +761,6 @@ class _Run:
                                 result = plan._ended(
                                     self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
                                 )
-                            finally:
-                                handle.cancel()
                     if self.events is not None:
                         self.flush()
                 except BaseException as exc:
@@ -841,32 +838,6 @@ class _Run:
             index = self.sent
             self.sent = index + 1
             emit(StepEvent.of(index + 1, envelopes[index], decisions[index]))
-
-
-class _Timer:
-    """The deadline timer of a run that waits: :class:`~routegate.core._deadline.Deadline`'s contract without its
-    async context manager. :meth:`arm` schedules the task's cancellation; :meth:`fired` tells, when a
-    cancellation arrives, whether it is the timer's own (and takes it back), not one from elsewhere."""
-
-    __slots__ = ("_cancelling", "_task", "expired")
-
-    def __init__(self) -> None:
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeError("a timed plan run must run inside a task")
-        self._task = task
-        self._cancelling = task.cancelling()
-        self.expired = False
-
-    def arm(self, seconds: float) -> asyncio.TimerHandle:
-        return asyncio.get_running_loop().call_later(seconds, self._expire)
-
-    def _expire(self) -> None:
-        self.expired = True
-        self._task.cancel()
-
-    def fired(self) -> bool:
-        return self.expired and self._task.uncancel() <= self._cancelling
 
 
 @types.coroutine
