@@ -219,6 +219,7 @@ class _AgentPlan(Plan[Any, Any]):
             name=agent.name,
         )
         self._result_type = _ended
+        self._returns_stops = True  # the steps return their stops (refusals) instead of raising them
         self._logger = logger
         self._step_events = False
 
@@ -396,7 +397,9 @@ class RoutingAgent(Generic[RunDepsT]):
         return result
 
     # -- the plan's steps ------------------------------------------------------------------------------------
-    async def _route(self, state: _State, ctx: RunContext[Any]) -> _State:
+    # a step ends the run by returning its RunStopError (the engine ends the run as if it were raised, without
+    # the cost of raising); a router's or finalizer's own stop signal is raised inside them and caught the same way
+    async def _route(self, state: _State, ctx: RunContext[Any]) -> _State | RunStopError:
         """The ``route`` step: the router decides this attempt's route (its fault: ``router_error:<Exc>``)."""
         state.fields = _NO_FIELDS
         attempt = state.attempt + 1
@@ -406,7 +409,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 task = state.task
                 self.step.admit(ctx, goal, state.context if task is None else {"task": task}, always=True)
         elif attempt > self.budget.max_route_attempts:
-            raise self._used_up(state)
+            return self._used_up(state)
         state.attempt = attempt
         previous = state.previous
         forbidden = (
@@ -435,7 +438,7 @@ class RoutingAgent(Generic[RunDepsT]):
         state.decision = answered if isinstance(answered, RouteDecision) else RouteDecision(raw=answered)
         return state
 
-    async def _govern(self, state: _State, ctx: RunContext[Any]) -> _State:
+    async def _govern(self, state: _State, ctx: RunContext[Any]) -> _State | RunStopError:
         """The ``govern`` step: the policy's verdict on the decision, then the delegation and its observation."""
         decision = state.decision
         attempt, step, trace, history = state.attempt, self.step, state.trace, state.history
@@ -452,14 +455,14 @@ class RoutingAgent(Generic[RunDepsT]):
                 state.again = True
                 return state
             state.fields = {"raw_route": decision.raw}
-            raise _stop(outcome)
+            return _stop(outcome)
         done = await step.delegate(verdict, ctx, attempt, decision, started)
         trace.append(done.trace)
         if isinstance(done, Stopped):
             outcome = done.outcome
             if done.value is ABSENT:
                 state.fields = {"route": verdict}
-                raise _stop(outcome)
+                return _stop(outcome)
             entry = as_mapping(done.value)
             if entry is not None:
                 history.append(HistoryEntry(attempt, verdict, entry))
@@ -469,7 +472,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 "received_status": done.status,
                 "bad_observation": done.value,
             }
-            raise _stop(outcome)
+            return _stop(outcome)
         assert done.observation is not None  # the status check accepts mappings only
         state.previous = previous = HistoryEntry(attempt, verdict, done.observation)
         history.append(previous)
@@ -477,7 +480,7 @@ class RoutingAgent(Generic[RunDepsT]):
         state.again = done.status == "needs_reroute"
         return state
 
-    async def _finalize(self, state: _State, ctx: RunContext[Any]) -> _State:
+    async def _finalize(self, state: _State, ctx: RunContext[Any]) -> _State | RunStopError:
         """The ``finalize`` step: the final answer, and the output check's verdict on it (its fault:
         ``finalize_error:<Exc>``)."""
         route = state.route
@@ -493,12 +496,12 @@ class RoutingAgent(Generic[RunDepsT]):
             extra = answer.extra
             answer = answer.text
         if not isinstance(answer, str) or not answer.strip():
-            raise RunStopError(sr.LLM_EMPTY, "the finalizer returned an empty answer", phase="finalize")
+            return RunStopError(sr.LLM_EMPTY, "the finalizer returned an empty answer", phase="finalize")
         if self.output_check is not None:
             denied = self._check_output(state, answer, route, ctx)
             if denied is not None:
                 if not self._observe:
-                    raise _stop(denied)
+                    return _stop(denied)
                 state.refused.append(denied)  # the router gets another try
                 state.history.append(HistoryEntry(state.attempt, route, refusal_observation(denied)))
                 state.again = True

@@ -28,9 +28,10 @@ class ErrorInfo:
     the phase.
 
     ``stop_reason`` is ``step_error:<ExceptionClass>`` with phase ``"step"``, or the ``stop_reason``, message and
-    ``phase`` of a :class:`~routegate.errors.RunStopError` the target raised (``"step"`` when it names none). A
-    fault is reported by its class only: the message of ``step_error:<ExceptionClass>`` is the report of
-    :func:`routegate.core._faults.fault_message` for ``"step 'name'"``, and the exception's text and traceback go
+    ``phase`` of a :class:`~routegate.errors.RunStopError` the target raised (or, a runtime's step, returned;
+    ``"step"`` when it names none). A fault is reported by its class only: the message of
+    ``step_error:<ExceptionClass>`` is the report of :func:`routegate.core._faults.fault_message` for
+    ``"step 'name'"``, and the exception's text and traceback go
     to the log (``routegate.plan.envelope``, WARNING). A run that used up its budget carries one too:
     ``max_iterations`` (a :class:`~routegate.plan.MaxIterationsExceeded`) or ``max_seconds`` (a
     :class:`~routegate.errors.RunStopError`). A nested run (a plan or a routing agent run as a step) that stopped

@@ -73,9 +73,8 @@ from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan._position import Decision
 from routegate.plan._spans import RunSpans
-from routegate.plan.envelope import Envelope
+from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.plan import Plan
-from routegate.plan.result import PlanResult
 from routegate.plan.step import Step
 from routegate.technique._guard import (
     HandlerFailure,
@@ -89,6 +88,7 @@ from routegate.technique._guard import (
 from routegate.technique.types import ClassifiedOutput, OutputKind, TechniqueItem
 
 logger = logging.getLogger(__name__)
+_plan_logger = logging.getLogger("routegate.plan.plan")  # the plan engine's one line per run
 _SUCCESS = Outcome.success()
 
 
@@ -263,7 +263,8 @@ class _Parts:
     ended: Outcome | None = None
 
     def stop_at(self, outcome: DispatchOutcome) -> RunStopError:
-        """The dispatch ends on this part's outcome: the stop that ends the plan's run."""
+        """The dispatch ends on this part's outcome: the stop that ends the plan's run (the step returns it: a
+        stop returned ends the run as one raised would, without the cost of raising)."""
         self.outcomes.append(outcome)
         return self.stop(outcome.outcome)
 
@@ -282,7 +283,7 @@ class _DispatchSpans(RunSpans):
     watching = True
 
     def __init__(
-        self, tracer: Tracer, attributes: dict[str, str | int], record: Callable[[Span, PlanResult], None]
+        self, tracer: Tracer, attributes: dict[str, str | int], record: Callable[[Span, DispatchResult], None]
     ) -> None:
         self._tracer, self._attributes, self._record = tracer, attributes, record
         self._root: CurrentSpan | None = None
@@ -292,12 +293,32 @@ class _DispatchSpans(RunSpans):
     ) -> None:
         self._root = open_span(self._tracer, "routegate.dispatch", self._attributes)
 
-    def end(self, result: PlanResult | None, exc: BaseException | None = None) -> None:
+    def end(self, result: Any, exc: BaseException | None = None) -> None:
         root = self._root
         assert root is not None
-        if result is not None and root.span.is_recording():
+        if isinstance(result, DispatchResult) and root.span.is_recording():
             self._record(root.span, result)
         root.close(exc)
+
+
+class _DispatchPlan(Plan[Any, Any]):
+    """The dispatch as a prebuilt plan, ``validate`` → ``delegate`` under the dispatcher's budget (a deadline stop
+    reports phase ``delegate`` in either step, as it always has). Its runs end with the :class:`DispatchResult`
+    itself (built where the plan builds its result: no :class:`~routegate.plan.PlanResult` to build and read
+    again), and that ending writes the plan's log line."""
+
+    def __init__(self, dispatcher: TechniqueDispatcher) -> None:
+        super().__init__(
+            Step(dispatcher._validate, name="validate", phase="delegate"),
+            Step(dispatcher._delegate, name="delegate", phase="delegate"),
+            budget=dispatcher.budget,
+            name="dispatch",
+        )
+        self._result_type = dispatcher._ended
+        self._returns_stops = True  # the steps return their stops (refusals, a failed part) instead of raising them
+
+    def _log(self, result: Any) -> None:
+        """Nothing: the dispatch's ending wrote the line (it has the path, which its result does not keep)."""
 
 
 def _part(done: Delegated | Stopped) -> DispatchOutcome:
@@ -374,12 +395,7 @@ class TechniqueDispatcher:
         self.step = GovernedStep(self.policy, self.gateway, check=check_returned, observed=returned_value)
         self.budget = budget or Budget()
         # the dispatch as a prebuilt plan: a deadline stop reports phase "delegate" in either step, as it always has
-        self.plan: Plan[Any, _Parts] = Plan(
-            Step(self._validate, name="validate", phase="delegate"),
-            Step(self._delegate, name="delegate", phase="delegate"),
-            budget=self.budget,
-            name="dispatch",
-        )
+        self.plan: Plan[Any, _Parts] = _DispatchPlan(self)
 
     @property
     def tracks_provenance(self) -> bool:
@@ -425,15 +441,13 @@ class TechniqueDispatcher:
                 Attr.OUTPUT_KIND: kind.value,
             }
 
-            def ended(root: Span, done: PlanResult) -> None:
-                outcome = self._outcome(parts, done)
-                end_run(root, outcome.stop_reason, outcome.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
+            def ended(root: Span, done: DispatchResult) -> None:
+                end_run(root, done.stop_reason, done.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
 
             return _DispatchSpans(tracer, attributes, ended)
 
-        done = await self.plan._drive(parts, None, context=ctx, root=traced)
-        outcome = self._outcome(parts, done)
-        return DispatchResult(kind, outcome, tuple(parts.outcomes), tuple(parts.trace), ctx.run_id, done.elapsed_ms)
+        # the plan ends with the DispatchResult itself (_DispatchPlan)
+        return await self.plan._drive(parts, None, context=ctx, root=traced)  # type: ignore[return-value]
 
     def dispatch(
         self, classified: ClassifiedOutput, *, request: str | None = None, config: Mapping[str, Any] | None = None
@@ -441,13 +455,34 @@ class TechniqueDispatcher:
         """Synchronous :meth:`adispatch` (not from inside a running event loop)."""
         return run_sync(self.adispatch(classified, request=request, config=config), what="dispatch")
 
-    def _outcome(self, parts: _Parts, done: PlanResult) -> Outcome:
-        """How the dispatch ended, from how its plan's run ended: success, the ending a step chose, the
-        deadline (``max_seconds`` in the phase of the step it cut off), or a fault, reported by its class only
-        (the plan's fault path logged it): ``route_error:<kind>``."""
-        error = done.error
-        if error is None:
-            return _SUCCESS
+    def _ended(
+        self,
+        parts: _Parts,
+        payload: object,
+        error: ErrorInfo | None,
+        envelopes: list[Envelope],
+        decisions: list[Decision],
+        store: object,
+        elapsed_ms: float,
+        run_id: str | None,
+    ) -> DispatchResult:
+        """The dispatch's result, from its plan's ending (called where the plan builds its result, with its
+        fields), and the plan's log line for the run (``plan dispatch path=... stop_reason=...``)."""
+        if _plan_logger.isEnabledFor(logging.INFO):
+            _plan_logger.info(
+                "plan %s path=%s stop_reason=%s latency_ms=%.3f",
+                self.plan.name,
+                ">".join(env.step or "" for env in envelopes),
+                sr.SUCCESS if error is None else error.stop_reason,
+                elapsed_ms,
+            )
+        outcome = _SUCCESS if error is None else self._outcome(parts, error)
+        return DispatchResult(parts.kind, outcome, tuple(parts.outcomes), tuple(parts.trace), run_id, elapsed_ms)
+
+    def _outcome(self, parts: _Parts, error: ErrorInfo) -> Outcome:
+        """How the dispatch ended, from how its plan's run stopped: the ending a step chose, the deadline
+        (``max_seconds`` in the phase of the step it cut off), or a fault, reported by its class only (the plan's
+        fault path logged it): ``route_error:<kind>``."""
         if error.exception is not None:  # the stop's traceback holds the steps' frames (and the output's parts):
             error.exception.__traceback__ = None  # without it they are freed now, not at the next collection
         if parts.ended is not None:
@@ -459,7 +494,7 @@ class TechniqueDispatcher:
         kind = parts.kind.value
         return Outcome(False, sr.route_error(kind), phase, fault_report(error.type, f"the {kind} dispatch"))
 
-    async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
+    async def _validate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts | RunStopError:
         """The validate-all step: every part through the policy and the gateway's guards, then the handler's own
         argument check, into ``parts.checked``; no part runs. One refusal refuses the whole output (the policy's
         is a line of the trace); a handler's stop signal ends the dispatch in phase ``route``."""
@@ -470,26 +505,26 @@ class TechniqueDispatcher:
             try:
                 target, args = handler.route(item)
             except RunStopError as stop:  # the handler refused the part on purpose
-                raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+                return parts.stop(Outcome(False, stop.stop_reason, "route", stop.message))
             verdict = validate(RouteDecision.proposed(target, args), ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
                 parts.trace.append(verdict.trace)
                 refused = verdict.outcome
                 evidence = verdict.trace.provenance
-                raise parts.stop_at(
+                return parts.stop_at(
                     self._refuse(checked, ctx, target, refused.stop_reason, refused.phase, refused.message, evidence)
                 )
             target = verdict.target
             checked.append((verdict, ""))  # accepted by the policy: its flow-rule evidence waits for its delegation
             refusal = self._gateway_refusal(verdict, attempt - 1, len(items))
             if refusal is not None:
-                raise parts.stop_at(
+                return parts.stop_at(
                     self._refuse(checked, ctx, target, refusal.stop_reason, "delegate", refusal.message)
                 )
             digest = args_hash(verdict.args)
             if (target, digest) in seen:
                 why = f"{target!r} is asked twice with the same arguments"
-                raise parts.stop_at(self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why))
+                return parts.stop_at(self._refuse(checked, ctx, target, sr.LOOP_DETECTED, "delegate", why))
             seen.add((target, digest))
             checked[-1] = (verdict, digest)
         check_args = getattr(handler, "check_args", None)  # ArgumentChecker (getattr: isinstance costs ~10 µs)
@@ -498,13 +533,13 @@ class TechniqueDispatcher:
                 try:
                     rejection = await check_args(intent.target, intent.args)
                 except RunStopError as stop:  # the handler's check ended the dispatch on purpose
-                    raise parts.stop(Outcome(False, stop.stop_reason, "route", stop.message)) from None
+                    return parts.stop(Outcome(False, stop.stop_reason, "route", stop.message))
                 if rejection is not None:
                     why = rejection.message
-                    raise parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))
+                    return parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))
         return parts
 
-    async def _delegate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts:
+    async def _delegate(self, parts: _Parts, ctx: RunContext[Any]) -> _Parts | RunStopError:
         """The delegate-each step: the checked parts through the gateway, in order, until one does not succeed."""
         step, outcomes, trace = self.step, parts.outcomes, parts.trace
         for attempt, (intent, digest) in enumerate(parts.checked, 1):
@@ -512,7 +547,7 @@ class TechniqueDispatcher:
             trace.append(done.trace)
             outcome = _part(done)
             if not outcome.ok:
-                raise parts.stop_at(outcome)
+                return parts.stop_at(outcome)
             outcomes.append(outcome)
         return parts
 
