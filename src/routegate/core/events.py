@@ -43,29 +43,33 @@ class DecisionEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class DelegationEvent:
-    """The gateway is about to call ``target``."""
+class _AttemptEvent:
+    """What happens to route attempt ``attempt`` at ``target``; its JSON form leads with its ``type``."""
 
     attempt: int
     target: str
-    args_hash: str
-    type: str = "delegation"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type} | fields_dict(self)
+        return {"type": getattr(self, "type")} | fields_dict(self)  # noqa: B009  # each subclass declares ``type``
 
 
 @dataclass(frozen=True, slots=True)
-class ObservationEvent:
+class DelegationEvent(_AttemptEvent):
+    """The gateway is about to call ``target``."""
+
+    args_hash: str
+    type: str = "delegation"
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationEvent(_AttemptEvent):
     """The worker returned (``observation`` is what it returned, possibly out of contract)."""
 
-    attempt: int
-    target: str
     observation: object
     type: str = "observation"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type} | fields_dict(self) | {"observation": jsonable(self.observation)}
+        return _AttemptEvent.to_dict(self) | {"observation": jsonable(self.observation)}  # slots: no super()
 
 
 @dataclass(frozen=True, slots=True)
