@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -16,10 +15,11 @@ from routegate.apps.support.payloads import Routed
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.core import Budget, RouteGateway, RoutePolicy, Worker
+from routegate.core import Budget, RouteGateway, RoutePolicy
 from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
 from routegate.plan import Plan, Step, from_step
+from support.hung_nodes import hang_vector
 
 pytestmark = pytest.mark.integration
 
@@ -145,15 +145,7 @@ async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
     # the rules decide at once; the VECTOR tool never answers: the plan's deadline cuts it off
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1.0))
     await desk.start()
-    assert desk.router is not None and desk.gateway is not None
-
-    async def never(query: str) -> dict[str, Any]:
-        await asyncio.Event().wait()  # never set: only the deadline ends this worker
-        raise AssertionError("unreachable")
-
-    workers = [w for w in desk.gateway.workers.values() if w.name != "VECTOR"]
-    workers.append(Worker("VECTOR", never, "a search that never answers", QueryArgs))
-    desk._plan = desk.build_plan(desk.router, workers, routes=ROUTES, respond=RespondNode())
+    hang_vector(desk)
     events = [e async for e in desk.iter("How do I reset my password?", session_id="deadline")]
     final = events[-1]
     assert isinstance(final, TurnResult)

@@ -3,7 +3,6 @@ so. (A successful turn's tree, streamed through ``ask``, is in ``test_support_gr
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.core import Budget, RouteGateway, RoutePolicy, Worker
 from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
+from support.hung_nodes import hang_vector
 
 pytestmark = pytest.mark.integration
 
@@ -123,15 +123,7 @@ async def test_the_deadline_ends_the_turn_and_every_span_in_it(
     # the rules decide at once; the VECTOR tool never answers: the plan's deadline cuts it off
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic, budget=Budget(1, 1, max_seconds=1.0))
     await desk.start()
-    assert desk.router is not None and desk.gateway is not None
-
-    async def never(query: str) -> dict[str, Any]:
-        await asyncio.Event().wait()  # never set: only the deadline ends this worker
-        raise AssertionError("unreachable")
-
-    workers = [w for w in desk.gateway.workers.values() if w.name != "VECTOR"]
-    workers.append(Worker("VECTOR", never, "a search that never answers", QueryArgs))
-    desk._plan = desk.build_plan(desk.router, workers, routes=list(ROUTES), respond=RespondNode())
+    hang_vector(desk)
     final = await desk.run_turn(desk.new_turn("How do I reset my password?", session_id=SESSION))
     assert (final.stop_reason, final.phase) == ("max_seconds", "delegate")
     assert_stopped(the(otel_spans, "routegate.turn"), "max_seconds")

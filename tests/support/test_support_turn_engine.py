@@ -9,7 +9,6 @@ import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -28,21 +27,18 @@ from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.payloads import Answer, Observed, Routed
 from routegate.apps.support.respond import RespondNode
-from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
+from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.apps.support.turn import TurnInput, read_turn
-from routegate.core import Budget, Worker
+from routegate.core import Budget
 from routegate.core.contracts import HistoryEntry
 from routegate.embed import MiniLMEncoder
 from routegate.llm.protocol import ChatMessage
+from support.hung_nodes import forever, hang_vector
 
 pytestmark = pytest.mark.integration
 
 BUDGET = Budget(max_route_attempts=1, max_delegations=1, max_seconds=1.0)
-
-
-async def _forever() -> None:
-    await asyncio.Event().wait()  # never set: only the deadline ends the wait
 
 
 class _StuckRouter(SupportRouter):
@@ -51,7 +47,7 @@ class _StuckRouter(SupportRouter):
     async def route_choice(
         self, text: str, history: Sequence[str] = (), refused: Sequence[HistoryEntry] = ()
     ) -> RouteChoice:
-        await _forever()
+        await forever()
         raise AssertionError("unreachable")
 
 
@@ -61,17 +57,12 @@ class _SilentModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
     ) -> str:
-        await _forever()
+        await forever()
         raise AssertionError("unreachable")
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
-        await _forever()
+        await forever()
         yield ""
-
-
-async def _stuck_search(query: str) -> dict[str, Any]:
-    await _forever()
-    raise AssertionError("unreachable")
 
 
 @pytest.fixture
@@ -84,12 +75,12 @@ async def desk(db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmb
 def _rewired(desk: SupportAgent, node: str, semantic: ExampleEmbeddingLayer) -> None:
     """The desk's plan with ``node`` (``router``, ``VECTOR`` or ``LLM``) replaced by one that never finishes."""
     assert desk.router is not None and desk.gateway is not None
-    router: SupportRouter = _StuckRouter(semantic=semantic) if node == "router" else desk.router
-    workers = [w for w in desk.gateway.workers.values() if not (node == "VECTOR" and w.name == "VECTOR")]
     if node == "VECTOR":
-        workers.append(Worker("VECTOR", _stuck_search, "a search that never answers", QueryArgs))
+        hang_vector(desk)
+        return
+    router: SupportRouter = _StuckRouter(semantic=semantic) if node == "router" else desk.router
     respond = RespondNode(chat_model=_SilentModel()) if node == "LLM" else RespondNode()
-    desk._plan = desk.build_plan(router, workers, routes=ROUTES, respond=respond)
+    desk._plan = desk.build_plan(router, list(desk.gateway.workers.values()), routes=ROUTES, respond=respond)
 
 
 async def _events(desk: SupportAgent, message: str, session_id: str) -> list[SupportEvent]:
