@@ -23,6 +23,7 @@ from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanti
 from routegate.embed import MemoEncoder, MiniLMEncoder
 from routegate.embed.protocol import Vectors
 from routegate.embed.wrapper import EncoderWrapper
+from support.turn_events import final_of
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +112,7 @@ async def test_events_arrive_in_order(desk: SupportAgent) -> None:
     kinds = [e.type for e in events]
     assert kinds[0] == "route" and kinds[1] == "tool" and kinds[-1] == "final"
     assert set(kinds[2:-1]) == {"token"}
-    route, tool, final = events[0], events[1], events[-1]
+    route, tool, final = events[0], events[1], final_of(events)
     assert isinstance(route, RouteChosen) and route.route == "POSTGRES" and route.layer == "rules"
     assert isinstance(tool, ToolUsed) and tool.tool == "postgres" and tool.ok and tool.summary == "2 rows"
     assert isinstance(final, TurnResult)

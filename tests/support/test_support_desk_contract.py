@@ -28,8 +28,10 @@ from routegate.apps.support.contracts import (
 )
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
+from routegate.core import FinalEvent, RunResult
 from routegate.core.messages import InvalidMessageError
 from routegate.embed import MiniLMEncoder
+from support.turn_events import final_of
 
 
 @dataclass
@@ -115,14 +117,26 @@ async def test_a_turn_streams_route_tool_tokens_final(subject: Subject, message:
     assert kinds[: len(expected_head)] == expected_head
     assert kinds[-1] == "final"
     assert set(kinds[len(expected_head) : -1]) == {"token"}
-    chosen, final = events[0], events[-1]
-    assert isinstance(chosen, RouteChosen) and isinstance(final, TurnResult)
+    chosen, final = events[0], final_of(events)
+    assert isinstance(chosen, RouteChosen)
     assert chosen.route == final.route == route
     if route != "LLM":
         assert isinstance(events[1], ToolUsed)
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
     assert final.session_id == "s1"
     assert final.outcome.ok and final.stop_reason == "success" and final.phase is None
+
+
+async def test_a_turns_last_event_is_the_one_final_event_carrying_the_one_result_type(subject: Subject) -> None:
+    events = await _events(subject.desk, "What is the status of ticket 1?", "final-event")
+    last = events[-1]
+    assert type(last) is FinalEvent and last.type == "final"
+    assert isinstance(last.result, RunResult) and isinstance(last.result, TurnResult)
+    assert sum(isinstance(event, FinalEvent) for event in events) == 1
+    result = last.result
+    assert result.raise_for_stop() is result and result.status == "ok" and result.output == result.answer
+    assert result.elapsed_ms == result.latency_ms > 0 and len(result.run_id) == 16
+    assert result.to_dict()["session_id"] == "final-event" and "run_id" not in result.to_dict()
 
 
 async def test_ask_returns_the_turns_result_and_the_history_keeps_it(subject: Subject) -> None:

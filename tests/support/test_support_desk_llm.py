@@ -7,13 +7,14 @@ import json
 
 import pytest
 
-from routegate.apps.support.contracts import AnswerToken, TurnResult
+from routegate.apps.support.contracts import AnswerToken
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
 from routegate.llm import ChatMessage, LLMTimeoutError
 from routegate.testing import ScriptedChatModel
+from support.turn_events import final_of
 
 pytestmark = pytest.mark.integration
 
@@ -37,8 +38,7 @@ async def test_llm_answer_is_streamed_from_the_evidence(
     model = ScriptedChatModel(["Reset it with the Forgot Password link."])
     desk = await _desk(db, encoder, semantic, model)
     events = [e async for e in desk.iter("How do I reset my password?", session_id="llm1")]
-    final = events[-1]
-    assert isinstance(final, TurnResult)
+    final = final_of(events)
     assert final.route == "VECTOR" and final.answer == "Reset it with the Forgot Password link."
     assert len([e for e in events if isinstance(e, AnswerToken)]) > 1
     evidence = _evidence(model.calls[0].messages)

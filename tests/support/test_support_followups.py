@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routegate.apps.support.contracts import Message, RouteChosen, TurnResult
+from routegate.apps.support.contracts import Message, RouteChosen
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.followup import resolve
@@ -24,6 +24,7 @@ from routegate.embed import MiniLMEncoder
 from routegate.llm.openai_chat import OpenAIChatModel
 from routegate.testing import ScriptedOpenAIServer
 from support.followup_cases import Conversation, conversations, model_responder, problems
+from support.turn_events import final_of
 
 CONVERSATIONS = conversations()
 KNOWN_LIMITS = {
@@ -112,8 +113,8 @@ async def test_the_issue_examples_and_what_the_route_event_says(
     desk = await _desk(db, encoder, semantic)
     await desk.ask("What is the status of ticket 1?", session_id="issue-a")
     events = [e async for e in desk.iter("And which city is he from?", session_id="issue-a")]
-    chosen, final = events[0], events[-1]
-    assert isinstance(chosen, RouteChosen) and isinstance(final, TurnResult)
+    chosen, final = events[0], final_of(events)
+    assert isinstance(chosen, RouteChosen)
     assert final.answer == "John Doe (customer 1) is from New York."
     assert chosen.route == "POSTGRES" and chosen.why.endswith("; follow-up: customer 1, from turn 1")
     assert {
@@ -137,8 +138,8 @@ async def test_a_topic_change_carries_nothing(
     desk = await _desk(db, encoder, semantic)
     await desk.ask("What is the status of ticket 1?", session_id="switch")
     events = [e async for e in desk.iter("How do I reset my password?", session_id="switch")]
-    chosen, final = events[0], events[-1]
-    assert isinstance(chosen, RouteChosen) and isinstance(final, TurnResult)
+    chosen, final = events[0], final_of(events)
+    assert isinstance(chosen, RouteChosen)
     assert final.route == "VECTOR" and "follow-up" not in chosen.why
     assert not [t for t in final.trace if t.get("node") == "followup"]
 

@@ -20,6 +20,7 @@ from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
 from routegate.plan import Plan, Step, from_step
 from support.hung_nodes import hang_vector
+from support.turn_events import final_of
 
 pytestmark = pytest.mark.integration
 
@@ -147,8 +148,7 @@ async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(
     await desk.start()
     hang_vector(desk)
     events = [e async for e in desk.iter("How do I reset my password?", session_id="deadline")]
-    final = events[-1]
-    assert isinstance(final, TurnResult)
+    final = final_of(events)
     assert (final.route, final.stop_reason, final.fallback) == ("VECTOR", "max_seconds", "stopped:max_seconds")
     assert final.phase == "delegate" and "step 'VECTOR' was cut off" in final.message
     assert _path(final) == ["router", "VECTOR"]  # the engine's trace of the cut-off run

@@ -24,7 +24,7 @@ from psycopg import sql
 from pydantic import ValidationError
 
 from routegate.apps.support import postgres_tool as postgres_tool_module
-from routegate.apps.support.contracts import ToolUsed, TurnResult
+from routegate.apps.support.contracts import ToolUsed
 from routegate.apps.support.db import READER_ROLE, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.errors import ToolError
@@ -36,6 +36,7 @@ from routegate.apps.support.sqlguard import CheckedQuery
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 from routegate.testing import ScriptedChatModel
+from support.turn_events import final_of
 
 # 2^23 characters in its longest row, about 50 MB of text in all (72 rows): allowed by the guard
 DOUBLING = (
@@ -178,8 +179,8 @@ async def test_a_steered_text_to_sql_model_cannot_flood_the_answer_prompt(
     )
     await desk.start()
     events = [e async for e in desk.iter("Show tickets for customer John", session_id=f"flood-{sql_max_bytes}")]
-    final = events[-1]
-    assert isinstance(final, TurnResult) and final.route == "POSTGRES" and final.fallback is None
+    final = final_of(events)
+    assert final.route == "POSTGRES" and final.fallback is None
     model.assert_consumed()
     received = model.calls[1].messages
     prompt_chars = sum(len(m["content"]) for m in received)

@@ -21,7 +21,6 @@ from routegate.apps.support.contracts import (
     RouteChosen,
     SupportEvent,
     ToolUsed,
-    TurnResult,
 )
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
@@ -35,6 +34,7 @@ from routegate.core.contracts import HistoryEntry
 from routegate.embed import MiniLMEncoder
 from routegate.llm.protocol import ChatMessage
 from support.hung_nodes import forever, hang_vector
+from support.turn_events import final_of
 
 pytestmark = pytest.mark.integration
 
@@ -100,8 +100,7 @@ async def test_a_node_that_never_finishes_is_cut_off_by_the_plan_deadline_with_i
 ) -> None:
     _rewired(desk, node, semantic)
     events = await _events(desk, "How do I reset my password?", f"stuck-{node}")
-    final = events[-1]
-    assert isinstance(final, TurnResult)
+    final = final_of(events)
     assert (final.stop_reason, final.phase, final.route) == ("max_seconds", phase, route)
     assert final.fallback == "stopped:max_seconds" and not final.ok
     # the engine's one deadline handler said which step it cut off
@@ -139,8 +138,7 @@ async def test_waiting_for_the_session_counts_against_the_turns_budget(
     release.set()
     events = await waiting
     await holder
-    final = events[-1]
-    assert isinstance(final, TurnResult)
+    final = final_of(events)
     assert (final.stop_reason, final.phase) == ("max_seconds", "delegate")
     # one deadline for the turn, from its arrival: the run reports the turn's whole time (the wait included) ...
     found = re.match(r"max_seconds=([0-9.]+) reached after ([0-9.]+)s", final.message)
@@ -230,8 +228,8 @@ async def test_each_event_of_a_turn_is_sent_once_in_order(desk: SupportAgent, me
     assert kinds[0] == "route" and kinds[-1] == "final"
     assert kinds.count("route") == 1 and kinds.count("tool") == tools and kinds.count("final") == 1
     assert kinds == ["route"] + ["tool"] * tools + ["token"] * kinds.count("token") + ["final"]
-    final = events[-1]
-    assert isinstance(final, TurnResult) and final.ok
+    final = final_of(events)
+    assert final.ok
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
     tool_events = [e for e in events if isinstance(e, ToolUsed)]
     assert [e.tool.upper() for e in tool_events] == ([final.route] if tools else [])
@@ -248,8 +246,7 @@ async def test_a_refused_turn_sends_its_route_once_and_answers_safely(desk: Supp
     events = await _events(desk, "What can you do?", "refused")
     kinds = [event.type for event in events]
     assert kinds == ["route"] + ["token"] * (len(kinds) - 2) + ["final"]
-    final = events[-1]
-    assert isinstance(final, TurnResult)
+    final = final_of(events)
     assert (final.stop_reason, final.phase, final.route) == ("invalid_route:route_not_allowed:LLM", "route", "LLM")
     assert [e["node"] for e in final.trace][:3] == ["router", "plan", "policy"]
 
@@ -270,8 +267,7 @@ async def test_a_router_fault_stops_the_turn_through_the_engines_fault_path_by_c
     workers = list(desk.gateway.workers.values())
     desk._plan = desk.build_plan(_BrokenRouter(semantic=semantic), workers, routes=ROUTES, respond=RespondNode())
     events = await _events(desk, "How do I reset my password?", "broken-router")
-    final = events[-1]
-    assert isinstance(final, TurnResult)
+    final = final_of(events)
     assert (final.stop_reason, final.phase, final.ok) == ("router_error:ValueError", "route", False)
     assert final.message == "the router raised ValueError (details in the log)"
     assert "s3cret" not in json.dumps(final.to_dict()) + "".join(str(e) for e in events)

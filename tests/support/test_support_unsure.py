@@ -21,6 +21,7 @@ from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.embed import MiniLMEncoder
+from support.turn_events import final_of
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GATED_KINDS = {"non_english", "sql", "code"}
@@ -118,7 +119,7 @@ async def test_the_desk_asks_back_instead_of_calling_a_tool(
     desk = SupportAgent(db=db, encoder=encoder, semantic=semantic)
     await desk.start()
     events = [e async for e in desk.iter(message, session_id="unsure")]
-    final = events[-1]
+    final = final_of(events)
     assert not any(isinstance(e, ToolUsed) for e in events)
-    assert final.type == "final" and final.route == "LLM" and final.stop_reason == "success"
+    assert events[-1].type == "final" and final.route == "LLM" and final.stop_reason == "success"
     assert final.answer == UNSURE_ANSWER and "couldn't find" not in final.answer

@@ -16,6 +16,7 @@ import pytest
 
 from routegate import Plan, RoutingAgent, RunContext, RunResult, Step, worker
 from routegate.apps.support import TurnResult
+from routegate.apps.support.contracts import SupportRoute
 from routegate.core import AgentResult, FinalEvent, Outcome, TicketArgs, TraceEntry
 from routegate.plan import PlanResult
 from routegate.technique import DispatchOutcome, DispatchResult, TechniqueDispatcher, TechniqueRouter
@@ -114,13 +115,19 @@ def test_a_dispatch_is_the_one_result_type_over_its_parts() -> None:
     assert one.ok and one.output == ()
 
 
-def test_the_desks_turn_reads_like_a_run_result() -> None:
+def test_the_desks_turn_is_the_one_result_type() -> None:
     turn = TurnResult("s-1", "LLM", "hello", "success", None, (), 12.5)
     assert_type(turn.ok, bool)
     assert_type(turn.output, str)
     assert_type(turn.elapsed_ms, float)
     assert_type(turn.run_id, str)
     assert_type(turn.outcome, Outcome)
+    assert_type(turn.answer, str)
+    assert_type(turn.latency_ms, float)
+    one: RunResult[str] = turn
+    final: FinalEvent[TurnResult] = FinalEvent(turn)
+    assert_type(final.result.route, SupportRoute)
+    assert isinstance(one, RunResult) and final.result is turn
     assert turn.ok and turn.output == "hello" and turn.elapsed_ms == 12.5 and len(turn.run_id) == 16
 
 

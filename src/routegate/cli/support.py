@@ -33,6 +33,7 @@ from routegate.apps.support.contracts import LLM_UNAVAILABLE, AnswerToken, Route
 from routegate.cli._command import add_command
 from routegate.cli._input import checked
 from routegate.cli.desk import DESK_HELP, with_desk
+from routegate.core.events import FinalEvent
 from routegate.settings import Settings, default_data_dir
 
 if TYPE_CHECKING:
@@ -165,8 +166,8 @@ async def _turn(
         elif isinstance(event, AnswerToken) and stream:
             out.write(event.text)
             out.flush()
-        elif isinstance(event, TurnResult):
-            final = event
+        elif isinstance(event, FinalEvent):
+            final = event.result
             if stream:
                 out.write("\n")
             if trace and final.fallback:

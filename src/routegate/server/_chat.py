@@ -12,8 +12,9 @@ with needs("server"):
     from fastapi import APIRouter, Depends, Path, Request, Response
     from fastapi.responses import JSONResponse
 
-from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError, TurnResult
+from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError
 from routegate.apps.support.tenancy import acting_for
+from routegate.core.events import FinalEvent
 from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
@@ -99,8 +100,8 @@ async def _collect(events: AsyncGenerator[SupportEvent, None], session_id: str) 
                 decision.pop("session_id")
             elif isinstance(event, ToolUsed):
                 tools.append(tool_payload(event))
-            elif isinstance(event, TurnResult):
-                return {**event.to_dict(), "decision": decision, "tools": tools}
+            elif isinstance(event, FinalEvent):
+                return {**event.result.to_dict(), "decision": decision, "tools": tools}
             elif isinstance(event, TurnError):
                 raise_for(event)
     raise AssertionError("run_turn always ends with a result or an error")  # pragma: no cover

@@ -19,6 +19,7 @@ with needs("server"):
     from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import AnswerToken, SupportEvent, TurnError, TurnResult
+from routegate.core.events import FinalEvent
 from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import ApiError, error_body, error_response
 from routegate.server._schemas import SESSION_PATTERN, ChatCompletionRequest
@@ -115,8 +116,8 @@ def _completion(completion_id: str, created: int, message: str, result: TurnResu
 async def _final(events: AsyncGenerator[SupportEvent, None]) -> TurnResult:
     async with aclosing(events):
         async for event in events:
-            if isinstance(event, TurnResult):
-                return event
+            if isinstance(event, FinalEvent):
+                return event.result
             if isinstance(event, TurnError):
                 raise_for(event)
     raise AssertionError("run_turn always ends with a result or an error")  # pragma: no cover
@@ -132,8 +133,8 @@ async def _chunks(
     def render(event: SupportEvent) -> bytes | None:
         if isinstance(event, AnswerToken) and event.text:
             return delta({"content": event.text})
-        if isinstance(event, TurnResult):
-            return delta({}, "stop", routegate=_extension(event))
+        if isinstance(event, FinalEvent):
+            return delta({}, "stop", routegate=_extension(event.result))
         if isinstance(event, TurnError):
             return encode_data(dumps(error_body(status_for(event), event.code, event.message)))
         return None  # route and tool events have no place in OpenAI's format

@@ -8,10 +8,11 @@ import inspect
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, cast
 
 from routegate.apps.support.contracts import (
     AnswerToken,
@@ -26,6 +27,7 @@ from routegate.apps.support.contracts import (
 )
 from routegate.apps.support.tenancy import ANONYMOUS, acting_for
 from routegate.core import messages
+from routegate.core.events import FinalEvent
 from routegate.server._auth import KeyRing, SessionRef, Tenant
 from routegate.server._errors import ApiError
 from routegate.server._fairness import Lease, Refused, TenantLimiter
@@ -247,7 +249,7 @@ async def _error_for(services: Services, exc: BaseException) -> TurnError:
 async def run_turn(
     services: Services, message: str, session: SessionRef, lease: Lease | None = None
 ) -> AsyncGenerator[SupportEvent, None]:
-    """The desk's events for one turn, always ending in exactly one ``TurnResult`` or ``TurnError``. The desk
+    """The desk's events for one turn, always ending in exactly one ``FinalEvent`` or ``TurnError``. The desk
     works on ``session.internal``; the result names ``session.public``, and errors carry the server's words only.
     ``lease`` (the tenant's place, :func:`admit_turn`) is given back when the turn ends, however it ends."""
     metrics = services.metrics
@@ -263,16 +265,17 @@ async def run_turn(
             with acting_for(lease.tenant if lease is not None else ANONYMOUS):
                 stream = services.desk.iter(message, session_id=session.internal)
             try:
-                async for event in stream:
+                async for item in stream:
+                    event = _event_of(item)
                     if isinstance(event, RouteChosen):
                         metrics.route_chosen(event)
-                    elif isinstance(event, TurnResult):
-                        event = replace(event, session_id=session.public)
-                        metrics.turn_finished(event)
+                    elif isinstance(event, FinalEvent):
+                        event = FinalEvent(event.result.in_session(session.public))
+                        metrics.turn_finished(event.result)
                     elif isinstance(event, TurnError):
                         event = await _refine(services, event)
                         metrics.turn_failed(event.code)
-                    finished = isinstance(event, TurnResult | TurnError)
+                    finished = isinstance(event, FinalEvent | TurnError)
                     yield event
                     if finished:
                         return
@@ -292,6 +295,20 @@ async def run_turn(
             error = TurnError(message="the support desk ended the turn without a result", code="incomplete_turn")
             metrics.turn_failed(error.code)
             yield error
+
+
+def _event_of(item: object) -> SupportEvent:
+    """``item`` as a turn's event. A desk whose stream still ends with a bare :class:`TurnResult` (the form
+    before a turn's last event was a :class:`FinalEvent`) is served for one more release, with a warning."""
+    if isinstance(item, TurnResult):
+        warnings.warn(
+            "a desk's turn ended with a bare TurnResult; end it with FinalEvent(result) (routegate.core.FinalEvent). "
+            "The bare form is refused in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FinalEvent(item)
+    return cast("SupportEvent", item)
 
 
 @contextmanager
@@ -397,8 +414,8 @@ def event_payload(event: SupportEvent, session_id: str) -> dict[str, Any]:
         return tool_payload(event)
     if isinstance(event, AnswerToken):
         return {"text": event.text}
-    if isinstance(event, TurnResult):
-        return event.to_dict()
+    if isinstance(event, FinalEvent):
+        return event.result.to_dict()  # the desk's wire form of its result, not FinalEvent.to_dict()
     return {"code": event.code, "message": event.message}
 
 

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from routegate.core._fields import fields_dict
-from routegate.core.context import new_run_id
+from routegate.core.events import FinalEvent
 from routegate.core.outcome import Outcome
-from routegate.core.stop_reasons import SUCCESS, Phase
+from routegate.core.result import RunResult
+from routegate.core.stop_reasons import Phase
 
 LLM_UNAVAILABLE = "llm_unavailable"
 """A turn's ``fallback`` when the chat model failed (unreachable, timeout, auth, 5xx, a refused or unusable answer)
@@ -72,55 +72,97 @@ class AnswerToken:
     type: Literal["token"] = "token"
 
 
-_NOT_ON_THE_WIRE = frozenset({"type", "phase", "message", "run_id"})
+class TurnResult(RunResult[str]):
+    """How a turn ended: the desk's :class:`~routegate.core.RunResult`, whose ``output`` is the answer. The turn's
+    stream ends with a :class:`~routegate.core.FinalEvent` carrying it, like every runtime's.
 
+    As every run's result: ``outcome`` (the one stop value; ``ok``, ``stop_reason``, ``phase``, ``message`` and
+    ``status`` read it), ``output``, ``run_id``, ``elapsed_ms``. The desk's own facts: ``session_id``, ``route``
+    and ``fallback`` (why the answer fell back to the LLM/Respond node, ``None`` if it did not); ``answer`` and
+    ``latency_ms`` read ``output`` and ``elapsed_ms`` under the names the desk's JSON form uses.
 
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """How a turn ended, and the turn's last event (``final``).
+    ``trace`` is the desk's record of the turn as its JSON form shows it, one mapping per entry
+    (``{"node": "router", ...}``, ``{"node": "plan", ...}`` — the plan's own :class:`~routegate.core.TraceEntry`
+    per step —, ``{"node": "gateway", ...}``, the tool's call, the Respond mode): the desk's entries carry fields
+    no :class:`~routegate.core.TraceEntry` has (the router's scores, the SQL that ran, its rows), so they stay in
+    the form the HTTP API, ``ask --json`` and the UI read.
 
-    It reads like every run's :class:`~routegate.core.RunResult`: ``outcome`` (and ``ok``, ``stop_reason``,
-    ``phase``, ``message``), ``output`` (the answer), ``run_id``, ``elapsed_ms``. Its JSON form
-    (:meth:`to_dict`, what the HTTP API sends) is the desk's wire format: ``latency_ms`` there, no ``run_id``.
-    ``trace`` is that wire form's list of dicts.
+    :meth:`to_dict` is the desk's wire format (the HTTP API's ``final`` event, ``ask --json``): ``session_id``,
+    ``route``, ``answer``, ``stop_reason``, ``fallback``, ``trace``, ``latency_ms``; no ``run_id``, ``phase`` or
+    ``message``.
     """
 
-    session_id: str
-    route: SupportRoute
-    answer: str
-    stop_reason: str
-    fallback: str | None  # why the answer fell back to the LLM/Respond node, None if it did not
-    trace: tuple[Mapping[str, Any], ...]
-    latency_ms: float
-    type: Literal["final"] = "final"
-    phase: Phase | None = None  # where a stopped turn stopped (None on success)
-    message: str = ""  # why it stopped, for people (empty on success)
-    run_id: str = field(default_factory=new_run_id, compare=False)  # the turn's id (not in the JSON form)
+    __slots__ = ("_entries", "fallback", "route", "session_id")
+
+    def __init__(
+        self,
+        session_id: str,
+        route: SupportRoute,
+        answer: str,
+        stop_reason: str,
+        fallback: str | None,
+        trace: tuple[Mapping[str, Any], ...],
+        latency_ms: float,
+        *,
+        phase: Phase | None = None,
+        message: str = "",
+        run_id: str | None = None,
+    ) -> None:
+        # RunResult's fields, assigned here (its ``_trace`` holds TraceEntry objects; the desk's entries go in
+        # ``_entries``): one of these is built on every turn
+        self.outcome = Outcome.stopped(stop_reason, phase, message)
+        self.output = answer
+        self._entries = trace
+        self._run_id = run_id
+        self.elapsed_ms = latency_ms
+        self.session_id = session_id
+        self.route = route
+        self.fallback = fallback
 
     @property
-    def ok(self) -> bool:
-        """Whether the turn answered (its stop reason is ``"success"``)."""
-        return self.stop_reason == SUCCESS
+    def trace(self) -> tuple[Mapping[str, Any], ...]:  # type: ignore[override]  # the desk's wire-form entries
+        """The desk's trace entries, as its JSON form shows them (see the class docstring)."""
+        return self._entries
 
     @property
-    def outcome(self) -> Outcome:
-        """How the turn ended, in the form every runtime's result shares."""
-        return Outcome.stopped(self.stop_reason, self.phase, self.message)
+    def answer(self) -> str:
+        """The answer: :attr:`output` under the name the desk's JSON form uses."""
+        return self.output
 
     @property
-    def output(self) -> str:
-        """The answer (every run's result calls it ``output``)."""
-        return self.answer
+    def latency_ms(self) -> float:
+        """How long the turn took: :attr:`elapsed_ms` under the name the desk's JSON form uses."""
+        return self.elapsed_ms
 
-    @property
-    def elapsed_ms(self) -> float:
-        """How long the turn took: ``latency_ms``, under the name every run's result uses."""
-        return self.latency_ms
+    def in_session(self, session_id: str) -> TurnResult:
+        """This result as the turn of ``session_id`` (the server names the client's session, not the desk's)."""
+        return TurnResult(
+            session_id,
+            self.route,
+            self.output,
+            self.stop_reason,
+            self.fallback,
+            self.trace,
+            self.elapsed_ms,
+            phase=self.phase,
+            message=self.message,
+            run_id=self.run_id,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The turn's answer on the wire: its fields but the event ``type`` and how a stopped turn stopped."""
-        answer = fields_dict(self, leave_out=_NOT_ON_THE_WIRE)
-        return answer | {"trace": [dict(t) for t in self.trace], "latency_ms": round(self.latency_ms, 3)}
+        """The turn on the wire (the HTTP API's ``final`` event, ``ask --json``)."""
+        return {
+            "session_id": self.session_id,
+            "route": self.route,
+            "answer": self.output,
+            "stop_reason": self.outcome.stop_reason,
+            "fallback": self.fallback,
+            "trace": [dict(t) for t in self.trace],
+            "latency_ms": round(self.elapsed_ms, 3),
+        }
+
+    def __repr__(self) -> str:
+        return f"TurnResult(route={self.route!r}, stop_reason={self.stop_reason!r}, output={self.output!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +172,9 @@ class TurnError:
     type: Literal["error"] = "error"
 
 
-SupportEvent = RouteChosen | ToolUsed | AnswerToken | TurnResult | TurnError
+SupportEvent = RouteChosen | ToolUsed | AnswerToken | FinalEvent[TurnResult] | TurnError
+"""One event of a turn's stream; the last is a :class:`~routegate.core.FinalEvent` carrying the turn's
+:class:`TurnResult`, or a :class:`TurnError`."""
 
 
 @runtime_checkable

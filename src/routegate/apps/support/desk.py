@@ -68,6 +68,7 @@ from routegate.apps.support.turn import TurnInput, read_turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
 from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker
 from routegate.core._stream import stream_events
+from routegate.core.events import FinalEvent
 from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.provenance import From
@@ -213,7 +214,8 @@ class SupportAgent:
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
     def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``.
+        """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``;
+        the ``final`` event is a :class:`~routegate.core.FinalEvent` carrying the turn's :class:`TurnResult`.
 
         The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
         iterator early cancels it."""
@@ -366,7 +368,7 @@ class SupportAgent:
                 messages: list[tuple[Role, str]] = [("user", turn.said), ("assistant", final.answer)]
                 context = turn.context(final.route, observation).to_json()
                 await self.memory.extend(turn.session_id, messages, context=context)
-            turn.send(final)
+            turn.send(FinalEvent(final))
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if
             # a health check that runs a moment later still finds an open connection
@@ -459,7 +461,7 @@ def _unavailable(exc: Exception) -> TurnError:
 
 
 def _is_last(event: SupportEvent) -> bool:
-    return isinstance(event, TurnResult | TurnError)
+    return isinstance(event, FinalEvent | TurnError)
 
 
 async def _single(event: SupportEvent) -> AsyncIterator[SupportEvent]:

@@ -5,7 +5,8 @@ desk's behaviour without PostgreSQL and the encoder: the HTTP server's tests, th
 server alone. The same contract test (``tests/support/test_support_desk_contract.py``) runs against both desks, so
 what a test learns from the fake holds for the real one:
 
-* a turn streams ``route`` → ``tool`` (not on the LLM route) → ``token``\\* → ``final``, or one ``error``;
+* a turn streams ``route`` → ``tool`` (not on the LLM route) → ``token``\\* → ``final`` (a
+  :class:`~routegate.core.FinalEvent` carrying the turn's ``TurnResult``), or one ``error``;
 * a refused message or session id is one ``error`` event whose code names the problem (``ask`` raises
   :class:`~routegate.core.messages.InvalidMessageError` / :class:`InvalidSessionIdError`);
 * a turn that ends with an ``error`` event makes ``ask`` raise :class:`TurnFailedError` with that code;
@@ -41,6 +42,7 @@ from routegate.apps.support.contracts import (
 from routegate.apps.support.embedded import DatabaseUnavailableError
 from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
+from routegate.core.events import FinalEvent
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS
 
 _KEYWORDS: tuple[tuple[SupportRoute, tuple[str, ...]], ...] = (
@@ -129,7 +131,7 @@ class FakeSupportDesk:
             history = self.histories.setdefault(session_id, [])
             history += [Message("user", message, now), Message("assistant", answer, now)]
             del history[: max(0, len(history) - self.memory)]
-            yield TurnResult(
+            result = TurnResult(
                 session_id=session_id,
                 route=route,
                 answer=answer,
@@ -138,6 +140,7 @@ class FakeSupportDesk:
                 trace=({"phase": "route", "route": route},),
                 latency_ms=(time.perf_counter() - started) * 1000.0,
             )
+            yield FinalEvent(result)
         finally:
             self.active_streams -= 1
             self.closed_streams += 1

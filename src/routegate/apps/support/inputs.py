@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 from routegate.apps.support.contracts import SupportEvent, TurnError, TurnResult
 from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
+from routegate.core.events import FinalEvent
 from routegate.core.messages import InvalidMessageError, check_message
 
 # 160, not 128: the HTTP server stores a client's session id (up to 128 characters) behind its API key's owner id
@@ -38,8 +39,8 @@ def check_input(message: object, session_id: object, max_chars: int) -> None:
 async def turn_result(events: AsyncIterator[SupportEvent]) -> TurnResult:
     """A turn's result from its events (``ask``); :class:`TurnFailedError` when it ends with an ``error`` event."""
     async for event in events:
-        if isinstance(event, TurnResult):
-            return event
+        if isinstance(event, FinalEvent):
+            return event.result
         if isinstance(event, TurnError):
             raise TurnFailedError(event.code, event.message)
     raise TurnFailedError("internal_error", "the turn ended without a result")  # pragma: no cover
