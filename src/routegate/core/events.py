@@ -75,7 +75,8 @@ class ObservationEvent(_AttemptEvent):
 @dataclass(frozen=True, slots=True)
 class FinalEvent(Generic[ResultT]):
     """The run ended; always the last event. ``result`` is how it ended: an
-    :class:`~routegate.core.AgentResult` from the routing agent, a :class:`~routegate.plan.PlanResult` from a Plan."""
+    :class:`~routegate.core.AgentResult` from the routing agent, a :class:`~routegate.plan.PlanResult` from a Plan,
+    the support desk's ``TurnResult``: each a :class:`~routegate.core.RunResult`."""
 
     result: ResultT
     type: str = "final"

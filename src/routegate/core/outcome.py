@@ -1,7 +1,7 @@
 """``Outcome``: the one way a run says how it ended, whichever runtime ran it.
 
-Every run's result carries one as ``.outcome``: the one :class:`~routegate.core.RunResult` type (the routing
-agent's, a Plan's, the technique dispatcher's) and the support desk's ``TurnResult``. It is the only value that
+Every run's result carries one as ``.outcome``: the one :class:`~routegate.core.RunResult` type, whichever
+runtime made it (the routing agent's, a Plan's, the technique dispatcher's, the support desk's ``TurnResult``). It is the only value that
 says how a run stopped; a result's ``ok``, ``stop_reason``, ``phase`` and ``message`` read it. Code that only
 needs to know *whether* and *why* a run stopped reads the outcome and works with all of them.
 """
