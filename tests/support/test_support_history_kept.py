@@ -133,3 +133,31 @@ async def test_a_write_outside_the_hold_is_seen_by_the_holder(db: SupportDatabas
         assert _said(await store.recent(session)) == [("user", "hello")]
         await store.clear(session)
         assert await store.recent(session) == []
+
+
+async def test_a_take_while_the_release_waits_keeps_the_lock_from_every_other_process(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)  # the release waits for a take to go with
+    mine, theirs = advisory.AdvisoryLocks(pg_url), advisory.AdvisoryLocks(pg_url)
+    name = f"keep-{uuid.uuid4().hex[:8]}"
+    try:
+        async with mine.hold(name, within=5) as first:
+            pass
+        async with mine.hold(name, within=5) as again:
+            assert again is first  # one tenure: PostgreSQL never saw the lock free
+            with pytest.raises(advisory.LockTimeoutError):
+                async with theirs.hold(name, within=0.1):
+                    pass
+        # a take of another name sends the waiting release with it: the next take of the name starts a new tenure
+        async with mine.hold(f"{name}-other", within=5):
+            pass
+        async with theirs.hold(name, within=5) as other_tenure:
+            assert other_tenure is not first
+        async with theirs.hold(f"{name}-theirs", within=5):  # and theirs goes the same way
+            pass
+        async with mine.hold(name, within=5) as later:
+            assert later is not first
+    finally:
+        await mine.close()
+        await theirs.close()
