@@ -6,7 +6,8 @@ message on one connection), a statement a ``CommandComplete`` or ``ErrorResponse
   settings statement, the bounded query and ``ROLLBACK`` in one pipeline, one ``Sync``), two round trips for a
   new one (its columns are described first, in the same transaction);
 * a rule-routed SQL question: three round trips on the pool (history read, the SQL tool, the memory write) and
-  the session lock's take on the locks' own connection.
+  the session lock's take on the locks' own connection; a follow-up that comes while the session's lock is still
+  held reads no history (``test_support_history_kept.py``).
 """
 
 from __future__ import annotations

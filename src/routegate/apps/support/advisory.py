@@ -64,8 +64,8 @@ APPLICATION_NAME: Final = "routegate-advisory-locks"
 FIRST_RETRY_SECONDS: Final = 0.002
 LAST_RETRY_SECONDS: Final = 0.05
 RELEASE_LINGER_SECONDS: Final = 0.005
-"""How long a release waits for a take to share its statement (another process sees the lock free that much
-later; its waiters retry every 2-50 ms anyway)."""
+"""How long a release waits for a take to share its statement, or for a take of the same name to keep the lock
+(another process sees the lock free that much later; its waiters retry every 2-50 ms anyway)."""
 _NOT_HELD: Final = -1
 
 
