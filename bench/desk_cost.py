@@ -6,7 +6,8 @@ process (no HTTP), on the embedded PostgreSQL, offline (MiniLM encoder, grounded
   desk opens (the pool's and the session locks' own): a statement is a ``CommandComplete`` or ``ErrorResponse``
   the server sent; a round trip is the client waiting for the server, i.e. a server message following a client
   message on one connection (a pipeline of many statements and one ``Sync`` is one round trip). Traced turns run
-  one after the other (the figure a lone turn pays; under load the session locks share statements between turns).
+  one after the other, over eight sessions in turn (the figure a lone turn pays), then one session's turns back
+  to back (its lock and its history kept between them); ``--count-load`` also counts the concurrent part.
 * **CPU** is ``time.process_time()`` of this process (the desk, its encoder, the driver) and the CPU seconds of the
   PostgreSQL server's processes from ``/proc`` (as ``bench/scale.py --part costs`` does), per turn, untraced.
 * ``--profile`` runs the concurrent part under ``cProfile`` and prints the functions that took the most CPU;
@@ -15,7 +16,7 @@ process (no HTTP), on the embedded PostgreSQL, offline (MiniLM encoder, grounded
   a session lock's hold), N calls each.
 
     .venv/bin/python bench/desk_cost.py [--turns 200] [--load-turns 800] [--concurrency 32] [--profile]
-        [--profile-routes POSTGRES,VECTOR] [--pieces 2000]
+        [--profile-routes POSTGRES,VECTOR] [--pieces 2000] [--count-load]
 
 Keep it short on a shared machine: the default run takes about a minute on two cores.
 """
@@ -126,8 +127,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def counted(desk: SupportAgent, trace: ProtocolTrace, turns: int) -> dict[str, dict[str, float]]:
-    print(f"\nstatements and round trips per turn (libpq protocol trace, {turns} turns per route, one at a time)")
+async def counted(
+    desk: SupportAgent, trace: ProtocolTrace, turns: int, *, back_to_back: bool = False
+) -> dict[str, dict[str, float]]:
+    """Statements and round trips per turn, by route: turns one at a time over :data:`SESSIONS` sessions in turn
+    (a session's next turn comes after the others', its lock let go meanwhile), or ``back_to_back`` on one session
+    (each turn comes as soon as the one before has answered, while its lock's release still waits)."""
+    how = "one session's turns back to back" if back_to_back else f"one at a time over {SESSIONS} sessions"
+    print(f"\nstatements and round trips per turn (libpq protocol trace, {turns} turns per route, {how})")
     out: dict[str, dict[str, float]] = {}
     for route, message in ROUTE_MESSAGES.items():
         run = uuid.uuid4().hex[:8]
@@ -136,7 +143,7 @@ async def counted(desk: SupportAgent, trace: ProtocolTrace, turns: int) -> dict[
         await asyncio.sleep(0.05)  # the last session lock's release has gone
         trace.start()
         for i in range(turns):
-            result = await desk.ask(message, session_id=f"count-{run}-{i % SESSIONS}")
+            result = await desk.ask(message, session_id=f"count-{run}-{0 if back_to_back else i % SESSIONS}")
             assert result.route == route, (message, result.route)
         await asyncio.sleep(0.05)
         per_kind = trace.stop()
@@ -261,7 +268,11 @@ async def pieces(db: SupportDatabase, calls: int) -> dict[str, dict[str, float]]
     return out
 
 
-async def loaded(desk: SupportAgent, turns: int, concurrency: int, profile: bool) -> dict[str, float]:
+async def loaded(
+    desk: SupportAgent, turns: int, concurrency: int, profile: bool, trace: ProtocolTrace | None = None
+) -> dict[str, float]:
+    """The spec's five messages, ``concurrency`` sessions at once, each session's turns back to back; with
+    ``trace``, first a traced pass of ``turns`` turns that counts statements and round trips per turn."""
     questions = MIXES["spec"]
     run = uuid.uuid4().hex[:8]
     walls: list[float] = []
@@ -273,6 +284,16 @@ async def loaded(desk: SupportAgent, turns: int, concurrency: int, profile: bool
             walls.append(time.perf_counter() - started)
 
     await asyncio.gather(*(worker(w, concurrency * 5) for w in range(concurrency)))  # warm up
+    counts: dict[str, float] = {}
+    if trace is not None:
+        await asyncio.sleep(0.05)  # the warm-up's last releases have gone
+        trace.start()
+        await asyncio.gather(*(worker(w, turns) for w in range(concurrency)))
+        await asyncio.sleep(0.05)
+        total: Counter[str] = Counter()
+        for kind_counts in trace.stop().values():
+            total.update(kind_counts)
+        counts = {"statements": total["statements"] / turns, "round_trips": total["round trips"] / turns}
     walls.clear()
     # CPU time of the event loop's thread (wall time would charge it with the database and other threads)
     profiler = cProfile.Profile(time.thread_time) if profile else None
@@ -289,7 +310,13 @@ async def loaded(desk: SupportAgent, turns: int, concurrency: int, profile: bool
         "db_cpu_ms": db / turns * 1e3,
         "p50_ms": statistics.median(walls) * 1e3,
         "p99_ms": pct(walls, 0.99) * 1e3,
+        **counts,
     }
+    if counts:
+        print(
+            f"\nthe spec's five messages, {concurrency} sessions at once, {turns} turns traced: "
+            f"{counts['statements']:.2f} statements, {counts['round_trips']:.2f} round trips per turn"
+        )
     print(
         f"\nthe spec's five messages, {concurrency} sessions at once, {turns} turns{' (profiled)' if profile else ''}:"
         f"\n  {row['turns_per_s']:.0f} turns/s, desk {row['desk_cpu_ms']:.2f} ms CPU/turn, PostgreSQL"
@@ -318,8 +345,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if args.pieces:
                 results["pieces"] = await pieces(db, args.pieces)
             results["counts"] = await counted(desk, trace, args.count_turns)
+            results["counts_back_to_back"] = await counted(desk, trace, args.count_turns, back_to_back=True)
             results["costs"] = await costed(desk, args.turns, args.profile_routes)
-            results["load"] = await loaded(desk, args.load_turns, args.concurrency, args.profile)
+            results["load"] = await loaded(
+                desk, args.load_turns, args.concurrency, args.profile, trace if args.count_load else None
+            )
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -342,6 +372,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--pieces", type=int, default=0, help="also time the turn's database pieces alone, this many calls each"
+    )
+    parser.add_argument(
+        "--count-load", action="store_true", help="also count statements and round trips in a traced concurrent pass"
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()

@@ -17,6 +17,7 @@ from routegate.apps.support.contracts import Message, RouteChosen
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.followup import resolve
+from routegate.apps.support.memory import MessageStore
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.apps.support.sql_templates import TEMPLATES, select_query
 from routegate.apps.support.sqlguard import check_sql
@@ -212,7 +213,13 @@ async def test_a_bad_stored_context_is_ignored(
 ) -> None:
     desk = await _desk(db, encoder, semantic)
     await desk.ask("status of ticket 3", session_id="bad")
-    async with db.connection() as conn:  # someone wrote the row: a context that is not one
+    # someone wrote the row: a context that is not one. As every writer of a session's messages, it holds the
+    # session's lock, from a process of its own (this desk's process keeps the history it holds the lock for)
+    async with (
+        SupportDatabase(db.url, schema=db.schema) as other,
+        MessageStore(other).hold("bad", within=10.0),
+        other.connection() as conn,
+    ):
         await conn.execute(
             "UPDATE support_messages SET context = %s::jsonb WHERE session_id = 'bad' AND role = 'assistant'",
             (json.dumps({"turn": "one", "route": "POSTGRES", "customers": [{"id": "DROP"}]}),),

@@ -6,7 +6,8 @@ message on one connection), a statement a ``CommandComplete`` or ``ErrorResponse
   settings statement, the bounded query and ``ROLLBACK`` in one pipeline, one ``Sync``), two round trips for a
   new one (its columns are described first, in the same transaction);
 * a rule-routed SQL question: three round trips on the pool (history read, the SQL tool, the memory write) and
-  the session lock's take on the locks' own connection.
+  the session lock's take on the locks' own connection; a follow-up that comes while the session's lock is still
+  held reads no history (``test_support_history_kept.py``).
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ async def test_a_rule_routed_sql_question_costs_three_round_trips_on_the_pool(
         session = f"trips-{uuid.uuid4().hex[:8]}"
         await desk.ask("What is the status of ticket 1?", session_id=session)  # the query is seen once
         with traced(conn, tmp_path / "turn.trace") as turn:
-            result = await desk.ask("What is the status of ticket 2?", session_id=session)
+            # another session: its history is read (a follow-up of a session whose lock this process still holds
+            # reads none: test_support_history_kept.py)
+            result = await desk.ask("What is the status of ticket 2?", session_id=f"{session}-b")
     assert (result.route, result.stop_reason) == ("POSTGRES", "success")
     seen = turn()
     # the history read, the SQL tool's one pipeline, the memory write (the session lock is on its own connection)

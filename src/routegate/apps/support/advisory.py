@@ -15,6 +15,11 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
 * **One statement for many.** The takes and releases that wait while a statement runs go together in the next
   one (``unnest`` of the keys), and a release waits up to 5 ms for a take to go with, so a turn's two lock
   operations cost about one statement, shared with other turns under load.
+* **Kept for a follow-up.** A take of a name whose release is still waiting for its statement cancels that
+  release: the lock is never let go, and nothing is sent. Each unbroken holding is a :class:`Tenure` (what
+  :meth:`AdvisoryLocks.hold` gives): the same object from the take PostgreSQL granted to the release it ran, a new
+  one after, so data kept against a tenure (the desk's history, :mod:`.memory`) is data no other process can
+  have changed meanwhile.
 * **Bounded.** ``within`` seconds bound the wait for other holders (in the process and in PostgreSQL); then
   :class:`LockTimeoutError`. A caller that is cancelled while waiting leaves nothing held.
 * **At most** ``max_held`` **locks at once.** Every lock the connection holds, tries or is letting go takes one of
@@ -59,8 +64,8 @@ APPLICATION_NAME: Final = "routegate-advisory-locks"
 FIRST_RETRY_SECONDS: Final = 0.002
 LAST_RETRY_SECONDS: Final = 0.05
 RELEASE_LINGER_SECONDS: Final = 0.005
-"""How long a release waits for a take to share its statement (another process sees the lock free that much
-later; its waiters retry every 2-50 ms anyway)."""
+"""How long a release waits for a take to share its statement, or for a take of the same name to keep the lock
+(another process sees the lock free that much later; its waiters retry every 2-50 ms anyway)."""
 _NOT_HELD: Final = -1
 
 
@@ -77,16 +82,36 @@ def lock_key(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
 
+class Tenure:
+    """One unbroken holding of a named lock by this process: from the take PostgreSQL granted to the release that
+    let it go (or the loss of the locks' connection). A holder that comes while the release still waits for its
+    statement keeps the tenure (:meth:`AdvisoryLocks.hold`); every other take starts a new one. While a tenure
+    lives, no other process has held the lock since it began: what its holders read and wrote under it is still
+    what the database holds, if every writer of that data holds the lock. (A lost connection is the exception the
+    module describes: its holders finish unprotected, and the next take starts a new tenure.) Compare by identity;
+    keep data against it weakly: it is dropped once the lock is let go."""
+
+    __slots__ = ("__weakref__", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Tenure({self.name!r})"
+
+
 @dataclass(slots=True)
 class _Gate:
     """One name's lock in this process: its queue, how many hold or wait for it, and the connection generation
     its database lock was taken on (``_NOT_HELD``: none)."""
 
+    name: str
     key: int
     queue: asyncio.Lock
     users: int = 0
     generation: int = _NOT_HELD
     pinned: bool = False  # holds one of the ``max_held`` places for its key
+    tenure: Tenure | None = None  # the holding its database lock belongs to
 
 
 @dataclass(slots=True)
@@ -99,6 +124,7 @@ class _Op:
     take: bool
     generation: int = _NOT_HELD
     done: asyncio.Future[int] | None = None
+    tenure: Tenure | None = None  # a release's: the holding it ends (a take of the same name may keep it)
 
 
 _STATEMENT: Final = (
@@ -135,18 +161,20 @@ class AdvisoryLocks:
         return len(self._gates)
 
     @asynccontextmanager
-    async def hold(self, name: str, *, within: float) -> AsyncIterator[None]:
-        """``async with locks.hold(name, within=s):`` — the block runs while no other holder of ``name``, in this
-        process or another, runs. Waits at most ``within`` seconds (:class:`LockTimeoutError`); a database fault
-        while taking the lock propagates (``psycopg.OperationalError``)."""
+    async def hold(self, name: str, *, within: float) -> AsyncIterator[Tenure]:
+        """``async with locks.hold(name, within=s) as tenure:`` — the block runs while no other holder of ``name``,
+        in this process or another, runs; ``tenure`` is the unbroken holding it runs in (:class:`Tenure`). Waits at
+        most ``within`` seconds (:class:`LockTimeoutError`); a database fault while taking the lock propagates
+        (``psycopg.OperationalError``)."""
         gate = self._gates.get(name)
         if gate is None:
-            gate = self._gates[name] = _Gate(lock_key(name), asyncio.Lock())
+            gate = self._gates[name] = _Gate(name, lock_key(name), asyncio.Lock())
         gate.users += 1
         try:
             await self._enter(gate, name, within)
             try:
-                yield
+                assert gate.tenure is not None  # set by the take (or kept) in _enter
+                yield gate.tenure
             finally:
                 gate.queue.release()
         finally:
@@ -157,7 +185,7 @@ class AdvisoryLocks:
                     # let go in the background: the caller is done, and a cancelled caller must still let go.
                     # A later holder of the name in this process is not hurt by a release still under way: its
                     # own take counts once more on the same connection (advisory locks count their takes).
-                    self._submit(_Op(gate.key, take=False, generation=gate.generation))
+                    self._submit(_Op(gate.key, take=False, generation=gate.generation, tenure=gate.tenure))
                 if gate.pinned:  # the release (if any) keeps the key's place until it has run
                     self._unpin(gate.key)
 
@@ -189,7 +217,7 @@ class AdvisoryLocks:
                     async with asyncio.timeout_at(deadline):
                         await self._place(gate)
                     placed = True
-                    if not await self._try(gate):
+                    if not self._keep(gate) and not await self._try(gate):
                         async with asyncio.timeout_at(deadline):
                             await self._retry(gate)
             except BaseException:
@@ -231,6 +259,23 @@ class AdvisoryLocks:
             del self._pins[key]
             self._places.release()
 
+    def _keep(self, gate: _Gate) -> bool:
+        """Take over the gate's lock from its release still waiting for its statement (the lock was never let
+        go): the release is dropped, and the gate holds on with the release's generation and tenure."""
+        for i, op in enumerate(self._queue):
+            if (
+                not op.take
+                and op.key == gate.key
+                and op.generation == self._generation
+                and op.tenure is not None
+                and op.tenure.name == gate.name
+            ):
+                del self._queue[i]
+                self._unpin(op.key)  # the release's place; the gate has its own
+                gate.generation, gate.tenure = op.generation, op.tenure
+                return True
+        return False
+
     async def _retry(self, gate: _Gate) -> None:
         delay = FIRST_RETRY_SECONDS
         while True:
@@ -253,7 +298,7 @@ class AdvisoryLocks:
             raise
         if generation == _NOT_HELD:
             return False
-        gate.generation = generation
+        gate.generation, gate.tenure = generation, Tenure(gate.name)
         return True
 
     # -- the statements: every take and release waiting goes in the next one ------------------------------------

@@ -8,12 +8,23 @@ written by one statement: a process that dies mid-turn leaves the turn wholly wr
 A turn reads the history, runs, and writes its messages while it holds its session (:meth:`MessageStore.hold`,
 a PostgreSQL advisory lock: :mod:`.advisory`), so the turns of one session run one at a time whichever processes
 run them, and each reads what the one before it wrote.
+
+**The history kept while the lock is.** Every write of a session's messages holds the session's lock (the desk's
+turns and its reset; a write without it is a misuse, and drops what is kept). So while this process holds the lock
+without a break (one :class:`~routegate.apps.support.advisory.Tenure`: turns queued in the process, or a follow-up
+that comes while the previous turn's release still waits for its statement), no other process can have changed
+the session's messages: the holder keeps the history it read and what it wrote (the write returns the rows'
+timestamps and contexts as stored), and the next holder of the same tenure reads it from memory instead of the
+database. It is kept against the tenure, weakly: when the lock is let go it is gone, and the next turn reads the
+database again. At most one history per lock held, so at most ``max_held`` of them (``ROUTEGATE_DB_MAX_ADVISORY_LOCKS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
 from routegate._extras import needs
@@ -21,7 +32,7 @@ from routegate._extras import needs
 with needs("desk"):
     from psycopg.types.json import Jsonb
 
-from routegate.apps.support.advisory import lock_key
+from routegate.apps.support.advisory import Tenure, lock_key
 from routegate.apps.support.contracts import Message, Role
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.inputs import check_session_id
@@ -30,6 +41,10 @@ from routegate.errors import ConfigurationError
 MEMORY_LIMIT: Final = 10
 MAX_STORED_CHARS: Final = 32_000
 """The default bound on one stored message (user or assistant); the desk raises it with its message limit."""
+
+_HOLDING: ContextVar[tuple[tuple[MessageStore, str, Tenure], ...]] = ContextVar("routegate_support_holding", default=())
+"""The sessions the running task holds (:meth:`MessageStore.hold`), with the tenure of each: only a holder uses the
+history kept under the tenure (another task's read could finish after the holder's write, and keep the old one)."""
 
 
 def session_lock_name(schema: str, session_id: str) -> str:
@@ -51,13 +66,39 @@ class MessageStore:
         self._db = db
         self.limit = limit
         self.max_chars = max_chars
+        # the history last read or written under a tenure of the session's lock: gone with the tenure
+        self._kept: weakref.WeakKeyDictionary[Tenure, tuple[Message, ...]] = weakref.WeakKeyDictionary()
+        self._held: dict[str, Tenure] = {}  # session -> the tenure its holder in this process runs in
 
-    def hold(self, session_id: str, *, within: float) -> AbstractAsyncContextManager[None]:
+    @asynccontextmanager
+    async def hold(self, session_id: str, *, within: float) -> AsyncIterator[None]:
         """``async with store.hold(session_id, within=s):`` — no other turn of the session, in this process or
         another on the same database, runs meanwhile. Waits at most ``within`` seconds, then raises
-        :class:`~routegate.apps.support.advisory.LockTimeoutError`."""
+        :class:`~routegate.apps.support.advisory.LockTimeoutError`. Inside, :meth:`recent` may answer from the
+        history kept while the lock was held without a break (see the module's description)."""
         name = session_lock_name(self._db.schema, check_session_id(session_id))
-        return self._db.locks.hold(name, within=within)
+        async with self._db.locks.hold(name, within=within) as tenure:
+            self._held[session_id] = tenure
+            token = _HOLDING.set((*_HOLDING.get(), (self, session_id, tenure)))
+            try:
+                yield
+            finally:
+                _HOLDING.reset(token)
+                if self._held.get(session_id) is tenure:
+                    del self._held[session_id]
+
+    def _tenure(self, session_id: str) -> Tenure | None:
+        """The tenure of the session's lock, when the running task holds it through this store."""
+        for store, held, tenure in _HOLDING.get():
+            if store is self and held == session_id:
+                return tenure
+        return None
+
+    def _forget(self, session_id: str) -> None:
+        """A write by a task that does not hold the session (a misuse): its holder's kept history is not kept."""
+        tenure = self._held.get(session_id)
+        if tenure is not None:
+            self._kept.pop(tenure, None)
 
     async def append(self, session_id: str, role: Role, content: str) -> None:
         await self.extend(session_id, [(role, content)])
@@ -75,6 +116,11 @@ class MessageStore:
                 raise ConfigurationError(f"a message has {len(content)} characters, over {self.max_chars}")
         if not messages:
             return
+        tenure = self._tenure(session_id)
+        # what is kept is stale from here until the write is known to have committed (it may fail, or be cancelled)
+        before = None if tenure is None else self._kept.pop(tenure, None)
+        if tenure is None:
+            self._forget(session_id)
         # only the last ``limit`` can survive the trim; one statement, one round trip (autocommit): the DELETE
         # cannot see the rows the INSERT adds (one snapshot), so the ids to keep are taken from both
         kept = messages[-self.limit :]
@@ -84,18 +130,34 @@ class MessageStore:
             v for (role, content), extra in zip(kept, contexts, strict=True) for v in (session_id, role, content, extra)
         ]
         async with self._db.connection() as conn:
-            await conn.execute(
-                f"WITH added AS (INSERT INTO support_messages (session_id, role, content, context) VALUES {rows} RETURNING id)"
-                " DELETE FROM support_messages WHERE session_id = %s AND id < ("
+            cur = await conn.execute(
+                "WITH added AS (INSERT INTO support_messages (session_id, role, content, context)"
+                f" VALUES {rows} RETURNING id, created_at, context),"
+                " trimmed AS (DELETE FROM support_messages WHERE session_id = %s AND id < ("
                 " SELECT min(id) FROM (SELECT id FROM ("
                 " SELECT id FROM support_messages WHERE session_id = %s UNION ALL SELECT id FROM added) AS every_id"
-                " ORDER BY id DESC LIMIT %s) AS keep)",
+                " ORDER BY id DESC LIMIT %s) AS keep))"
+                " SELECT extract(epoch FROM created_at)::float8 AS at, context FROM added ORDER BY id",
                 [*params, session_id, session_id, self.limit],
             )
+            stored = await cur.fetchall()
+        if tenure is None:
+            self._forget(session_id)  # again: a holder may have read while this write ran
+        elif before is not None:  # the history was known before: it is known after
+            added = tuple(
+                Message(role=role, content=content, created_at=float(row["at"]), context=row["context"])
+                for (role, content), row in zip(kept, stored, strict=True)
+            )
+            self._kept[tenure] = (*before, *added)[-self.limit :]
 
     async def recent(self, session_id: str) -> list[Message]:
         """The session's last ``limit`` messages, oldest first (empty for an unknown session)."""
         check_session_id(session_id)
+        tenure = self._tenure(session_id)
+        if tenure is not None:
+            kept = self._kept.get(tenure)
+            if kept is not None:
+                return list(kept)
         async with self._db.connection() as conn:
             cur = await conn.execute(
                 "SELECT role, content, extract(epoch FROM created_at)::float8 AS at, context FROM ("
@@ -104,11 +166,23 @@ class MessageStore:
                 (session_id, self.limit),
             )
             rows = await cur.fetchall()
-        return [
+        history = [
             Message(role=r["role"], content=r["content"], created_at=float(r["at"]), context=r["context"]) for r in rows
         ]
+        if tenure is not None:
+            self._kept[tenure] = tuple(history)
+        return history
 
     async def clear(self, session_id: str) -> None:
         check_session_id(session_id)
+        tenure = self._tenure(session_id)
+        if tenure is None:
+            self._forget(session_id)
+        else:
+            self._kept.pop(tenure, None)
         async with self._db.connection() as conn:
             await conn.execute("DELETE FROM support_messages WHERE session_id = %s", (session_id,))
+        if tenure is None:
+            self._forget(session_id)
+        else:
+            self._kept[tenure] = ()
