@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,11 +52,21 @@ def _exists(path: Path) -> bool:
     return path.exists()
 
 
+@pytest.fixture
+def own_temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The supervisor's temporary directories go to a directory of this test's own, not the shared ``/tmp``,
+    where other test runs on the machine make and remove theirs at the same time (a before/after listing of
+    ``/tmp`` failed whenever another run's came or went in between)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
 def _sandbox_dirs() -> set[str]:
-    return {name for name in os.listdir("/tmp") if name.startswith("routegate-sandbox-")}
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("routegate-sandbox-")}
 
 
 @needs_os_sandbox
+@pytest.mark.usefixtures("own_temp_root")
 async def test_prints_and_exits_cleanly() -> None:
     before = _sandbox_dirs()
     run = await RUNNER.run("import sys\nprint('hello', sys.flags.isolated)\nprint('to stderr', file=sys.stderr)")
@@ -107,6 +118,7 @@ async def test_fork_bomb_is_stopped() -> None:
 
 
 @needs_os_sandbox
+@pytest.mark.usefixtures("own_temp_root")
 async def test_a_cancelled_run_leaves_nothing_behind() -> None:
     before = _sandbox_dirs()
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(20)\n"
@@ -248,6 +260,7 @@ def test_code_run_to_dict() -> None:
 @needs_os_sandbox
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(code=st.text(min_size=1, max_size=300) | st.sampled_from(["\x00", "\ud800", "print('\udcff')", "é" * 50]))
+@pytest.mark.usefixtures("own_temp_root")
 async def test_any_text_as_code_ends_with_a_stop_reason_and_leaves_nothing(code: str) -> None:
     before = _sandbox_dirs()
     run = await RUNNER.run(code)

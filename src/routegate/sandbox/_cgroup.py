@@ -142,7 +142,11 @@ class RunGroup:
 
     def processes_exceeded(self) -> bool:
         """A fork or thread creation was refused at ``pids.max``."""
-        return _field(_read(self.pids / "pids.events"), "max") > 0
+        return self.refused_tasks() > 0
+
+    def refused_tasks(self) -> int:
+        """How many forks and thread creations the group refused at ``pids.max`` (``pids.events``'s ``max``)."""
+        return _field(_read(self.pids / "pids.events"), "max")
 
     def cpu_seconds(self) -> float | None:
         """CPU time used by every task of the group, dead ones included (None: not counted here)."""

@@ -55,7 +55,7 @@ class Observed:
     timed_out: bool
     returncode: int | None
     memory_exceeded: bool = False
-    processes_exceeded: bool = False
+    processes_refused: int = 0  # forks and new threads the control group refused at its task limit
     cpu_seconds: float | None = None
     output_bytes: int = 0
     cpu_stopped_at: float | None = None  # the run's CPU time when the supervisor stopped it for cpu_seconds

@@ -13,7 +13,9 @@ root, a per-run control group (:mod:`._cgroup`) holds every process of the run, 
 and task count, and gives the supervisor counters the code cannot write.
 
 The verdict is the supervisor's own observation: its wall clock, the exit status, the control group's OOM,
-task-limit and CPU counters, and the size of the output files. ``cpu_seconds`` holds for the run as a whole:
+task-limit and CPU counters, and the size of the output files. With a group, the group's task limit is the only
+one that can refuse a run's fork first, so a run that reaches it always ends ``sandbox_processes:limit``
+(:func:`_backstop_nproc`). ``cpu_seconds`` holds for the run as a whole:
 while it runs the supervisor reads the CPU time of all its processes (the control group's counter, or
 ``/proc`` without a group) and stops it at the limit; ``RLIMIT_CPU`` is only each process's backstop. Nothing the code prints decides a stop
 reason. When ``run()`` returns, every process of the run is gone (the PID namespace dies with its first
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -190,7 +193,27 @@ class SandboxRunner:
                 build_filter()
             except ValueError as exc:
                 lacking = f"seccomp: {exc}"
-        return lacking
+        return lacking or self._short_of_processes()
+
+    def _short_of_processes(self) -> str | None:
+        """As root: why this process's ``RLIMIT_NPROC`` cannot hold a run (None: it can).
+
+        bwrap inherits it, and the kernel checks a per-run uid's tasks against it at every fork (the user
+        namespaces' own counts). Below what a run may count, a fork bomb would be refused by it instead of the
+        control group, and end ``sandbox_exit:1`` instead of ``sandbox_processes:limit``.
+        """
+        if os.geteuid() != 0:
+            return None  # no per-run uid: the sandbox shares this uid's count (RLIMIT_NPROC is the limit)
+        soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+        needed = _backstop_nproc(self.limits) + 1  # bwrap itself runs as the run's uid
+        if soft == resource.RLIM_INFINITY or soft >= needed:
+            return None
+        return (
+            f"this process's RLIMIT_NPROC is {soft}, below the {needed} tasks a run with "
+            f"max_processes={self.limits.max_processes} may count (bubblewrap, and each of the run's "
+            f"{_tasks(self.limits)} tasks in the middle of a fork): raise it (ulimit -u, systemd LimitNPROC=) "
+            "or lower max_processes"
+        )
 
     def check(self) -> None:
         """Raise :class:`ConfigurationError` when runs would stop with ``sandbox_error:unavailable``."""
@@ -208,8 +231,11 @@ class SandboxRunner:
         uid = secrets.randbelow(_RUN_UIDS[1] - _RUN_UIDS[0]) + _RUN_UIDS[0]
         return uid, uid
 
-    def _nproc(self, identity: tuple[int, int] | None, overhead: int) -> int | None:
-        """RLIMIT_NPROC for the child: counted per uid, so only meaningful when it is not root."""
+    def _nproc(self, identity: tuple[int, int] | None, overhead: int, *, grouped: bool = False) -> int | None:
+        """RLIMIT_NPROC for the child: counted per uid, so only meaningful when it is not root. With a control
+        group it is a backstop that never refuses before the group does (:func:`_backstop_nproc`)."""
+        if grouped:
+            return _backstop_nproc(self.limits)
         if identity is not None:
             return self.limits.max_processes + overhead
         if os.geteuid() == 0:
@@ -237,14 +263,20 @@ class SandboxRunner:
             shutil.rmtree(outdir, ignore_errors=True)
 
     def _config(
-        self, identity: tuple[int, int] | None, ready_fd: int, address_space: int, overhead: int
+        self,
+        identity: tuple[int, int] | None,
+        ready_fd: int,
+        address_space: int,
+        overhead: int,
+        *,
+        grouped: bool = False,
     ) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "cpu_seconds": self.limits.cpu_seconds,
             "address_space_bytes": address_space,
             "max_file_bytes": self.limits.max_file_bytes,
-            "nproc": self._nproc(identity, overhead),
+            "nproc": self._nproc(identity, overhead, grouped=grouped),
             "ready_fd": ready_fd,
             "seccomp": _seccomp_hex() if self.mode == "os" else "",
         }
@@ -257,8 +289,7 @@ class SandboxRunner:
         ready_r, ready_w = os.pipe()
         owned = {info_r, info_w, block_r, block_w, ready_r, ready_w}
         name = f"routegate-sandbox-{secrets.token_hex(6)}"
-        tasks = limits.max_processes + _SANDBOX_OVERHEAD_TASKS
-        group = RunGroup.create(name, limits.memory_bytes, tasks, cpu_cores=_CPU_CORES)
+        group = RunGroup.create(name, limits.memory_bytes, _tasks(limits), cpu_cores=_CPU_CORES)
         # with a control group the memory limit is exact and observed; RLIMIT_AS only stops absurd reservations
         address_space = limits.memory_bytes * 4 if group else limits.memory_bytes
         layers = ["namespaces", "readonly-root", "tmpfs", "seccomp", "rlimits"]
@@ -275,7 +306,13 @@ class SandboxRunner:
                         python,
                         _bootstrap_source(),
                         encode_config(
-                            self._config(identity, ready_w, address_space, _SANDBOX_OVERHEAD_TASKS + 1)
+                            self._config(
+                                identity,
+                                ready_w,
+                                address_space,
+                                _SANDBOX_OVERHEAD_TASKS + 1,
+                                grouped=group is not None,
+                            )
                             | {"go_fd": block_r}
                         ),
                         info_fd=info_w,
@@ -359,7 +396,7 @@ class SandboxRunner:
             timed_out=timed_out,
             returncode=process.returncode,
             memory_exceeded=bool(group and group.memory_exceeded()),
-            processes_exceeded=bool(group and group.processes_exceeded()),
+            processes_refused=group.refused_tasks() if group else 0,
             cpu_seconds=group.cpu_seconds() if group else None,
             output_bytes=max((outdir / "stdout").stat().st_size, (outdir / "stderr").stat().st_size),
             cpu_stopped_at=cpu_stopped_at,
@@ -460,8 +497,9 @@ class SandboxRunner:
             return ssr.SANDBOX_SETUP_FAILED, f"the sandbox could not be set up (exit {code}): {first[0][:300]}"
         if seen.memory_exceeded:
             return ssr.SANDBOX_MEMORY, f"the code went over the {limits.memory_bytes} byte memory limit"
-        if seen.processes_exceeded:
-            return ssr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes}"
+        if seen.processes_refused:
+            refused = f"{seen.processes_refused} forks or new threads refused"
+            return ssr.SANDBOX_PROCESSES, f"the code hit max_processes={limits.max_processes} ({refused})"
         if seen.cpu_stopped_at is not None:
             used = f"{seen.cpu_stopped_at:.2f}"
             return ssr.SANDBOX_TIMEOUT_CPU, f"cpu_seconds={limits.cpu_seconds} used up ({used} s by all its processes)"
@@ -480,6 +518,26 @@ class SandboxRunner:
         if code:
             return ssr.sandbox_exit(code), f"the code exited with status {code}"
         return SUCCESS, ""
+
+
+def _tasks(limits: SandboxLimits) -> int:
+    """The control group's task limit: the code's ``max_processes`` and the sandbox's own tasks."""
+    return limits.max_processes + _SANDBOX_OVERHEAD_TASKS
+
+
+def _backstop_nproc(limits: SandboxLimits) -> int:
+    """``RLIMIT_NPROC`` inside a run whose control group bounds its tasks: twice the group's task limit.
+
+    The kernel counts a new task against its uid's ``RLIMIT_NPROC`` early in ``fork()`` and against the group's
+    ``pids.max`` only at the end, after copying the memory map, and the uid's count includes every fork still in
+    progress. With the limit one above the group's (as it was), forks in progress at a full group were refused
+    by ``RLIMIT_NPROC`` — five in six of them, measured with six processes forking at once on two CPUs —
+    which leaves no trace the supervisor can read; when the run's first process was refused so before any fork
+    was refused by the group, the run ended ``sandbox_exit:1`` instead of ``sandbox_processes:limit``. A task is
+    inside at most one ``fork()`` at a time, so the count stays at or below twice the group's limit: the group
+    refuses first, always, and ``RLIMIT_NPROC`` still bounds a run whose group would not.
+    """
+    return 2 * _tasks(limits)
 
 
 def _attach(group: RunGroup, pid: int) -> bool:
