@@ -264,6 +264,9 @@ async def run_turn(
                 stream = services.desk.iter(message, session_id=session.internal)
             try:
                 async for event in stream:
+                    if isinstance(event, AnswerToken):  # most of a turn's events: nothing to count or refine
+                        yield event
+                        continue
                     if isinstance(event, RouteChosen):
                         metrics.route_chosen(event)
                     elif isinstance(event, TurnResult):
