@@ -270,7 +270,8 @@ async def run_turn(
                     if isinstance(event, RouteChosen):
                         metrics.route_chosen(event)
                     elif isinstance(event, TurnResult):
-                        event = replace(event, session_id=session.public)
+                        if event.session_id != session.public:  # a keyed session: the client's name for it
+                            event = replace(event, session_id=session.public)
                         metrics.turn_finished(event)
                     elif isinstance(event, TurnError):
                         event = await _refine(services, event)
