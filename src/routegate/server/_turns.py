@@ -406,8 +406,13 @@ def event_payload(event: SupportEvent, session_id: str) -> dict[str, Any]:
     return {"code": event.code, "message": event.message}
 
 
+_LEAVES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """Mappings and sequences the desk hands over (frozen or not) as JSON-ready dicts and lists."""
+    if type(value) in _LEAVES:  # most values of a tool's evidence: no abstract-class checks for them
+        return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
