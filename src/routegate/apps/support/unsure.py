@@ -96,9 +96,11 @@ def _looks_like_code(text: str) -> bool:
         else:
             return True
     signals = sum(1 for pattern in _CODE_SIGNALS if pattern.search(text))
+    if signals != 1:  # none: not code; two or more: code, whatever its symbols
+        return signals >= 2
     chars = [c for c in text if not c.isspace()]
     symbols = sum(1 for c in chars if c in _CODE_SYMBOLS) / max(len(chars), 1)
-    return signals >= 2 or (signals >= 1 and symbols >= 0.12)
+    return symbols >= 0.12
 
 
 def is_not_english(text: str) -> bool:
