@@ -8,6 +8,8 @@ concurrency levels. Bounded: each level runs for ``--seconds`` (default 3).
                                                             # fake and real desk servers in turn, in one run
     .venv/bin/python bench/server_load.py --mix unsure      # 2 of 5 messages decided by the embedding layer
     .venv/bin/python bench/server_load.py --url http://127.0.0.1:8000   # an already running server
+    .venv/bin/python bench/server_load.py --desk both --concurrency 32 --modes json --profile /tmp/prof
+                                                            # each server under cProfile after its warm-up
 
 The server runs in its own process (so the load generator does not share its GIL); the client is a minimal
 keep-alive HTTP/1.1 client on asyncio streams (cheaper per request than a general-purpose client, so more of
@@ -21,12 +23,14 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from routegate.server.testing import free_port, stop_process, wait_until_serving
@@ -148,7 +152,11 @@ def cpu_probe_seconds(iterations: int = 5_000_000) -> float:
 
 
 @contextlib.contextmanager
-def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
+def spawned_server(
+    desk: str, workers: int = 1, profile: Path | None = None
+) -> Iterator[tuple[str, Callable[[], None]]]:
+    """A server of ``desk`` on a free port: its URL, and what to call once the warm-up is done (with ``profile``,
+    the file its cProfile is written to when it stops: profiling starts then)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="routegate-bench-") as data_dir:
         env = dict(os.environ, ROUTEGATE_DATA_DIR=data_dir)
@@ -156,7 +164,18 @@ def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
         # the load generator is one tenant: lift the per-tenant bound on running turns (64) unless set, so that a
         # level above it measures the server, not the bound
         env.setdefault("ROUTEGATE_TENANT_MAX_CONCURRENT_TURNS", "0")
-        if desk == "fake":
+        if profile is not None:
+            cmd = [
+                sys.executable,
+                __file__,
+                "--serve-profiled",
+                str(profile),
+                "--serve-desk",
+                desk,
+                "--serve-port",
+                str(port),
+            ]
+        elif desk == "fake":
             cmd = [sys.executable, __file__, "--serve-fake", str(port)]
         else:
             cmd = [
@@ -176,9 +195,40 @@ def spawned_server(desk: str, workers: int = 1) -> Iterator[str]:
                 wait_until_serving(f"{url}/healthz", proc, timeout=120)
             except (RuntimeError, TimeoutError) as exc:
                 raise SystemExit(str(exc)) from exc
-            yield url
+            yield url, (lambda: proc.send_signal(signal.SIGUSR1)) if profile is not None else _nothing
         finally:
             stop_process(proc, timeout=20)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_profiled(out: str, desk: str, port: int) -> None:
+    """The server of ``desk`` under cProfile (its event loop thread's CPU time: ``time.thread_time``), switched on
+    by SIGUSR1 (after the warm-up) and written to ``out`` when the server stops."""
+    import cProfile
+
+    profiler = cProfile.Profile(time.thread_time)
+    signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
+    try:
+        if desk == "fake":
+            # uvicorn stops on SIGTERM, then raises it again with the handler found before it ran: this one, which
+            # unwinds to the dump below (the default handler would end the process before it)
+            signal.signal(signal.SIGTERM, _interrupted)
+            with contextlib.suppress(KeyboardInterrupt):
+                serve_fake(port)
+        else:
+            from routegate.cli import main as cli
+
+            cli(["serve", "--port", str(port)])
+    finally:
+        profiler.disable()
+        profiler.dump_stats(out)
 
 
 def serve_fake(port: int) -> None:
@@ -193,9 +243,16 @@ def serve_fake(port: int) -> None:
 
 
 async def bench(
-    url: str, levels: list[int], modes: list[str], seconds: float, warmup: float, questions: tuple[str, ...]
+    url: str,
+    levels: list[int],
+    modes: list[str],
+    seconds: float,
+    warmup: float,
+    questions: tuple[str, ...],
+    warmed: Callable[[], None] = _nothing,
 ) -> list[dict[str, float]]:
     await run_level(url, concurrency=4, mode="json", seconds=warmup, questions=questions)
+    warmed()
     results = []
     for mode in modes:
         for c in levels:
@@ -222,19 +279,41 @@ def main() -> int:
         "--mix", choices=sorted(MIXES), default="spec", help="the messages each session cycles through (default spec)"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run each spawned server under cProfile from the end of its warm-up (its event loop thread's CPU "
+        "time); write DIR/<desk>-<round>.prof when it stops (read with pstats)",
+        metavar="DIR",
+    )
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-profiled", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-desk", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fake:
         serve_fake(args.serve_fake)
         return 0
+    if args.serve_profiled:
+        serve_profiled(args.serve_profiled, args.serve_desk, args.serve_port)
+        return 0
+    if args.profile is not None:
+        if args.url or args.workers != 1:
+            parser.error("--profile profiles a spawned one-worker server: drop --url and --workers")
+        args.profile.mkdir(parents=True, exist_ok=True)
     levels = [int(c) for c in args.concurrency.split(",")]
     modes = [m.strip() for m in args.modes.split(",")]
     load, probe = os.getloadavg()[0], cpu_probe_seconds()  # before the server starts
     if args.desk == "both" and not args.url:
         return _both(args, levels, modes, load, probe)
     with contextlib.ExitStack() as stack:
-        url = args.url or stack.enter_context(spawned_server(args.desk, args.workers))
-        results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix]))
+        warmed: Callable[[], None] = _nothing
+        if args.url:
+            url = args.url
+        else:
+            profile = args.profile / f"{args.desk}-1.prof" if args.profile is not None else None
+            url, warmed = stack.enter_context(spawned_server(args.desk, args.workers, profile))
+        results = asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix], warmed))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -256,8 +335,10 @@ def _both(args: argparse.Namespace, levels: list[int], modes: list[str], load: f
     rows: list[dict[str, object]] = []
     for r in range(args.rounds):
         for desk in ("fake", "real"):
-            with spawned_server(desk, args.workers) as url:
-                for result in asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, MIXES[args.mix])):
+            profile = args.profile / f"{desk}-{r + 1}.prof" if args.profile is not None else None
+            with spawned_server(desk, args.workers, profile) as (url, warmed):
+                mix = MIXES[args.mix]
+                for result in asyncio.run(bench(url, levels, modes, args.seconds, args.warmup, mix, warmed)):
                     rows.append({"round": r + 1, "desk": desk, "load": os.getloadavg()[0], **result})
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from routegate.apps.support.data import ARTICLES, CRYPTO_ANSWER, WEATHER_ANSWER
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.external_tool import ExternalTool, detect_type
-from routegate.apps.support.vector_tool import VectorTool
+from routegate.apps.support.vector_tool import VectorTool, vector_literal
 from routegate.embed import MiniLMEncoder
 from routegate.errors import ConfigurationError
 
@@ -65,6 +70,36 @@ async def test_documents_follow_the_contract(vector: VectorTool) -> None:
     doc = (await vector.search("How do I reset my password?"))[0].to_dict()
     assert set(doc) == {"title", "content", "score"}
     assert isinstance(doc["score"], float)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("query", ["How do I reset my password?", "refund", "escalate my ticket please"])
+async def test_search_scores_are_the_cosine_of_the_query_and_the_article(
+    db: SupportDatabase, encoder: MiniLMEncoder, query: str
+) -> None:
+    """The query's vector reaches PostgreSQL intact (pgvector's binary form): each score is the cosine similarity
+    of the query's and the article's vectors as the encoder gives them."""
+    tool = VectorTool(db, encoder, min_score=-1.0)
+    await tool.index()
+    documents = await tool.search(query, top_k=3)
+    assert len(documents) == 3
+    by_title = {a.title: f"{a.title}. {a.content}" for a in ARTICLES}
+    q = np.asarray(encoder.encode([query])[0], dtype=np.float64)
+    for document in documents:
+        a = np.asarray(encoder.encode([by_title[document.title]])[0], dtype=np.float64)
+        cosine = float(q @ a / (np.linalg.norm(q) * np.linalg.norm(a)))
+        assert document.score == pytest.approx(cosine, abs=1e-5), document.title
+
+
+@given(st.lists(st.floats(), max_size=40), st.lists(st.floats(width=32), max_size=40))
+def test_vector_literal_writes_each_number_to_seven_significant_digits(
+    values: list[float], singles: list[float]
+) -> None:
+    assert vector_literal(values) == "[" + ",".join(f"{v:.7g}" for v in values) + "]"
+    as_float32 = np.asarray(singles, dtype=np.float32)  # what the encoder returns
+    assert vector_literal(as_float32) == "[" + ",".join(f"{float(v):.7g}" for v in as_float32) + "]"
+    if values and all(math.isfinite(v) for v in values):
+        assert [float(x) for x in vector_literal(values)[1:-1].split(",")] == pytest.approx(values, rel=1e-6)
 
 
 def test_min_score_is_checked() -> None:

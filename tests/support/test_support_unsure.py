@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from routegate.apps.support import unsure
 from routegate.apps.support.contracts import ROUTES, ToolUsed
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
@@ -123,3 +124,69 @@ async def test_the_desk_asks_back_instead_of_calling_a_tool(
     assert not any(isinstance(e, ToolUsed) for e in events)
     assert events[-1].type == "final" and final.route == "LLM" and final.stop_reason == "success"
     assert final.answer == UNSURE_ANSWER and "couldn't find" not in final.answer
+
+
+_CODE_ALPHABET = st.sampled_from(
+    [
+        "(",
+        ")",
+        "=",
+        ":",
+        ";",
+        "{",
+        "}",
+        "[",
+        "]",
+        "#",
+        ".",
+        "import",
+        "from",
+        "class",
+        "return",
+        "#include",
+        "self.",
+        "def ",
+        "print",
+        "for ",
+        " in ",
+        "x",
+        "y",
+        "1",
+        " ",
+        "\n",
+        "what",
+        "ticket",
+        "?",
+        '"',
+        "=>",
+        "let ",
+    ]
+)
+
+
+@given(st.lists(_CODE_ALPHABET, max_size=14).map("".join))
+@example("print(x)")  # one signal of each kind, and enough symbols
+@example("x = 1")
+@example('for x in y: ""')
+@example("x;")
+@example('import x ""')
+@example('from x ""')
+@example("return x {")
+@example("class x:")
+@example("y.x(1)")
+@example('self.x ""')
+@example('#include "x"')
+@settings(max_examples=400)
+def test_the_code_check_is_its_rule_whatever_the_shortcuts(text: str) -> None:
+    """Pasted code: two of the code signals, or one with at least 12 % code symbols among the non-blank characters
+    (the check skips the searches for text none of the signals can match, and the count when one signal does not
+    decide alone: it gives the rule's verdict all the same)."""
+    stripped = text.strip()
+    if stripped[:1] in "{[" and stripped[-1:] in "}]":
+        return  # JSON pasted in: its own check first
+    signals = sum(1 for pattern in unsure._CODE_SIGNALS if pattern.search(text))
+    chars = [c for c in text if not c.isspace()]
+    symbols = sum(1 for c in chars if c in unsure._CODE_SYMBOLS) / max(len(chars), 1)
+    is_code = signals >= 2 or (signals >= 1 and symbols >= 0.12)
+    is_sql = pasted_shape(text) == "SQL"
+    assert pasted_shape(text) == ("SQL" if is_sql else "code" if is_code else None)

@@ -12,7 +12,7 @@ with needs("server"):
     from fastapi import APIRouter, Depends, Path, Request, Response
     from fastapi.responses import JSONResponse
 
-from routegate.apps.support.contracts import RouteChosen, SupportEvent, ToolUsed, TurnError
+from routegate.apps.support.contracts import AnswerToken, RouteChosen, SupportEvent, ToolUsed, TurnError
 from routegate.apps.support.tenancy import acting_for
 from routegate.core.events import FinalEvent
 from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
@@ -95,6 +95,8 @@ async def _collect(events: AsyncGenerator[SupportEvent, None], session_id: str) 
     tools: list[dict[str, Any]] = []
     async with aclosing(events):
         async for event in events:
+            if isinstance(event, AnswerToken):  # the JSON body has the whole answer: its tokens are not needed
+                continue
             if isinstance(event, RouteChosen):
                 decision = route_payload(event, session_id)
                 decision.pop("session_id")

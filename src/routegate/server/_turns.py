@@ -266,11 +266,15 @@ async def run_turn(
                 stream = services.desk.iter(message, session_id=session.internal)
             try:
                 async for item in stream:
+                    if isinstance(item, AnswerToken):  # most of a turn's events: nothing to count or refine
+                        yield item
+                        continue
                     event = _event_of(item)
                     if isinstance(event, RouteChosen):
                         metrics.route_chosen(event)
                     elif isinstance(event, FinalEvent):
-                        event = FinalEvent(event.result.in_session(session.public))
+                        if event.result.session_id != session.public:  # a keyed session: the client's name for it
+                            event = FinalEvent(event.result.in_session(session.public))
                         metrics.turn_finished(event.result)
                     elif isinstance(event, TurnError):
                         event = await _refine(services, event)
@@ -419,8 +423,13 @@ def event_payload(event: SupportEvent, session_id: str) -> dict[str, Any]:
     return {"code": event.code, "message": event.message}
 
 
+_LEAVES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """Mappings and sequences the desk hands over (frozen or not) as JSON-ready dicts and lists."""
+    if type(value) in _LEAVES:  # most values of a tool's evidence: no abstract-class checks for them
+        return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

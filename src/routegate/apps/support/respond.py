@@ -299,10 +299,21 @@ class RespondNode:
             raise ConfigurationError(f"the Respond node takes Routed or Observed, got {type(payload).__name__}")
         written = _Written()
         parts: list[str] = []
+        emit = turn.emit
         try:
-            async for token in self._tokens(turn, routed, observation, written):
-                parts.append(token)
-                turn.send(AnswerToken(token))
+            if self.chat_model is not None:
+                async for token in self._from_model(self.chat_model, turn, routed.route, observation, written):
+                    parts.append(token)
+                    if emit is not None:
+                        emit(AnswerToken(token))
+            else:
+                written.notes.append({"node": "respond", "mode": "composer"})
+            if not parts:  # no model, or it failed before its first token: the composer answers
+                # a plain loop, not an async generator: the offline answer's ~30 tokens are a tenth of a turn's CPU
+                for token in tokens_of(self.composer(routed, routed.route, observation)):
+                    parts.append(token)
+                    if emit is not None:
+                        emit(AnswerToken(token))
         except RunStopError as stop:
             raise StepStop(stop.stop_reason, stop.message, phase=stop.phase, notes=written.notes) from stop
         except Exception as exc:
@@ -315,38 +326,30 @@ class RespondNode:
             raise StepStop(stop_reasons.LLM_EMPTY, message, phase="finalize", notes=written.notes)
         return Answer(text, tuple(written.notes), written.llm_stop)
 
-    async def _tokens(
-        self, turn: TurnInput, routed: Routed, observation: Mapping[str, Any], written: _Written
+    async def _from_model(
+        self, model: ChatModel, turn: TurnInput, route: str, observation: Mapping[str, Any], written: _Written
     ) -> AsyncIterator[str]:
-        route = routed.route
-        if self.chat_model is not None:
-            started = False
-            try:
-                messages = llm_messages(
-                    turn,
-                    route,
-                    observation,
-                    max_evidence_chars=self.max_evidence_chars,
-                    system_prompt=self.system_prompt,
-                )
-                async for delta in self.chat_model.stream(messages):
-                    if delta:
-                        started = True
-                        yield delta
-            except RunStopError as stop:
-                if started:
-                    raise
-                written.llm_stop = stop.stop_reason
-                written.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
-            else:
-                if started:
-                    written.notes.append({"node": "respond", "mode": "llm"})
-                    return
-                written.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
+        """The model's answer as it streams; nothing when it fails before its first token or answers blank (the
+        trace notes why, and the composer answers). A failure after its first token ends the turn."""
+        started = False
+        try:
+            messages = llm_messages(
+                turn, route, observation, max_evidence_chars=self.max_evidence_chars, system_prompt=self.system_prompt
+            )
+            async for delta in model.stream(messages):
+                if delta:
+                    started = True
+                    yield delta
+        except RunStopError as stop:
+            if started:
+                raise
+            written.llm_stop = stop.stop_reason
+            written.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
         else:
-            written.notes.append({"node": "respond", "mode": "composer"})
-        for token in tokens_of(self.composer(routed, route, observation)):
-            yield token
+            if started:
+                written.notes.append({"node": "respond", "mode": "llm"})
+            else:
+                written.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
 
 
 class _Written:

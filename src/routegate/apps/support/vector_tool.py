@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, LiteralString
 
 from routegate._extras import needs
@@ -18,6 +19,8 @@ from routegate._extras import needs
 with needs("desk"):
     import numpy as np
     import psycopg
+    from pgvector import Vector
+    from pgvector.psycopg.vector import VectorBinaryDumper
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
@@ -43,8 +46,16 @@ class Document:
 
 
 def vector_literal(vector: Sequence[float] | np.ndarray[Any, Any]) -> str:
-    """pgvector's text form ``[x,y,...]`` (sent as a parameter and cast with ``::vector``)."""
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+    """pgvector's text form ``[x,y,...]``, each number to 7 significant digits (sent as a parameter and cast with
+    ``::vector``). One ``%`` formatting of all the numbers at once: a number at a time (``f"{x:.7g}"``) was
+    0.2 ms of a 384-number vector, the largest single item of a knowledge-base turn outside the encoder."""
+    values = vector.tolist() if isinstance(vector, np.ndarray) else [float(x) for x in vector]
+    return _literal_format(len(values)) % tuple(values)
+
+
+@lru_cache(maxsize=8)
+def _literal_format(n: int) -> str:
+    return "[" + ",".join(["%.7g"] * n) + "]"
 
 
 _NEAREST_ARTICLES: Final = (
@@ -61,13 +72,17 @@ async def nearest(
     ``database_error`` (naming ``what``) when the search fails."""
     # off the event loop (other turns keep running), in a shared pass when the encoder batches
     try:
-        vector = vector_literal((await encode_async(encoder, [query]))[0])
+        vector = Vector(np.asarray((await encode_async(encoder, [query]))[0]))
     except Exception as exc:  # the encoder failed (its runtime, its model): the search cannot run
         logger.warning("the encoder failed: %s", type(exc).__name__, exc_info=True)
         raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
     try:
         async with db.connection() as conn:
-            cur = await conn.execute(statement, {"v": vector, "k": top_k})
+            cur = conn.cursor()
+            # the vector goes in pgvector's binary form (its type left to the statement's ``::vector``: the
+            # extension's type has no fixed OID), not as text: formatting 384 numbers cost 0.1-0.2 ms per search
+            cur.adapters.register_dumper(Vector, VectorBinaryDumper)
+            await cur.execute(statement, {"v": vector, "k": top_k})
             return list(await cur.fetchall())
     except psycopg.Error as exc:
         raise ToolError("database_error", f"{what} failed: {str(exc).splitlines()[0]}") from exc
