@@ -19,6 +19,7 @@ from typing import Any
 
 from routegate.core import stop_reasons as sr
 from routegate.core._faults import fault_message
+from routegate.core._slots import slot_setters
 from routegate.core.context import RunContext
 from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.core.hashing import args_hash
@@ -36,12 +37,19 @@ class DelegationStop:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class WorkerCalled:
     """The worker ran; ``value`` is what it returned (still to be checked against the observation contract)."""
 
     value: object
     args_hash: str
+
+    def __init__(self, value: object, args_hash: str) -> None:
+        _set_called_value(self, value)  # built on every delegation: see routegate.core._slots
+        _set_called_hash(self, args_hash)
+
+
+_set_called_value, _set_called_hash = slot_setters(WorkerCalled, "value", "args_hash")
 
 
 class RouteGateway:

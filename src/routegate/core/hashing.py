@@ -32,20 +32,42 @@ def _normalize(value: object) -> object:
 
 def canonical_args(args: Mapping[str, Any]) -> str:
     """The canonical JSON text that :func:`args_hash` digests."""
-    if all(type(key) is str and type(value) is str for key, value in args.items()):
+    fields: list[tuple[str, str]] = []
+    for key, value in args.items():
+        if type(key) is not str or type(value) is not str:
+            break
+        fields.append((key, value))
+    else:
         # the common shape (string arguments), encoded exactly as the general path below would, minus its overhead
-        return (
-            "{"
-            + ",".join(
-                encode_basestring_ascii(key) + ":" + encode_basestring_ascii(" ".join(value.split()))
-                for key, value in sorted(args.items())
-            )
-            + "}"
-        )
+        if len(fields) == 1:
+            key, value = fields[0]
+            return "{" + encode_basestring_ascii(key) + ":" + _text(value) + "}"
+        fields.sort()
+        return "{" + ",".join([encode_basestring_ascii(key) + ":" + _text(value) for key, value in fields]) + "}"
     try:
         return _CANONICAL.encode(_normalize(args))
     except (RecursionError, ValueError):
         return _canonical_iterative(args)
+
+
+def _text(value: str) -> str:
+    """``value`` trimmed and whitespace-collapsed, as a JSON string (ASCII only).
+
+    Text that is already its own normal form and needs no escape (printable ASCII without a quote, a backslash, or
+    a leading, trailing or doubled space: the usual argument, which the worker's schema has often collapsed
+    already) is quoted as it is; the encoder would give the same text.
+    """
+    if (
+        value.isascii()
+        and '"' not in value
+        and "\\" not in value
+        and "  " not in value
+        and value[:1] != " "
+        and value[-1:] != " "
+        and value.isprintable()  # printable ASCII: no control character, so no whitespace but the space
+    ):
+        return '"' + value + '"'
+    return encode_basestring_ascii(" ".join(value.split()))
 
 
 def _scalar(value: object) -> str:
@@ -119,4 +141,4 @@ class _Close(_Text):
 
 def args_hash(args: Mapping[str, Any]) -> str:
     """12 hex chars of sha256 over :func:`canonical_args`."""
-    return hashlib.sha256(canonical_args(args).encode()).hexdigest()[:12]
+    return hashlib.sha256(canonical_args(args).encode()).digest()[:6].hex()  # the first 12 of its hexdigest()

@@ -57,6 +57,31 @@ def _schema_rejection(exc: ValidationError, args: Mapping[str, Any], target: str
     )
 
 
+def _decoded(raw: object) -> dict[Any, Any] | RouteRejection:
+    """A decision that is not already a ``dict``, as one: UTF-8 bytes and text are parsed as JSON."""
+    action = raw
+    if isinstance(action, bytes | bytearray):
+        try:
+            action = bytes(action).decode("utf-8")
+        except UnicodeDecodeError:
+            return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not UTF-8 text")
+    if isinstance(action, str):
+        if len(action) > _MAX_RAW_TEXT:
+            return RouteRejection(
+                sr.invalid_route(sr.NON_JSON),
+                f"route decision text is {len(action)} characters, over the {_MAX_RAW_TEXT} limit",
+            )
+        try:
+            action = json.loads(action)
+        except (ValueError, RecursionError):
+            return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not valid JSON")
+    if not isinstance(action, dict):
+        return RouteRejection(
+            sr.invalid_route(sr.NOT_OBJECT), f"route decision must be a JSON object, got {type(action).__name__}"
+        )
+    return action
+
+
 class RoutePolicy:
     """The policy allowlist plus the argument schema of each target it knows.
 
@@ -104,51 +129,41 @@ class RoutePolicy:
             target: object = raw.target
             args: object = raw.args
         else:
-            action = raw
-            if isinstance(action, bytes | bytearray):
-                try:
-                    action = bytes(action).decode("utf-8")
-                except UnicodeDecodeError:
-                    return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not UTF-8 text")
-            if isinstance(action, str):
-                if len(action) > _MAX_RAW_TEXT:
-                    return RouteRejection(
-                        sr.invalid_route(sr.NON_JSON),
-                        f"route decision text is {len(action)} characters, over the {_MAX_RAW_TEXT} limit",
-                    )
-                try:
-                    action = json.loads(action)
-                except (ValueError, RecursionError):
-                    return RouteRejection(sr.invalid_route(sr.NON_JSON), "route decision is not valid JSON")
-            if not isinstance(action, dict):
-                return RouteRejection(
-                    sr.invalid_route(sr.NOT_OBJECT),
-                    f"route decision must be a JSON object, got {type(action).__name__}",
-                )
+            if type(raw) is dict:  # the usual form, a decoded JSON object
+                action = raw
+            else:
+                decoded = _decoded(raw)
+                if isinstance(decoded, RouteRejection):
+                    return decoded
+                action = decoded
             if action.get("kind") != "route":
                 return RouteRejection(sr.invalid_route(sr.BAD_KIND), "route decision must have kind='route'")
-            if action.keys() - _ROUTE_KEYS:
+            if not _ROUTE_KEYS.issuperset(action.keys()):
                 extra = sorted(str(key)[:40] for key in action.keys() - _ROUTE_KEYS)
                 return RouteRejection(sr.invalid_route(sr.EXTRA_KEYS), f"route decision has extra keys {extra}")
             target = action.get("target")
             args = action.get("args")
-        if not isinstance(target, str) or not target.strip():
+        if not isinstance(target, str) or not (target := target.strip()):
             return RouteRejection(sr.invalid_route(sr.MISSING_TARGET), "route decision has no target")
-        target = target.strip()
         if target not in self._allowed:
             return RouteRejection(
                 sr.route_not_allowed(target),
                 f"target {sr.safe_detail(target)!r} is not in the policy allowlist",
             )
-        if args is None:
-            args = {}
-        if not isinstance(args, dict) and isinstance(args, Mapping) and isinstance(raw, RouteProposal):
-            try:  # typed: any mapping will do
-                args = dict(args)
-            except Exception as exc:  # a mapping that fails when read: refused, not raised
-                return RouteRejection(sr.invalid_route(sr.BAD_ARGS), f"args could not be read ({type(exc).__name__})")
-        if not isinstance(args, dict):
-            return RouteRejection(sr.invalid_route(sr.BAD_ARGS), f"args must be an object, got {type(args).__name__}")
+        if type(args) is not dict:
+            if args is None:
+                args = {}
+            elif isinstance(args, Mapping) and not isinstance(args, dict) and isinstance(raw, RouteProposal):
+                try:  # typed: any mapping will do
+                    args = dict(args)
+                except Exception as exc:  # a mapping that fails when read: refused, not raised
+                    return RouteRejection(
+                        sr.invalid_route(sr.BAD_ARGS), f"args could not be read ({type(exc).__name__})"
+                    )
+            if not isinstance(args, dict):
+                return RouteRejection(
+                    sr.invalid_route(sr.BAD_ARGS), f"args must be an object, got {type(args).__name__}"
+                )
         try:
             breach = check_bounds(args, self._limits, json_only=self._json_only)
         except Exception as exc:  # a mapping that fails when read (a router's own object): refused, not raised
@@ -169,4 +184,4 @@ class RoutePolicy:
                 sr.invalid_route(sr.REPEAT_TARGET_AFTER_REROUTE),
                 f"target {target!r} answered needs_reroute on the previous attempt and may not be chosen again",
             )
-        return RouteIntent(target=target, args=args)
+        return RouteIntent(target, args)
