@@ -78,6 +78,7 @@ _INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
 _CoroutineType = types.CoroutineType
+_new = object.__new__
 _DEFAULT_ITERATIONS = Budget().max_iterations
 
 
@@ -508,7 +509,13 @@ class Plan(Generic[RunDepsT, OutputT]):
                     raise
                 except Exception as exc:
                     out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
-                env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
+                # Envelope(out, err, None, step.name, ms) without the call into its __init__ (~0.1 µs a step)
+                env = _new(Envelope)
+                env.payload = out
+                env.error = err
+                env._metadata = None
+                env.step = step.name
+                env.elapsed_ms = (_perf() - t0) * 1000.0
             else:
                 env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
                 out, err = env.payload, env.error
