@@ -247,6 +247,35 @@ async def test_the_deadline_of_a_context_cuts_the_block() -> None:
     assert deadline.expired
 
 
+async def test_deadlines_on_one_loop_each_cut_their_own_block() -> None:
+    # the deadlines of one loop share one timer: one armed after a later one, and one armed after an earlier one,
+    # are each cut when their own time passes, and a long one keeps running meanwhile
+    never = asyncio.Event()
+
+    async def blocked(seconds: float) -> Deadline:
+        deadline = Deadline(seconds)
+        with pytest.raises(TimeoutError):
+            async with deadline:
+                await never.wait()
+        return deadline
+
+    long = asyncio.ensure_future(blocked(30))
+    await asyncio.sleep(0)
+    short, later = await asyncio.wait_for(asyncio.gather(blocked(0.02), blocked(0.06)), 10)
+    assert short.expired and later.expired
+    assert not long.done()
+    long.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await long
+
+
+async def test_a_finished_block_is_not_cut_when_its_deadline_passes_later() -> None:
+    async with Deadline(0.01) as deadline:
+        pass
+    await asyncio.sleep(0.05)  # the task goes on past the deadline of the block it left: nothing cancels it
+    assert not deadline.expired
+
+
 async def test_an_unbounded_deadline_sets_no_timer() -> None:
     async with Deadline(math.inf) as deadline:
         await asyncio.sleep(0)

@@ -98,6 +98,14 @@ class _State:
         "trace",
     )
 
+    # set by the step that first has them: again (the step just run sends the run back to the route step) by
+    # govern and finalize, decision by route, route by govern, answer and extra by finalize
+    again: bool
+    decision: RouteDecision
+    route: RouteIntent
+    answer: str
+    extra: Mapping[str, Any]
+
     def __init__(self, goal: object, context: Mapping[str, Any], task: str | None) -> None:
         self.goal: Any = goal  # checked by the route step's first attempt (the result reports "" for a non-text)
         self.context = context
@@ -108,13 +116,6 @@ class _State:
         self.trace: list[TraceEntry] = []
         self.refused: list[Outcome] = []
         self.fields: Mapping[str, Any] = _NO_FIELDS  # what a stop reports beside its outcome (route, raw_route, ...)
-        # set by the step that first has them: again (the step just run sends the run back to the route step) by
-        # govern and finalize, decision by route, route by govern, answer and extra by finalize
-        self.again: bool
-        self.decision: RouteDecision
-        self.route: RouteIntent
-        self.answer: str
-        self.extra: Mapping[str, Any]
 
 
 def _again(env: Envelope) -> bool:

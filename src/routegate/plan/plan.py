@@ -78,6 +78,7 @@ _INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
 _CoroutineType = types.CoroutineType
+_new = object.__new__
 _DEFAULT_ITERATIONS = Budget().max_iterations
 
 
@@ -287,7 +288,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             if store is None and self._has_writes:
                 store = Store()
         if nested:  # a step of another plan: its context, deadline and spans; no events of its own
-            if outer is None or not outer.shares:
+            if outer is None or not outer.shares():
                 return self._steps(value, store, None, started)
             run = _Run(self, value, store, outer.ctx, outer.deadline, outer.max_seconds, None, outer.spans.nested())
             return run.drive(started)
@@ -399,10 +400,12 @@ class Plan(Generic[RunDepsT, OutputT]):
         spans: RunSpans = NO_SPANS
         envelopes: list[Envelope]
         decisions: list[Decision]
+        ctx: Any = None  # the run's context: the second argument of a step that takes it
         if run is None:  # the lean branch: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
             watched = tracing = False
         else:
+            ctx = run.ctx
             envelopes, decisions, deadline, emit, spans = (
                 run.envelopes,
                 run.decisions,
@@ -491,10 +494,9 @@ class Plan(Generic[RunDepsT, OutputT]):
             elif step.awaits_with_context:
                 # the hot path of a runtime built as a plan (the routing agent's steps: async, the run's context
                 # second), inlined like SYNC above: _invoke's coroutine costs ~1 µs per step (bench/core_overhead.py)
-                assert run is not None  # a step that asks for the context: the run has one
                 t0 = _perf()
                 try:
-                    out = await step.fn(given, run.ctx)
+                    out = await step.fn(given, ctx)  # a step that asks for the context: the run has one
                     if returns_stops and isinstance(out, RunStopError):  # a runtime's step ends the run: as if raised
                         err = ErrorInfo.from_exception(out, step.name, step.phase)
                         out = None
@@ -507,7 +509,13 @@ class Plan(Generic[RunDepsT, OutputT]):
                     raise
                 except Exception as exc:
                     out, err = None, ErrorInfo.from_exception(exc, step.name, step.phase)
-                env = Envelope(out, err, None, step.name, (_perf() - t0) * 1000.0)
+                # Envelope(out, err, None, step.name, ms) without the call into its __init__ (~0.1 µs a step)
+                env = _new(Envelope)
+                env.payload = out
+                env.error = err
+                env._metadata = None
+                env.step = step.name
+                env.elapsed_ms = (_perf() - t0) * 1000.0
             else:
                 env = _call(step, given, run) if step.direct else await _invoke(step, given, run, store)
                 out, err = env.payload, env.error
@@ -565,7 +573,6 @@ class Plan(Generic[RunDepsT, OutputT]):
         if tracing:
             spans.finish(iterations)
         # what _ended does, inline: one call less on every run (the driver's cut-off path calls _ended)
-        ctx = None if run is None else run.ctx
         result: PlanResult = self._result_type(
             value,
             None if error is not None else prev,
@@ -656,7 +663,6 @@ class _Run:
         "max_seconds",
         "plan",
         "sent",
-        "shares",
         "spans",
         "store",
         "watched",
@@ -689,8 +695,10 @@ class _Run:
         self.sent = 0  # step events emitted so far
         # the interpreter looks at the run between steps (one test per step when it need not)
         self.watched = deadline is not None or emit is not None or spans.watching
-        # a plan nested in this run shares its context, deadline and spans (else it runs lean)
-        self.shares = ctx is not None or deadline is not None or spans.watching
+
+    def shares(self) -> bool:
+        """Does a plan nested in this run share its context, deadline and spans (else it runs lean)?"""
+        return self.ctx is not None or self.deadline is not None or self.spans.watching
 
     async def drive(
         self,
@@ -737,12 +745,12 @@ class _Run:
                         except StopIteration as finished:
                             result = finished.value
                         else:
-                            timer = Deadline(max(self.deadline - _monotonic(), 0.0))
+                            timer = Deadline.until(self.deadline)  # ``async with``, without its coroutines
                             try:
-                                async with timer:
-                                    result = await _resumed(steps, waiting)
-                            except TimeoutError:
-                                if not timer.expired:
+                                result = await _resumed(steps, waiting)
+                            except BaseException as exc:
+                                cut = timer.disarm(type(exc) is asyncio.CancelledError)
+                                if not (cut or (timer.expired and isinstance(exc, TimeoutError))):
                                     raise
                                 stop = self.out_of_time(self.at, started)
                                 spans.close_step()  # the cut-off step's span, with its envelope
@@ -750,6 +758,8 @@ class _Run:
                                 result = plan._ended(
                                     self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
                                 )
+                            else:
+                                timer.disarm(False)
                     if self.events is not None:
                         self.flush()
                 except BaseException as exc:
@@ -832,7 +842,10 @@ class _Run:
 @types.coroutine
 def _resumed(steps: Coroutine[Any, Any, PlanResult], waiting: Any) -> Generator[Any, Any, PlanResult]:
     """The rest of the run ``steps``, which suspended on ``waiting`` when its driver first sent into it: what the
-    event loop sends or throws in goes on to ``steps`` (the timer's cancellation included)."""
+    event loop sends or throws in goes on to ``steps`` (the timer's cancellation included).
+
+    Once the loop wakes the run as asyncio does (sending ``None``), ``yield from`` hands the rest of it to
+    ``steps`` itself: resumed and ended in C, with no frame of this generator per resume and no ``StopIteration``."""
     while True:
         try:
             sent = yield waiting
@@ -845,6 +858,8 @@ def _resumed(steps: Coroutine[Any, Any, PlanResult], waiting: Any) -> Generator[
             except StopIteration as finished:
                 return finished.value  # type: ignore[no-any-return]  # the coroutine's return value
         else:
+            if sent is None:
+                return (yield from steps)  # type: ignore[no-any-return]  # a coroutine in a types.coroutine generator
             try:
                 waiting = steps.send(sent)
             except StopIteration as finished:
