@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,21 @@ from routegate.sandbox._python import EXECUTABLE, interpreter
 
 WORKDIR = "/sandbox"
 BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")
+# RLIMIT_NPROC 2 in a fresh user namespace, then one fork: the kernel counts the namespace's own tasks (1, then 2:
+# allowed) since Linux 5.14, every task of the uid before (the server, bwrap and the probe: at least 3, refused)
+_NPROC_PROBE = """
+import os, resource
+resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
+try:
+    pid = os.fork()
+except BlockingIOError:
+    print("uid")
+else:
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print("namespace")
+"""
 
 
 def find_bwrap() -> str | None:
@@ -49,6 +65,23 @@ def missing_mechanism() -> str | None:
     if unprivileged == "0":
         return "unprivileged user namespaces are off: sysctl kernel.unprivileged_userns_clone=1"
     return None
+
+
+@cache
+def nproc_counting(bwrap: str, python: str) -> str:
+    """How the kernel counts ``RLIMIT_NPROC`` in a user namespace that bubblewrap makes: ``"namespace"`` (only
+    the namespace's own tasks, Linux 5.14 and later), ``"uid"`` (every task of the uid, in every namespace), or
+    a sentence saying why the probe could not tell. Run once per process and interpreter, not as root."""
+    argv = [bwrap, "--unshare-user", "--ro-bind", "/", "/", "--", python, "-I", "-S", "-c", _NPROC_PROBE]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={}, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"could not run {bwrap!r}: {exc}"
+    answer = done.stdout.strip()
+    if done.returncode == 0 and answer in ("namespace", "uid"):
+        return answer
+    detail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:300]
+    return f"{bwrap!r} could not start {python!r} in a user namespace: {detail}"
 
 
 def command(

@@ -54,7 +54,7 @@ from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
 from routegate.sandbox import stop_reasons as ssr
 from routegate.sandbox._boot import encode_config
-from routegate.sandbox._bwrap import command, find_bwrap, missing_mechanism
+from routegate.sandbox._bwrap import command, find_bwrap, missing_mechanism, nproc_counting
 from routegate.sandbox._cgroup import RunGroup
 from routegate.sandbox._host import (
     Observed,
@@ -203,7 +203,7 @@ class SandboxRunner:
         control group, and end ``sandbox_exit:1`` instead of ``sandbox_processes:limit``.
         """
         if os.geteuid() != 0:
-            return None  # no per-run uid: the sandbox shares this uid's count (RLIMIT_NPROC is the limit)
+            return self._uncounted_in_namespace()
         soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
         needed = _backstop_nproc(self.limits) + 1  # bwrap itself runs as the run's uid
         if soft == resource.RLIM_INFINITY or soft >= needed:
@@ -213,6 +213,29 @@ class SandboxRunner:
             f"max_processes={self.limits.max_processes} may count (bubblewrap, and each of the run's "
             f"{_tasks(self.limits)} tasks in the middle of a fork): raise it (ulimit -u, systemd LimitNPROC=) "
             "or lower max_processes"
+        )
+
+    def _uncounted_in_namespace(self) -> str | None:
+        """Not root: why ``RLIMIT_NPROC`` cannot hold a run to ``max_processes`` (None: it can).
+
+        With no per-run uid and no control group, ``RLIMIT_NPROC`` is the only task limit, and the sandbox has this
+        process's uid. Since Linux 5.14 the kernel checks it against the tasks of the run's own user namespace, so
+        the bootstrap sets it to the group's task limit. An older kernel counts every task of the uid, the server's
+        included: the same limit could refuse the run's first fork, and one above the uid's count would hold the
+        run to nothing it can know. Such a kernel is refused, not run under a weaker limit.
+        """
+        python = self.python or shared_python() or sys.executable
+        counting = nproc_counting(find_bwrap() or "bwrap", python)
+        if counting == "namespace":
+            return None
+        if counting == "uid":
+            counting = (
+                "this kernel counts RLIMIT_NPROC over every process of the uid (Linux before 5.14), so a run "
+                "started by a server that is not root cannot be held to max_processes"
+            )
+        return (
+            f"{counting}: run the server as root (each run then gets its own uid and control group) or on "
+            "Linux 5.14 or later"
         )
 
     def check(self) -> None:
@@ -240,7 +263,11 @@ class SandboxRunner:
             return self.limits.max_processes + overhead
         if os.geteuid() == 0:
             return None  # root ignores RLIMIT_NPROC
-        # the kernel counts every task (thread) of the uid, this process's and its siblings' included
+        if self.mode == "os":
+            # counted in the run's own user namespace (missing() refuses a kernel that counts the whole uid): its
+            # tasks only, as many as the control group would hold
+            return _tasks(self.limits)
+        # guard: no user namespace, so the kernel counts every task (thread) of the uid, this process's included
         return sum(threads for _, threads in processes_of(os.getuid())) + self.limits.max_processes
 
     async def run(self, code: str, language: str = "python") -> CodeRun:
