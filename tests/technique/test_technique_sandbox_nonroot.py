@@ -118,7 +118,7 @@ def test_an_unprivileged_run_is_held_to_max_processes() -> None:
 async def test_a_kernel_that_counts_the_whole_uid_is_refused_not_run_weaker(monkeypatch: pytest.MonkeyPatch) -> None:
     # before Linux 5.14 the kernel counted RLIMIT_NPROC over every task of the uid: no value holds a run that
     # shares the server's uid to max_processes, so such a kernel is refused with what to do
-    monkeypatch.setattr(supervisor, "nproc_counting", lambda bwrap, python: "uid")
+    monkeypatch.setattr(supervisor, "nproc_counting", lambda bwrap: "uid")
     monkeypatch.setattr(supervisor.os, "geteuid", lambda: NOBODY)
     runner = SandboxRunner(limits=SandboxLimits(max_processes=MAX_PROCESSES))
     result = await runner.run(FORK_BOMB)

@@ -68,10 +68,13 @@ def missing_mechanism() -> str | None:
 
 
 @cache
-def nproc_counting(bwrap: str, python: str) -> str:
+def nproc_counting(bwrap: str) -> str:
     """How the kernel counts ``RLIMIT_NPROC`` in a user namespace that bubblewrap makes: ``"namespace"`` (only
     the namespace's own tasks, Linux 5.14 and later), ``"uid"`` (every task of the uid, in every namespace), or
-    a sentence saying why the probe could not tell. Run once per process and interpreter, not as root."""
+    a sentence saying why the probe could not tell. Run once per process, not as root, with this interpreter
+    (the host's whole file system is bound read-only: the probe is ours, and the runs' interpreter is not
+    involved)."""
+    python = sys.executable
     argv = [bwrap, "--unshare-user", "--ro-bind", "/", "/", "--", python, "-I", "-S", "-c", _NPROC_PROBE]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={}, check=False)

@@ -224,8 +224,7 @@ class SandboxRunner:
         included: the same limit could refuse the run's first fork, and one above the uid's count would hold the
         run to nothing it can know. Such a kernel is refused, not run under a weaker limit.
         """
-        python = self.python or shared_python() or sys.executable
-        counting = nproc_counting(find_bwrap() or "bwrap", python)
+        counting = nproc_counting(find_bwrap() or "bwrap")
         if counting == "namespace":
             return None
         if counting == "uid":
