@@ -15,7 +15,8 @@ and task count, and gives the supervisor counters the code cannot write.
 The verdict is the supervisor's own observation: its wall clock, the exit status, the control group's OOM,
 task-limit and CPU counters, and the size of the output files. With a group, the group's task limit is the only
 one that can refuse a run's fork first, so a run that reaches it always ends ``sandbox_processes:limit``
-(:func:`_backstop_nproc`). ``cpu_seconds`` holds for the run as a whole:
+(:func:`_backstop_nproc`). Without one (not root) ``RLIMIT_NPROC`` is the limit, counted in the run's own
+user namespace (Linux 5.14 and later; an older kernel, which counts the whole uid, is refused). ``cpu_seconds`` holds for the run as a whole:
 while it runs the supervisor reads the CPU time of all its processes (the control group's counter, or
 ``/proc`` without a group) and stops it at the limit; ``RLIMIT_CPU`` is only each process's backstop. Nothing the code prints decides a stop
 reason. When ``run()`` returns, every process of the run is gone (the PID namespace dies with its first
