@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic_core import PydanticKnownError
 
 from routegate.core.context import RunContext, context_parameter
 from routegate.core.provenance import FlowRules, From
@@ -32,7 +33,27 @@ def collapse_whitespace(value: object) -> object:
     return value
 
 
-NormalizedText = Annotated[str, BeforeValidator(collapse_whitespace), Field(min_length=1)]
+def _non_blank_text(value: object) -> object:
+    """:func:`collapse_whitespace`, and the refusal of what collapses to nothing, in one call.
+
+    It is the validation ``collapse_whitespace`` then ``min_length=1`` made, with the same error (``too_short``,
+    the same message and context): ``min_length`` placed after a Python validator runs as a second Python
+    validator (a partial), so one call does both. Bytes go on to the ``str`` schema unchanged, as before; only
+    empty ones decode to an empty string. Text that is already collapsed is returned without the split and
+    re-join: a printable string has no whitespace but the space (``str.isprintable``), so it is collapsed when
+    it neither starts nor ends with one and holds no two in a row."""
+    if type(value) is str and value.isprintable() and value and value[0] != " " != value[-1] and "  " not in value:
+        return value
+    if isinstance(value, str):
+        text = " ".join(value.split())
+        if text:
+            return text
+    elif not (isinstance(value, bytes | bytearray) and not value):
+        return value
+    raise PydanticKnownError("too_short", {"field_type": "Value", "min_length": 1, "actual_length": 0})
+
+
+NormalizedText = Annotated[str, BeforeValidator(_non_blank_text), Field(json_schema_extra={"minLength": 1})]
 """A required, non-blank string whose whitespace is trimmed and collapsed (the seed's ``ticket``)."""
 
 
