@@ -94,6 +94,9 @@ class _Signature:
     def mismatch(self, args: Mapping[str, Any]) -> str | None:
         """Why ``fn(**args)`` would not bind, or ``None`` if it binds."""
         keys = args.keys()
+        # the arguments that bind, checked without building a set: only a refusal pays for the differences
+        if self.required <= keys and (self.var_keyword or keys <= self.accepted):
+            return None
         missing = self.required - keys
         if missing:
             return f"missing argument(s) {sorted(missing)}"
@@ -141,6 +144,7 @@ class Worker:
     flow_rules: FlowRules | None = field(init=False, repr=False, compare=False)
     context_param: str | None = field(init=False, repr=False)
     _signature: _Signature = field(init=False, repr=False)
+    _awaited: bool = field(init=False, repr=False, compare=False)  # invoke always returns an awaitable
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip() or self.name != self.name.strip():
@@ -158,6 +162,7 @@ class Worker:
         rules = FlowRules.of(self.name, model, self.flows, open_args=signature.var_keyword)
         object.__setattr__(self, "flow_rules", rules)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(self, "_awaited", self.is_async or not self.inline)
         if not self.description:
             doc = inspect.getdoc(self.fn) or ""
             object.__setattr__(self, "description", doc.split("\n\n")[0].replace("\n", " "))
