@@ -120,8 +120,9 @@ class RouteGateway:
         found = self._registry[target]
         try:
             value = found.invoke(args, ctx)
-            # an observation (a dict) is never awaitable: the check of any other value asks the Awaitable ABC
-            if type(value) is not dict and inspect.isawaitable(value):
+            # an async or threaded worker's call is always awaited; an inline worker's value only if awaitable (an
+            # observation, a dict, never is: the check of any other value asks the Awaitable ABC)
+            if found._awaited or (type(value) is not dict and inspect.isawaitable(value)):
                 value = await value
         except RunStopError:
             raise

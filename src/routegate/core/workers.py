@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic_core import PydanticKnownError
 
 from routegate.core.context import RunContext, context_parameter
 from routegate.core.provenance import FlowRules, From
@@ -32,7 +33,27 @@ def collapse_whitespace(value: object) -> object:
     return value
 
 
-NormalizedText = Annotated[str, BeforeValidator(collapse_whitespace), Field(min_length=1)]
+def _non_blank_text(value: object) -> object:
+    """:func:`collapse_whitespace`, and the refusal of what collapses to nothing, in one call.
+
+    It is the validation ``collapse_whitespace`` then ``min_length=1`` made, with the same error (``too_short``,
+    the same message and context): ``min_length`` placed after a Python validator runs as a second Python
+    validator (a partial), so one call does both. Bytes go on to the ``str`` schema unchanged, as before; only
+    empty ones decode to an empty string. Text that is already collapsed is returned without the split and
+    re-join: a printable string has no whitespace but the space (``str.isprintable``), so it is collapsed when
+    it neither starts nor ends with one and holds no two in a row."""
+    if type(value) is str and value.isprintable() and value and value[0] != " " != value[-1] and "  " not in value:
+        return value
+    if isinstance(value, str):
+        text = " ".join(value.split())
+        if text:
+            return text
+    elif not (isinstance(value, bytes | bytearray) and not value):
+        return value
+    raise PydanticKnownError("too_short", {"field_type": "Value", "min_length": 1, "actual_length": 0})
+
+
+NormalizedText = Annotated[str, BeforeValidator(_non_blank_text), Field(json_schema_extra={"minLength": 1})]
 """A required, non-blank string whose whitespace is trimmed and collapsed (the seed's ``ticket``)."""
 
 
@@ -73,6 +94,9 @@ class _Signature:
     def mismatch(self, args: Mapping[str, Any]) -> str | None:
         """Why ``fn(**args)`` would not bind, or ``None`` if it binds."""
         keys = args.keys()
+        # the arguments that bind, checked without building a set: only a refusal pays for the differences
+        if self.required <= keys and (self.var_keyword or keys <= self.accepted):
+            return None
         missing = self.required - keys
         if missing:
             return f"missing argument(s) {sorted(missing)}"
@@ -120,6 +144,7 @@ class Worker:
     flow_rules: FlowRules | None = field(init=False, repr=False, compare=False)
     context_param: str | None = field(init=False, repr=False)
     _signature: _Signature = field(init=False, repr=False)
+    _awaited: bool = field(init=False, repr=False, compare=False)  # invoke always returns an awaitable
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip() or self.name != self.name.strip():
@@ -137,6 +162,7 @@ class Worker:
         rules = FlowRules.of(self.name, model, self.flows, open_args=signature.var_keyword)
         object.__setattr__(self, "flow_rules", rules)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(self, "_awaited", self.is_async or not self.inline)
         if not self.description:
             doc = inspect.getdoc(self.fn) or ""
             object.__setattr__(self, "description", doc.split("\n\n")[0].replace("\n", " "))
