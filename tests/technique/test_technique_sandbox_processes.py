@@ -149,5 +149,9 @@ def test_a_process_limit_too_low_for_a_run_is_refused_before_anything_runs(group
     assert low["stop_reason"] == "sandbox_error:unavailable", low
     assert "RLIMIT_NPROC is 10, below the 37 tasks a run with max_processes=16 may count" in low["message"]
     assert "raise it (ulimit -u" in low["check"]
+    # each reason says what to do itself; the error's own advice fits every reason (not only a missing program)
+    assert low["check"].endswith(
+        "Fix that, or pass SandboxRunner(mode='guard') to opt into the in-process guard, which is not a security boundary"
+    ), low["check"]
     enough = _fork_bomb_under_nproc(37)
     assert (enough["stop_reason"], enough["check"]) == ("sandbox_processes:limit", ""), enough

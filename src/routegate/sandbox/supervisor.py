@@ -243,7 +243,7 @@ class SandboxRunner:
         lacking = self.missing()
         if lacking:
             raise ConfigurationError(
-                f"the code sandbox cannot run here: {lacking}. Install it, or pass SandboxRunner(mode='guard') "
+                f"the code sandbox cannot run here: {lacking}. Fix that, or pass SandboxRunner(mode='guard') "
                 "to opt into the in-process guard, which is not a security boundary"
             )
 
