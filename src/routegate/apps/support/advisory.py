@@ -15,6 +15,10 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
 * **One statement for many.** The takes and releases that wait while a statement runs go together in the next
   one (``unnest`` of the keys), and a release waits up to 5 ms for a take to go with, so a turn's two lock
   operations cost about one statement, shared with other turns under load.
+* **A read with the take.** A take may carry a read (:class:`LockRead`: a query and its argument): the statement
+  that grants the lock runs it, for the names it grants and only those, and the holder finds the rows on its
+  :class:`Tenure` (:meth:`Tenure.read_by`). A name not granted reads nothing and tries again as any other. The
+  desk reads a session's history so, with the take: one round trip less per turn.
 * **Kept for a follow-up.** A take of a name whose release is still waiting for its statement cancels that
   release: the lock is never let go, and nothing is sent. Each unbroken holding is a :class:`Tenure` (what
   :meth:`AdvisoryLocks.hold` gives): the same object from the take PostgreSQL granted to the release it ran, a new
@@ -48,12 +52,13 @@ import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, LiteralString
 
 from routegate._extras import needs
 
 with needs("desk"):
     import psycopg
+    from psycopg import sql
 
 from routegate.errors import ConfigurationError, RuntimeFaultError
 
@@ -63,6 +68,10 @@ APPLICATION_NAME: Final = "routegate-advisory-locks"
 """How the locks' connection shows in ``pg_stat_activity``."""
 FIRST_RETRY_SECONDS: Final = 0.002
 LAST_RETRY_SECONDS: Final = 0.05
+READ_LOCK_TIMEOUT_MS: Final = 1000
+"""``lock_timeout`` of the locks' connection: how long a read that comes with a take (:class:`LockRead`) may wait
+for its table, were someone changing the table's definition (the only lock a plain read waits for); then the
+statement fails, and the connection with it (its locks go). Takes and releases never wait."""
 RELEASE_LINGER_SECONDS: Final = 0.005
 """How long a release waits for a take to share its statement, or for a take of the same name to keep the lock
 (another process sees the lock free that much later; its waiters retry every 2-50 ms anyway)."""
@@ -91,13 +100,42 @@ class Tenure:
     module describes: its holders finish unprotected, and the next take starts a new tenure.) Compare by identity;
     keep data against it weakly: it is dropped once the lock is let go."""
 
-    __slots__ = ("__weakref__", "name")
+    __slots__ = ("__weakref__", "_read", "name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, read: tuple[LockRead, list[tuple[Any, ...]]] | None = None) -> None:
         self.name = name
+        self._read = read
+
+    def read_by(self, read: LockRead) -> list[tuple[Any, ...]] | None:
+        """The rows ``read`` read in the statement that began this tenure (its take's :class:`LockRead`), once:
+        ``None`` when the take carried another read or none, for a tenure kept from an earlier take, and after the
+        first call."""
+        if self._read is None or self._read[0] is not read:
+            return None
+        rows, self._read = self._read[1], None
+        return rows
 
     def __repr__(self) -> str:
         return f"Tenure({self.name!r})"
+
+
+class LockRead:
+    """A read that a take of a lock runs in its own statement, once the lock is granted: ``query`` is a SELECT of
+    one name's rows, in the order wanted, in which ``{arg}`` stands for the text the holder gives
+    (:meth:`AdvisoryLocks.hold`'s ``read_arg``) and the other ``{fields}`` for ``parts`` (:mod:`psycopg.sql`:
+    quoted identifiers, literals); no ``%`` in it. The locks' connection has no search path of the caller's:
+    name tables with their schema. Make one per kind of read (its statement is composed once): the takes that
+    carry the same one share a statement.
+
+    The statement's snapshot is taken before its takes run. A plain SELECT would not see what the lock's previous
+    holder committed just before letting go (between the snapshot and the take); a read that must see it calls a
+    VOLATILE function, whose queries take their snapshot when they run, after the take granted the lock."""
+
+    __slots__ = ("statement",)
+
+    def __init__(self, query: LiteralString, **parts: sql.Composable) -> None:
+        read = sql.SQL(query).format(arg=sql.SQL("o.arg"), **parts)
+        self.statement: sql.Composed = sql.SQL(_READ_STATEMENT).format(read=read)
 
 
 @dataclass(slots=True)
@@ -125,11 +163,24 @@ class _Op:
     generation: int = _NOT_HELD
     done: asyncio.Future[int] | None = None
     tenure: Tenure | None = None  # a release's: the holding it ends (a take of the same name may keep it)
+    read: LockRead | None = None  # a take's read, run when it is granted, and the text it reads for
+    arg: str | None = None
+    rows: list[tuple[Any, ...]] | None = None  # what the read gave, set before ``done``'s result
 
 
 _STATEMENT: Final = (
     "SELECT CASE WHEN o.take THEN pg_try_advisory_lock(o.key) ELSE pg_advisory_unlock(o.key) END"
     " FROM unnest(%s::int8[], %s::bool[]) WITH ORDINALITY AS o(key, take, n) ORDER BY o.n"
+)
+# the same, then ``{read}`` for each take granted that carries an argument: the takes and releases first (a
+# MATERIALIZED CTE, each row's before its read), the read gated by a one-time filter (not run for the others).
+# One row per operation that reads nothing (``i`` null), one per row read otherwise, in the operations' order
+_READ_STATEMENT: Final = (
+    "WITH o AS MATERIALIZED (SELECT o.n, o.arg,"
+    " CASE WHEN o.take THEN pg_try_advisory_lock(o.key) ELSE pg_advisory_unlock(o.key) END AS done"
+    " FROM unnest(%s::int8[], %s::bool[], %s::text[]) WITH ORDINALITY AS o(key, take, arg, n))"
+    " SELECT o.n, o.done, r.* FROM o LEFT JOIN LATERAL (SELECT row_number() OVER () AS i, q.* FROM ({read}) AS q"
+    " WHERE o.done AND o.arg IS NOT NULL) AS r ON true ORDER BY o.n, r.i"
 )
 
 
@@ -161,17 +212,20 @@ class AdvisoryLocks:
         return len(self._gates)
 
     @asynccontextmanager
-    async def hold(self, name: str, *, within: float) -> AsyncIterator[Tenure]:
+    async def hold(
+        self, name: str, *, within: float, read: LockRead | None = None, read_arg: str = ""
+    ) -> AsyncIterator[Tenure]:
         """``async with locks.hold(name, within=s) as tenure:`` — the block runs while no other holder of ``name``,
         in this process or another, runs; ``tenure`` is the unbroken holding it runs in (:class:`Tenure`). Waits at
         most ``within`` seconds (:class:`LockTimeoutError`); a database fault while taking the lock propagates
-        (``psycopg.OperationalError``)."""
+        (``psycopg.OperationalError``). With ``read``, the statement that takes the lock reads ``read`` for
+        ``read_arg`` (:class:`LockRead`): its rows are ``tenure.read_by(read)`` when this hold began the tenure."""
         gate = self._gates.get(name)
         if gate is None:
             gate = self._gates[name] = _Gate(name, lock_key(name), asyncio.Lock())
         gate.users += 1
         try:
-            await self._enter(gate, name, within)
+            await self._enter(gate, name, within, read, read_arg)
             try:
                 assert gate.tenure is not None  # set by the take (or kept) in _enter
                 yield gate.tenure
@@ -198,7 +252,7 @@ class AdvisoryLocks:
         await self._drop(self._conn)
 
     # -- taking ---------------------------------------------------------------------------------------------
-    async def _enter(self, gate: _Gate, name: str, within: float) -> None:
+    async def _enter(self, gate: _Gate, name: str, within: float, read: LockRead | None, arg: str) -> None:
         """Take the gate's queue, then the database lock. ``within`` bounds the waits for other holders (the
         queue behind this process's own, the retries while another process holds it), not the first try's
         round trip: with nobody else there, a lock is taken whatever the bound."""
@@ -217,9 +271,9 @@ class AdvisoryLocks:
                     async with asyncio.timeout_at(deadline):
                         await self._place(gate)
                     placed = True
-                    if not self._keep(gate) and not await self._try(gate):
+                    if not self._keep(gate) and not await self._try(gate, read, arg):
                         async with asyncio.timeout_at(deadline):
-                            await self._retry(gate)
+                            await self._retry(gate, read, arg)
             except BaseException:
                 gate.queue.release()
                 raise
@@ -276,19 +330,20 @@ class AdvisoryLocks:
                 return True
         return False
 
-    async def _retry(self, gate: _Gate) -> None:
+    async def _retry(self, gate: _Gate, read: LockRead | None, arg: str) -> None:
         delay = FIRST_RETRY_SECONDS
         while True:
             await asyncio.sleep(delay)
-            if await self._try(gate):
+            if await self._try(gate, read, arg):
                 return
             delay = min(delay * 2, LAST_RETRY_SECONDS)
 
-    async def _try(self, gate: _Gate) -> bool:
-        """One ``pg_try_advisory_lock`` (in the next statement); ``gate.generation`` records the connection it
-        was taken on."""
+    async def _try(self, gate: _Gate, read: LockRead | None, arg: str) -> bool:
+        """One ``pg_try_advisory_lock`` (in the next statement, with ``read`` for ``arg`` if granted);
+        ``gate.generation`` records the connection it was taken on, ``gate.tenure`` what was read."""
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._submit(_Op(gate.key, take=True, done=done))
+        op = _Op(gate.key, take=True, done=done, read=read, arg=None if read is None else arg)
+        self._submit(op)
         try:
             generation = await done
         except asyncio.CancelledError:
@@ -298,7 +353,8 @@ class AdvisoryLocks:
             raise
         if generation == _NOT_HELD:
             return False
-        gate.generation, gate.tenure = generation, Tenure(gate.name)
+        read_with = None if read is None or op.rows is None else (read, op.rows)
+        gate.generation, gate.tenure = generation, Tenure(gate.name, read_with)
         return True
 
     # -- the statements: every take and release waiting goes in the next one ------------------------------------
@@ -325,12 +381,15 @@ class AdvisoryLocks:
         """While takes or releases wait: send them all in one statement, then the ones that came meanwhile."""
         try:
             while self._queue:
-                batch, self._queue = self._queue, []
-                await self._run(batch)
+                # the takes of one kind of read (the first waiting) and every take without one and release
+                read = next((op.read for op in self._queue if op.read is not None), None)
+                batch = [op for op in self._queue if op.read is None or op.read is read]
+                self._queue = [op for op in self._queue if not (op.read is None or op.read is read)]
+                await self._run(batch, read)
         finally:
             self._sender = None
 
-    async def _run(self, batch: list[_Op]) -> None:
+    async def _run(self, batch: list[_Op], read: LockRead | None) -> None:
         # a release of a lock taken on a connection since dropped has nothing left to let go
         ops = []
         for op in batch:
@@ -345,12 +404,20 @@ class AdvisoryLocks:
         try:
             conn, fresh = await self._connection()
             generation = self._generation
-            cur = await conn.execute(_STATEMENT, ([op.key for op in ops], [op.take for op in ops]))
-            rows = await cur.fetchall()
+            keys, takes = [op.key for op in ops], [op.take for op in ops]
+            results: list[tuple[bool, list[tuple[Any, ...]]]]
+            if read is None:
+                cur = await conn.execute(_STATEMENT, (keys, takes))
+                results = [(bool(granted), []) for (granted,) in await cur.fetchall()]
+            else:
+                cur = await conn.execute(read.statement, (keys, takes, [op.arg for op in ops]))
+                results = _by_op(await cur.fetchall(), len(ops))
         except Exception as exc:
             await self._failed(conn, ops, exc, again=not fresh and isinstance(exc, psycopg.OperationalError))
             return
-        for op, (granted,) in zip(ops, rows, strict=True):
+        for op, (granted, read_rows) in zip(ops, results, strict=True):
+            if op.read is not None and granted:
+                op.rows = read_rows
             if op.done is not None and op.done.cancelled() and granted:
                 # its caller is gone: the lock granted to it is given back (the release keeps the take's place)
                 self._queue.append(_Op(op.key, take=False, generation=generation))
@@ -393,6 +460,7 @@ class AdvisoryLocks:
                 autocommit=True,
                 connect_timeout=max(1, round(self._connect_timeout)),
                 application_name=APPLICATION_NAME,
+                options=f"-c lock_timeout={READ_LOCK_TIMEOUT_MS}",
             )
             await self._check_capacity(self._conn)
             return self._conn, True
@@ -428,3 +496,15 @@ class AdvisoryLocks:
             await conn.close()
         except Exception:  # pragma: no cover - closing a broken connection
             logger.debug("closing the advisory-lock connection failed", exc_info=True)
+
+
+def _by_op(rows: list[tuple[Any, ...]], count: int) -> list[tuple[bool, list[tuple[Any, ...]]]]:
+    """The rows of a statement with a read (``n, done, i, *columns``, in order) as each operation's outcome:
+    whether it was granted (a release: let go), and the rows it read."""
+    out: list[tuple[bool, list[tuple[Any, ...]]]] = [(False, []) for _ in range(count)]
+    for n, done, i, *columns in rows:
+        read = out[n - 1][1]
+        if i is not None:
+            read.append(tuple(columns))
+        out[n - 1] = (bool(done), read)
+    return out

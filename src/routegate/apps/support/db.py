@@ -373,6 +373,19 @@ async def embedding_type(conn: AsyncConn, schema: str, table: str) -> str | None
 
 _STALE_TRIGGER: Final = "kb_articles_text_changed"
 
+HISTORY_QUERY: Final = (
+    "SELECT role, content, extract(epoch FROM created_at)::float8 AS at, context FROM ("
+    " SELECT id, role, content, created_at, context FROM {table} WHERE session_id = {session}"
+    " ORDER BY id DESC LIMIT {limit}) AS last ORDER BY id"
+)
+"""A session's last messages, oldest first: the pool's history read (:meth:`MessageStore.recent
+<routegate.apps.support.memory.MessageStore.recent>`) and the body of :data:`HISTORY_FUNCTION`, one text."""
+HISTORY_FUNCTION: Final = "support_history"
+"""``<schema>.support_history(session, max_messages)``: :data:`HISTORY_QUERY` as a VOLATILE function, which the
+session lock's take calls for the sessions it grants (:mod:`~routegate.apps.support.memory`). VOLATILE, so that its
+query takes its snapshot when it runs, after the lock was granted in the same statement (the statement's own
+snapshot is older: it would miss what the lock's previous holder committed just before letting go)."""
+
 MEMORY_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS support_messages ("
     " id bigserial PRIMARY KEY, session_id text NOT NULL,"
@@ -384,9 +397,20 @@ MEMORY_DDL: Final = (
     "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute"
     " WHERE attrelid = 'support_messages'::regclass AND attname = 'context' AND NOT attisdropped)"
     " THEN ALTER TABLE support_messages ADD COLUMN context jsonb; END IF; END $$",
+    # the history read that comes with a session lock's take, on the locks' connection (no search path of the
+    # desk's there: the function names its table with the schema it is created in)
+    "DO $$ BEGIN EXECUTE format("
+    "'CREATE OR REPLACE FUNCTION %1$I." + HISTORY_FUNCTION + "(session text, max_messages integer)"
+    " RETURNS TABLE (role text, content text, at float8, context jsonb)"
+    " LANGUAGE plpgsql VOLATILE STRICT AS $body$ #variable_conflict use_column\nBEGIN RETURN QUERY "
+    + HISTORY_QUERY.format(table="%1$I.support_messages", session="session", limit="max_messages").replace("'", "''")
+    + "; END $body$', current_schema());"
+    " EXECUTE format('REVOKE ALL ON FUNCTION %1$I." + HISTORY_FUNCTION + "(text, integer) FROM PUBLIC',"
+    " current_schema()); END $$",
 )
-"""The conversation memory's table (:class:`~routegate.apps.support.memory.MessageStore`), in the schema on the
-search path: every desk, built-in or configured, keeps its memory in this one shape."""
+"""The conversation memory's table (:class:`~routegate.apps.support.memory.MessageStore`) and its history read as
+a function (:data:`HISTORY_FUNCTION`), in the schema on the search path: every desk, built-in or configured, keeps
+its memory in this one shape."""
 
 _DDL: Final = (
     "CREATE TABLE IF NOT EXISTS customers (id integer PRIMARY KEY, name text NOT NULL, city text NOT NULL)",

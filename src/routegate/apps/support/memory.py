@@ -9,6 +9,12 @@ A turn reads the history, runs, and writes its messages while it holds its sessi
 a PostgreSQL advisory lock: :mod:`.advisory`), so the turns of one session run one at a time whichever processes
 run them, and each reads what the one before it wrote.
 
+**The history read with the lock's take.** The statement that takes the session's lock reads the session's history
+too, for the sessions it grants (:class:`~routegate.apps.support.advisory.LockRead`: ``<schema>.support_history``,
+:data:`~routegate.apps.support.db.HISTORY_FUNCTION`, the same query as :meth:`MessageStore.recent`'s, VOLATILE so
+that it reads after the lock was granted): the turn's history costs no exchange of its own. It is the history kept
+for the tenure the take began (below).
+
 **The history kept while the lock is.** Every write of a session's messages holds the session's lock (the desk's
 turns and its reset; a write without it is a misuse, and drops what is kept). So while this process holds the lock
 without a break (one :class:`~routegate.apps.support.advisory.Tenure`: turns queued in the process, or a follow-up
@@ -30,11 +36,12 @@ from typing import Any, Final
 from routegate._extras import needs
 
 with needs("desk"):
+    from psycopg import sql
     from psycopg.types.json import Jsonb
 
-from routegate.apps.support.advisory import Tenure, lock_key
+from routegate.apps.support.advisory import LockRead, Tenure, lock_key
 from routegate.apps.support.contracts import Message, Role
-from routegate.apps.support.db import SupportDatabase
+from routegate.apps.support.db import HISTORY_FUNCTION, HISTORY_QUERY, SupportDatabase
 from routegate.apps.support.inputs import check_session_id
 from routegate.errors import ConfigurationError
 
@@ -69,15 +76,29 @@ class MessageStore:
         # the history last read or written under a tenure of the session's lock: gone with the tenure
         self._kept: weakref.WeakKeyDictionary[Tenure, tuple[Message, ...]] = weakref.WeakKeyDictionary()
         self._held: dict[str, Tenure] = {}  # session -> the tenure its holder in this process runs in
+        # the history read that comes with the session lock's take (on the locks' connection: schema named)
+        self._read = LockRead(
+            "SELECT role, content, at, context FROM {function}({arg}, {limit})",
+            function=sql.Identifier(db.schema, HISTORY_FUNCTION),
+            limit=sql.Literal(limit),
+        )
+        self._recent = HISTORY_QUERY.format(table="support_messages", session="%s", limit="%s")
 
     @asynccontextmanager
     async def hold(self, session_id: str, *, within: float) -> AsyncIterator[None]:
         """``async with store.hold(session_id, within=s):`` — no other turn of the session, in this process or
         another on the same database, runs meanwhile. Waits at most ``within`` seconds, then raises
         :class:`~routegate.apps.support.advisory.LockTimeoutError`. Inside, :meth:`recent` may answer from the
-        history kept while the lock was held without a break (see the module's description)."""
+        history kept while the lock was held without a break, or read with the lock's take (see the module's
+        description)."""
         name = session_lock_name(self._db.schema, check_session_id(session_id))
-        async with self._db.locks.hold(name, within=within) as tenure:
+        async with self._db.locks.hold(name, within=within, read=self._read, read_arg=session_id) as tenure:
+            rows = tenure.read_by(self._read)
+            if rows is not None:  # read in the statement that began the tenure, under the lock: nobody wrote since
+                self._kept[tenure] = tuple(
+                    Message(role=role, content=content, created_at=float(at), context=context)
+                    for role, content, at, context in rows
+                )
             self._held[session_id] = tenure
             token = _HOLDING.set((*_HOLDING.get(), (self, session_id, tenure)))
             try:
@@ -159,12 +180,7 @@ class MessageStore:
             if kept is not None:
                 return list(kept)
         async with self._db.connection() as conn:
-            cur = await conn.execute(
-                "SELECT role, content, extract(epoch FROM created_at)::float8 AS at, context FROM ("
-                " SELECT id, role, content, created_at, context FROM support_messages WHERE session_id = %s"
-                " ORDER BY id DESC LIMIT %s) AS last ORDER BY id",
-                (session_id, self.limit),
-            )
+            cur = await conn.execute(self._recent, (session_id, self.limit))
             rows = await cur.fetchall()
         history = [
             Message(role=r["role"], content=r["content"], created_at=float(r["at"]), context=r["context"]) for r in rows
