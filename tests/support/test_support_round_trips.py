@@ -5,9 +5,9 @@ message on one connection), a statement a ``CommandComplete`` or ``ErrorResponse
 * the SQL tool: one round trip and four statements per call of a query it has seen (``BEGIN READ ONLY``, the
   settings statement, the bounded query and ``ROLLBACK`` in one pipeline, one ``Sync``), two round trips for a
   new one (its columns are described first, in the same transaction);
-* a rule-routed SQL question: three round trips on the pool (history read, the SQL tool, the memory write) and
-  the session lock's take on the locks' own connection; a follow-up that comes while the session's lock is still
-  held reads no history (``test_support_history_kept.py``).
+* a rule-routed SQL question: two round trips on the pool (the SQL tool, the memory write) and the session lock's
+  take, with the history read in its statement, on the locks' own connection (``test_support_history_with_lock.py``);
+  a follow-up that comes while the session's lock is still held reads no history (``test_support_history_kept.py``).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ async def test_queries_beyond_the_kept_number_keep_their_own_columns(
             assert (await tool.run(query)).rows == (row,)
 
 
-async def test_a_rule_routed_sql_question_costs_three_round_trips_on_the_pool(
+async def test_a_rule_routed_sql_question_costs_two_round_trips_on_the_pool(
     seeded_database: Callable[..., AbstractAsyncContextManager[SupportDatabase]],
     pg_url: str,
     encoder: MiniLMEncoder,
@@ -144,15 +144,16 @@ async def test_a_rule_routed_sql_question_costs_three_round_trips_on_the_pool(
         session = f"trips-{uuid.uuid4().hex[:8]}"
         await desk.ask("What is the status of ticket 1?", session_id=session)  # the query is seen once
         with traced(conn, tmp_path / "turn.trace") as turn:
-            # another session: its history is read (a follow-up of a session whose lock this process still holds
-            # reads none: test_support_history_kept.py)
+            # another session: its history is read, with its lock's take (a follow-up of a session whose lock this
+            # process still holds reads none: test_support_history_kept.py)
             result = await desk.ask("What is the status of ticket 2?", session_id=f"{session}-b")
     assert (result.route, result.stop_reason) == ("POSTGRES", "success")
     seen = turn()
-    # the history read, the SQL tool's one pipeline, the memory write (the session lock is on its own connection)
-    assert seen.round_trips == 3, seen.sent
-    assert seen.sent.count("Sync") == 3
-    assert seen.statements == 6, seen.sent  # the history read, the tool's four, the memory write
+    # the SQL tool's one pipeline, the memory write (the session lock and the history read are on the locks' own
+    # connection, in one statement)
+    assert seen.round_trips == 2, seen.sent
+    assert seen.sent.count("Sync") == 2
+    assert seen.statements == 5, seen.sent  # the tool's four, the memory write
 
 
 async def test_a_seen_query_that_fails_at_run_time_leaves_the_connection_clean(

@@ -68,10 +68,11 @@ APPLICATION_NAME: Final = "routegate-advisory-locks"
 """How the locks' connection shows in ``pg_stat_activity``."""
 FIRST_RETRY_SECONDS: Final = 0.002
 LAST_RETRY_SECONDS: Final = 0.05
-READ_LOCK_TIMEOUT_MS: Final = 1000
-"""``lock_timeout`` of the locks' connection: how long a read that comes with a take (:class:`LockRead`) may wait
-for its table, were someone changing the table's definition (the only lock a plain read waits for); then the
-statement fails, and the connection with it (its locks go). Takes and releases never wait."""
+READ_LOCK_TIMEOUT_MS: Final = 50
+"""``lock_timeout`` of the locks' connection: the longest a read that comes with a take (:class:`LockRead`) may
+wait for a table or index lock (a plain read waits only for another session's ``ACCESS EXCLUSIVE``: ``LOCK TABLE``,
+most of ``ALTER TABLE``, ``REINDEX``); then it fails with ``lock_not_available``, which a read meant never to wait
+catches (the desk's does). Takes and releases never wait."""
 RELEASE_LINGER_SECONDS: Final = 0.005
 """How long a release waits for a take to share its statement, or for a take of the same name to keep the lock
 (another process sees the lock free that much later; its waiters retry every 2-50 ms anyway)."""
@@ -126,6 +127,11 @@ class LockRead:
     quoted identifiers, literals); no ``%`` in it. The locks' connection has no search path of the caller's:
     name tables with their schema. Make one per kind of read (its statement is composed once): the takes that
     carry the same one share a statement.
+
+    A read must not wait: the connection takes and lets go every lock of the process. A plain read waits only for a
+    table that another session holds ``ACCESS EXCLUSIVE``, at most :data:`READ_LOCK_TIMEOUT_MS`; a statement that
+    fails (that timeout uncaught, a missing table) fails its takes and drops the connection, and every lock it
+    held with it. The desk's read takes its table's lock with ``NOWAIT`` and answers "not read" when it is not free.
 
     The statement's snapshot is taken before its takes run. A plain SELECT would not see what the lock's previous
     holder committed just before letting go (between the snapshot and the take); a read that must see it calls a

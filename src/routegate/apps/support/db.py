@@ -384,7 +384,9 @@ HISTORY_FUNCTION: Final = "support_history"
 """``<schema>.support_history(session, max_messages)``: :data:`HISTORY_QUERY` as a VOLATILE function, which the
 session lock's take calls for the sessions it grants (:mod:`~routegate.apps.support.memory`). VOLATILE, so that its
 query takes its snapshot when it runs, after the lock was granted in the same statement (the statement's own
-snapshot is older: it would miss what the lock's previous holder committed just before letting go)."""
+snapshot is older: it would miss what the lock's previous holder committed just before letting go). It never waits:
+while another session holds the table in a mode a read waits for (``LOCK TABLE``, most ``ALTER TABLE``, ``VACUUM
+FULL``), it returns one row of nulls at once ("not read"), and the turn reads its history on the pool."""
 
 MEMORY_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS support_messages ("
@@ -402,9 +404,11 @@ MEMORY_DDL: Final = (
     "DO $$ BEGIN EXECUTE format("
     "'CREATE OR REPLACE FUNCTION %1$I." + HISTORY_FUNCTION + "(session text, max_messages integer)"
     " RETURNS TABLE (role text, content text, at float8, context jsonb)"
-    " LANGUAGE plpgsql VOLATILE STRICT AS $body$ #variable_conflict use_column\nBEGIN RETURN QUERY "
+    " LANGUAGE plpgsql VOLATILE STRICT AS $body$ #variable_conflict use_column\n"
+    "BEGIN LOCK TABLE %1$I.support_messages IN ACCESS SHARE MODE NOWAIT; RETURN QUERY "
     + HISTORY_QUERY.format(table="%1$I.support_messages", session="session", limit="max_messages").replace("'", "''")
-    + "; END $body$', current_schema());"
+    + "; EXCEPTION WHEN lock_not_available THEN RETURN QUERY SELECT NULL::text, NULL::text, NULL::float8, NULL::jsonb;"
+    " END $body$', current_schema());"
     " EXECUTE format('REVOKE ALL ON FUNCTION %1$I." + HISTORY_FUNCTION + "(text, integer) FROM PUBLIC',"
     " current_schema()); END $$",
 )

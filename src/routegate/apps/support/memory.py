@@ -13,7 +13,8 @@ run them, and each reads what the one before it wrote.
 too, for the sessions it grants (:class:`~routegate.apps.support.advisory.LockRead`: ``<schema>.support_history``,
 :data:`~routegate.apps.support.db.HISTORY_FUNCTION`, the same query as :meth:`MessageStore.recent`'s, VOLATILE so
 that it reads after the lock was granted): the turn's history costs no exchange of its own. It is the history kept
-for the tenure the take began (below).
+for the tenure the take began (below). The read never waits on the locks' connection: when another session holds
+the table exclusively it reads nothing, and :meth:`MessageStore.recent` reads on the pool as before.
 
 **The history kept while the lock is.** Every write of a session's messages holds the session's lock (the desk's
 turns and its reset; a write without it is a misuse, and drops what is kept). So while this process holds the lock
@@ -94,7 +95,9 @@ class MessageStore:
         name = session_lock_name(self._db.schema, check_session_id(session_id))
         async with self._db.locks.hold(name, within=within, read=self._read, read_arg=session_id) as tenure:
             rows = tenure.read_by(self._read)
-            if rows is not None:  # read in the statement that began the tenure, under the lock: nobody wrote since
+            # read in the statement that began the tenure, under the lock: nobody wrote since (a row of nulls: the
+            # table was locked by another session, and the history is read on the pool, waiting there)
+            if rows is not None and all(role is not None for role, *_ in rows):
                 self._kept[tenure] = tuple(
                     Message(role=role, content=content, created_at=float(at), context=context)
                     for role, content, at, context in rows
