@@ -211,6 +211,9 @@ class AdvisoryLocks:
         self._queue: list[_Op] = []  # takes and releases for the next statement
         self._sender: asyncio.Task[None] | None = None
         self._linger: asyncio.TimerHandle | None = None  # releases waiting for a take to go with
+        # the read of the last statement that had one: the statements without a read of their own use its text (a
+        # release reads nothing in it), so that the connection runs one statement, prepared once
+        self._last_read: LockRead | None = None
         self._closed = False
 
     def __len__(self) -> int:
@@ -388,7 +391,8 @@ class AdvisoryLocks:
         try:
             while self._queue:
                 # the takes of one kind of read (the first waiting) and every take without one and release
-                read = next((op.read for op in self._queue if op.read is not None), None)
+                read = next((op.read for op in self._queue if op.read is not None), self._last_read)
+                self._last_read = read
                 batch = [op for op in self._queue if op.read is None or op.read is read]
                 self._queue = [op for op in self._queue if not (op.read is None or op.read is read)]
                 await self._run(batch, read)
