@@ -15,9 +15,9 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
 * **One statement for many.** The takes and releases that wait while a statement runs go together in the next
   one (``unnest`` of the keys), and a release waits up to 5 ms for a take to go with, so a turn's two lock
   operations cost about one statement, shared with other turns under load.
-* **A read with the take.** A take may carry a read (:class:`LockRead`: a query and its argument): the statement
-  that grants the lock runs it, for the names it grants and only those, and the holder finds the rows on its
-  :class:`Tenure` (:meth:`Tenure.read_by`). A name not granted reads nothing and tries again as any other. The
+* **A read with the take.** A take may carry a read (:class:`LockRead`: an expression and its argument): the
+  statement that grants the lock evaluates it, for the names it grants and only those, and the holder finds the
+  value on its :class:`Tenure` (:meth:`Tenure.read_by`). A name not granted reads nothing and tries again as any other. The
   desk reads a session's history so, with the take: one round trip less per turn.
 * **Kept for a follow-up.** A take of a name whose release is still waiting for its statement cancels that
   release: the lock is never let go, and nothing is sent. Each unbroken holding is a :class:`Tenure` (what
@@ -103,30 +103,31 @@ class Tenure:
 
     __slots__ = ("__weakref__", "_read", "name")
 
-    def __init__(self, name: str, read: tuple[LockRead, list[tuple[Any, ...]]] | None = None) -> None:
+    def __init__(self, name: str, read: tuple[LockRead, Any] | None = None) -> None:
         self.name = name
         self._read = read
 
-    def read_by(self, read: LockRead) -> list[tuple[Any, ...]] | None:
-        """The rows ``read`` read in the statement that began this tenure (its take's :class:`LockRead`), once:
-        ``None`` when the take carried another read or none, for a tenure kept from an earlier take, and after the
-        first call."""
+    def read_by(self, read: LockRead) -> Any:
+        """The value ``read`` gave in the statement that began this tenure (its take's :class:`LockRead`), once:
+        ``None`` when the take carried another read or none, for a tenure kept from an earlier take, after the first
+        call, and when the read's value was ``NULL``."""
         if self._read is None or self._read[0] is not read:
             return None
-        rows, self._read = self._read[1], None
-        return rows
+        value, self._read = self._read[1], None
+        return value
 
     def __repr__(self) -> str:
         return f"Tenure({self.name!r})"
 
 
 class LockRead:
-    """A read that a take of a lock runs in its own statement, once the lock is granted: ``query`` is a SELECT of
-    one name's rows, in the order wanted, in which ``{arg}`` stands for the text the holder gives
-    (:meth:`AdvisoryLocks.hold`'s ``read_arg``) and the other ``{fields}`` for ``parts`` (:mod:`psycopg.sql`:
-    quoted identifiers, literals); no ``%`` in it. The locks' connection has no search path of the caller's:
-    name tables with their schema. Make one per kind of read (its statement is composed once): the takes that
-    carry the same one share a statement.
+    """A read that a take of a lock runs in its own statement, once the lock is granted: ``expression`` is one SQL
+    value for one name (a function's call, a scalar subquery; rows as a JSON array), in which ``{arg}`` stands for
+    the text the holder gives (:meth:`AdvisoryLocks.hold`'s ``read_arg``) and the other ``{fields}`` for ``parts``
+    (:mod:`psycopg.sql`: quoted identifiers, literals); no ``%`` in it. It is evaluated for the names the statement
+    grants and for no other (a ``CASE`` on the grant). The locks' connection has no search path of the caller's:
+    name tables and functions with their schema. Make one per kind of read (its statement is composed once): the
+    takes that carry the same one share a statement.
 
     A read must not wait: the connection takes and lets go every lock of the process. A plain read waits only for a
     table that another session holds ``ACCESS EXCLUSIVE``, at most :data:`READ_LOCK_TIMEOUT_MS`; a statement that
@@ -139,8 +140,8 @@ class LockRead:
 
     __slots__ = ("statement",)
 
-    def __init__(self, query: LiteralString, **parts: sql.Composable) -> None:
-        read = sql.SQL(query).format(arg=sql.SQL("o.arg"), **parts)
+    def __init__(self, expression: LiteralString, **parts: sql.Composable) -> None:
+        read = sql.SQL(expression).format(arg=sql.SQL("o.arg"), **parts)
         self.statement: sql.Composed = sql.SQL(_READ_STATEMENT).format(read=read)
 
 
@@ -171,22 +172,20 @@ class _Op:
     tenure: Tenure | None = None  # a release's: the holding it ends (a take of the same name may keep it)
     read: LockRead | None = None  # a take's read, run when it is granted, and the text it reads for
     arg: str | None = None
-    rows: list[tuple[Any, ...]] | None = None  # what the read gave, set before ``done``'s result
+    value: Any = None  # what the read gave, set before ``done``'s result
 
 
 _STATEMENT: Final = (
     "SELECT CASE WHEN o.take THEN pg_try_advisory_lock(o.key) ELSE pg_advisory_unlock(o.key) END"
     " FROM unnest(%s::int8[], %s::bool[]) WITH ORDINALITY AS o(key, take, n) ORDER BY o.n"
 )
-# the same, then ``{read}`` for each take granted that carries an argument: the takes and releases first (a
-# MATERIALIZED CTE, each row's before its read), the read gated by a one-time filter (not run for the others).
-# One row per operation that reads nothing (``i`` null), one per row read otherwise, in the operations' order
+# the same, and ``{read}`` for each take granted that carries an argument: the takes and releases first (a
+# MATERIALIZED CTE: each row's before its read), the read under a CASE on the grant (not evaluated for the others)
 _READ_STATEMENT: Final = (
     "WITH o AS MATERIALIZED (SELECT o.n, o.arg,"
     " CASE WHEN o.take THEN pg_try_advisory_lock(o.key) ELSE pg_advisory_unlock(o.key) END AS done"
     " FROM unnest(%s::int8[], %s::bool[], %s::text[]) WITH ORDINALITY AS o(key, take, arg, n))"
-    " SELECT o.n, o.done, r.* FROM o LEFT JOIN LATERAL (SELECT row_number() OVER () AS i, q.* FROM ({read}) AS q"
-    " WHERE o.done AND o.arg IS NOT NULL) AS r ON true ORDER BY o.n, r.i"
+    " SELECT o.done, CASE WHEN o.done AND o.arg IS NOT NULL THEN {read} END FROM o ORDER BY o.n"
 )
 
 
@@ -362,7 +361,7 @@ class AdvisoryLocks:
             raise
         if generation == _NOT_HELD:
             return False
-        read_with = None if read is None or op.rows is None else (read, op.rows)
+        read_with = None if read is None else (read, op.value)
         gate.generation, gate.tenure = generation, Tenure(gate.name, read_with)
         return True
 
@@ -415,19 +414,17 @@ class AdvisoryLocks:
             conn, fresh = await self._connection()
             generation = self._generation
             keys, takes = [op.key for op in ops], [op.take for op in ops]
-            results: list[tuple[bool, list[tuple[Any, ...]]]]
             if read is None:
                 cur = await conn.execute(_STATEMENT, (keys, takes))
-                results = [(bool(granted), []) for (granted,) in await cur.fetchall()]
+                results = [(granted, None) for (granted,) in await cur.fetchall()]
             else:
                 cur = await conn.execute(read.statement, (keys, takes, [op.arg for op in ops]))
-                results = _by_op(await cur.fetchall(), len(ops))
+                results = [(granted, value) for granted, value in await cur.fetchall()]
         except Exception as exc:
             await self._failed(conn, ops, exc, again=not fresh and isinstance(exc, psycopg.OperationalError))
             return
-        for op, (granted, read_rows) in zip(ops, results, strict=True):
-            if op.read is not None and granted:
-                op.rows = read_rows
+        for op, (granted, value) in zip(ops, results, strict=True):
+            op.value = value
             if op.done is not None and op.done.cancelled() and granted:
                 # its caller is gone: the lock granted to it is given back (the release keeps the take's place)
                 self._queue.append(_Op(op.key, take=False, generation=generation))
@@ -506,15 +503,3 @@ class AdvisoryLocks:
             await conn.close()
         except Exception:  # pragma: no cover - closing a broken connection
             logger.debug("closing the advisory-lock connection failed", exc_info=True)
-
-
-def _by_op(rows: list[tuple[Any, ...]], count: int) -> list[tuple[bool, list[tuple[Any, ...]]]]:
-    """The rows of a statement with a read (``n, done, i, *columns``, in order) as each operation's outcome:
-    whether it was granted (a release: let go), and the rows it read."""
-    out: list[tuple[bool, list[tuple[Any, ...]]]] = [(False, []) for _ in range(count)]
-    for n, done, i, *columns in rows:
-        read = out[n - 1][1]
-        if i is not None:
-            read.append(tuple(columns))
-        out[n - 1] = (bool(done), read)
-    return out

@@ -373,20 +373,25 @@ async def embedding_type(conn: AsyncConn, schema: str, table: str) -> str | None
 
 _STALE_TRIGGER: Final = "kb_articles_text_changed"
 
+_HISTORY_LAST: Final = (
+    "SELECT id, role, content, created_at, context FROM {table} WHERE session_id = {session}"
+    " ORDER BY id DESC LIMIT {limit}"
+)
 HISTORY_QUERY: Final = (
     "SELECT role, content, extract(epoch FROM created_at)::float8 AS at, context FROM ("
-    " SELECT id, role, content, created_at, context FROM {table} WHERE session_id = {session}"
-    " ORDER BY id DESC LIMIT {limit}) AS last ORDER BY id"
+    + _HISTORY_LAST
+    + ") AS last ORDER BY id"
 )
 """A session's last messages, oldest first: the pool's history read (:meth:`MessageStore.recent
-<routegate.apps.support.memory.MessageStore.recent>`) and the body of :data:`HISTORY_FUNCTION`, one text."""
+<routegate.apps.support.memory.MessageStore.recent>`); :data:`HISTORY_FUNCTION` reads the same rows."""
 HISTORY_FUNCTION: Final = "support_history"
-"""``<schema>.support_history(session, max_messages)``: :data:`HISTORY_QUERY` as a VOLATILE function, which the
-session lock's take calls for the sessions it grants (:mod:`~routegate.apps.support.memory`). VOLATILE, so that its
-query takes its snapshot when it runs, after the lock was granted in the same statement (the statement's own
-snapshot is older: it would miss what the lock's previous holder committed just before letting go). It never waits:
-while another session holds the table in a mode a read waits for (``LOCK TABLE``, most ``ALTER TABLE``, ``VACUUM
-FULL``), it returns one row of nulls at once ("not read"), and the turn reads its history on the pool."""
+"""``<schema>.support_history(session, max_messages)``: what :data:`HISTORY_QUERY` reads (the same last messages,
+the same values, oldest first), as one JSON array of ``[role, content, at, context]``, which the session lock's take
+calls for each session it grants (:mod:`~routegate.apps.support.memory`). VOLATILE, so that its query takes its
+snapshot when it runs, after the lock was granted in the same statement (the statement's own snapshot is older: it
+would miss what the lock's previous holder committed just before letting go). It never waits: while another session
+holds the table in a mode a read waits for (``LOCK TABLE``, most ``ALTER TABLE``, ``VACUUM FULL``), it returns
+``NULL`` at once ("not read"), and the turn reads its history on the pool."""
 
 MEMORY_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS support_messages ("
@@ -402,13 +407,13 @@ MEMORY_DDL: Final = (
     # the history read that comes with a session lock's take, on the locks' connection (no search path of the
     # desk's there: the function names its table with the schema it is created in)
     "DO $$ BEGIN EXECUTE format("
-    "'CREATE OR REPLACE FUNCTION %1$I." + HISTORY_FUNCTION + "(session text, max_messages integer)"
-    " RETURNS TABLE (role text, content text, at float8, context jsonb)"
-    " LANGUAGE plpgsql VOLATILE STRICT AS $body$ #variable_conflict use_column\n"
-    "BEGIN LOCK TABLE %1$I.support_messages IN ACCESS SHARE MODE NOWAIT; RETURN QUERY "
-    + HISTORY_QUERY.format(table="%1$I.support_messages", session="session", limit="max_messages").replace("'", "''")
-    + "; EXCEPTION WHEN lock_not_available THEN RETURN QUERY SELECT NULL::text, NULL::text, NULL::float8, NULL::jsonb;"
-    " END $body$', current_schema());"
+    "'CREATE OR REPLACE FUNCTION %1$I." + HISTORY_FUNCTION + "(session text, max_messages integer) RETURNS jsonb"
+    " LANGUAGE plpgsql VOLATILE STRICT AS $body$ BEGIN"
+    " LOCK TABLE %1$I.support_messages IN ACCESS SHARE MODE NOWAIT;"
+    " RETURN (SELECT coalesce(jsonb_agg(jsonb_build_array(last.role, last.content,"
+    " extract(epoch FROM last.created_at)::float8, last.context) ORDER BY last.id), ''[]'') FROM ("
+    + _HISTORY_LAST.format(table="%1$I.support_messages", session="session", limit="max_messages")
+    + ") AS last); EXCEPTION WHEN lock_not_available THEN RETURN NULL; END $body$', current_schema());"
     " EXECUTE format('REVOKE ALL ON FUNCTION %1$I." + HISTORY_FUNCTION + "(text, integer) FROM PUBLIC',"
     " current_schema()); END $$",
 )

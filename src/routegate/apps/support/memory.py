@@ -11,8 +11,8 @@ run them, and each reads what the one before it wrote.
 
 **The history read with the lock's take.** The statement that takes the session's lock reads the session's history
 too, for the sessions it grants (:class:`~routegate.apps.support.advisory.LockRead`: ``<schema>.support_history``,
-:data:`~routegate.apps.support.db.HISTORY_FUNCTION`, the same query as :meth:`MessageStore.recent`'s, VOLATILE so
-that it reads after the lock was granted): the turn's history costs no exchange of its own. It is the history kept
+:data:`~routegate.apps.support.db.HISTORY_FUNCTION`, the rows :meth:`MessageStore.recent` reads as one JSON array,
+VOLATILE so that it reads after the lock was granted): the turn's history costs no exchange of its own. It is the history kept
 for the tenure the take began (below). The read never waits on the locks' connection: when another session holds
 the table exclusively it reads nothing, and :meth:`MessageStore.recent` reads on the pool as before.
 
@@ -79,7 +79,7 @@ class MessageStore:
         self._held: dict[str, Tenure] = {}  # session -> the tenure its holder in this process runs in
         # the history read that comes with the session lock's take (on the locks' connection: schema named)
         self._read = LockRead(
-            "SELECT role, content, at, context FROM {function}({arg}, {limit})",
+            "{function}({arg}, {limit})",
             function=sql.Identifier(db.schema, HISTORY_FUNCTION),
             limit=sql.Literal(limit),
         )
@@ -94,13 +94,13 @@ class MessageStore:
         description)."""
         name = session_lock_name(self._db.schema, check_session_id(session_id))
         async with self._db.locks.hold(name, within=within, read=self._read, read_arg=session_id) as tenure:
-            rows = tenure.read_by(self._read)
-            # read in the statement that began the tenure, under the lock: nobody wrote since (a row of nulls: the
-            # table was locked by another session, and the history is read on the pool, waiting there)
-            if rows is not None and all(role is not None for role, *_ in rows):
+            read = tenure.read_by(self._read)
+            # read in the statement that began the tenure, under the lock: nobody wrote since (none: the table was
+            # locked by another session, or the tenure is older; :meth:`recent` reads the pool, or what is kept)
+            if read is not None:
                 self._kept[tenure] = tuple(
                     Message(role=role, content=content, created_at=float(at), context=context)
-                    for role, content, at, context in rows
+                    for role, content, at, context in read
                 )
             self._held[session_id] = tenure
             token = _HOLDING.set((*_HOLDING.get(), (self, session_id, tenure)))
