@@ -13,7 +13,7 @@ process (no HTTP), on the embedded PostgreSQL, offline (MiniLM encoder, grounded
 * ``--profile`` runs the concurrent part under ``cProfile`` and prints the functions that took the most CPU;
   ``--profile-routes POSTGRES,VECTOR`` profiles those routes' turns one at a time (after their timed pass);
   ``--pieces N`` times the turn's database pieces alone (the SQL tool's call, the history read, the memory write,
-  a session lock's hold), N calls each.
+  a session lock's hold, a session lock's hold with the history read), N calls each.
 
     .venv/bin/python bench/desk_cost.py [--turns 200] [--load-turns 800] [--concurrency 32] [--profile]
         [--profile-routes POSTGRES,VECTOR] [--pieces 2000] [--count-load]
@@ -229,7 +229,9 @@ def report(profiler: cProfile.Profile, turns: int, what: str) -> None:
 
 async def pieces(db: SupportDatabase, calls: int) -> dict[str, dict[str, float]]:
     """The desk's database pieces one at a time, ``calls`` each: the SQL tool's call (a template's query, seen
-    before), the history read, the memory write (one turn's two messages), a session lock's hold (take + release)."""
+    before), the history read, the memory write (one turn's two messages), a session lock's hold (take + release),
+    and what a turn does first: a session lock's hold with its history read (the sessions' histories written before,
+    so that there is something to read)."""
     print(f"\nthe database pieces of a turn, alone ({calls} calls each, one at a time)")
     print(f"  {'piece':14s} {'desk CPU ms':>12s} {'PG CPU ms':>10s} {'wall ms':>8s}")
     tool, store = PostgresTool(db), MessageStore(db)
@@ -249,12 +251,20 @@ async def pieces(db: SupportDatabase, calls: int) -> dict[str, dict[str, float]]
         async with store.hold(f"{session}-{i % SESSIONS}", within=5.0):
             pass
 
+    async def lock_and_history(i: int) -> None:
+        async with store.hold(f"{session}-{i % SESSIONS}", within=5.0):
+            await store.recent(f"{session}-{i % SESSIONS}")
+
+    for j in range(SESSIONS):  # the locked sessions hold a full history (ten messages), as a conversation's would
+        async with store.hold(f"{session}-{j}", within=5.0):
+            await store.extend(f"{session}-{j}", turn * 5, context={"ticket": 2})
     out: dict[str, dict[str, float]] = {}
     for name, piece in (
         ("sql_tool", sql_tool),
         ("history_read", history_read),
         ("memory_write", memory_write),
         ("lock_hold", lock_hold),
+        ("lock_history", lock_and_history),
     ):
         for i in range(max(20, calls // 10)):  # warm: prepared statements, the pool's connections
             await piece(i)
