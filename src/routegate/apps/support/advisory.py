@@ -17,8 +17,8 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
   operations cost about one statement, shared with other turns under load.
 * **A read with the take.** A take may carry a read (:class:`LockRead`: an expression and its argument): the
   statement that grants the lock evaluates it, for the names it grants and only those, and the holder finds the
-  value on its :class:`Tenure` (:meth:`Tenure.read_by`). A name not granted reads nothing and tries again as any other. The
-  desk reads a session's history so, with the take: one round trip less per turn.
+  value on its :class:`Tenure` (:meth:`Tenure.read_by`). A name not granted reads nothing and tries again as any
+  other. The desk reads a session's history so, with the take: one round trip less per turn.
 * **Kept for a follow-up.** A take of a name whose release is still waiting for its statement cancels that
   release: the lock is never let go, and nothing is sent. Each unbroken holding is a :class:`Tenure` (what
   :meth:`AdvisoryLocks.hold` gives): the same object from the take PostgreSQL granted to the release it ran, a new
@@ -227,7 +227,7 @@ class AdvisoryLocks:
         in this process or another, runs; ``tenure`` is the unbroken holding it runs in (:class:`Tenure`). Waits at
         most ``within`` seconds (:class:`LockTimeoutError`); a database fault while taking the lock propagates
         (``psycopg.OperationalError``). With ``read``, the statement that takes the lock reads ``read`` for
-        ``read_arg`` (:class:`LockRead`): its rows are ``tenure.read_by(read)`` when this hold began the tenure."""
+        ``read_arg`` (:class:`LockRead`): its value is ``tenure.read_by(read)`` when this hold began the tenure."""
         gate = self._gates.get(name)
         if gate is None:
             gate = self._gates[name] = _Gate(name, lock_key(name), asyncio.Lock())

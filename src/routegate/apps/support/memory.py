@@ -12,9 +12,9 @@ run them, and each reads what the one before it wrote.
 **The history read with the lock's take.** The statement that takes the session's lock reads the session's history
 too, for the sessions it grants (:class:`~routegate.apps.support.advisory.LockRead`: ``<schema>.support_history``,
 :data:`~routegate.apps.support.db.HISTORY_FUNCTION`, the rows :meth:`MessageStore.recent` reads as one JSON array,
-VOLATILE so that it reads after the lock was granted): the turn's history costs no exchange of its own. It is the history kept
-for the tenure the take began (below). The read never waits on the locks' connection: when another session holds
-the table exclusively it reads nothing, and :meth:`MessageStore.recent` reads on the pool as before.
+VOLATILE so that it reads after the lock was granted): the turn's history costs no exchange of its own. It is the
+history kept for the tenure the take began (below). The read never waits on the locks' connection: when another
+session holds the table exclusively it reads nothing, and :meth:`MessageStore.recent` reads on the pool as before.
 
 **The history kept while the lock is.** Every write of a session's messages holds the session's lock (the desk's
 turns and its reset; a write without it is a misuse, and drops what is kept). So while this process holds the lock
