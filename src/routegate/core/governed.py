@@ -56,7 +56,7 @@ from routegate.core.contracts import (
     TraceEntry,
 )
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
-from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
+from routegate.core.gateway import ANSWERED, DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
@@ -274,7 +274,9 @@ class GovernedStep:
             ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
         if ctx.tracer is None:  # the hot path, as in validate
             try:
-                done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+                # the gateway's delegate without its coroutine: an inline worker's answer comes back as it is
+                called = self.gateway._call(intent, ctx.ledger, digest, ctx)
+                done = called if isinstance(called, ANSWERED) else await called
             except RunStopError as stop:
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
             result = self._observe(done, intent, attempt, t0, decision, digest, emit)

@@ -223,6 +223,7 @@ class _AgentPlan(Plan[Any, Any]):
         self._returns_stops = True  # the steps return their stops (refusals) instead of raising them
         self._logger = logger
         self._step_events = False
+        self._keep_no_path()  # _ended reads the run's state, not its path
 
     def _run_spans(self, active: Tracer) -> RunSpans:
         return _AgentSpans(active)

@@ -187,6 +187,27 @@ class Plan(Generic[RunDepsT, OutputT]):
         self._returns_stops = False
         self._logger = _logger
         self._step_events = True
+        # what a prebuilt plan whose result ignores the path turns on (_keep_no_path): its runs that nobody watches
+        # step by step take the interpreter's pathless branch
+        self._pathless = False
+
+    def _keep_no_path(self) -> None:
+        """Let this prebuilt plan's runs keep no path: its result type ignores the envelopes and decisions it is
+        given. A run of it that is not traced, streams no step events and is not durable then takes the
+        interpreter's pathless branch — the step's outcome goes straight to its routing, and only the names of the
+        steps run are kept, for a stop's message. Only a plan whose every step is an async target taking the
+        run's context second, reading the previous payload, with no ``output=``, ``writes=``, ``routes_by=`` or
+        ``after_branches=`` takes it (and ``_returns_stops``); any other keeps its path."""
+        self._pathless = self._returns_stops and all(
+            c.awaits_with_context
+            and c.source == PREV
+            and c.validate is None
+            and c.writes is None
+            and c.by_field is None
+            and c.rejoin < 0
+            and not c.band_end
+            for c in self._compiled
+        )
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -394,13 +415,52 @@ class Plan(Generic[RunDepsT, OutputT]):
         names = self._names
         count = len(compiled)
         limit = self.max_iterations
-        durable: DurableRun | None = None
+        ctx: Any = None  # the run's context: the second argument of a step that takes it
         deadline: float | None = None
+        error: ErrorInfo | None = None
+        prev: Any = value
+        iterations = 0
+        i = 0
+        if run is not None and run.pathless:
+            # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else
+            ctx, deadline, walked = run.ctx, run.deadline, run.walked
+            while True:
+                if iterations == limit:
+                    error = _iterations_stop(limit, walked, names[i])
+                    break
+                if deadline is not None and _monotonic() >= deadline:
+                    error = run.out_of_time(i)
+                    break
+                run.at = i
+                iterations += 1
+                step = compiled[i]
+                walked.append(step.name)
+                try:
+                    out = await step.fn(prev, ctx)
+                    err = ErrorInfo.from_exception(out, step.name, step.phase) if isinstance(out, RunStopError) else None
+                except PlanRuntimeError:
+                    raise
+                except Exception as exc:
+                    err = ErrorInfo.from_exception(exc, step.name, step.phase)
+                if step.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
+                    target = _routed(step, Envelope(out if err is None else None, err, None, step.name), err)
+                    if target >= 0:
+                        prev = out if err is None else err
+                        i = target
+                        continue
+                if err is not None:
+                    error = err
+                    break
+                prev = out
+                i += 1
+                if i >= count:
+                    break
+            return self._ended(value, None if error is not None else prev, error, [], [], store, started, ctx.run_id)
+        durable: DurableRun | None = None
         emit: Callable[[PlanEvent], None] | None = None
         spans: RunSpans = NO_SPANS
         envelopes: list[Envelope]
         decisions: list[Decision]
-        ctx: Any = None  # the run's context: the second argument of a step that takes it
         if run is None:  # the lean branch: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
             watched = tracing = False
@@ -420,10 +480,6 @@ class Plan(Generic[RunDepsT, OutputT]):
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
         rejoin_next: Compiled | None = None
-        error: ErrorInfo | None = None
-        prev: Any = value
-        iterations = 0
-        i = 0
         if durable is not None:
             assert run is not None
             start = durable.restore(value, store)
@@ -441,7 +497,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             if iterations == limit:
                 if durable is not None:  # the resume point of the stopped run: the step it did not run
                     durable.save(Position(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions), store)
-                error = _iterations_stop(limit, envelopes, names[i])
+                error = _iterations_stop(limit, [env.step or "" for env in envelopes], names[i])
                 break
             step = compiled[i]
             if watched:
@@ -661,10 +717,12 @@ class _Run:
         "events",
         "input",
         "max_seconds",
+        "pathless",
         "plan",
         "sent",
         "spans",
         "store",
+        "walked",
         "watched",
     )
 
@@ -695,6 +753,9 @@ class _Run:
         self.sent = 0  # step events emitted so far
         # the interpreter looks at the run between steps (one test per step when it need not)
         self.watched = deadline is not None or emit is not None or spans.watching
+        # a prebuilt plan's run that nobody watches step by step keeps no path, only the names of the steps run
+        self.pathless = plan._pathless and self.events is None and not spans.watching
+        self.walked: list[str] = []
 
     def shares(self) -> bool:
         """Does a plan nested in this run share its context, deadline and spans (else it runs lean)?"""
@@ -792,6 +853,7 @@ class _Run:
         if not isinstance(opened, PlanResult):
             self.durable = opened
             self.watched = True
+            self.pathless = False  # a durable run checkpoints its path
         return opened
 
     def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
@@ -802,7 +864,7 @@ class _Run:
         assert self.deadline is not None and self.max_seconds is not None
         compiled = self.plan._compiled
         step = compiled[at]
-        path = _path_text(self.envelopes)
+        path = _path_text(self.walked if self.pathless else [env.step or "" for env in self.envelopes])
         cut: tuple[Compiled, ...] = ()
         # the run's time on its own clock: from when its context started (a runtime's context may have started
         # before this plan ran, e.g. a desk turn waiting for its session), else from when the run started
@@ -874,17 +936,29 @@ def _is_final(event: PlanEvent) -> bool:
     return isinstance(event, FinalEvent)
 
 
-def _iterations_stop(limit: int, envelopes: list[Envelope], next_step: str) -> ErrorInfo:
-    exc = MaxIterationsExceeded(limit, [env.step or "" for env in envelopes], next_step)
+def _iterations_stop(limit: int, path: list[str], next_step: str) -> ErrorInfo:
+    exc = MaxIterationsExceeded(limit, path, next_step)
     return ErrorInfo(type(exc).__name__, str(exc), MAX_ITERATIONS, exc, "step")
 
 
-def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
-    """The executed steps for a message: the last ``shown`` of them, with a count of the ones left out."""
-    names = [env.step or "" for env in envelopes[-shown:]]
-    elided = len(envelopes) - len(names)
+def _path_text(path: list[str], shown: int = 24) -> str:
+    """The executed steps (their names, in order) for a message: the last ``shown`` of them, with a count of the
+    ones left out."""
+    names = path[-shown:]
+    elided = len(path) - len(names)
     text = " → ".join(names) or "(none)"
     return f"… ({elided} earlier) → {text}" if elided else text
+
+
+def _routed(step: Compiled, env: Envelope, err: ErrorInfo | None) -> int:
+    """The step that ``step``'s ``routes=`` send ``env`` to (``-1``: none matched) — a pathless run's routing."""
+    for target_index, predicate, _, target_name in step.routes or ():
+        try:
+            if predicate(env):
+                return target_index
+        except Exception as exc:
+            raise _predicate_error(step, target_name, exc, err) from exc
+    return -1
 
 
 def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
