@@ -321,13 +321,17 @@ class GovernedStep:
         if emit is not None:
             emit(ObservationEvent(attempt, target, value))
         observation = dict(value) if type(value) is dict else as_mapping(value)
-        status = observation.get("status") if observation is not None else None
-        domain = observation.get("domain") if observation is not None else None
+        if observation is not None:
+            status = observation.get("status")
+            domain = observation.get("domain")
+        else:
+            status = domain = None
         accepted = self._accepted
         if accepted is not None and status in accepted:
             refusal = None
         else:
             refusal = self.check(observation if observation is not None else value)
+        text = status if isinstance(status, str) else None
         entry = _entry(
             attempt,
             target,
@@ -336,7 +340,7 @@ class GovernedStep:
             "delegate",
             digest,
             None,
-            status if isinstance(status, str) else None,
+            text,
             domain if isinstance(domain, str) else None,
             ok=refusal is None,
         )
@@ -345,7 +349,7 @@ class GovernedStep:
             entry.stop_reason = stop_reason
             outcome = Outcome(False, stop_reason, "delegate", f"worker {target!r} {message}")
             return Stopped(outcome, entry, intent, value=value, status=status)
-        return Delegated(intent, value, observation, status if isinstance(status, str) else None, entry)
+        return Delegated(intent, value, observation, text, entry)
 
     async def run(
         self,

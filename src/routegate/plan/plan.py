@@ -198,15 +198,19 @@ class Plan(Generic[RunDepsT, OutputT]):
         steps run are kept, for a stop's message. Only a plan whose every step is an async target taking the
         run's context second, reading the previous payload, with no ``output=``, ``writes=``, ``routes_by=`` or
         ``after_branches=`` takes it (and ``_returns_stops``); any other keeps its path."""
-        self._pathless = self._returns_stops and all(
-            c.awaits_with_context
-            and c.source == PREV
-            and c.validate is None
-            and c.writes is None
-            and c.by_field is None
-            and c.rejoin < 0
-            and not c.band_end
-            for c in self._compiled
+        self._pathless = (
+            self._returns_stops
+            and not self._step_events
+            and all(
+                c.awaits_with_context
+                and c.source == PREV
+                and c.validate is None
+                and c.writes is None
+                and c.by_field is None
+                and c.rejoin < 0
+                and not c.band_end
+                for c in self._compiled
+            )
         )
 
     @property
@@ -434,14 +438,16 @@ class Plan(Generic[RunDepsT, OutputT]):
                 run.at = i
                 iterations += 1
                 step = compiled[i]
-                walked.append(step.name)
                 try:
                     out = await step.fn(prev, ctx)
-                    err = ErrorInfo.from_exception(out, step.name, step.phase) if isinstance(out, RunStopError) else None
+                    err = (
+                        ErrorInfo.from_exception(out, step.name, step.phase) if isinstance(out, RunStopError) else None
+                    )
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
                     err = ErrorInfo.from_exception(exc, step.name, step.phase)
+                walked.append(step.name)  # once it ran, as an envelope is appended (a cut-off step is not)
                 if step.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
                     target = _routed(step, Envelope(out if err is None else None, err, None, step.name), err)
                     if target >= 0:
@@ -753,8 +759,8 @@ class _Run:
         self.sent = 0  # step events emitted so far
         # the interpreter looks at the run between steps (one test per step when it need not)
         self.watched = deadline is not None or emit is not None or spans.watching
-        # a prebuilt plan's run that nobody watches step by step keeps no path, only the names of the steps run
-        self.pathless = plan._pathless and self.events is None and not spans.watching
+        # a prebuilt plan's untraced run keeps no path, only the names of the steps run (it sends no step events)
+        self.pathless = plan._pathless and not spans.watching
         self.walked: list[str] = []
 
     def shares(self) -> bool:
@@ -799,13 +805,13 @@ class _Run:
                         # the timer is armed when the run first waits on something: a run that never does (its
                         # steps finish without suspending) ends before any timer could fire, and its deadline is
                         # checked between steps; arming one costs ~5 µs a run (bench/core_overhead.py)
-                        assert self.deadline is not None
                         steps = plan._steps(self.input, self.store, self, started)
                         try:
                             waiting = steps.send(None)
                         except StopIteration as finished:
                             result = finished.value
                         else:
+                            assert self.deadline is not None  # a timed run has a budget
                             timer = Deadline.until(self.deadline)  # ``async with``, without its coroutines
                             try:
                                 result = await _resumed(steps, waiting)
