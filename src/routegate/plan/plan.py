@@ -12,7 +12,9 @@ One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through
 (and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`), a plan
 nested as a step and a runtime built as a prebuilt plan (the technique dispatcher), which hands it the run's
 context. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
-Any other run is a :class:`_Run`, which owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
+Any other run is a :class:`_Run`; the untraced run of a prebuilt plan whose result ignores the path (the routing
+agent's) takes the interpreter's pathless branch, which builds no envelopes or routing decisions and keeps only
+the names of the steps run. A :class:`_Run` owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
 place a deadline becomes ``max_seconds``), spans, checkpoint and final event. The run's position between steps is
 a :class:`~routegate.plan._position.Position` when a durable run checkpoints it; otherwise it stays in the
 interpreter's locals.
@@ -193,11 +195,12 @@ class Plan(Generic[RunDepsT, OutputT]):
 
     def _keep_no_path(self) -> None:
         """Let this prebuilt plan's runs keep no path: its result type ignores the envelopes and decisions it is
-        given. A run of it that is not traced, streams no step events and is not durable then takes the
-        interpreter's pathless branch — the step's outcome goes straight to its routing, and only the names of the
-        steps run are kept, for a stop's message. Only a plan whose every step is an async target taking the
-        run's context second, reading the previous payload, with no ``output=``, ``writes=``, ``routes_by=`` or
-        ``after_branches=`` takes it (and ``_returns_stops``); any other keeps its path."""
+        given. A run of it that is neither traced nor durable then takes the interpreter's pathless branch — a
+        step's outcome goes straight to its routing (a step with ``routes=`` hands its predicates an envelope
+        without timing), and only the names of the steps run are kept, for a stop's message. Only a plan that
+        returns its stops (``_returns_stops``), sends no step events and whose every step is an async target
+        taking the run's context second, reading the previous payload, with no ``output=``, ``writes=``,
+        ``routes_by=`` or ``after_branches=`` takes it; any other keeps its path."""
         self._pathless = (
             self._returns_stops
             and not self._step_events
@@ -413,7 +416,9 @@ class Plan(Generic[RunDepsT, OutputT]):
 
         ``run`` is ``None`` on the driver's lean branch; otherwise the interpreter appends to its path, keeps
         ``run.at`` on the running step and, when the run is watched, checkpoints, emits step events, checks the
-        deadline and moves the step spans between steps.
+        deadline and moves the step spans between steps. A pathless run (``run.pathless``, see
+        :meth:`_keep_no_path`) takes its own branch: between steps only the iteration bound and the deadline, per
+        step the call, its stop and its routing; its path is the names in ``run.walked``.
         """
         compiled = self._compiled
         names = self._names
@@ -706,7 +711,8 @@ class Plan(Generic[RunDepsT, OutputT]):
 
 class _Run:
     """One run beyond the lean branch — the one run-state object: its context, deadline, listener, spans and
-    checkpoint, the path the interpreter appends to, and where it is (what a deadline stop is built from).
+    checkpoint, the path the interpreter appends to (a pathless run's: the names of the steps run), and where it is
+    (what a deadline stop is built from).
 
     :meth:`drive` owns the run from its first step to its final event; the interpreter (:meth:`Plan._steps`) only
     runs steps and reads from here what it must watch between them.
