@@ -416,7 +416,7 @@ class Plan(Generic[RunDepsT, OutputT]):
 
         ``run`` is ``None`` on the driver's lean branch; otherwise the interpreter appends to its path, keeps
         ``run.at`` on the running step and, when the run is watched, checkpoints, emits step events, checks the
-        deadline and moves the step spans between steps. A pathless run (``run.pathless``, see
+        deadline and moves the step spans between steps. A pathless run (``run.walked`` is a list, see
         :meth:`_keep_no_path`) takes its own branch: between steps only the iteration bound and the deadline, per
         step the call, its stop and its routing; its path is the names in ``run.walked``.
         """
@@ -424,15 +424,15 @@ class Plan(Generic[RunDepsT, OutputT]):
         names = self._names
         count = len(compiled)
         limit = self.max_iterations
-        ctx: Any = None  # the run's context: the second argument of a step that takes it
-        deadline: float | None = None
+        ctx: Any  # the run's context: the second argument of a step that takes it
+        deadline: float | None
         error: ErrorInfo | None = None
         prev: Any = value
         iterations = 0
         i = 0
-        if run is not None and run.pathless:
+        if run is not None and (walked := run.walked) is not None:
             # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else
-            ctx, deadline, walked = run.ctx, run.deadline, run.walked
+            ctx, deadline = run.ctx, run.deadline
             while True:
                 if iterations == limit:
                     error = _iterations_stop(limit, walked, names[i])
@@ -467,14 +467,16 @@ class Plan(Generic[RunDepsT, OutputT]):
                 if i >= count:
                     break
             return self._ended(value, None if error is not None else prev, error, [], [], store, started, ctx.run_id)
-        durable: DurableRun | None = None
-        emit: Callable[[PlanEvent], None] | None = None
-        spans: RunSpans = NO_SPANS
+        durable: DurableRun | None
+        emit: Callable[[PlanEvent], None] | None
+        spans: RunSpans
         envelopes: list[Envelope]
         decisions: list[Decision]
         if run is None:  # the lean branch: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
-            watched = tracing = False
+            ctx = deadline = durable = emit = None
+            spans = NO_SPANS
+            watched = False
         else:
             ctx = run.ctx
             envelopes, decisions, deadline, emit, spans = (
@@ -729,7 +731,6 @@ class _Run:
         "events",
         "input",
         "max_seconds",
-        "pathless",
         "plan",
         "sent",
         "spans",
@@ -765,9 +766,8 @@ class _Run:
         self.sent = 0  # step events emitted so far
         # the interpreter looks at the run between steps (one test per step when it need not)
         self.watched = deadline is not None or emit is not None or spans.watching
-        # a prebuilt plan's untraced run keeps no path, only the names of the steps run (it sends no step events)
-        self.pathless = plan._pathless and not spans.watching
-        self.walked: list[str] = []
+        # a pathless run's path: the names of the steps run; None: the run keeps its path (envelopes, decisions)
+        self.walked: list[str] | None = [] if plan._pathless and not spans.watching else None
 
     def shares(self) -> bool:
         """Does a plan nested in this run share its context, deadline and spans (else it runs lean)?"""
@@ -865,7 +865,7 @@ class _Run:
         if not isinstance(opened, PlanResult):
             self.durable = opened
             self.watched = True
-            self.pathless = False  # a durable run checkpoints its path
+            self.walked = None  # a durable run checkpoints its path
         return opened
 
     def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
@@ -876,7 +876,8 @@ class _Run:
         assert self.deadline is not None and self.max_seconds is not None
         compiled = self.plan._compiled
         step = compiled[at]
-        path = _path_text(self.walked if self.pathless else [env.step or "" for env in self.envelopes])
+        walked = self.walked
+        path = _path_text(walked if walked is not None else [env.step or "" for env in self.envelopes])
         cut: tuple[Compiled, ...] = ()
         # the run's time on its own clock: from when its context started (a runtime's context may have started
         # before this plan ran, e.g. a desk turn waiting for its session), else from when the run started
