@@ -337,19 +337,15 @@ class Plan(Generic[RunDepsT, OutputT]):
             limit = None if budget is None else budget.max_seconds
             run = _Run(self, value, store, context, None if limit is None else context.deadline, limit, emit, spans)
             return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
-        ctx: RunContext[Any] | None = None
-        deadline: float | None = None
-        max_seconds: float | None = None
-        if budget is not None:
+        if budget is None:
+            ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr)) if self._wants_ctx else None
+            run = _Run(self, value, store, ctx, None, None, emit, spans)
+        elif self._wants_ctx:  # the context's deadline is the run's
+            ctx = RunContext.start(deps, budget, emit=emit, active=tr)
+            run = _Run(self, value, store, ctx, ctx.deadline, budget.max_seconds, emit, spans)
+        else:
             max_seconds = budget.max_seconds
-            if self._wants_ctx:
-                ctx = RunContext.start(deps, budget, emit=emit, active=tr)
-                deadline = ctx.deadline
-            else:
-                deadline = _monotonic() + max_seconds
-        elif self._wants_ctx:
-            ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr))
-        run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
+            run = _Run(self, value, store, None, _monotonic() + max_seconds, max_seconds, emit, spans)
         return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
 
     def _run_spans(self, active: Tracer) -> RunSpans:
