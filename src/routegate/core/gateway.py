@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from routegate.core import stop_reasons as sr
 from routegate.core._faults import fault_message
@@ -50,6 +50,8 @@ class WorkerCalled:
 
 
 _set_called_value, _set_called_hash = slot_setters(WorkerCalled, "value", "args_hash")
+ANSWERED: Final = (WorkerCalled, DelegationStop)
+"""What :meth:`RouteGateway._call` gives back when it has the answer (anything else is a coroutine to await)."""
 
 
 class RouteGateway:
@@ -86,7 +88,7 @@ class RouteGateway:
         found = self._registry.get(target)
         if found is None:
             return DelegationStop(sr.route_missing(target), f"no worker is registered as {target!r}")
-        mismatch = found.args_mismatch(intent.args)
+        mismatch = found._signature.mismatch(intent.args)  # Worker.args_mismatch, one call less per delegation
         if mismatch is not None:
             return DelegationStop(sr.route_bad_args(target), f"worker {target!r}: {mismatch}")
         return None
@@ -101,6 +103,15 @@ class RouteGateway:
     ) -> WorkerCalled | DelegationStop:
         """Check the guards and call the worker. ``digest`` is ``args_hash(intent.args)`` if already known;
         ``ctx`` goes to a worker that declares a :class:`~routegate.core.RunContext` parameter."""
+        done = self._call(intent, ledger, digest, ctx)
+        return done if isinstance(done, ANSWERED) else await done
+
+    def _call(
+        self, intent: RouteIntent, ledger: DelegationLedger, digest: str | None, ctx: RunContext[Any] | None
+    ) -> WorkerCalled | DelegationStop | Coroutine[Any, Any, WorkerCalled | DelegationStop]:
+        """:meth:`delegate` without a coroutine of its own: the guards and the worker's call; a worker that must
+        be awaited (async, on a thread, or an inline one that returned an awaitable) gives back the coroutine that
+        awaits it. The governed step calls this, so an inline worker's delegation costs no coroutine."""
         target, args = intent.target, intent.args
         ledger.delegations += 1
         if ledger.delegations > ledger.max_delegations:
@@ -120,12 +131,29 @@ class RouteGateway:
         found = self._registry[target]
         try:
             value = found.invoke(args, ctx)
-            # an async or threaded worker's call is always awaited; an inline worker's value only if awaitable (an
-            # observation, a dict, never is: the check of any other value asks the Awaitable ABC)
-            if found._awaited or (type(value) is not dict and inspect.isawaitable(value)):
-                value = await value
         except RunStopError:
             raise
         except Exception as exc:
-            return DelegationStop(sr.route_error(target), fault_message(exc, f"worker {target!r}", logger))
+            return _worker_fault(exc, target)
+        # an async or threaded worker's call is always awaited; an inline worker's value only if awaitable (an
+        # observation, a dict, never is: the check of any other value asks the Awaitable ABC)
+        if found._awaited or (type(value) is not dict and inspect.isawaitable(value)):
+            return _answer(value, target, digest)
         return WorkerCalled(value, digest)
+
+
+async def _answer(pending: Awaitable[object], target: str, digest: str) -> WorkerCalled | DelegationStop:
+    """The answer of a worker whose call must be awaited."""
+    try:
+        value = await pending
+    except RunStopError:
+        raise
+    except Exception as exc:
+        return _worker_fault(exc, target)
+    return WorkerCalled(value, digest)
+
+
+def _worker_fault(exc: Exception, target: str) -> DelegationStop:
+    """The gateway's fault-to-stop: a worker that raised ends the run with ``route_error:<t>``, reported by its class
+    only (its text and traceback go to the log)."""
+    return DelegationStop(sr.route_error(target), fault_message(exc, f"worker {target!r}", logger))

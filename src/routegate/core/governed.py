@@ -56,7 +56,7 @@ from routegate.core.contracts import (
     TraceEntry,
 )
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
-from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
+from routegate.core.gateway import ANSWERED, DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
@@ -274,7 +274,9 @@ class GovernedStep:
             ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
         if ctx.tracer is None:  # the hot path, as in validate
             try:
-                done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
+                # the gateway's delegate without its coroutine: an inline worker's answer comes back as it is
+                called = self.gateway._call(intent, ctx.ledger, digest, ctx)
+                done = called if isinstance(called, ANSWERED) else await called
             except RunStopError as stop:
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
             result = self._observe(done, intent, attempt, t0, decision, digest, emit)
@@ -319,13 +321,17 @@ class GovernedStep:
         if emit is not None:
             emit(ObservationEvent(attempt, target, value))
         observation = dict(value) if type(value) is dict else as_mapping(value)
-        status = observation.get("status") if observation is not None else None
-        domain = observation.get("domain") if observation is not None else None
+        if observation is not None:
+            status = observation.get("status")
+            domain = observation.get("domain")
+        else:
+            status = domain = None
         accepted = self._accepted
         if accepted is not None and status in accepted:
             refusal = None
         else:
             refusal = self.check(observation if observation is not None else value)
+        text = status if isinstance(status, str) else None
         entry = _entry(
             attempt,
             target,
@@ -334,7 +340,7 @@ class GovernedStep:
             "delegate",
             digest,
             None,
-            status if isinstance(status, str) else None,
+            text,
             domain if isinstance(domain, str) else None,
             ok=refusal is None,
         )
@@ -343,7 +349,7 @@ class GovernedStep:
             entry.stop_reason = stop_reason
             outcome = Outcome(False, stop_reason, "delegate", f"worker {target!r} {message}")
             return Stopped(outcome, entry, intent, value=value, status=status)
-        return Delegated(intent, value, observation, status if isinstance(status, str) else None, entry)
+        return Delegated(intent, value, observation, text, entry)
 
     async def run(
         self,

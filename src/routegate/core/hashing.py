@@ -32,16 +32,18 @@ def _normalize(value: object) -> object:
 
 def canonical_args(args: Mapping[str, Any]) -> str:
     """The canonical JSON text that :func:`args_hash` digests."""
+    # the common shapes (string arguments; most often one), encoded exactly as the general path below would, minus
+    # its overhead
+    if len(args) == 1:
+        for key, value in args.items():
+            if type(key) is str and type(value) is str:
+                return "{" + encode_basestring_ascii(key) + ":" + _text(value) + "}"
     fields: list[tuple[str, str]] = []
     for key, value in args.items():
         if type(key) is not str or type(value) is not str:
             break
         fields.append((key, value))
     else:
-        # the common shape (string arguments), encoded exactly as the general path below would, minus its overhead
-        if len(fields) == 1:
-            key, value = fields[0]
-            return "{" + encode_basestring_ascii(key) + ":" + _text(value) + "}"
         fields.sort()
         return "{" + ",".join([encode_basestring_ascii(key) + ":" + _text(value) for key, value in fields]) + "}"
     try:

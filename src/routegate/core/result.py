@@ -152,7 +152,6 @@ class AgentResult(RunResult[str | None]):
         run_id: str,
         elapsed_ms: float,
         goal: str,
-        *,
         selected_route: str | None = None,
         history: tuple[HistoryEntry, ...] = (),
         route: RouteIntent | None = None,
@@ -162,7 +161,8 @@ class AgentResult(RunResult[str | None]):
         bad_observation: object = ABSENT,
         extra: Mapping[str, Any] = _NO_EXTRA,
     ) -> None:
-        # RunResult.__init__'s five assignments, inlined: one of these is built on every agent run
+        # RunResult.__init__'s five assignments, inlined: one of these is built on every agent run (the agent passes
+        # every field positionally: a class called with keywords gets them as a dict, ~0.2 µs more a run)
         self.outcome = outcome
         self.output = output
         self._trace = trace

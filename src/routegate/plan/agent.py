@@ -138,6 +138,8 @@ def _ended(
     assert run_id is not None  # an agent's run always has a context
     if error is None:
         route = state.route
+        # positionally, in AgentResult's field order (selected_route, history, route, raw_route, expected_statuses,
+        # received_status, bad_observation, extra after the first six): keywords cost ~0.2 µs on every run
         return AgentResult(
             _SUCCESS,
             state.answer,
@@ -145,10 +147,14 @@ def _ended(
             run_id,
             elapsed_ms,
             goal,
-            selected_route=route.target,
-            history=tuple(state.history),
-            route=route,
-            extra=state.extra,
+            route.target,
+            tuple(state.history),
+            route,
+            ABSENT,
+            None,
+            ABSENT,
+            ABSENT,
+            state.extra,
         )
     return AgentResult(
         Outcome(False, error.stop_reason, error.phase, error.message),
@@ -223,6 +229,7 @@ class _AgentPlan(Plan[Any, Any]):
         self._returns_stops = True  # the steps return their stops (refusals) instead of raising them
         self._logger = logger
         self._step_events = False
+        self._keep_no_path()  # _ended reads the run's state, not its path
 
     def _run_spans(self, active: Tracer) -> RunSpans:
         return _AgentSpans(active)

@@ -12,7 +12,9 @@ One driver, :meth:`Plan._drive`, starts every run — ``arun``, ``run`` (through
 (and its deprecated alias ``astream``, streaming through :func:`routegate.core._stream.stream_events`), a plan
 nested as a step and a runtime built as a prebuilt plan (the technique dispatcher), which hands it the run's
 context. A run with nothing to watch is its lean branch: the interpreter, :meth:`Plan._steps`, alone.
-Any other run is a :class:`_Run`, which owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
+Any other run is a :class:`_Run`; the untraced run of a prebuilt plan whose result ignores the path (the routing
+agent's) takes the interpreter's pathless branch, which builds no envelopes or routing decisions and keeps only
+the names of the steps run. A :class:`_Run` owns the run's context, deadline (:meth:`_Run.out_of_time` is the one
 place a deadline becomes ``max_seconds``), spans, checkpoint and final event. The run's position between steps is
 a :class:`~routegate.plan._position.Position` when a durable run checkpoints it; otherwise it stays in the
 interpreter's locals.
@@ -187,6 +189,32 @@ class Plan(Generic[RunDepsT, OutputT]):
         self._returns_stops = False
         self._logger = _logger
         self._step_events = True
+        # what a prebuilt plan whose result ignores the path turns on (_keep_no_path): its runs that nobody watches
+        # step by step take the interpreter's pathless branch
+        self._pathless = False
+
+    def _keep_no_path(self) -> None:
+        """Let this prebuilt plan's runs keep no path: its result type ignores the envelopes and decisions it is
+        given. A run of it that is neither traced nor durable then takes the interpreter's pathless branch — a
+        step's outcome goes straight to its routing (a step with ``routes=`` hands its predicates an envelope
+        without timing), and only the names of the steps run are kept, for a stop's message. Only a plan that
+        returns its stops (``_returns_stops``), sends no step events and whose every step is an async target
+        taking the run's context second, reading the previous payload, with no ``output=``, ``writes=``,
+        ``routes_by=`` or ``after_branches=`` takes it; any other keeps its path."""
+        self._pathless = (
+            self._returns_stops
+            and not self._step_events
+            and all(
+                c.awaits_with_context
+                and c.source == PREV
+                and c.validate is None
+                and c.writes is None
+                and c.by_field is None
+                and c.rejoin < 0
+                and not c.band_end
+                for c in self._compiled
+            )
+        )
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -309,19 +337,15 @@ class Plan(Generic[RunDepsT, OutputT]):
             limit = None if budget is None else budget.max_seconds
             run = _Run(self, value, store, context, None if limit is None else context.deadline, limit, emit, spans)
             return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
-        ctx: RunContext[Any] | None = None
-        deadline: float | None = None
-        max_seconds: float | None = None
-        if budget is not None:
+        if budget is None:
+            ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr)) if self._wants_ctx else None
+            run = _Run(self, value, store, ctx, None, None, emit, spans)
+        elif self._wants_ctx:  # the context's deadline is the run's
+            ctx = RunContext.start(deps, budget, emit=emit, active=tr)
+            run = _Run(self, value, store, ctx, ctx.deadline, budget.max_seconds, emit, spans)
+        else:
             max_seconds = budget.max_seconds
-            if self._wants_ctx:
-                ctx = RunContext.start(deps, budget, emit=emit, active=tr)
-                deadline = ctx.deadline
-            else:
-                deadline = _monotonic() + max_seconds
-        elif self._wants_ctx:
-            ctx = RunContext(deps, emit=emit, tracer=tr, spans=spans_for(tr))
-        run = _Run(self, value, store, ctx, deadline, max_seconds, emit, spans)
+            run = _Run(self, value, store, None, _monotonic() + max_seconds, max_seconds, emit, spans)
         return run.drive(started, self._timed_runs, key if key is not None else self.checkpoint_key, answer, given)
 
     def _run_spans(self, active: Tracer) -> RunSpans:
@@ -388,22 +412,73 @@ class Plan(Generic[RunDepsT, OutputT]):
 
         ``run`` is ``None`` on the driver's lean branch; otherwise the interpreter appends to its path, keeps
         ``run.at`` on the running step and, when the run is watched, checkpoints, emits step events, checks the
-        deadline and moves the step spans between steps.
+        deadline and moves the step spans between steps. A pathless run (``run.walked`` is a list, see
+        :meth:`_keep_no_path`) takes its own branch: between steps only the iteration bound and the deadline, per
+        step the call, its stop and its routing; its path is the names in ``run.walked``.
         """
         compiled = self._compiled
         names = self._names
         count = len(compiled)
         limit = self.max_iterations
-        durable: DurableRun | None = None
-        deadline: float | None = None
-        emit: Callable[[PlanEvent], None] | None = None
-        spans: RunSpans = NO_SPANS
+        ctx: Any  # the run's context: the second argument of a step that takes it
+        deadline: float | None
+        error: ErrorInfo | None = None
+        prev: Any = value
+        iterations = 0
+        i = 0
+        if run is not None and (walked := run.walked) is not None:
+            # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else
+            ctx, deadline = run.ctx, run.deadline
+            while True:
+                if iterations == limit:
+                    error = _iterations_stop(limit, walked, names[i])
+                    break
+                if deadline is not None and _monotonic() >= deadline:
+                    error = run.out_of_time(i)
+                    break
+                run.at = i
+                iterations += 1
+                step = compiled[i]
+                try:
+                    out = await step.fn(prev, ctx)
+                    err = (
+                        ErrorInfo.from_exception(out, step.name, step.phase) if isinstance(out, RunStopError) else None
+                    )
+                except PlanRuntimeError:
+                    raise
+                except Exception as exc:
+                    err = ErrorInfo.from_exception(exc, step.name, step.phase)
+                walked.append(step.name)  # once it ran, as an envelope is appended (a cut-off step is not)
+                if step.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
+                    target = _routed(step, Envelope(out if err is None else None, err, None, step.name), err)
+                    if target >= 0:
+                        prev = out if err is None else err
+                        i = target
+                        continue
+                if err is not None:
+                    error = err
+                    break
+                prev = out
+                i += 1
+                if i >= count:
+                    break
+            # what _ended does, inline (as at the end of the general loop below): one call less on every run
+            payload = None if error is not None else prev
+            elapsed_ms = (_perf() - started) * 1000.0
+            ended: PlanResult = self._result_type(value, payload, error, [], [], store, elapsed_ms, ctx.run_id)
+            if self._logger.isEnabledFor(_INFO):
+                self._log(ended)
+            return ended
+        durable: DurableRun | None
+        emit: Callable[[PlanEvent], None] | None
+        spans: RunSpans
         envelopes: list[Envelope]
         decisions: list[Decision]
-        ctx: Any = None  # the run's context: the second argument of a step that takes it
         if run is None:  # the lean branch: no deadline, listener, checkpoints or spans to watch
             envelopes, decisions = [], []
-            watched = tracing = False
+            ctx = deadline = durable = emit = None
+            spans = NO_SPANS
+            watched = False
         else:
             ctx = run.ctx
             envelopes, decisions, deadline, emit, spans = (
@@ -420,10 +495,6 @@ class Plan(Generic[RunDepsT, OutputT]):
         # the rejoin point of the exclusive branch being entered: the routed-to step always runs next, so one
         # pending rejoin suffices; it is consumed when that step completes
         rejoin_next: Compiled | None = None
-        error: ErrorInfo | None = None
-        prev: Any = value
-        iterations = 0
-        i = 0
         if durable is not None:
             assert run is not None
             start = durable.restore(value, store)
@@ -441,7 +512,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             if iterations == limit:
                 if durable is not None:  # the resume point of the stopped run: the step it did not run
                     durable.save(Position(i, prev, iterations, _rejoin(rejoin_next), envelopes, decisions), store)
-                error = _iterations_stop(limit, envelopes, names[i])
+                error = _iterations_stop(limit, [env.step or "" for env in envelopes], names[i])
                 break
             step = compiled[i]
             if watched:
@@ -644,7 +715,8 @@ class Plan(Generic[RunDepsT, OutputT]):
 
 class _Run:
     """One run beyond the lean branch — the one run-state object: its context, deadline, listener, spans and
-    checkpoint, the path the interpreter appends to, and where it is (what a deadline stop is built from).
+    checkpoint, the path the interpreter appends to (a pathless run's: the names of the steps run), and where it is
+    (what a deadline stop is built from).
 
     :meth:`drive` owns the run from its first step to its final event; the interpreter (:meth:`Plan._steps`) only
     runs steps and reads from here what it must watch between them.
@@ -665,6 +737,7 @@ class _Run:
         "sent",
         "spans",
         "store",
+        "walked",
         "watched",
     )
 
@@ -695,6 +768,8 @@ class _Run:
         self.sent = 0  # step events emitted so far
         # the interpreter looks at the run between steps (one test per step when it need not)
         self.watched = deadline is not None or emit is not None or spans.watching
+        # a pathless run's path: the names of the steps run; None: the run keeps its path (envelopes, decisions)
+        self.walked: list[str] | None = [] if plan._pathless and not spans.watching else None
 
     def shares(self) -> bool:
         """Does a plan nested in this run share its context, deadline and spans (else it runs lean)?"""
@@ -738,13 +813,13 @@ class _Run:
                         # the timer is armed when the run first waits on something: a run that never does (its
                         # steps finish without suspending) ends before any timer could fire, and its deadline is
                         # checked between steps; arming one costs ~5 µs a run (bench/core_overhead.py)
-                        assert self.deadline is not None
                         steps = plan._steps(self.input, self.store, self, started)
                         try:
                             waiting = steps.send(None)
                         except StopIteration as finished:
                             result = finished.value
                         else:
+                            assert self.deadline is not None  # a timed run has a budget
                             timer = Deadline.until(self.deadline)  # ``async with``, without its coroutines
                             try:
                                 result = await _resumed(steps, waiting)
@@ -792,6 +867,7 @@ class _Run:
         if not isinstance(opened, PlanResult):
             self.durable = opened
             self.watched = True
+            self.walked = None  # a durable run checkpoints its path
         return opened
 
     def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
@@ -802,7 +878,8 @@ class _Run:
         assert self.deadline is not None and self.max_seconds is not None
         compiled = self.plan._compiled
         step = compiled[at]
-        path = _path_text(self.envelopes)
+        walked = self.walked
+        path = _path_text(walked if walked is not None else [env.step or "" for env in self.envelopes])
         cut: tuple[Compiled, ...] = ()
         # the run's time on its own clock: from when its context started (a runtime's context may have started
         # before this plan ran, e.g. a desk turn waiting for its session), else from when the run started
@@ -874,17 +951,29 @@ def _is_final(event: PlanEvent) -> bool:
     return isinstance(event, FinalEvent)
 
 
-def _iterations_stop(limit: int, envelopes: list[Envelope], next_step: str) -> ErrorInfo:
-    exc = MaxIterationsExceeded(limit, [env.step or "" for env in envelopes], next_step)
+def _iterations_stop(limit: int, path: list[str], next_step: str) -> ErrorInfo:
+    exc = MaxIterationsExceeded(limit, path, next_step)
     return ErrorInfo(type(exc).__name__, str(exc), MAX_ITERATIONS, exc, "step")
 
 
-def _path_text(envelopes: list[Envelope], shown: int = 24) -> str:
-    """The executed steps for a message: the last ``shown`` of them, with a count of the ones left out."""
-    names = [env.step or "" for env in envelopes[-shown:]]
-    elided = len(envelopes) - len(names)
+def _path_text(path: list[str], shown: int = 24) -> str:
+    """The executed steps (their names, in order) for a message: the last ``shown`` of them, with a count of the
+    ones left out."""
+    names = path[-shown:]
+    elided = len(path) - len(names)
     text = " → ".join(names) or "(none)"
     return f"… ({elided} earlier) → {text}" if elided else text
+
+
+def _routed(step: Compiled, env: Envelope, err: ErrorInfo | None) -> int:
+    """The step that ``step``'s ``routes=`` send ``env`` to (``-1``: none matched) — a pathless run's routing."""
+    for target_index, predicate, _, target_name in step.routes or ():
+        try:
+            if predicate(env):
+                return target_index
+        except Exception as exc:
+            raise _predicate_error(step, target_name, exc, err) from exc
+    return -1
 
 
 def _call(step: Compiled, given: Any, run: _Run | None) -> Envelope:
