@@ -29,7 +29,7 @@ import pytest
 from fastapi import FastAPI
 from psycopg import sql
 
-from advisory_holders import holder_pids, terminate_holder
+from advisory_holders import CuttableLink, holder_pids, terminate_holder
 from routegate.apps.support import advisory
 from routegate.apps.support.advisory import AdvisoryLocks, LockRead, LockTimeoutError, Tenure, lock_key
 from routegate.apps.support.db import SupportDatabase
@@ -276,6 +276,38 @@ async def test_the_next_holder_in_the_process_after_a_lost_connection_takes_the_
     finally:
         await locks.close()
         await rival.close()
+
+
+async def test_a_follow_up_after_the_link_to_the_database_was_cut_takes_the_lock_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link between the locks and PostgreSQL cut with no word from the server (a network cut): the backend
+    ends (its client is gone) and its lock with it; the follow-up whose release waited takes the lock again."""
+    monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)
+    name = f"test:{uuid.uuid4().hex}"
+    key = lock_key(name)
+    async with CuttableLink(pg_url).open() as link:
+        locks, rival = AdvisoryLocks(link.url), AdvisoryLocks(pg_url)
+        try:
+            async with locks.hold(name, within=30) as first:
+                (cut,) = await asyncio.to_thread(_holder_pids, pg_url, key)
+                link.cut()
+                await asyncio.to_thread(_let_go, pg_url, key)  # the backend saw its client gone and ended
+            again, holders = await _held_here(locks, rival, name, pg_url)
+            assert again is not first
+            assert len(holders) == 1 and cut not in holders
+        finally:
+            await locks.close()
+            await rival.close()
+
+
+def _let_go(url: str, key: int) -> None:
+    """Returns once no backend holds the advisory lock ``key`` (bounded)."""
+    for _ in range(3000):
+        if not _holder_pids(url, key):
+            return
+        time.sleep(0.01)
+    pytest.fail(f"the advisory lock {key} was still held after 30 s")
 
 
 @pytest.mark.parametrize("lost", [False, True], ids=["alive", "lost-meanwhile"])
