@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -26,8 +27,11 @@ import httpx
 import psycopg
 import pytest
 from fastapi import FastAPI
+from psycopg import sql
 
-from routegate.apps.support.advisory import AdvisoryLocks, LockTimeoutError, lock_key
+from advisory_holders import CuttableLink, holder_pids, terminate_holder
+from routegate.apps.support import advisory
+from routegate.apps.support.advisory import AdvisoryLocks, LockRead, LockTimeoutError, Tenure, lock_key
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SUPPORT_BUDGET, SupportAgent
 from routegate.apps.support.memory import session_lock_key
@@ -192,6 +196,154 @@ async def test_a_lost_connection_is_replaced(pg_url: str, other_process: psycopg
     finally:
         await locks.close()
         await rival.close()
+
+
+def _blocking_read(key: int) -> LockRead:
+    """A take's read that waits until the advisory lock ``key`` is free (no read should wait: here it keeps a
+    statement of the locks' connection under way for as long as the test holds ``key``)."""
+    return LockRead(
+        "(SELECT {arg} FROM (SELECT set_config('lock_timeout', '0', true) AS t) AS s,"
+        " LATERAL (SELECT pg_advisory_xact_lock_shared({key}) WHERE s.t IS NOT NULL) AS w)",
+        key=sql.Literal(key),
+    )
+
+
+def _waiting_for(conn: psycopg.Connection[Any], key: int) -> None:
+    """Returns once a backend waits for the advisory lock ``key`` (bounded)."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    for _ in range(3000):
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND classid::bigint = %s AND objid::bigint = %s",
+            (unsigned >> 32, unsigned & 0xFFFF_FFFF),
+        ).fetchone()
+        if row is not None and row[0]:
+            return
+        time.sleep(0.01)
+    pytest.fail(f"no backend waited for the advisory lock {key} within 30 s")
+
+
+async def _held_here(locks: AdvisoryLocks, rival: AdvisoryLocks, name: str, url: str) -> tuple[Tenure, list[int]]:
+    """Holds ``name``; returns its tenure and the backends that held its key meanwhile, after checking that another
+    process could not take it."""
+    async with locks.hold(name, within=30) as tenure:
+        holders = await asyncio.to_thread(_holder_pids, url, lock_key(name))
+        with pytest.raises(LockTimeoutError):
+            async with rival.hold(name, within=0.05):
+                pytest.fail("another process entered a lock this one holds")
+        return tenure, holders
+
+
+def _holder_pids(url: str, key: int) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return holder_pids(conn, key)
+
+
+async def test_a_follow_up_whose_release_waits_on_a_lost_connection_takes_the_lock_again(
+    pg_url: str, other_process: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The locks' connection terminated under a holder; the next holder of the name comes while the release still
+    waits for a take to go with. PostgreSQL let go of the lock with the backend: the follow-up takes it again, on a
+    new connection, in a new tenure, and holds it against every other process."""
+    monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)  # the release waits until the next take
+    name = f"test:{uuid.uuid4().hex}"
+    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
+    try:
+        async with locks.hold(name, within=30) as first:
+            lost = await asyncio.to_thread(terminate_holder, other_process, lock_key(name))
+        again, holders = await _held_here(locks, rival, name, pg_url)
+        assert again is not first
+        assert len(holders) == 1 and lost not in holders
+    finally:
+        await locks.close()
+        await rival.close()
+
+
+async def test_the_next_holder_in_the_process_after_a_lost_connection_takes_the_lock_again(
+    pg_url: str, other_process: psycopg.Connection[Any]
+) -> None:
+    """A turn queued in the process behind the holder whose connection was lost does not inherit the lock (it is
+    gone): it takes it again, in a new tenure."""
+    name = f"test:{uuid.uuid4().hex}"
+    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
+    try:
+        async with locks.hold(name, within=30) as first:
+            queued = asyncio.create_task(_held_here(locks, rival, name, pg_url))
+            lost = await asyncio.to_thread(terminate_holder, other_process, lock_key(name))  # queued meanwhile
+        after, holders = await asyncio.wait_for(queued, 30)
+        assert after is not first
+        assert len(holders) == 1 and lost not in holders
+    finally:
+        await locks.close()
+        await rival.close()
+
+
+async def test_a_follow_up_after_the_link_to_the_database_was_cut_takes_the_lock_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link between the locks and PostgreSQL cut with no word from the server (a network cut): the backend
+    ends (its client is gone) and its lock with it; the follow-up whose release waited takes the lock again."""
+    monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)
+    name = f"test:{uuid.uuid4().hex}"
+    key = lock_key(name)
+    async with CuttableLink(pg_url).open() as link:
+        locks, rival = AdvisoryLocks(link.url), AdvisoryLocks(pg_url)
+        try:
+            async with locks.hold(name, within=30) as first:
+                (cut,) = await asyncio.to_thread(_holder_pids, pg_url, key)
+                link.cut()
+                await asyncio.to_thread(_let_go, pg_url, key)  # the backend saw its client gone and ended
+            again, holders = await _held_here(locks, rival, name, pg_url)
+            assert again is not first
+            assert len(holders) == 1 and cut not in holders
+        finally:
+            await locks.close()
+            await rival.close()
+
+
+def _let_go(url: str, key: int) -> None:
+    """Returns once no backend holds the advisory lock ``key`` (bounded)."""
+    for _ in range(3000):
+        if not _holder_pids(url, key):
+            return
+        time.sleep(0.01)
+    pytest.fail(f"the advisory lock {key} was still held after 30 s")
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["alive", "lost-meanwhile"])
+async def test_a_follow_up_during_another_statement_learns_from_its_end_whether_the_lock_is_held(
+    pg_url: str, other_process: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, lost: bool
+) -> None:
+    """A follow-up comes while a statement of the locks' connection is under way (the release waits for the next
+    one). It keeps the lock if the connection was alive when the statement ended (the same tenure), and takes it
+    again if the connection was lost meanwhile (the backend terminated during the statement)."""
+    monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)
+    name, blocker = f"test:{uuid.uuid4().hex}", lock_key(f"test:{uuid.uuid4().hex}")
+    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
+    await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_lock(%s)", (blocker,))
+    try:
+        async with locks.hold(name, within=30) as first:
+            under_way = asyncio.create_task(_enter_and_leave_reading(locks, f"{name}:other", _blocking_read(blocker)))
+            await asyncio.to_thread(_waiting_for, other_process, blocker)  # its statement waits for the blocker
+        follow_up = asyncio.create_task(_held_here(locks, rival, name, pg_url))
+        if lost:
+            gone = await asyncio.to_thread(terminate_holder, other_process, lock_key(name))
+        await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_unlock(%s)", (blocker,))
+        again, holders = await asyncio.wait_for(follow_up, 30)
+        await asyncio.wait_for(under_way, 30)
+        assert len(holders) == 1
+        if lost:
+            assert again is not first and gone not in holders
+        else:
+            assert again is first  # kept: PostgreSQL never saw it free
+    finally:
+        await locks.close()
+        await rival.close()
+
+
+async def _enter_and_leave_reading(locks: AdvisoryLocks, name: str, read: LockRead) -> None:
+    async with locks.hold(name, within=30, read=read, read_arg="x") as tenure:
+        assert tenure.read_by(read) == "x"
 
 
 # -- desks over one database ---------------------------------------------------------------------------------------

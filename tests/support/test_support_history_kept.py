@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from advisory_holders import terminate_holder_at
 from routegate.apps.support import advisory
 from routegate.apps.support.contracts import Message
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.memory import MessageStore
+from routegate.apps.support.memory import MessageStore, session_lock_key
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
 from support.test_support_round_trips import one_connection, traced
@@ -69,6 +70,30 @@ async def test_a_follow_up_sees_the_turn_another_desk_ran_in_between(
     assert "Jane Smith" in (await second.ask("status of ticket 3", session_id=session)).answer
     # "she" is ticket 3's customer, from the turn the other desk ran: a history kept from the first turn would
     # not know her
+    where = await first.ask("Where does she live?", session_id=session)
+    assert "London" in where.answer and "New York" not in where.answer
+
+
+async def test_a_follow_up_after_the_locks_connection_was_lost_sees_the_turn_another_desk_ran(
+    db: SupportDatabase,
+    other: SupportDatabase,
+    encoder: MiniLMEncoder,
+    semantic: ExampleEmbeddingLayer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first desk's session locks' connection is terminated after a turn whose release still waits for a take
+    to go with: PostgreSQL let go of the session's lock with it, and another desk runs a turn. The first desk's
+    follow-up sees that turn: it takes the lock again instead of going on with the lost tenure's history."""
+    monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)  # every release waits for the next take
+    first, second = (SupportAgent(db=d, encoder=encoder, semantic=semantic) for d in (db, other))
+    await first.start()
+    await second.start()
+    session = f"lost-{uuid.uuid4().hex[:8]}"
+    assert "John Doe" in (await first.ask("What is the status of ticket 1?", session_id=session)).answer
+    await asyncio.to_thread(terminate_holder_at, db.url, session_lock_key(db.schema, session))
+    assert "Jane Smith" in (await second.ask("status of ticket 3", session_id=session)).answer
+    async with other.locks.hold(f"{session}-next", within=5.0):  # sends the second desk's release with it
+        pass
     where = await first.ask("Where does she live?", session_id=session)
     assert "London" in where.answer and "New York" not in where.answer
 

@@ -24,6 +24,11 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
   :meth:`AdvisoryLocks.hold` gives): the same object from the take PostgreSQL granted to the release it ran, a new
   one after, so data kept against a tenure (the desk's history, :mod:`.memory`) is data no other process can
   have changed meanwhile.
+* **Only on a live connection.** A holding goes on without a statement (kept for a follow-up, or passed to the
+  process's next holder) only when the connection shows no sign of loss, looked at without a round trip: nothing
+  that came from the server meanwhile says it is going (a terminated backend's ``FATAL``, the end of the stream).
+  While a statement is under way the look waits for its end. A connection found lost is dropped as below, and
+  the holding becomes a take on a new connection, with a new tenure.
 * **Bounded.** ``within`` seconds bound the wait for other holders (in the process and in PostgreSQL); then
   :class:`LockTimeoutError`. A caller that is cancelled while waiting leaves nothing held.
 * **At most** ``max_held`` **locks at once.** Every lock the connection holds, tries or is letting go takes one of
@@ -36,8 +41,10 @@ How a lock is held (:meth:`AdvisoryLocks.hold`):
   :meth:`AdvisoryLocks.close` waits for the releases under way.
 * **A process that dies lets go**: PostgreSQL ends its backend when the connection drops, and the backend's
   advisory locks go with it, so a killed worker or replica never blocks a session.
-* **The connection lost** (the database restarted, a network cut): its locks are gone with it. The holders of
-  that moment finish their turns unprotected (the log says how many); the next take reconnects.
+* **The connection lost** (the database restarted, the backend terminated, a network cut): its locks are gone
+  with it. The holders of that moment finish their turns unprotected (the log says how many); the next take, the
+  next holder in the process and a follow-up whose release was still waiting alike reconnect and take the lock
+  again, in a new tenure: nothing kept against the lost one is used.
 
 Keys are 64-bit (BLAKE2b of the name), in the bigint space of ``pg_advisory_lock`` shared by the whole database:
 name them with a prefix of your own (the desk uses ``routegate.support:<schema>:<session id>``).
@@ -46,6 +53,7 @@ name them with a prefix of your own (the desk uses ``routegate.support:<schema>:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import math
@@ -58,7 +66,7 @@ from routegate._extras import needs
 
 with needs("desk"):
     import psycopg
-    from psycopg import sql
+    from psycopg import pq, sql
 
 from routegate.errors import ConfigurationError, RuntimeFaultError
 
@@ -77,6 +85,12 @@ RELEASE_LINGER_SECONDS: Final = 0.005
 """How long a release waits for a take to share its statement, or for a take of the same name to keep the lock
 (another process sees the lock free that much later; its waiters retry every 2-50 ms anyway)."""
 _NOT_HELD: Final = -1
+_GOING: Final = frozenset({"FATAL", "PANIC"})  # the severities of a message that the server sends as it closes
+
+
+def _busy(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether a statement is under way on ``conn`` (sent, its results not all read)."""
+    return not conn.closed and conn.info.transaction_status == pq.TransactionStatus.ACTIVE
 
 
 class LockTimeoutError(RuntimeFaultError):
@@ -213,6 +227,10 @@ class AdvisoryLocks:
         # the read of the last statement that had one: the statements without a read of their own use its text (a
         # release reads nothing in it), so that the connection runs one statement, prepared once
         self._last_read: LockRead | None = None
+        # holdings that go on without a statement, waiting for the statement under way to end to learn whether the
+        # connection is alive (the sender looks between its statements: :meth:`_judge`)
+        self._verdicts: list[asyncio.Future[None]] = []
+        self._going = _NOT_HELD  # the generation whose server said it is closing the connection (a FATAL)
         self._closed = False
 
     def __len__(self) -> int:
@@ -279,9 +297,12 @@ class AdvisoryLocks:
                     async with asyncio.timeout_at(deadline):
                         await self._place(gate)
                     placed = True
-                    if not self._keep(gate) and not await self._try(gate, read, arg):
-                        async with asyncio.timeout_at(deadline):
-                            await self._retry(gate, read, arg)
+                    self._keep(gate)
+                if gate.generation == self._generation:  # held on (passed on in the process, or kept): if it lives
+                    await self._confirm()
+                if gate.generation != self._generation and not await self._try(gate, read, arg):
+                    async with asyncio.timeout_at(deadline):
+                        await self._retry(gate, read, arg)
             except BaseException:
                 gate.queue.release()
                 raise
@@ -321,9 +342,10 @@ class AdvisoryLocks:
             del self._pins[key]
             self._places.release()
 
-    def _keep(self, gate: _Gate) -> bool:
-        """Take over the gate's lock from its release still waiting for its statement (the lock was never let
-        go): the release is dropped, and the gate holds on with the release's generation and tenure."""
+    def _keep(self, gate: _Gate) -> None:
+        """Take over the gate's lock from its release still waiting for its statement (the lock was not let go by
+        this process): the release is dropped, and the gate holds on with the release's generation and tenure, if
+        the connection lives (:meth:`_confirm`, next)."""
         for i, op in enumerate(self._queue):
             if (
                 not op.take
@@ -335,8 +357,39 @@ class AdvisoryLocks:
                 del self._queue[i]
                 self._unpin(op.key)  # the release's place; the gate has its own
                 gate.generation, gate.tenure = op.generation, op.tenure
-                return True
-        return False
+                return
+
+    async def _confirm(self) -> None:
+        """Before a holding goes on without a statement: drop the connection if it is lost (the holding's
+        generation is then past, and the caller takes the lock again). While a statement is under way on it, the
+        sender looks once it has ended (:meth:`_judge`)."""
+        conn = self._conn
+        if conn is not None and self._sender is not None and _busy(conn):
+            verdict: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._verdicts.append(verdict)
+            await verdict
+        elif not self._alive(conn):
+            await self._drop(conn)
+
+    def _alive(self, conn: psycopg.AsyncConnection[Any] | None) -> bool:
+        """Whether the idle connection ``conn`` shows no sign of loss, without a round trip: what the server sent
+        since the last statement is read (libpq's ``PQconsumeInput``, which never waits) and parsed; a backend
+        that is closing the connection (terminated, the server shutting down) sends a ``FATAL`` first, and its end
+        of the stream closes the connection. Anything else it may send while idle is harmless."""
+        if conn is None or conn.closed:
+            return False
+        try:
+            conn.pgconn.consume_input()
+        except psycopg.OperationalError:  # the end of the stream: closed
+            return False
+        conn.pgconn.is_busy()  # parses what came: a FATAL reaches _heard
+        return not conn.closed and self._going != self._generation
+
+    def _heard(self, generation: int, diagnostic: psycopg.errors.Diagnostic) -> None:
+        """A notice of the connection of ``generation``: a message the server sent while no statement ran (it
+        reaches the notice handlers) with a ``FATAL`` severity says the connection is closing."""
+        if diagnostic.severity_nonlocalized in _GOING:
+            self._going = generation
 
     async def _retry(self, gate: _Gate, read: LockRead | None, arg: str) -> None:
         delay = FIRST_RETRY_SECONDS
@@ -395,8 +448,24 @@ class AdvisoryLocks:
                 batch = [op for op in self._queue if op.read is None or op.read is read]
                 self._queue = [op for op in self._queue if not (op.read is None or op.read is read)]
                 await self._run(batch, read)
+                await self._judge()
         finally:
             self._sender = None
+            for verdict in self._verdicts:  # pragma: no cover - the sender ends early only with its event loop
+                verdict.cancel()
+            self._verdicts.clear()
+
+    async def _judge(self) -> None:
+        """Between two statements (the connection idle): the holdings that wait to learn whether the connection
+        lives (:meth:`_confirm`) learn it; a lost one is dropped first."""
+        if not self._verdicts:
+            return
+        verdicts, self._verdicts = self._verdicts, []
+        if not self._alive(self._conn):
+            await self._drop(self._conn)
+        for verdict in verdicts:
+            if not verdict.done():  # not cancelled meanwhile
+                verdict.set_result(None)
 
     async def _run(self, batch: list[_Op], read: LockRead | None) -> None:
         # a release of a lock taken on a connection since dropped has nothing left to let go
@@ -469,6 +538,7 @@ class AdvisoryLocks:
                 application_name=APPLICATION_NAME,
                 options=f"-c lock_timeout={READ_LOCK_TIMEOUT_MS}",
             )
+            self._conn.add_notice_handler(functools.partial(self._heard, self._generation))
             await self._check_capacity(self._conn)
             return self._conn, True
 

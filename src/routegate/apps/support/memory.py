@@ -23,7 +23,8 @@ that comes while the previous turn's release still waits for its statement), no 
 the session's messages: the holder keeps the history it read and what it wrote (the write returns the rows'
 timestamps and contexts as stored), and the next holder of the same tenure reads it from memory instead of the
 database. It is kept against the tenure, weakly: when the lock is let go it is gone, and the next turn reads the
-database again. At most one history per lock held, so at most ``max_held`` of them (``ROUTEGATE_DB_MAX_ADVISORY_LOCKS``).
+database again. So too when the locks' connection was lost (PostgreSQL let go of the lock with it): the next
+holder takes the lock again, in a new tenure. At most one history per lock held, so at most ``max_held`` of them (``ROUTEGATE_DB_MAX_ADVISORY_LOCKS``).
 """
 
 from __future__ import annotations
