@@ -57,16 +57,16 @@ def _text(value: str) -> str:
 
     Text that is already its own normal form and needs no escape (printable ASCII without a quote, a backslash, or
     a leading, trailing or doubled space: the usual argument, which the worker's schema has often collapsed
-    already) is quoted as it is; the encoder would give the same text.
+    already) is quoted as it is; the encoder would give the same text. Printable ASCII holds no control character,
+    so no whitespace but the space: it has no outer space when stripping it leaves it as it is.
     """
     if (
         value.isascii()
+        and value.isprintable()
         and '"' not in value
         and "\\" not in value
         and "  " not in value
-        and value[:1] != " "
-        and value[-1:] != " "
-        and value.isprintable()  # printable ASCII: no control character, so no whitespace but the space
+        and value.strip() == value
     ):
         return '"' + value + '"'
     return encode_basestring_ascii(" ".join(value.split()))

@@ -79,6 +79,7 @@ _logger = logging.getLogger(__name__)
 _INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
+_NEVER = float("inf")  # the deadline of a run without one: the clock never reaches it
 _CoroutineType = types.CoroutineType
 _new = object.__new__
 _DEFAULT_ITERATIONS = Budget().max_iterations
@@ -417,27 +418,27 @@ class Plan(Generic[RunDepsT, OutputT]):
         step the call, its stop and its routing; its path is the names in ``run.walked``.
         """
         compiled = self._compiled
-        names = self._names
         count = len(compiled)
         limit = self.max_iterations
         ctx: Any  # the run's context: the second argument of a step that takes it
         deadline: float | None
         error: ErrorInfo | None = None
         prev: Any = value
-        iterations = 0
         i = 0
         if run is not None and (walked := run.walked) is not None:
             # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else
-            ctx, deadline = run.ctx, run.deadline
+            ctx = run.ctx
+            deadline = _NEVER if run.deadline is None else run.deadline
+            left = limit  # the steps the run may still take
             while True:
-                if iterations == limit:
-                    error = _iterations_stop(limit, walked, names[i])
+                if not left:
+                    error = _iterations_stop(limit, walked, self._names[i])
                     break
-                if deadline is not None and _monotonic() >= deadline:
+                if _monotonic() >= deadline:
                     error = run.out_of_time(i)
                     break
                 run.at = i
-                iterations += 1
+                left -= 1
                 step = compiled[i]
                 try:
                     out = await step.fn(prev, ctx)
@@ -469,6 +470,8 @@ class Plan(Generic[RunDepsT, OutputT]):
             if self._logger.isEnabledFor(_INFO):
                 self._log(ended)
             return ended
+        names = self._names
+        iterations = 0
         durable: DurableRun | None
         emit: Callable[[PlanEvent], None] | None
         spans: RunSpans
