@@ -436,20 +436,18 @@ class RoutingAgent(Generic[RunDepsT]):
             if previous is not None and previous.status == "needs_reroute"
             else _NONE_FORBIDDEN
         )
-        # positionally, in RouteRequest's field order (goal, catalog, history, forbidden_targets, attempt, budget,
-        # context, conversation, previous_route, task): keywords cost a name match each on every run
-        request = RouteRequest(
-            state.goal,
-            self.catalog,
-            tuple(state.history),
-            forbidden,
-            attempt,
-            self.budget,
-            state.context,
-            (),
-            None,
-            state.task,
-        )
+        # RouteRequest's fields stored here rather than through its __init__, which would take each of them again
+        request = _new(RouteRequest)
+        request.goal = state.goal
+        request.catalog = self.catalog
+        request.budget = self.budget
+        request.context = state.context
+        request.task = state.task
+        request.history = tuple(state.history)
+        request.forbidden_targets = forbidden
+        request.attempt = attempt
+        request.conversation = ()
+        request.previous_route = None
         param = self._router_ctx
         decided = self.router.decide(request) if param is None else self.router.decide(request, **{param: ctx})
         answered: object = await ctx.spans.route(attempt, decided, _record_decision)
@@ -505,7 +503,12 @@ class RoutingAgent(Generic[RunDepsT]):
         ``finalize_error:<Exc>``)."""
         route = state.route
         state.fields = _ROUTE_FIELDS  # a stop from here on reports the route
-        request = FinalizeRequest(state.goal, route.target, tuple(state.history), state.context, state.task)
+        request = _new(FinalizeRequest)  # its fields stored here, as the route step's request's are
+        request.goal = state.goal
+        request.selected_route = route.target
+        request.history = tuple(state.history)
+        request.context = state.context
+        request.task = state.task
         param = self._finalizer_ctx
         finishing: Awaitable[object] = (
             self.finalizer.finalize(request) if param is None else self.finalizer.finalize(request, **{param: ctx})
