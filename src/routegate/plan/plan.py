@@ -418,51 +418,50 @@ class Plan(Generic[RunDepsT, OutputT]):
         step the call, its stop and its routing; its path is the names in ``run.walked``.
         """
         compiled = self._compiled
-        count = len(compiled)
         limit = self.max_iterations
         ctx: Any  # the run's context: the second argument of a step that takes it
         deadline: float | None
         error: ErrorInfo | None = None
         prev: Any = value
-        i = 0
         if run is not None and (walked := run.walked) is not None:
-            # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else
+            # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else;
+            # it goes from a step to the one after it (or the one its routes= chose), to the end of the plan
             ctx = run.ctx
             deadline = _NEVER if run.deadline is None else run.deadline
             left = limit  # the steps the run may still take
-            while True:
+            running: Compiled | None = compiled[0]
+            while running is not None:
                 if not left:
-                    error = _iterations_stop(limit, walked, self._names[i])
+                    error = _iterations_stop(limit, walked, running.name)
                     break
                 if _monotonic() >= deadline:
-                    error = run.out_of_time(i)
+                    error = run.out_of_time(running.index)
                     break
-                run.at = i
+                run.at = running.index
                 left -= 1
-                step = compiled[i]
                 try:
-                    out = await step.fn(prev, ctx)
+                    out = await running.fn(prev, ctx)
                     err = (
-                        ErrorInfo.from_exception(out, step.name, step.phase) if isinstance(out, RunStopError) else None
+                        ErrorInfo.from_exception(out, running.name, running.phase)
+                        if isinstance(out, RunStopError)
+                        else None
                     )
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
-                    err = ErrorInfo.from_exception(exc, step.name, step.phase)
-                walked.append(step.name)  # once it ran, as an envelope is appended (a cut-off step is not)
-                if step.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
-                    target = _routed(step, Envelope(out if err is None else None, err, None, step.name), err)
+                    err = ErrorInfo.from_exception(exc, running.name, running.phase)
+                walked.append(running.name)  # once it ran, as an envelope is appended (a cut-off step is not)
+                if running.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
+                    target = _routed(running, Envelope(out if err is None else None, err, None, running.name), err)
                     if target >= 0:
                         prev = out if err is None else err
-                        i = target
+                        running = compiled[target]
                         continue
                 if err is not None:
                     error = err
                     break
                 prev = out
-                i += 1
-                if i >= count:
-                    break
+                running = running.following
             # what _ended does, inline (as at the end of the general loop below): one call less on every run
             payload = None if error is not None else prev
             elapsed_ms = (_perf() - started) * 1000.0
@@ -471,7 +470,9 @@ class Plan(Generic[RunDepsT, OutputT]):
                 self._log(ended)
             return ended
         names = self._names
+        count = len(compiled)
         iterations = 0
+        i = 0
         durable: DurableRun | None
         emit: Callable[[PlanEvent], None] | None
         spans: RunSpans
