@@ -37,7 +37,7 @@ def canonical_args(args: Mapping[str, Any]) -> str:
     if len(args) == 1:
         for key, value in args.items():
             if type(key) is str and type(value) is str:
-                return "{" + encode_basestring_ascii(key) + ":" + _text(value) + "}"
+                return f"{{{encode_basestring_ascii(key)}:{_text(value)}}}"
     fields: list[tuple[str, str]] = []
     for key, value in args.items():
         if type(key) is not str or type(value) is not str:
@@ -68,7 +68,7 @@ def _text(value: str) -> str:
         and "  " not in value
         and value.strip() == value
     ):
-        return '"' + value + '"'
+        return f'"{value}"'
     return encode_basestring_ascii(" ".join(value.split()))
 
 

@@ -794,10 +794,10 @@ class _Run:
         resume from its checkpoint (or answer from a finished one), checkpoint before every step, record how
         the run ended; ``given`` is the store the caller passed (where the checkpoints are). One frame for all of
         it: every coroutine between a door and the interpreter costs each run about 0.2 µs."""
-        plan, spans = self.plan, self.spans
+        spans = self.spans
         tracing = spans.watching
         if tracing:
-            spans.begin(plan.name, self.envelopes, self.decisions, self.ctx)
+            spans.begin(self.plan.name, self.envelopes, self.decisions, self.ctx)
         try:
             result: PlanResult | None = None
             durable: DurableRun | None = None
@@ -812,12 +812,12 @@ class _Run:
             if result is None:
                 try:
                     if not timed:  # no budget, or a plan of synchronous steps: it never yields to a timer
-                        result = await plan._steps(self.input, self.store, self, started)
+                        result = await self.plan._steps(self.input, self.store, self, started)
                     else:
                         # the timer is armed when the run first waits on something: a run that never does (its
                         # steps finish without suspending) ends before any timer could fire, and its deadline is
                         # checked between steps; arming one costs ~5 µs a run (bench/core_overhead.py)
-                        steps = plan._steps(self.input, self.store, self, started)
+                        steps = self.plan._steps(self.input, self.store, self, started)
                         try:
                             waiting = steps.send(None)
                         except StopIteration as finished:
@@ -834,7 +834,7 @@ class _Run:
                                 stop = self.out_of_time(self.at, started)
                                 spans.close_step()  # the cut-off step's span, with its envelope
                                 run_id = None if self.ctx is None else self.ctx.run_id
-                                result = plan._ended(
+                                result = self.plan._ended(
                                     self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
                                 )
                             else:
