@@ -130,14 +130,17 @@ class RouteGateway:
         ledger.seen.add(signature)
         found = self._registry[target]
         try:
-            value = found.invoke(args, ctx)
+            if found._awaited:  # an async or threaded worker's call is always awaited
+                return _answer(found.invoke(args, ctx), target, digest)
+            # an inline worker that takes no context is called as Worker.invoke would, one call less
+            value = found.fn(**args) if found.context_param is None else found.invoke(args, ctx)
         except RunStopError:
             raise
         except Exception as exc:
             return _worker_fault(exc, target)
-        # an async or threaded worker's call is always awaited; an inline worker's value only if awaitable (an
-        # observation, a dict, never is: the check of any other value asks the Awaitable ABC)
-        if found._awaited or (type(value) is not dict and inspect.isawaitable(value)):
+        # an inline worker's value is awaited only if awaitable (an observation, a dict, never is: the check of any
+        # other value asks the Awaitable ABC)
+        if type(value) is not dict and inspect.isawaitable(value):
             return _answer(value, target, digest)
         return WorkerCalled(value, digest)
 

@@ -72,6 +72,7 @@ ObservationCheck = Callable[[object], "tuple[str, str] | None"]
 """Checks what a worker returned: ``None`` to accept it, ``(stop_reason, message)`` to stop the run."""
 
 _perf = time.perf_counter
+_new = object.__new__
 
 
 @dataclass(slots=True)
@@ -205,8 +206,10 @@ class GovernedStep:
         """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route`` (``delegate``
         for a flow rule's ``route_denied:provenance:<arg>``)."""
         t0 = _perf() if started is None else started
-        previous_target = previous.route.target if previous is not None else None
-        previous_status = previous.status if previous is not None else None
+        if previous is None:
+            previous_target = previous_status = None
+        else:
+            previous_target, previous_status = previous.route.target, previous.status
         if ctx.tracer is None:  # the hot path: no span, not even a no-op one (a ``with`` costs ~0.2 µs)
             verdict = self.policy.validate(
                 decision.raw, previous_target=previous_target, previous_status=previous_status
@@ -264,12 +267,11 @@ class GovernedStep:
         """Run a validated ``intent`` through the gateway under ``ctx``'s ledger and check what comes back."""
         t0 = _perf() if started is None else started
         decision = decision or _NO_DECISION
-        target = intent.target
         if digest is None:
             digest = args_hash(intent.args)
         emit = ctx.emit
         if emit is not None:
-            emit(DelegationEvent(attempt, target, digest))
+            emit(DelegationEvent(attempt, intent.target, digest))
         if ctx.provenance is not None:
             ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
         if ctx.tracer is None:  # the hot path, as in validate
@@ -283,7 +285,7 @@ class GovernedStep:
             if self._rules is not None or ctx.provenance is not None:
                 self._record(result, ctx)
             return result
-        with ctx.spans.delegate(attempt, target, digest) as delegated:  # the worker and the check of its answer
+        with ctx.spans.delegate(attempt, intent.target, digest) as delegated:  # the worker and the check of its answer
             try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
             except RunStopError as stop:
@@ -342,7 +344,7 @@ class GovernedStep:
             None,
             text,
             domain if isinstance(domain, str) else None,
-            ok=refusal is None,
+            refusal is None,
         )
         if refusal is not None:
             stop_reason, message = refusal
@@ -489,22 +491,22 @@ def _entry(
     stop: str | None,
     status: str | None = None,
     domain: str | None = None,
-    *,
     ok: bool = False,
 ) -> TraceEntry:
-    # positionally, in TraceEntry's field order (attempt, target, ok, phase, elapsed_ms, args_hash, stop_reason,
-    # observation_status, domain, decided_by, scores, why): twelve keywords cost ~5k instructions on every step
-    return TraceEntry(
-        attempt,
-        target,
-        ok,
-        phase,
-        round((_perf() - started) * 1000.0, 3),
-        digest,
-        stop,
-        status,
-        domain,
-        decision.decided_by or None,
-        decision.scores,
-        decision.why or None,
-    )
+    # TraceEntry's fields stored here rather than through its __init__, which would take each of them again: one
+    # is built on every route attempt
+    entry = _new(TraceEntry)
+    entry.attempt = attempt
+    entry.target = target
+    entry.ok = ok
+    entry.phase = phase
+    entry.elapsed_ms = round((_perf() - started) * 1000.0, 3)
+    entry.args_hash = digest
+    entry.stop_reason = stop
+    entry.observation_status = status
+    entry.domain = domain
+    entry.decided_by = decision.decided_by or None
+    entry.scores = decision.scores
+    entry.why = decision.why or None
+    entry.next = entry.provenance = None
+    return entry

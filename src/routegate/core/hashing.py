@@ -37,7 +37,7 @@ def canonical_args(args: Mapping[str, Any]) -> str:
     if len(args) == 1:
         for key, value in args.items():
             if type(key) is str and type(value) is str:
-                return "{" + encode_basestring_ascii(key) + ":" + _text(value) + "}"
+                return f"{{{encode_basestring_ascii(key)}:{_text(value)}}}"
     fields: list[tuple[str, str]] = []
     for key, value in args.items():
         if type(key) is not str or type(value) is not str:
@@ -57,18 +57,18 @@ def _text(value: str) -> str:
 
     Text that is already its own normal form and needs no escape (printable ASCII without a quote, a backslash, or
     a leading, trailing or doubled space: the usual argument, which the worker's schema has often collapsed
-    already) is quoted as it is; the encoder would give the same text.
+    already) is quoted as it is; the encoder would give the same text. Printable ASCII holds no control character,
+    so no whitespace but the space: it has no outer space when stripping it leaves it as it is.
     """
     if (
         value.isascii()
+        and value.isprintable()
         and '"' not in value
         and "\\" not in value
         and "  " not in value
-        and value[:1] != " "
-        and value[-1:] != " "
-        and value.isprintable()  # printable ASCII: no control character, so no whitespace but the space
+        and value.strip() == value
     ):
-        return '"' + value + '"'
+        return f'"{value}"'
     return encode_basestring_ascii(" ".join(value.split()))
 
 

@@ -101,11 +101,11 @@ def check_message(text: object, *, max_chars: int = DEFAULT_MAX_MESSAGE_CHARS, f
     if not text or text.isspace():
         raise InvalidMessageError("empty_message", "the message is empty: send a non-blank text")
     # fast path (C speed): text without NUL that encodes as UTF-8 holds no lone surrogate
-    suspect = "\x00" in text or not (text.isascii() or _encodes(text))
-    problem = text_problem(text, from_bytes=from_bytes) if suspect else None
-    if problem is not None:
-        at, description = problem
-        raise InvalidMessageError("invalid_text", f"the message {description}", offset=at)
+    if "\x00" in text or not (text.isascii() or _encodes(text)):
+        problem = text_problem(text, from_bytes=from_bytes)
+        if problem is not None:
+            at, description = problem
+            raise InvalidMessageError("invalid_text", f"the message {description}", offset=at)
     return text
 
 

@@ -138,7 +138,7 @@ class RoutePolicy:
                 action = decoded
             if action.get("kind") != "route":
                 return RouteRejection(sr.invalid_route(sr.BAD_KIND), "route decision must have kind='route'")
-            if not _ROUTE_KEYS.issuperset(action.keys()):
+            if not action.keys() <= _ROUTE_KEYS:
                 extra = sorted(str(key)[:40] for key in action.keys() - _ROUTE_KEYS)
                 return RouteRejection(sr.invalid_route(sr.EXTRA_KEYS), f"route decision has extra keys {extra}")
             target = action.get("target")

@@ -41,8 +41,8 @@ def _non_blank_text(value: object) -> object:
     validator (a partial), so one call does both. Bytes go on to the ``str`` schema unchanged, as before; only
     empty ones decode to an empty string. Text that is already collapsed is returned without the split and
     re-join: a printable string has no whitespace but the space (``str.isprintable``), so it is collapsed when
-    it neither starts nor ends with one and holds no two in a row."""
-    if type(value) is str and value.isprintable() and value and value[0] != " " != value[-1] and "  " not in value:
+    stripping it leaves it as it is and it holds no two spaces in a row."""
+    if type(value) is str and value and value.isprintable() and value.strip() == value and "  " not in value:
         return value
     if isinstance(value, str):
         text = " ".join(value.split())

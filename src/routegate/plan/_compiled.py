@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from difflib import get_close_matches
 from enum import IntEnum
+from itertools import pairwise
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -70,6 +71,7 @@ class Compiled:
         "ctx_positional",
         "direct",
         "fn",
+        "following",
         "index",
         "kind",
         "name",
@@ -123,6 +125,7 @@ class Compiled:
         # the routing decision of a run that goes on linearly / ends after this step (one tuple, shared by runs)
         self.why_linear: tuple[None, str] = (None, "linear")
         self.why_end: tuple[None, str] = (None, "end")
+        self.following: Compiled | None = None  # the step after this one in the plan (None: the last)
 
 
 def _identity(value: Any) -> Any:  # placeholder fn for kinds that call none (nested plans)
@@ -326,6 +329,8 @@ def compile_steps(
                 end += 1
             c.band_end = end
             c.band_sync = all(is_sync(m) for m in compiled[index:end])
+    for c, after in pairwise(compiled):
+        c.following = after
     return tuple(compiled)
 
 

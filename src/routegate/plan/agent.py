@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Generic, cast
 
 from opentelemetry.trace import Span, Tracer
@@ -73,8 +74,11 @@ logger = logging.getLogger(__name__)
 MAX_GOAL_CHARS = MAX_REQUEST_CHARS  # the one message rule (routegate.core.messages), with this bound
 _SUCCESS = Outcome.success()
 _NO_FIELDS: Mapping[str, Any] = {}
+# the fields of a stop in the finalize step, ``{"route": state.route}``, marked instead of built on every run
+_ROUTE_FIELDS: Mapping[str, Any] = MappingProxyType({})
 _NONE_FORBIDDEN: frozenset[str] = frozenset()
 _perf = time.perf_counter
+_new = object.__new__
 
 
 class _State:
@@ -134,37 +138,39 @@ def _ended(
     run_id: str | None,
 ) -> AgentResult:
     """The agent's result, from the plan's ending (called where the plan builds a PlanResult, with its fields)."""
-    goal = state.goal if isinstance(state.goal, str) else ""
     assert run_id is not None  # an agent's run always has a context
     if error is None:
+        # AgentResult's fields stored here rather than through its __init__, which would take each of them again:
+        # the values of a successful run (the route step checked the goal: it is text)
         route = state.route
-        # positionally, in AgentResult's field order (selected_route, history, route, raw_route, expected_statuses,
-        # received_status, bad_observation, extra after the first six): keywords cost ~0.2 µs on every run
-        return AgentResult(
-            _SUCCESS,
-            state.answer,
-            tuple(state.trace),
-            run_id,
-            elapsed_ms,
-            goal,
-            route.target,
-            tuple(state.history),
-            route,
-            ABSENT,
-            None,
-            ABSENT,
-            ABSENT,
-            state.extra,
-        )
+        result = _new(AgentResult)
+        result.outcome = _SUCCESS
+        result.output = state.answer
+        result._trace = tuple(state.trace)
+        result._run_id = run_id
+        result.elapsed_ms = elapsed_ms
+        result.goal = state.goal
+        result.selected_route = route.target
+        result.history = tuple(state.history)
+        result.route = route
+        result.raw_route = result.received_status = result.bad_observation = ABSENT
+        result.expected_statuses = None
+        result.extra = state.extra
+        return result
+    fields = state.fields
+    if error.stop_reason == sr.MAX_SECONDS:  # a cut-off step reports none
+        fields = _NO_FIELDS
+    elif fields is _ROUTE_FIELDS:
+        fields = {"route": state.route}
     return AgentResult(
         Outcome(False, error.stop_reason, error.phase, error.message),
         None,
         tuple(state.trace),
         run_id,
         elapsed_ms,
-        goal,
+        state.goal if isinstance(state.goal, str) else "",
         history=tuple(state.history),
-        **(_NO_FIELDS if error.stop_reason == sr.MAX_SECONDS else state.fields),  # a cut-off step reports none
+        **fields,
     )
 
 
@@ -409,15 +415,20 @@ class RoutingAgent(Generic[RunDepsT]):
     # the cost of raising); a router's or finalizer's own stop signal is raised inside them and caught the same way
     async def _route(self, state: _State, ctx: RunContext[Any]) -> _State | RunStopError:
         """The ``route`` step: the router decides this attempt's route (its fault: ``router_error:<Exc>``)."""
-        state.fields = _NO_FIELDS
         attempt = state.attempt + 1
         if attempt == 1:
-            state.goal = goal = _checked_goal(state.goal)
+            goal = state.goal
+            try:  # the goal under the one message rule (it returns the text unchanged)
+                check_message(goal, max_chars=MAX_GOAL_CHARS)
+            except InvalidMessageError as refused:
+                return _goal_refused(goal, refused)
             if self._tracks:  # the step's instruction, like the caller's context, is configuration
                 task = state.task
                 self.step.admit(ctx, goal, state.context if task is None else {"task": task}, always=True)
-        elif attempt > self.budget.max_route_attempts:
-            return self._used_up(state)
+        else:
+            state.fields = _NO_FIELDS  # what an earlier attempt's step would have reported
+            if attempt > self.budget.max_route_attempts:
+                return self._used_up(state)
         state.attempt = attempt
         previous = state.previous
         forbidden = (
@@ -425,20 +436,18 @@ class RoutingAgent(Generic[RunDepsT]):
             if previous is not None and previous.status == "needs_reroute"
             else _NONE_FORBIDDEN
         )
-        # positionally, in RouteRequest's field order (goal, catalog, history, forbidden_targets, attempt, budget,
-        # context, conversation, previous_route, task): keywords cost a name match each on every run
-        request = RouteRequest(
-            state.goal,
-            self.catalog,
-            tuple(state.history),
-            forbidden,
-            attempt,
-            self.budget,
-            state.context,
-            (),
-            None,
-            state.task,
-        )
+        # RouteRequest's fields stored here rather than through its __init__, which would take each of them again
+        request = _new(RouteRequest)
+        request.goal = state.goal
+        request.catalog = self.catalog
+        request.budget = self.budget
+        request.context = state.context
+        request.task = state.task
+        request.history = tuple(state.history)
+        request.forbidden_targets = forbidden
+        request.attempt = attempt
+        request.conversation = ()
+        request.previous_route = None
         param = self._router_ctx
         decided = self.router.decide(request) if param is None else self.router.decide(request, **{param: ctx})
         answered: object = await ctx.spans.route(attempt, decided, _record_decision)
@@ -449,15 +458,16 @@ class RoutingAgent(Generic[RunDepsT]):
     async def _govern(self, state: _State, ctx: RunContext[Any]) -> _State | RunStopError:
         """The ``govern`` step: the policy's verdict on the decision, then the delegation and its observation."""
         decision = state.decision
-        attempt, step, trace, history = state.attempt, self.step, state.trace, state.history
+        attempt = state.attempt
+        step = self.step
         started = _perf()
         verdict = step.validate(decision, ctx, attempt, state.previous, started)
         if isinstance(verdict, Stopped):
-            trace.append(verdict.trace)
+            state.trace.append(verdict.trace)
             outcome = verdict.outcome
             if self._observe:
                 state.refused.append(outcome)
-                history.append(
+                state.history.append(
                     HistoryEntry(attempt, verdict.intent or refused_route(decision.raw), refusal_observation(outcome))
                 )
                 state.again = True
@@ -465,7 +475,7 @@ class RoutingAgent(Generic[RunDepsT]):
             state.fields = {"raw_route": decision.raw}
             return _stop(outcome)
         done = await step.delegate(verdict, ctx, attempt, decision, started)
-        trace.append(done.trace)
+        state.trace.append(done.trace)
         if isinstance(done, Stopped):
             outcome = done.outcome
             if done.value is ABSENT:
@@ -473,7 +483,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 return _stop(outcome)
             entry = as_mapping(done.value)
             if entry is not None:
-                history.append(HistoryEntry(attempt, verdict, entry))
+                state.history.append(HistoryEntry(attempt, verdict, entry))
             state.fields = {
                 "route": verdict,
                 "expected_statuses": OBSERVATION_STATUSES,
@@ -483,7 +493,7 @@ class RoutingAgent(Generic[RunDepsT]):
             return _stop(outcome)
         assert done.observation is not None  # the status check accepts mappings only
         state.previous = previous = HistoryEntry(attempt, verdict, done.observation)
-        history.append(previous)
+        state.history.append(previous)
         state.route = verdict
         state.again = done.status == "needs_reroute"
         return state
@@ -492,8 +502,13 @@ class RoutingAgent(Generic[RunDepsT]):
         """The ``finalize`` step: the final answer, and the output check's verdict on it (its fault:
         ``finalize_error:<Exc>``)."""
         route = state.route
-        state.fields = {"route": route}
-        request = FinalizeRequest(state.goal, route.target, tuple(state.history), state.context, state.task)
+        state.fields = _ROUTE_FIELDS  # a stop from here on reports the route
+        request = _new(FinalizeRequest)  # its fields stored here, as the route step's request's are
+        request.goal = state.goal
+        request.selected_route = route.target
+        request.history = tuple(state.history)
+        request.context = state.context
+        request.task = state.task
         param = self._finalizer_ctx
         finishing: Awaitable[object] = (
             self.finalizer.finalize(request) if param is None else self.finalizer.finalize(request, **{param: ctx})
@@ -503,7 +518,7 @@ class RoutingAgent(Generic[RunDepsT]):
         if isinstance(answer, FinalAnswer):
             extra = answer.extra
             answer = answer.text
-        if not isinstance(answer, str) or not answer.strip():
+        if not isinstance(answer, str) or not (text := answer.strip()):
             return RunStopError(sr.LLM_EMPTY, "the finalizer returned an empty answer", phase="finalize")
         if self.output_check is not None:
             denied = self._check_output(state, answer, route, ctx)
@@ -514,9 +529,8 @@ class RoutingAgent(Generic[RunDepsT]):
                 state.history.append(HistoryEntry(state.attempt, route, refusal_observation(denied)))
                 state.again = True
                 return state
-        state.answer = answer.strip()
-        state.extra = extra
-        state.again = False
+        state.answer = text
+        state.extra = extra  # again stays False: govern set it so, or the run would not have come here
         return state
 
     def _used_up(self, state: _State) -> RunStopError:
@@ -552,22 +566,19 @@ class RoutingAgent(Generic[RunDepsT]):
         return Outcome(False, stop, "finalize", f"the output check refused the answer ({sr.safe_detail(str(reason))})")
 
 
-def _checked_goal(goal: object) -> str:
-    """The goal under the one message rule; its refusal stops the run: ``invalid_goal:empty`` / ``too_long`` /
-    ``invalid_text`` (phase ``route``)."""
-    try:
-        return check_message(goal, max_chars=MAX_GOAL_CHARS)
-    except InvalidMessageError as refused:
-        if refused.code == "message_too_long":
-            assert isinstance(goal, str)
-            message = f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}"
-            raise RunStopError("invalid_goal:too_long", message, phase="route") from None
-        if refused.code == "invalid_text":
-            assert isinstance(goal, str)
-            problem = text_problem(goal)
-            assert problem is not None
-            raise RunStopError("invalid_goal:invalid_text", f"the request {problem[1]}", phase="route") from None
-        raise RunStopError("invalid_goal:empty", "the request is empty: send a non-blank text", phase="route") from None
+def _goal_refused(goal: object, refused: InvalidMessageError) -> RunStopError:
+    """The stop of a goal the one message rule refused: ``invalid_goal:empty`` / ``too_long`` / ``invalid_text``
+    (phase ``route``)."""
+    if refused.code == "message_too_long":
+        assert isinstance(goal, str)
+        message = f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}"
+        return RunStopError("invalid_goal:too_long", message, phase="route")
+    if refused.code == "invalid_text":
+        assert isinstance(goal, str)
+        problem = text_problem(goal)
+        assert problem is not None
+        return RunStopError("invalid_goal:invalid_text", f"the request {problem[1]}", phase="route")
+    return RunStopError("invalid_goal:empty", "the request is empty: send a non-blank text", phase="route")
 
 
 def _is_final(event: RunEvent) -> bool:

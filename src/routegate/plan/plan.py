@@ -79,6 +79,7 @@ _logger = logging.getLogger(__name__)
 _INFO = logging.INFO
 _perf = time.perf_counter
 _monotonic = time.monotonic
+_NEVER = float("inf")  # the deadline of a run without one: the clock never reaches it
 _CoroutineType = types.CoroutineType
 _new = object.__new__
 _DEFAULT_ITERATIONS = Budget().max_iterations
@@ -417,51 +418,50 @@ class Plan(Generic[RunDepsT, OutputT]):
         step the call, its stop and its routing; its path is the names in ``run.walked``.
         """
         compiled = self._compiled
-        names = self._names
-        count = len(compiled)
         limit = self.max_iterations
         ctx: Any  # the run's context: the second argument of a step that takes it
         deadline: float | None
         error: ErrorInfo | None = None
         prev: Any = value
-        iterations = 0
-        i = 0
         if run is not None and (walked := run.walked) is not None:
-            # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else
-            ctx, deadline = run.ctx, run.deadline
-            while True:
-                if iterations == limit:
-                    error = _iterations_stop(limit, walked, names[i])
+            # the pathless branch (see _keep_no_path): per step the deadline, the call and the routing, nothing else;
+            # it goes from a step to the one after it (or the one its routes= chose), to the end of the plan
+            ctx = run.ctx
+            deadline = _NEVER if run.deadline is None else run.deadline
+            left = limit  # the steps the run may still take
+            running: Compiled | None = compiled[0]
+            while running is not None:
+                if not left:
+                    error = _iterations_stop(limit, walked, running.name)
                     break
-                if deadline is not None and _monotonic() >= deadline:
-                    error = run.out_of_time(i)
+                if _monotonic() >= deadline:
+                    error = run.out_of_time(running.index)
                     break
-                run.at = i
-                iterations += 1
-                step = compiled[i]
+                run.at = running.index
+                left -= 1
                 try:
-                    out = await step.fn(prev, ctx)
+                    out = await running.fn(prev, ctx)
                     err = (
-                        ErrorInfo.from_exception(out, step.name, step.phase) if isinstance(out, RunStopError) else None
+                        ErrorInfo.from_exception(out, running.name, running.phase)
+                        if isinstance(out, RunStopError)
+                        else None
                     )
                 except PlanRuntimeError:
                     raise
                 except Exception as exc:
-                    err = ErrorInfo.from_exception(exc, step.name, step.phase)
-                walked.append(step.name)  # once it ran, as an envelope is appended (a cut-off step is not)
-                if step.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
-                    target = _routed(step, Envelope(out if err is None else None, err, None, step.name), err)
+                    err = ErrorInfo.from_exception(exc, running.name, running.phase)
+                walked.append(running.name)  # once it ran, as an envelope is appended (a cut-off step is not)
+                if running.routes is not None and (err is None or err.stop_reason != INTERRUPTED):
+                    target = _routed(running, Envelope(out if err is None else None, err, None, running.name), err)
                     if target >= 0:
                         prev = out if err is None else err
-                        i = target
+                        running = compiled[target]
                         continue
                 if err is not None:
                     error = err
                     break
                 prev = out
-                i += 1
-                if i >= count:
-                    break
+                running = running.following
             # what _ended does, inline (as at the end of the general loop below): one call less on every run
             payload = None if error is not None else prev
             elapsed_ms = (_perf() - started) * 1000.0
@@ -469,6 +469,10 @@ class Plan(Generic[RunDepsT, OutputT]):
             if self._logger.isEnabledFor(_INFO):
                 self._log(ended)
             return ended
+        names = self._names
+        count = len(compiled)
+        iterations = 0
+        i = 0
         durable: DurableRun | None
         emit: Callable[[PlanEvent], None] | None
         spans: RunSpans
@@ -790,10 +794,10 @@ class _Run:
         resume from its checkpoint (or answer from a finished one), checkpoint before every step, record how
         the run ended; ``given`` is the store the caller passed (where the checkpoints are). One frame for all of
         it: every coroutine between a door and the interpreter costs each run about 0.2 µs."""
-        plan, spans = self.plan, self.spans
+        spans = self.spans
         tracing = spans.watching
         if tracing:
-            spans.begin(plan.name, self.envelopes, self.decisions, self.ctx)
+            spans.begin(self.plan.name, self.envelopes, self.decisions, self.ctx)
         try:
             result: PlanResult | None = None
             durable: DurableRun | None = None
@@ -808,12 +812,12 @@ class _Run:
             if result is None:
                 try:
                     if not timed:  # no budget, or a plan of synchronous steps: it never yields to a timer
-                        result = await plan._steps(self.input, self.store, self, started)
+                        result = await self.plan._steps(self.input, self.store, self, started)
                     else:
                         # the timer is armed when the run first waits on something: a run that never does (its
                         # steps finish without suspending) ends before any timer could fire, and its deadline is
                         # checked between steps; arming one costs ~5 µs a run (bench/core_overhead.py)
-                        steps = plan._steps(self.input, self.store, self, started)
+                        steps = self.plan._steps(self.input, self.store, self, started)
                         try:
                             waiting = steps.send(None)
                         except StopIteration as finished:
@@ -830,7 +834,7 @@ class _Run:
                                 stop = self.out_of_time(self.at, started)
                                 spans.close_step()  # the cut-off step's span, with its envelope
                                 run_id = None if self.ctx is None else self.ctx.run_id
-                                result = plan._ended(
+                                result = self.plan._ended(
                                     self.input, None, stop, self.envelopes, self.decisions, self.store, started, run_id
                                 )
                             else:
