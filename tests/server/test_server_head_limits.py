@@ -6,6 +6,7 @@ a trickled header is cut with 408 at its deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -141,8 +142,11 @@ def test_a_pipelined_head_is_refused_after_the_answers_before_it(
     are answered, then the refusal, in order."""
     request = get(close=False) * 2 + refused
     with connect(serve.port) as sock:
-        for start in range(0, len(request), read_size):
-            sock.sendall(request[start : start + read_size])
+        # the server may refuse and close before the last pieces are sent (a slow client on a loaded machine):
+        # what it answered before still counts
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for start in range(0, len(request), read_size):
+                sock.sendall(request[start : start + read_size])
         answer = exchange_on(sock, b"")
     assert statuses(answer)[:2] == [200, 200]
     assert statuses(answer)[2] in (414, 431) and len(statuses(answer)) == 3
