@@ -47,15 +47,8 @@ pytestmark = pytest.mark.integration
 
 
 def _held(conn: psycopg.Connection[Any], key: int) -> int:
-    """How many sessions hold the advisory lock ``key`` (pg_locks splits a bigint key into classid/objid)."""
-    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
-    row = conn.execute(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-        " AND classid::bigint = %s AND objid::bigint = %s",
-        (unsigned >> 32, unsigned & 0xFFFF_FFFF),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    """How many sessions hold the advisory lock ``key``."""
+    return len(holder_pids(conn, key))
 
 
 @pytest.fixture
@@ -92,6 +85,19 @@ async def _enter_and_leave(locks: AdvisoryLocks, name: str, url: str, *, within:
     """Holds ``name``; returns how many sessions held its key meanwhile (1: only this one)."""
     async with locks.hold(name, within=within):
         return await asyncio.to_thread(_holders, url, lock_key(name))
+
+
+@contextlib.asynccontextmanager
+async def _locks_and_rival(
+    url: str, *, rival_url: str | None = None
+) -> AsyncIterator[tuple[AdvisoryLocks, AdvisoryLocks]]:
+    """This process's locks and another process's (``rival``), closed at the end."""
+    locks, rival = AdvisoryLocks(url), AdvisoryLocks(rival_url or url)
+    try:
+        yield locks, rival
+    finally:
+        await locks.close()
+        await rival.close()
 
 
 def _holders(url: str, key: int) -> int:
@@ -166,36 +172,23 @@ async def test_a_lock_taken_again_while_its_release_is_under_way_is_held_once(pg
     """A session's next turn in the same process often starts while the release of the last one is still on its
     way: the lock counts both, and another process gets it once the last turn has left."""
     name = f"test:{uuid.uuid4().hex}"
-    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
-    try:
+    async with _locks_and_rival(pg_url) as (locks, rival):
         for _ in range(3):
             async with locks.hold(name, within=30):
                 pass  # leaving queues the release; the next hold comes before it is sent
         assert await _enter_and_leave(locks, name, pg_url) == 1
         assert await _enter_and_leave(rival, name, pg_url) == 1  # let go for good when the last one left
-    finally:
-        await locks.close()
-        await rival.close()
 
 
 async def test_a_lost_connection_is_replaced(pg_url: str, other_process: psycopg.Connection[Any]) -> None:
     """The locks' connection terminated under a holder: its lock is gone (another process may enter), leaving
     does not raise, and the next lock reconnects."""
     name = f"test:{uuid.uuid4().hex}"
-    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
-    try:
+    async with _locks_and_rival(pg_url) as (locks, rival):
         async with locks.hold(name, within=30):
-            await asyncio.to_thread(
-                other_process.execute,
-                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s",
-                ((lock_key(name) & 0xFFFF_FFFF_FFFF_FFFF) >> 32, lock_key(name) & 0xFFFF_FFFF),
-            )
+            await asyncio.to_thread(terminate_holder, other_process, lock_key(name))
             assert await _enter_and_leave(rival, name, pg_url) == 1
         assert await _enter_and_leave(locks, name, pg_url) == 1
-    finally:
-        await locks.close()
-        await rival.close()
 
 
 def _blocking_read(key: int) -> LockRead:
@@ -247,16 +240,12 @@ async def test_a_follow_up_whose_release_waits_on_a_lost_connection_takes_the_lo
     new connection, in a new tenure, and holds it against every other process."""
     monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)  # the release waits until the next take
     name = f"test:{uuid.uuid4().hex}"
-    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
-    try:
+    async with _locks_and_rival(pg_url) as (locks, rival):
         async with locks.hold(name, within=30) as first:
             lost = await asyncio.to_thread(terminate_holder, other_process, lock_key(name))
         again, holders = await _held_here(locks, rival, name, pg_url)
         assert again is not first
         assert len(holders) == 1 and lost not in holders
-    finally:
-        await locks.close()
-        await rival.close()
 
 
 async def test_the_next_holder_in_the_process_after_a_lost_connection_takes_the_lock_again(
@@ -265,17 +254,13 @@ async def test_the_next_holder_in_the_process_after_a_lost_connection_takes_the_
     """A turn queued in the process behind the holder whose connection was lost does not inherit the lock (it is
     gone): it takes it again, in a new tenure."""
     name = f"test:{uuid.uuid4().hex}"
-    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
-    try:
+    async with _locks_and_rival(pg_url) as (locks, rival):
         async with locks.hold(name, within=30) as first:
             queued = asyncio.create_task(_held_here(locks, rival, name, pg_url))
             lost = await asyncio.to_thread(terminate_holder, other_process, lock_key(name))  # queued meanwhile
         after, holders = await asyncio.wait_for(queued, 30)
         assert after is not first
         assert len(holders) == 1 and lost not in holders
-    finally:
-        await locks.close()
-        await rival.close()
 
 
 async def test_a_follow_up_after_the_link_to_the_database_was_cut_takes_the_lock_again(
@@ -286,19 +271,14 @@ async def test_a_follow_up_after_the_link_to_the_database_was_cut_takes_the_lock
     monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)
     name = f"test:{uuid.uuid4().hex}"
     key = lock_key(name)
-    async with CuttableLink(pg_url).open() as link:
-        locks, rival = AdvisoryLocks(link.url), AdvisoryLocks(pg_url)
-        try:
-            async with locks.hold(name, within=30) as first:
-                (cut,) = await asyncio.to_thread(_holder_pids, pg_url, key)
-                link.cut()
-                await asyncio.to_thread(_let_go, pg_url, key)  # the backend saw its client gone and ended
-            again, holders = await _held_here(locks, rival, name, pg_url)
-            assert again is not first
-            assert len(holders) == 1 and cut not in holders
-        finally:
-            await locks.close()
-            await rival.close()
+    async with CuttableLink(pg_url).open() as link, _locks_and_rival(link.url, rival_url=pg_url) as (locks, rival):
+        async with locks.hold(name, within=30) as first:
+            (cut,) = await asyncio.to_thread(_holder_pids, pg_url, key)
+            link.cut()
+            await asyncio.to_thread(_let_go, pg_url, key)  # the backend saw its client gone and ended
+        again, holders = await _held_here(locks, rival, name, pg_url)
+        assert again is not first
+        assert len(holders) == 1 and cut not in holders
 
 
 def _let_go(url: str, key: int) -> None:
@@ -319,9 +299,8 @@ async def test_a_follow_up_during_another_statement_learns_from_its_end_whether_
     again if the connection was lost meanwhile (the backend terminated during the statement)."""
     monkeypatch.setattr(advisory, "RELEASE_LINGER_SECONDS", 3600.0)
     name, blocker = f"test:{uuid.uuid4().hex}", lock_key(f"test:{uuid.uuid4().hex}")
-    locks, rival = AdvisoryLocks(pg_url), AdvisoryLocks(pg_url)
     await asyncio.to_thread(other_process.execute, "SELECT pg_advisory_lock(%s)", (blocker,))
-    try:
+    async with _locks_and_rival(pg_url) as (locks, rival):
         async with locks.hold(name, within=30) as first:
             under_way = asyncio.create_task(_enter_and_leave_reading(locks, f"{name}:other", _blocking_read(blocker)))
             await asyncio.to_thread(_waiting_for, other_process, blocker)  # its statement waits for the blocker
@@ -336,9 +315,6 @@ async def test_a_follow_up_during_another_statement_learns_from_its_end_whether_
             assert again is not first and gone not in holders
         else:
             assert again is first  # kept: PostgreSQL never saw it free
-    finally:
-        await locks.close()
-        await rival.close()
 
 
 async def _enter_and_leave_reading(locks: AdvisoryLocks, name: str, read: LockRead) -> None:
