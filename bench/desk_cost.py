@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -36,6 +37,7 @@ import time
 import uuid
 import weakref
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +339,19 @@ async def loaded(
     return row
 
 
+@contextlib.asynccontextmanager
+async def offline_desk(url: str, workdir: Path) -> AsyncIterator[tuple[SupportDatabase, SupportAgent]]:
+    """The desk the cost benchmarks measure, started on ``url``: offline (MiniLM on one onnxruntime thread, the
+    semantic layer fitted or loaded from ``workdir``), a pool of four."""
+    encoder = MiniLMEncoder(intra_op_num_threads=1)
+    encoder.warm_up()
+    fitted = FittedSemanticLayer.load_or_fit(encoder, workdir)
+    async with SupportDatabase(url, max_size=4) as db:
+        desk = SupportAgent(db=db, encoder=encoder, semantic=fitted)
+        await desk.start()
+        yield db, desk
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, CPU probe {cpu_probe_seconds():.2f} s")
     workdir = Path(tempfile.mkdtemp(prefix="routegate-bench-cost-"))
@@ -346,12 +361,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     try:
         url = server.start()
         DB_DIR.append(workdir / "pg")
-        encoder = MiniLMEncoder(intra_op_num_threads=1)
-        encoder.warm_up()
-        fitted = FittedSemanticLayer.load_or_fit(encoder, workdir)
-        async with SupportDatabase(url, max_size=4) as db:
-            desk = SupportAgent(db=db, encoder=encoder, semantic=fitted)
-            await desk.start()
+        async with offline_desk(url, workdir) as (db, desk):
             if args.pieces:
                 results["pieces"] = await pieces(db, args.pieces)
             results["counts"] = await counted(desk, trace, args.count_turns)

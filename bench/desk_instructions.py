@@ -22,10 +22,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
-from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.semantic import FittedSemanticLayer
-from routegate.embed import MiniLMEncoder
+from desk_cost import offline_desk
+from routegate.apps.support.db import EmbeddedPostgres
 
 MESSAGES = {
     "POSTGRES": "What is the status of ticket 2?",
@@ -46,12 +44,7 @@ async def main_async(turns: int) -> None:
     server = EmbeddedPostgres(workdir / "pg")
     try:
         url = server.start()
-        encoder = MiniLMEncoder(intra_op_num_threads=1)
-        encoder.warm_up()
-        fitted = FittedSemanticLayer.load_or_fit(encoder, workdir)
-        async with SupportDatabase(url, max_size=4) as db:
-            desk = SupportAgent(db=db, encoder=encoder, semantic=fitted)
-            await desk.start()
+        async with offline_desk(url, workdir) as (_, desk):
             for name, message in MESSAGES.items():
                 run = uuid.uuid4().hex[:8]
                 for i in range(16):
