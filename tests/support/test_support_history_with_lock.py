@@ -10,6 +10,7 @@ locks' connections are traced as ``bench/desk_cost.py`` traces them: libpq's own
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -278,3 +279,22 @@ async def test_a_memory_table_locked_by_another_session_stops_no_take(db: Suppor
                 assert _said(await reading) == [("user", "before the lock")]
         finally:
             await admin.rollback()
+
+
+@pytest.mark.parametrize(
+    ("expression", "parts", "says"),
+    [
+        ("length({arg}) % 2", {}, "may not contain '%'"),
+        ("{table}.x + length({arg})", {}, "names {table}, which is not among its parts (none"),
+        ("{tabel}", {"table": sql.Identifier("t")}, "names {tabel}, which is not among its parts (table;"),
+    ],
+)
+def test_a_read_that_could_not_run_is_refused_when_it_is_made(
+    expression: str, parts: dict[str, Any], says: str
+) -> None:
+    """A read whose statement could not run would fail every take carrying it (and drop the locks' connection with
+    every lock held on it): it is refused when it is made, with what to change."""
+    from routegate.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        LockRead(expression, **parts)  # type: ignore[arg-type]  # arbitrary text, as a caller may pass

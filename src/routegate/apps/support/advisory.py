@@ -155,7 +155,18 @@ class LockRead:
     __slots__ = ("statement",)
 
     def __init__(self, expression: LiteralString, **parts: sql.Composable) -> None:
-        read = sql.SQL(expression).format(arg=sql.SQL("o.arg"), **parts)
+        if "%" in expression:  # it goes into a statement with parameters: psycopg would fail every take with it
+            raise ConfigurationError(
+                f"a LockRead's expression may not contain '%' (got {expression!r}): pass values as parts, "
+                "e.g. LockRead('f({value})', value=sql.Literal(...))"
+            )
+        try:
+            read = sql.SQL(expression).format(arg=sql.SQL("o.arg"), **parts)
+        except (KeyError, IndexError) as exc:
+            raise ConfigurationError(
+                f"a LockRead's expression {expression!r} names {{{exc.args[0]}}}, which is not among its parts "
+                f"({', '.join(sorted(parts)) or 'none'}; {{arg}} is the holder's read_arg): pass it as a keyword"
+            ) from None
         self.statement: sql.Composed = sql.SQL(_READ_STATEMENT).format(read=read)
 
 
