@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
         help="your own desk: `desk init DIR --from-sql SCHEMA.sql --kb DOCS/` writes DIR/desk.toml",
         description="Create a desk configuration from your tables and documents (docs/desk.md).",
     )
-    actions = desk.add_subparsers(title="desk commands", metavar="ACTION")
+    actions = desk.add_subparsers(title="desk commands", metavar="ACTION", required=True)
     init = add_command(actions, "init", run_init)
     init.add_argument("directory", type=Path, help="the desk's directory (created)")
     source = init.add_mutually_exclusive_group(required=True)
@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     kb: argparse.ArgumentParser = subparsers.add_parser(
         "kb", help="the knowledge base of your own desk: `kb ingest --desk DIR`"
     )
-    kb_actions = kb.add_subparsers(title="kb commands", metavar="ACTION")
+    kb_actions = kb.add_subparsers(title="kb commands", metavar="ACTION", required=True)
     ingest = add_command(kb_actions, "ingest", run_ingest)
     ingest.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
 
