@@ -1,7 +1,7 @@
 """Did you mean: the name a user most likely meant, for the error that refuses the one they wrote.
 
 Every "did you mean" of routegate (a command's flag, a desk directory, a table, a column, a field of
-``desk.toml``) comes from :func:`closest`, :func:`difflib.get_close_matches` with its default cut-off, so that they
+``desk.toml``) comes from :func:`close_ones`, :func:`difflib.get_close_matches` with its default cut-off, so that they
 all suggest alike and a name far from every known one gets no suggestion.
 """
 
@@ -11,10 +11,14 @@ from collections.abc import Iterable
 from difflib import get_close_matches
 
 
+def close_ones(given: str, known: Iterable[str], *, n: int = 3) -> list[str]:
+    """The ``n`` of ``known`` closest to ``given`` (and close enough to be a typo of it), closest first."""
+    return get_close_matches(given, [name for name in dict.fromkeys(known) if name != given], n=n)
+
+
 def closest(given: str, known: Iterable[str]) -> str | None:
     """The one of ``known`` closest to ``given`` (and close enough to be a typo of it), else ``None``."""
-    candidates = [name for name in dict.fromkeys(known) if name != given]
-    matches = get_close_matches(given, candidates, n=1)
+    matches = close_ones(given, known, n=1)
     return matches[0] if matches else None
 
 

@@ -76,7 +76,8 @@ class _Parser(argparse.ArgumentParser):
     command line exits 2 after the usage, the status :func:`main` gives every bad input).
     """
 
-    def parse_known_args(  # type: ignore[override]  # typeshed overloads it on the namespace type; argparse calls this one
+    # typeshed overloads parse_known_args on the namespace's type; argparse itself calls it as below
+    def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)

@@ -15,9 +15,11 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from routegate._suggest import did_you_mean
+from routegate.apps.configured.mistakes import CONFIG_FILE as CONFIG_FILE
+from routegate.apps.configured.mistakes import config_file, fields_at, missing_desk
 from routegate.errors import ConfigurationError
 
-CONFIG_FILE: Final = "desk.toml"
 IDENTIFIER: Final = r"^[a-z_][a-z0-9_]{0,62}$"
 _IDENTIFIER = re.compile(IDENTIFIER)
 
@@ -95,13 +97,22 @@ class TableConfig(_Strict):
         known = set(self.columns)
         for field, column in (("primary_key", self.primary_key), ("name_column", self.name_column)):
             if column is not None and column not in known:
-                raise ValueError(f"{field} {column!r} is not one of the readable columns {sorted(known)}")
+                raise ValueError(
+                    f"{field} {column!r} is not one of the readable columns {sorted(known)}"
+                    f"{did_you_mean(column, known)}"
+                )
         for fk in self.foreign_keys:
             if fk.column not in known:
-                raise ValueError(f"foreign key column {fk.column!r} is not one of the readable columns")
+                raise ValueError(
+                    f"foreign key column {fk.column!r} is not one of the readable columns"
+                    f"{did_you_mean(fk.column, known)}"
+                )
         for column in self.filters:
             if column not in known:
-                raise ValueError(f"filter column {column!r} is not one of the readable columns {sorted(known)}")
+                raise ValueError(
+                    f"filter column {column!r} is not one of the readable columns {sorted(known)}"
+                    f"{did_you_mean(column, known)}"
+                )
         return self
 
 
@@ -194,7 +205,7 @@ class AnswersConfig(_Strict):
             unknown = [f for f in template_fields(template or "") if f not in allowed]
             if unknown:
                 has = f"it has {', '.join('{' + a + '}' for a in allowed)}" if allowed else "it has no {field}"
-                raise ValueError(f"{name}: unknown field {{{unknown[0]}}}; {has}")
+                raise ValueError(f"{name}: unknown field {{{unknown[0]}}}{did_you_mean(unknown[0], allowed)}; {has}")
         return self
 
 
@@ -296,17 +307,21 @@ class DeskConfig(_Strict):
                     if unknown:
                         raise ValueError(
                             f"tables[{index}] (name = {table.name!r}).{key}[{number}]: {{{unknown[0]}}} is not a "
-                            f"field of its rows ({', '.join(self.row_fields(table))}); use one of them"
+                            f"field of its rows ({', '.join(self.row_fields(table))})"
+                            f"{did_you_mean(unknown[0], self.row_fields(table))}; use one of them"
                         )
             where = f"tables[{index}] (name = {table.name!r}).foreign_keys"
             for fk in table.foreign_keys:
                 if fk.references not in tables:
                     raise ValueError(
-                        f"{where}: {fk.column} references {fk.references!r}, which is not a readable table "
-                        "(add it to [[tables]] or remove the foreign key)"
+                        f"{where}: {fk.column} references {fk.references!r}, which is not a readable table"
+                        f"{did_you_mean(fk.references, tables)} (add it to [[tables]] or remove the foreign key)"
                     )
                 if fk.ref_column not in tables[fk.references].columns:
-                    raise ValueError(f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable")
+                    raise ValueError(
+                        f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable"
+                        f"{did_you_mean(fk.ref_column, tables[fk.references].columns)}"
+                    )
         tools = {t.name for t in self.tools}
         servers = [m.name for m in self.mcp_servers]
         if len(set(servers)) != len(servers):
@@ -315,7 +330,8 @@ class DeskConfig(_Strict):
             if tool.mcp_server is not None and tool.mcp_server not in servers:
                 raise ValueError(
                     f"tools[{index}] (name = {tool.name!r}).mcp_server: {tool.mcp_server!r} is not one of "
-                    f"[[mcp_servers]] {sorted(servers)}; add the server or fix the name"
+                    f"[[mcp_servers]] {sorted(servers)}{did_you_mean(tool.mcp_server, servers)}; add the server or "
+                    "fix the name"
                 )
         names = [r.name for r in self.routes]
         if len(set(names)) != len(names):
@@ -325,11 +341,14 @@ class DeskConfig(_Strict):
             for name in route.tables:
                 if name not in tables:
                     raise ValueError(
-                        f"{where}.tables: {name!r} is not in [[tables]] (readable tables: {sorted(tables)}); "
-                        "add the table or remove it from the route"
+                        f"{where}.tables: {name!r} is not in [[tables]] (readable tables: {sorted(tables)})"
+                        f"{did_you_mean(name, tables)}; add the table or remove it from the route"
                     )
             if route.kind == "tool" and route.target not in tools:
-                raise ValueError(f"{where}.target: {route.target!r} is not one of [[tools]] {sorted(tools)}")
+                raise ValueError(
+                    f"{where}.target: {route.target!r} is not one of [[tools]] {sorted(tools)}"
+                    f"{did_you_mean(route.target or '', tools)}"
+                )
             if route.kind == "kb" and not self.knowledge.paths:
                 raise ValueError(f'{where}: a route of kind "kb" needs [knowledge] paths = [...]')
         if not any(r.kind == "llm" for r in self.routes):
@@ -387,7 +406,8 @@ def describe_validation(path: Path, error: ValidationError, data: object = None)
         loc = tuple(x for x in problem["loc"] if not (isinstance(x, str) and x.startswith("function-")))
         message = str(problem["msg"]).removeprefix("Value error, ")
         if problem["type"] == "extra_forbidden":
-            message = "unknown field: remove it or check its spelling (docs/desk.md lists every field)"
+            meant = did_you_mean(str(loc[-1]), fields_at(DeskConfig, loc[:-1])) if loc else ""
+            message = f"unknown field{meant}: remove it or check its spelling (docs/desk.md lists every field)"
         elif problem["type"] == "missing":
             message = "required field is missing: add it (docs/desk.md lists every field)"
         lines.append(f"{path}: {_field(loc, data)}: {message}" if loc else f"{path}: {message}")
@@ -408,13 +428,11 @@ def parse_config(text: str, path: Path) -> DeskConfig:
 def load_config(desk_dir: Path) -> DeskConfig:
     """``DIR/desk.toml``, checked (also that its SQL file and docs paths can be read)."""
     desk_dir = Path(desk_dir)
-    path = desk_dir / CONFIG_FILE
+    path = config_file(desk_dir)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DeskConfigError(
-            f"{path} does not exist: create the desk with `routegate desk init {desk_dir} --from-sql SCHEMA.sql`"
-        ) from None
+        raise DeskConfigError(missing_desk(desk_dir)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DeskConfigError(f"{path} cannot be read ({exc}); give a readable UTF-8 file") from None
     config = parse_config(text, path)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from routegate._extras import needs
+from routegate._suggest import did_you_mean
 
 with needs("desk"):
     import psycopg
@@ -26,6 +27,7 @@ with needs("desk"):
 
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, resolve
 from routegate.apps.configured.loader import arun_script
+from routegate.apps.configured.mistakes import config_file, unknown_names
 from routegate.apps.configured.script import sql_text
 from routegate.apps.support.db import MEMORY_DDL, SupportDatabase
 
@@ -60,7 +62,9 @@ def sql_source(config: DeskConfig, desk_dir: Path) -> tuple[str, str] | None:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise DeskConfigError(f"database.sql_file: cannot read {path} ({exc}); check the path in desk.toml") from None
+        raise DeskConfigError(
+            f"{config_file(desk_dir)}: database.sql_file: cannot read {path} ({exc}); check the path in desk.toml"
+        ) from None
     return sql_text(data, source=f"database.sql_file {path}"), hashlib.sha256(data).hexdigest()
 
 
@@ -76,7 +80,7 @@ async def prepare(config: DeskConfig, desk_dir: Path, data: SupportDatabase, sta
         source = sql_source(config, desk_dir)
         if source is not None:
             await _load(conn, config, data.schema, *source)
-        await _check_tables(conn, config, data.schema)
+        await _check_tables(conn, config, data.schema, config_file(desk_dir))
     data.reader_role = await _reader(config, data)
 
 
@@ -101,7 +105,7 @@ async def _load(conn: psycopg.AsyncConnection[Any], config: DeskConfig, schema: 
     )
 
 
-async def _check_tables(conn: psycopg.AsyncConnection[Any], config: DeskConfig, schema: str) -> None:
+async def _check_tables(conn: psycopg.AsyncConnection[Any], config: DeskConfig, schema: str, path: Path) -> None:
     cur = await conn.execute(
         "SELECT c.relname AS table, a.attname AS column FROM pg_catalog.pg_attribute a "
         "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
@@ -114,14 +118,17 @@ async def _check_tables(conn: psycopg.AsyncConnection[Any], config: DeskConfig, 
     for index, table in enumerate(config.tables):
         if table.name not in real:
             raise DeskConfigError(
-                f"desk.toml: tables[{index}] (name = {table.name!r}): no such table in schema {schema!r} "
-                f"(tables there: {', '.join(sorted(real)) or '(none)'}); fix the name or remove the entry"
+                f"{path}: tables[{index}] (name = {table.name!r}): no such table in schema {schema!r}"
+                f"{did_you_mean(table.name, real)} (tables there: {', '.join(sorted(real)) or '(none)'}); fix the "
+                "name or remove the entry"
             )
         unknown = [c for c in table.columns if c not in real[table.name]]
         if unknown:
+            them = "them" if len(unknown) > 1 else "it"
             raise DeskConfigError(
-                f"desk.toml: tables[{index}] (name = {table.name!r}).columns: {', '.join(unknown)} not in the table "
-                f"(its columns: {', '.join(sorted(real[table.name]))}); fix or remove them"
+                f"{path}: tables[{index}] (name = {table.name!r}).columns: "
+                f"{unknown_names('column', unknown, real[table.name])} (the table's columns: "
+                f"{', '.join(sorted(real[table.name]))}); fix or remove {them}"
             )
 
 

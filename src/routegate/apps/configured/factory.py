@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, builtin_desk_dir, load_config
 from routegate.apps.configured.database import state_schema
 from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.configured.mistakes import config_file
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.embedded import DatabaseStart
 from routegate.apps.support.factory import database_url, desk_database, desk_options
@@ -25,10 +26,13 @@ if TYPE_CHECKING:
     from routegate.technique.tools import MCPToolPool
 
 
-def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[SupportDatabase, SupportDatabase]:
+def _databases(
+    config: DeskConfig, desk_dir: Path, url: str, settings: Settings
+) -> tuple[SupportDatabase, SupportDatabase]:
     if config.database.source == "url" and not settings.database_url:
         raise DeskConfigError(
-            'desk.toml: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its URL'
+            f'{config_file(desk_dir)}: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its '
+            "URL"
         )
 
     readable = frozenset(t.name for t in config.tables)
@@ -83,7 +87,7 @@ async def open_configured_desk(
                 stack.push_async_callback(asyncio.to_thread, server.stop)
         else:
             url, _ = await asyncio.to_thread(database.result)
-        data, state = _databases(config, url, settings)
+        data, state = _databases(config, Path(desk_dir), url, settings)
         mcp = None
         if config.mcp_servers:
             mcp = _mcp_pool(config, Path(desk_dir))
