@@ -199,7 +199,7 @@ def test_a_fit_into_an_existing_directory_keeps_its_other_files(
     out = tmp_path / "router"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert main(["fit", "--train", str(CLINC_TRAIN), "-o", str(out), "--no-progress"]) == 0
+    assert main(["fit", "--train", str(CLINC_TRAIN), "-o", str(out), "--no-progress", "--json"]) == 0
     assert (out / "notes.txt").read_text() == "mine" and (out / "manifest.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["router"]  # nothing left beside it
     assert json.loads(capsys.readouterr().out)["router"] == str(out)

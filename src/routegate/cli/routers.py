@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from routegate._extras import needs, require
 from routegate.cli._command import add_command
+from routegate.cli._fit_report import fit_lines
 from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
 
@@ -79,6 +80,9 @@ def register(subparsers: Any) -> None:
         help="onnxruntime intra-op threads (default: all cores; fit encodes in batches)",
     )
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fit.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object (every calibration figure)"
+    )
     tune = fit.add_argument_group(
         "fine-tuning (the routegate[train] extra)",
         "--finetune fine-tunes the encoder on the routes of --train, chooses objective, epochs and learning rate on "
@@ -443,7 +447,7 @@ def run_fit(args: argparse.Namespace) -> int:
     }
     if sweep is not None:
         summary["finetune"] = sweep
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2) if args.json else "\n".join(fit_lines(summary)))
     return 0
 
 
