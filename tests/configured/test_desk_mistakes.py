@@ -4,7 +4,6 @@ file starts with its path (``gym/desk.toml: ...``), the checks against the datab
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -12,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from cli._env import RUN_CLI, offline_env
 from routegate.apps.configured.config import DeskConfigError, load_config
 from routegate.apps.configured.factory import open_configured_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
 from .test_desk_config import GOOD, _desk
-
-RUN_CLI = "import sys; from routegate.cli import main; sys.exit(main())"
 
 
 def _refused(desk: Path) -> str:
@@ -58,12 +56,10 @@ def test_ask_with_a_mistyped_desk_says_which_desk_was_meant(tmp_path: Path) -> N
     """Through the command, as the issue met it: relative to the working directory, before anything starts."""
     (tmp_path / "gym").mkdir()
     _desk(tmp_path / "gym", GOOD)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ROUTEGATE_", "DATABASE_URL"))}
-    env["ROUTEGATE_DATA_DIR"] = str(tmp_path / "data")
     for argv in (["ask", "--desk", "gmy", "who is member 1?"], ["route", "--desk", "gmy", "who is member 1?"]):
         done = subprocess.run(
             [sys.executable, "-c", RUN_CLI, *argv],
-            env=env,
+            env=offline_env(tmp_path / "data"),
             cwd=tmp_path,
             capture_output=True,
             text=True,
