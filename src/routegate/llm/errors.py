@@ -77,6 +77,21 @@ class LLMBadRequestError(LLMError):
     reason = sr.LLM_BAD_REQUEST
 
 
+class LLMModeRefusedError(LLMBadRequestError):
+    """The endpoint does not offer the structured output asked for (``mode``: ``"tools"`` or ``"json_schema"``):
+    it answered HTTP 400 / 422, or a 5xx whose message names the feature (llama.cpp's server without ``--jinja``).
+    ``remembered``: the refusal was not asked again, the model remembered an earlier one
+    (:attr:`~routegate.llm.OpenAIChatModel.refused_modes`). Callers fall back to a weaker format; if it escapes,
+    its stop reason is ``llm_error:bad_request``."""
+
+    def __init__(
+        self, message: str = "", *, mode: str, status_code: int | None = None, remembered: bool = False
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.mode = mode
+        self.remembered = remembered
+
+
 __all__ = [
     "LLM_CONNECT",
     "LLMAuthError",
@@ -84,6 +99,7 @@ __all__ = [
     "LLMConnectError",
     "LLMEmptyError",
     "LLMError",
+    "LLMModeRefusedError",
     "LLMRateLimitedError",
     "LLMTimeoutError",
     "LLMUpstreamError",

@@ -55,16 +55,19 @@ from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
 from routegate.llm._breaker import CircuitBreaker
 from routegate.llm._genai import GenAI, record_completion, record_llm_error
+from routegate.llm._replies import names_the_feature, refuses_mode, reply_of, schema_param, tool_params
 from routegate.llm.errors import (
     LLMAuthError,
     LLMBadRequestError,
     LLMConnectError,
     LLMError,
+    LLMModeRefusedError,
     LLMRateLimitedError,
     LLMTimeoutError,
     LLMUpstreamError,
 )
 from routegate.llm.protocol import ChatMessage, ModelHealth
+from routegate.llm.structured import ModelReply, OutputFormat, OutputMode, ToolsFormat
 from routegate.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -202,6 +205,7 @@ class OpenAIChatModel(ClosedOnExit):
             inner = transport or httpx.AsyncHTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
             http_client = openai.DefaultAsyncHttpxClient(transport=_FailFastTransport(inner))
         self.breaker = CircuitBreaker(open_seconds=breaker_seconds)
+        self._refusals: dict[OutputMode, str] = {}
         self.model = model.strip()
         self.base_url = check_base_url(base_url) if base_url else OPENAI_BASE_URL
         self.timeout = float(timeout)
@@ -258,6 +262,13 @@ class OpenAIChatModel(ClosedOnExit):
         self.breaker.failed(stop)
         return stop
 
+    @property
+    def refused_modes(self) -> dict[OutputMode, str]:
+        """The structured formats this endpoint refused, with its message (a copy): :meth:`respond` does not ask
+        for them again. Only a refusal whose message names the format is remembered (a bare HTTP 400 may be about
+        anything else, such as a prompt too long)."""
+        return dict(self._refusals)
+
     def _refused(self) -> None:
         """Raise at once while the breaker is open (no connection attempt)."""
         stop = self.breaker.before_call()
@@ -294,6 +305,63 @@ class OpenAIChatModel(ClosedOnExit):
             text = _content(completion)
         logger.debug("chat completion model=%s chars=%d", self.model, len(text))
         return text
+
+    async def respond(
+        self, messages: Sequence[ChatMessage], *, output: OutputFormat, temperature: float = 0.0
+    ) -> ModelReply:
+        """The reply in ``output``'s format (the :class:`~routegate.llm.structured.StructuredChatModel` protocol):
+        function tools with ``tool_choice``, or ``response_format={"type": "json_schema", ...}``. An endpoint that
+        refuses the format raises :class:`~routegate.llm.errors.LLMModeRefusedError` (the breaker is not touched:
+        the endpoint answered); a refusal that names the format is remembered and not asked again."""
+        params = _to_params(messages)
+        mode = output.mode
+        earlier = self._refusals.get(mode)
+        if earlier is not None:
+            raise LLMModeRefusedError(
+                f"model {self.model!r} at {self.base_url} refused {mode} earlier: {earlier}", mode=mode, remembered=True
+            )
+        self._refused()
+        active = tracer()
+        attributes = self._span_attributes(temperature) if active is not None else None
+        with span(active, f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as llm_span:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    if isinstance(output, ToolsFormat):
+                        completion: object = await self._client.chat.completions.create(
+                            model=self.model,
+                            messages=params,
+                            temperature=temperature,
+                            tools=tool_params(output),
+                            tool_choice=output.choice,
+                        )
+                    else:
+                        completion = await self._client.chat.completions.create(
+                            model=self.model,
+                            messages=params,
+                            temperature=temperature,
+                            response_format=schema_param(output),
+                        )
+            except openai.APIStatusError as exc:
+                detail = _detail(exc)
+                if not refuses_mode(mode, exc.status_code, detail):
+                    raise self._failed(exc, llm_span) from exc
+                self.breaker.succeeded()  # the endpoint is up: it answered, it refused the format
+                refused = LLMModeRefusedError(
+                    f"model {self.model!r} at {self.base_url} refused {mode} (HTTP {exc.status_code}: {detail})",
+                    mode=mode,
+                    status_code=exc.status_code,
+                )
+                record_llm_error(llm_span, refused)
+                if names_the_feature(mode, detail):
+                    self._refusals[mode] = f"HTTP {exc.status_code}: {detail}"
+                raise refused from exc
+            except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
+                raise self._failed(exc, llm_span) from exc
+            self.breaker.succeeded()
+            record_completion(llm_span, completion)
+            reply = reply_of(completion)
+        logger.debug("chat completion model=%s mode=%s calls=%d", self.model, mode, len(reply.tool_calls))
+        return reply
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         params = _to_params(messages)
