@@ -38,7 +38,6 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
-from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -51,6 +50,7 @@ from openai.types.chat import (
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from routegate._closing import ClosedOnExit
+from routegate._openai_failures import check_base_url, failure_detail, failure_kind
 from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
 from routegate.llm._breaker import CircuitBreaker
@@ -74,7 +74,6 @@ logger = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BREAKER_SECONDS = 30.0
-_MAX_DETAIL = 300
 
 
 class _FailFastTransport(httpx.AsyncBaseTransport):
@@ -112,31 +111,6 @@ def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessagePar
     if not params:
         raise ConfigurationError("a chat completion needs at least one message, got none")
     return params
-
-
-def check_base_url(url: str, *, name: str = "OPENAI_BASE_URL") -> str:
-    """``url`` without trailing ``/`` if it is an ``http(s)://host[:port][/path]`` URL, else
-    :class:`ConfigurationError` naming ``name`` (the setting it came from) and the value seen."""
-    text = url.strip() if isinstance(url, str) else ""
-    try:
-        parts = urlsplit(text)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        parts, port_ok = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise ConfigurationError(
-            f"{name} must be an http:// or https:// URL with a host (like https://api.openai.com/v1 or "
-            f"http://localhost:11434/v1), got {str(url)[:200]!r}; fix it or unset it to use OpenAI"
-        )
-    return text.rstrip("/")
-
-
-def _detail(exc: BaseException) -> str:
-    body = getattr(exc, "body", None)
-    message = body.get("message") if isinstance(body, dict) else None
-    text = message if isinstance(message, str) and message else str(exc)
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
 
 
 def _content(completion: object) -> str:
@@ -342,7 +316,7 @@ class OpenAIChatModel(ClosedOnExit):
                             response_format=schema_param(output),
                         )
             except openai.APIStatusError as exc:
-                detail = _detail(exc)
+                detail = failure_detail(exc)
                 if not refuses_mode(mode, exc.status_code, detail):
                     raise self._failed(exc, llm_span) from exc
                 self.breaker.succeeded()  # the endpoint is up: it answered, it refused the format
@@ -430,30 +404,29 @@ class OpenAIChatModel(ClosedOnExit):
     def _stop(self, exc: BaseException) -> LLMError:
         """The stop signal for one SDK / transport failure."""
         where = f"model {self.model!r} at {self.base_url}"
-        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
-            stop: LLMError = LLMTimeoutError(
-                f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)"
-            )
-        elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        kind = failure_kind(exc)
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        answered = f"{where} answered HTTP {status}: {failure_detail(exc)}"
+        stop: LLMError
+        if kind == "timeout" and status is None:
+            stop = LLMTimeoutError(f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)")
+        elif kind == "connect":
             stop = LLMConnectError(
-                f"{where} could not be reached: {_detail(exc)} (check OPENAI_BASE_URL and that the server is up)"
+                f"{where} could not be reached: {failure_detail(exc)} (check OPENAI_BASE_URL and that the server is up)"
             )
-        elif isinstance(exc, openai.APIStatusError):
-            stop = self._status_stop(exc.status_code, f"{where} answered HTTP {exc.status_code}: {_detail(exc)}")
+        elif status is None:
+            stop = LLMUpstreamError(f"{where} gave an unusable answer ({type(exc).__name__}): {failure_detail(exc)}")
+        elif kind == "auth":
+            stop = LLMAuthError(answered, status_code=status)
+        elif kind == "rate_limited":
+            stop = LLMRateLimitedError(f"{answered} (after {self.max_retries} retries)", status_code=status)
+        elif kind == "timeout":
+            stop = LLMTimeoutError(answered, status_code=status)
+        elif kind == "bad_request":
+            stop = LLMBadRequestError(answered, status_code=status)
+        elif status >= 500:
+            stop = LLMUpstreamError(f"{answered} (after {self.max_retries} retries)", status_code=status)
         else:
-            stop = LLMUpstreamError(f"{where} gave an unusable answer ({type(exc).__name__}): {_detail(exc)}")
+            stop = LLMUpstreamError(answered, status_code=status)
         logger.debug("llm stop %s (%s)", stop.stop_reason, type(exc).__name__)
         return stop
-
-    def _status_stop(self, status: int, message: str) -> LLMError:
-        if status in (401, 403):
-            return LLMAuthError(message, status_code=status)
-        if status == 429:
-            return LLMRateLimitedError(f"{message} (after {self.max_retries} retries)", status_code=status)
-        if status == 408:
-            return LLMTimeoutError(message, status_code=status)
-        if status >= 500:
-            return LLMUpstreamError(f"{message} (after {self.max_retries} retries)", status_code=status)
-        if 400 <= status < 500:
-            return LLMBadRequestError(message, status_code=status)
-        return LLMUpstreamError(message, status_code=status)
