@@ -39,3 +39,16 @@ def test_a_router_fitted_with_it_loads_by_name(tmp_path: Path) -> None:
     assert isinstance(loaded.encoder, MultilingualE5Encoder)
     assert loaded.route("Va-t-il pleuvoir demain ?").route == "weather"
     assert loaded.route("J'ai oublié mon mot de passe").route == "password"
+
+
+def test_the_translated_questions_are_the_held_out_ones_in_three_languages() -> None:
+    import json
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    held_out = [json.loads(line) for line in (data / "support_routes.jsonl").open(encoding="utf-8")]
+    english = {r["text"]: r["route"] for r in held_out if r["split"] == "test"}
+    translated = [json.loads(line) for line in (data / "support_routes_translated.jsonl").open(encoding="utf-8")]
+    assert len(translated) == 3 * len(english)
+    for lang in ("fr", "de", "es"):
+        rows = [r for r in translated if r["lang"] == lang]
+        assert {r["english"]: r["route"] for r in rows} == english

@@ -139,6 +139,10 @@ def test_the_weak_model_answers_in_the_format_asked_and_constrained_formats_hold
         "target": "POSTGRES",
         "args": {"qeury": "g"},
     }
+    held_json = _weak(prose=1.0)(_request({"response_format": {"type": "json_object"}}, "g"))
+    assert isinstance(held_json, Reply) and json.loads(held_json.content or "")["target"] == "POSTGRES"  # JSON mode
+    wordy_text = _weak(prose=1.0)(_request({}, "g"))  # no format asked: nothing holds it
+    assert isinstance(wordy_text, Reply) and (wordy_text.content or "").startswith("Sure!")
     held = always_misspelt(_request(tools, "g"))
     assert held == ToolCallReply((("POSTGRES", {"query": "g"}),))  # constrained decoding: no fault
     loose = WeakModel(always_misspelt.answer, misspell=1.0, constrained=())(_request(tools, "g"))

@@ -8,9 +8,10 @@ arguments. Which answers go wrong depends only on ``seed`` and the goal, so ever
 same questions.
 
 ``constrained`` names the formats the served model is held to by constrained decoding (vLLM's and llama.cpp's
-grammars, OpenAI's strict mode): there the faults cannot happen and the answer fits. Outside it a tool call can
-carry a misspelt argument, and "prose" becomes an answer in text without the tool call (what a model that ignores
-``tool_choice`` does); a JSON answer can carry either fault.
+grammars, OpenAI's JSON and strict modes): a tool call or a strict schema's answer then fits its schema (no fault
+can happen), and a ``json`` (``json_object``) answer is JSON — but of any shape, so a misspelt name stays possible.
+Outside it a tool call can carry a misspelt argument, and "prose" becomes an answer in text without the tool call
+(what a model that ignores ``tool_choice`` does); a JSON answer can carry either fault.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class WeakModel:
     misspell: float = 0.0
     prose: float = 0.0
     seed: int = 0
-    constrained: Collection[str] = ("tools", "json_schema")
+    constrained: Collection[str] = ("json", "tools", "json_schema")
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.misspell <= 1.0 and 0.0 <= self.prose <= 1.0 and self.misspell + self.prose <= 1.0):
@@ -66,7 +67,10 @@ class WeakModel:
         goal = _goal(request)
         target, args = self.answer(goal)
         mode = request.output_mode
-        fault = None if mode in self.constrained and _strict(request, mode) else self.fault(goal)
+        fault = self.fault(goal)
+        if mode in self.constrained and (mode == "json" or _strict(request, mode)):
+            # held to the format: a strict schema or a tool call fits it; a JSON object is JSON, of any shape
+            fault = "misspell" if mode == "json" and fault == "misspell" else None
         arguments = dict(args)
         if fault == "misspell" and arguments:
             first = next(iter(arguments))
@@ -98,6 +102,8 @@ def _goal(request: RecordedRequest) -> str:
 
 def _strict(request: RecordedRequest, mode: str) -> bool:
     """A schema the server was asked to hold the answer to strictly (tool calls with ``tool_choice`` are)."""
+    if mode == "text":
+        return False
     if mode != "json_schema":
         return True
     schema = request.json_schema or {}
