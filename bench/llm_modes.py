@@ -36,7 +36,7 @@ DATA = ROOT / "tests" / "data"
 
 
 def _rows() -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in (DATA / "support_routes.jsonl").open(encoding="utf-8")]
+    rows = [json.loads(line) for line in (DATA / "support_routes.jsonl").read_text(encoding="utf-8").splitlines()]
     return [r for r in rows if r["split"] == "test"]
 
 
@@ -51,7 +51,7 @@ async def stop_reasons(misspell: float, prose: float, seed: int) -> None:
 
     rows = _rows()
     label = {r["text"]: r["route"] for r in rows}
-    policy = RoutePolicy(ROUTES, {r: QueryArgs for r in ROUTES})
+    policy = RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs))
     print(f"## Stop reasons by mode ({len(rows)} held-out questions, misspelt {misspell:.0%}, prose {prose:.0%})\n")
     print("| server | mode | success | right route | stop reasons (other) | requests |")
     print("|---|---|---|---|---|---|")
@@ -93,7 +93,9 @@ def encoders() -> None:
     from routegate.routers import SemanticRouter
 
     english = [(r["text"], r["route"]) for r in _rows()]
-    translated = [json.loads(line) for line in (DATA / "support_routes_translated.jsonl").open(encoding="utf-8")]
+    translated = [
+        json.loads(line) for line in (DATA / "support_routes_translated.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     sets = {"en": english} | {
         lang: [(r["text"], r["route"]) for r in translated if r["lang"] == lang] for lang in ("fr", "de", "es")
     }

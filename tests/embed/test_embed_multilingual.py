@@ -45,9 +45,11 @@ def test_the_translated_questions_are_the_held_out_ones_in_three_languages() -> 
     import json
 
     data = Path(__file__).resolve().parents[1] / "data"
-    held_out = [json.loads(line) for line in (data / "support_routes.jsonl").open(encoding="utf-8")]
+    held_out = [json.loads(line) for line in (data / "support_routes.jsonl").read_text(encoding="utf-8").splitlines()]
     english = {r["text"]: r["route"] for r in held_out if r["split"] == "test"}
-    translated = [json.loads(line) for line in (data / "support_routes_translated.jsonl").open(encoding="utf-8")]
+    translated = [
+        json.loads(line) for line in (data / "support_routes_translated.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert len(translated) == 3 * len(english)
     for lang in ("fr", "de", "es"):
         rows = [r for r in translated if r["lang"] == lang]
