@@ -13,17 +13,9 @@ from pydantic import BaseModel
 
 from routegate.core import RoutePolicy
 from routegate.core.contracts import RouteSpec
+from routegate.llm.strict import StrictSchemaError, strict_schema, without_strict_nulls
 from routegate.llm.structured import ToolCall
-from routegate.routers.llm_formats import (
-    StrictSchemaError,
-    route_intents,
-    route_schema,
-    route_tools,
-    schema_answer,
-    strict_schema,
-    tool_name,
-    without_strict_nulls,
-)
+from routegate.routers.llm_formats import route_intents, route_schema, route_tools, schema_answer, tool_name
 
 
 class Address(BaseModel):

@@ -77,6 +77,18 @@ class LLMBadRequestError(LLMError):
     reason = sr.LLM_BAD_REQUEST
 
 
+LLM_BAD_OUTPUT: Final = "llm_error:bad_output"
+"""The model answered, but not in the structure asked for (the LLM finalizer's ``extra`` that does not fit its
+schema)."""
+
+
+class LLMOutputError(LLMError):
+    """The model's structured answer does not fit what was asked (``llm_error:bad_output``); the message names the
+    field and what was wrong. The endpoint worked: not a reason to open the breaker."""
+
+    reason = LLM_BAD_OUTPUT
+
+
 class LLMModeRefusedError(LLMBadRequestError):
     """The endpoint does not offer the structured output asked for (``mode``: ``"tools"`` or ``"json_schema"``):
     it answered HTTP 400 / 422, or a 5xx whose message names the feature (llama.cpp's server without ``--jinja``).
@@ -93,6 +105,7 @@ class LLMModeRefusedError(LLMBadRequestError):
 
 
 __all__ = [
+    "LLM_BAD_OUTPUT",
     "LLM_CONNECT",
     "LLMAuthError",
     "LLMBadRequestError",
@@ -100,6 +113,7 @@ __all__ = [
     "LLMEmptyError",
     "LLMError",
     "LLMModeRefusedError",
+    "LLMOutputError",
     "LLMRateLimitedError",
     "LLMTimeoutError",
     "LLMUpstreamError",

@@ -23,30 +23,18 @@ target, an extra key or a wrong type get the same stop reasons as in JSON).
 from __future__ import annotations
 
 import json
-import logging
-from typing import Any, Final, Literal, get_args
+from typing import Any
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.errors import ConfigurationError
-from routegate.llm.errors import LLMModeRefusedError
+from routegate.llm.fallback import Format, Mode, ModeLadder, NoToolCall
 from routegate.llm.prompts import ROUTER_SCHEMA_PROMPT, ROUTER_SYSTEM_PROMPT, ROUTER_TOOLS_PROMPT
 from routegate.llm.protocol import ChatMessage, ChatModel
-from routegate.llm.structured import StructuredChatModel
-from routegate.routers.llm_formats import (
-    StrictSchemaError,
-    route_intents,
-    route_schema,
-    route_tools,
-    schema_answer,
-)
-
-logger = logging.getLogger(__name__)
+from routegate.routers.llm_formats import route_intents, route_schema, route_tools, schema_answer
 
 RECENT_HISTORY = 3
-RouterMode = Literal["json", "json_schema", "tools", "auto"]
-"""How the LLM router asks the model for its decision (see the module's documentation)."""
-StructuredMode = Literal["tools", "json_schema"]
-_LADDER: Final[tuple[Literal["tools", "json_schema", "json"], ...]] = ("tools", "json_schema", "json")
+RouterMode = Mode
+"""How the LLM router asks the model for its decision: ``json``, ``tools``, ``json_schema`` or ``auto``."""
 
 
 def route_payload(request: RouteRequest, *, recent: int = RECENT_HISTORY, routes: bool = True) -> dict[str, Any]:
@@ -101,10 +89,6 @@ def _parse(text: str) -> tuple[object, str]:
     return value, _chose(value)
 
 
-class _NoToolCall(Exception):
-    """The model answered a tools request without calling one."""
-
-
 class LLMRouter:
     """Routes with a chat model (any :class:`~routegate.llm.protocol.ChatModel`).
 
@@ -130,15 +114,8 @@ class LLMRouter:
     ) -> None:
         if isinstance(recent_history, bool) or not isinstance(recent_history, int) or recent_history < 0:
             raise ConfigurationError(f"LLMRouter.recent_history must be an integer >= 0, got {recent_history!r}")
-        if mode not in get_args(RouterMode):
-            raise ConfigurationError(f"LLMRouter.mode must be one of {', '.join(get_args(RouterMode))}, got {mode!r}")
-        if mode in ("tools", "json_schema") and not isinstance(chat_model, StructuredChatModel):
-            raise ConfigurationError(
-                f"LLMRouter(mode={mode!r}) needs a chat model with respond() (OpenAIChatModel, ScriptedChatModel); "
-                f"{type(chat_model).__name__} has none: use mode='json' or mode='auto'"
-            )
+        self._ladder = ModeLadder(mode, chat_model, owner="LLMRouter")
         self.chat_model = chat_model
-        self._structured = chat_model if isinstance(chat_model, StructuredChatModel) else None
         self.mode: RouterMode = mode
         self.system_prompt = system_prompt
         self.tools_prompt = tools_prompt
@@ -147,20 +124,13 @@ class LLMRouter:
         self.recent_history = recent_history
         self.temperature = temperature
         self.name = name
-        if mode == "json" or self._structured is None:
-            self._ladder: tuple[Literal["tools", "json_schema", "json"], ...] = ("json",)
-        else:
-            self._ladder = _LADDER[_LADDER.index("tools" if mode == "auto" else mode) :]
-        self._said: set[str] = set()
 
     @property
     def modes(self) -> tuple[str, ...]:
         """The formats this router tries, in order (the first that the endpoint and the catalogue take answers)."""
-        return self._ladder
+        return self._ladder.formats
 
-    def messages(
-        self, request: RouteRequest, mode: Literal["tools", "json_schema", "json"] = "json"
-    ) -> list[ChatMessage]:
+    def messages(self, request: RouteRequest, mode: Format = "json") -> list[ChatMessage]:
         """The exact messages sent for ``request`` in ``mode``."""
         if mode == "tools":
             return route_messages(request, system_prompt=self.tools_prompt, recent=self.recent_history, routes=False)
@@ -168,48 +138,29 @@ class LLMRouter:
         return route_messages(request, system_prompt=prompt, recent=self.recent_history)
 
     async def decide(self, request: RouteRequest) -> RouteDecision:
-        notes: list[str] = []
-        for mode in self._ladder:
-            try:
-                if mode == "tools":
-                    raw, why = await self._tools(request)
-                elif mode == "json_schema":
-                    raw, why = await self._schema(request)
-                else:
-                    text = await self.chat_model.complete(
-                        self.messages(request), json_mode=self.json_mode, temperature=self.temperature
-                    )
-                    raw, why = _parse(text)
-            except LLMModeRefusedError as refused:
-                note = f"{mode} refused by the endpoint" + (" (earlier)" if refused.remembered else "")
-                self._say(f"{mode}:refused", "the endpoint refused %s (%s): falling back", mode, refused.message)
-            except StrictSchemaError as exc:
-                note = f"json_schema skipped: {exc}"
-                self._say(f"json_schema:{exc}", "the routes cannot be one strict schema (%s): falling back", exc)
-            except _NoToolCall as exc:
-                note = f"tools: {exc}"
-                logger.info("the model answered without a tool call (%s): falling back", exc)
-            else:
-                return RouteDecision(raw=raw, decided_by=self.name, why="; ".join([*notes, why]))
-            notes.append(note)
-        raise AssertionError("unreachable: the JSON mode ends every ladder")  # pragma: no cover
+        (raw, why), notes = await self._ladder.first(lambda fmt: self._ask(fmt, request))
+        return RouteDecision(raw=raw, decided_by=self.name, why="; ".join([*notes, why]))
 
-    def _say(self, key: str, message: str, *args: object) -> None:
-        """One warning per kind of fallback and router; the later ones at debug level."""
-        level = logging.DEBUG if key in self._said else logging.WARNING
-        self._said.add(key)
-        logger.log(level, message, *args)
+    async def _ask(self, fmt: Format, request: RouteRequest) -> tuple[object, str]:
+        if fmt == "tools":
+            return await self._tools(request)
+        if fmt == "json_schema":
+            return await self._schema(request)
+        text = await self.chat_model.complete(
+            self.messages(request), json_mode=self.json_mode, temperature=self.temperature
+        )
+        return _parse(text)
 
     async def _tools(self, request: RouteRequest) -> tuple[object, str]:
         tools = route_tools(request.catalog, request.forbidden_targets)
         if not tools.format.tools:
-            raise _NoToolCall("no route is left to offer as a tool")
-        model = self._structured
-        assert model is not None  # the ladder holds structured modes only for a structured model
-        reply = await model.respond(self.messages(request, "tools"), output=tools.format, temperature=self.temperature)
+            raise NoToolCall("no route is left to offer as a tool")
+        reply = await self._ladder.model().respond(
+            self.messages(request, "tools"), output=tools.format, temperature=self.temperature
+        )
         if not reply.tool_calls:
             said = f"refused: {reply.refusal[:80]!r}" if reply.refusal else f"{len(reply.text)} characters of text"
-            raise _NoToolCall(f"the model answered without a tool call ({said})")
+            raise NoToolCall(f"the model answered without a tool call ({said})")
         intents = route_intents(reply.tool_calls, tools)
         if len(intents) == 1:
             return intents[0], f"the model called {reply.tool_calls[0].name[:64]!r}"
@@ -218,9 +169,7 @@ class LLMRouter:
 
     async def _schema(self, request: RouteRequest) -> tuple[object, str]:
         schema = route_schema(request.catalog, request.forbidden_targets)
-        model = self._structured
-        assert model is not None  # the ladder holds structured modes only for a structured model
-        reply = await model.respond(
+        reply = await self._ladder.model().respond(
             self.messages(request, "json_schema"), output=schema.format, temperature=self.temperature
         )
         if reply.refusal and not reply.text:
