@@ -38,6 +38,7 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import httpx
 import openai
@@ -111,24 +112,6 @@ def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessagePar
     if not params:
         raise ConfigurationError("a chat completion needs at least one message, got none")
     return params
-
-
-def _content(completion: object) -> str:
-    """The first choice's text; defensive, because a non-OpenAI server may answer anything with HTTP 200."""
-    choices = getattr(completion, "choices", None)
-    if not isinstance(choices, list):
-        raise LLMUpstreamError(
-            f"the model endpoint answered HTTP 200 with something that is not a chat completion "
-            f"({type(completion).__name__} without choices)"
-        )
-    if not choices:
-        return ""
-    content = getattr(getattr(choices[0], "message", None), "content", None)
-    if content is None:
-        return ""
-    if not isinstance(content, str):
-        raise LLMUpstreamError(f"the model's message content is {type(content).__name__}, not text")
-    return content
 
 
 class OpenAIChatModel(ClosedOnExit):
@@ -254,29 +237,11 @@ class OpenAIChatModel(ClosedOnExit):
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
     ) -> str:
-        params = _to_params(messages)
-        self._refused()
-        active = tracer()
-        attributes = self._span_attributes(temperature) if active is not None else None
-        with span(active, f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as llm_span:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    if json_mode:
-                        completion: object = await self._client.chat.completions.create(
-                            model=self.model,
-                            messages=params,
-                            temperature=temperature,
-                            response_format={"type": "json_object"},
-                        )
-                    else:
-                        completion = await self._client.chat.completions.create(
-                            model=self.model, messages=params, temperature=temperature
-                        )
-            except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
-                raise self._failed(exc, llm_span) from exc
-            self.breaker.succeeded()
-            record_completion(llm_span, completion)
-            text = _content(completion)
+        if json_mode:
+            completion = await self._create(messages, temperature, response_format={"type": "json_object"})
+        else:
+            completion = await self._create(messages, temperature)
+        text = reply_of(completion).text
         logger.debug("chat completion model=%s chars=%d", self.model, len(text))
         return text
 
@@ -287,55 +252,62 @@ class OpenAIChatModel(ClosedOnExit):
         function tools with ``tool_choice``, or ``response_format={"type": "json_schema", ...}``. An endpoint that
         refuses the format raises :class:`~routegate.llm.errors.LLMModeRefusedError` (the breaker is not touched:
         the endpoint answered); a refusal that names the format is remembered and not asked again."""
-        params = _to_params(messages)
-        mode = output.mode
-        earlier = self._refusals.get(mode)
+        earlier = self._refusals.get(output.mode)
         if earlier is not None:
             raise LLMModeRefusedError(
-                f"model {self.model!r} at {self.base_url} refused {mode} earlier: {earlier}", mode=mode, remembered=True
+                f"model {self.model!r} at {self.base_url} refused {output.mode} earlier: {earlier}",
+                mode=output.mode,
+                remembered=True,
             )
+        if isinstance(output, ToolsFormat):
+            completion = await self._create(
+                messages, temperature, output.mode, tools=tool_params(output), tool_choice=output.choice
+            )
+        else:
+            completion = await self._create(messages, temperature, output.mode, response_format=schema_param(output))
+        reply = reply_of(completion)
+        logger.debug("chat completion model=%s mode=%s calls=%d", self.model, output.mode, len(reply.tool_calls))
+        return reply
+
+    async def _create(
+        self, messages: Sequence[ChatMessage], temperature: float, mode: OutputMode | None = None, **options: Any
+    ) -> object:
+        """One chat completion (``options``: the request's output format), inside the breaker, the span and the
+        timeout; every failure leaves as a stop signal (for a structured ``mode``, a refusal of it as
+        :class:`~routegate.llm.errors.LLMModeRefusedError`)."""
+        params = _to_params(messages)
         self._refused()
         active = tracer()
         attributes = self._span_attributes(temperature) if active is not None else None
         with span(active, f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as llm_span:
             try:
                 async with asyncio.timeout(self.timeout):
-                    if isinstance(output, ToolsFormat):
-                        completion: object = await self._client.chat.completions.create(
-                            model=self.model,
-                            messages=params,
-                            temperature=temperature,
-                            tools=tool_params(output),
-                            tool_choice=output.choice,
-                        )
-                    else:
-                        completion = await self._client.chat.completions.create(
-                            model=self.model,
-                            messages=params,
-                            temperature=temperature,
-                            response_format=schema_param(output),
-                        )
+                    completion: object = await self._client.chat.completions.create(
+                        model=self.model, messages=params, temperature=temperature, **options
+                    )
             except openai.APIStatusError as exc:
                 detail = failure_detail(exc)
-                if not refuses_mode(mode, exc.status_code, detail):
+                if mode is None or not refuses_mode(mode, exc.status_code, detail):
                     raise self._failed(exc, llm_span) from exc
-                self.breaker.succeeded()  # the endpoint is up: it answered, it refused the format
-                refused = LLMModeRefusedError(
-                    f"model {self.model!r} at {self.base_url} refused {mode} (HTTP {exc.status_code}: {detail})",
-                    mode=mode,
-                    status_code=exc.status_code,
-                )
-                record_llm_error(llm_span, refused)
-                if names_the_feature(mode, detail):
-                    self._refusals[mode] = f"HTTP {exc.status_code}: {detail}"
-                raise refused from exc
+                raise self._refusal(mode, exc.status_code, detail, llm_span) from exc
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
                 raise self._failed(exc, llm_span) from exc
             self.breaker.succeeded()
             record_completion(llm_span, completion)
-            reply = reply_of(completion)
-        logger.debug("chat completion model=%s mode=%s calls=%d", self.model, mode, len(reply.tool_calls))
-        return reply
+        return completion
+
+    def _refusal(self, mode: OutputMode, status: int, detail: str, llm_span: Span) -> LLMModeRefusedError:
+        """The endpoint refused ``mode``: it is up (the breaker closes), and a refusal naming the format is kept."""
+        self.breaker.succeeded()
+        refused = LLMModeRefusedError(
+            f"model {self.model!r} at {self.base_url} refused {mode} (HTTP {status}: {detail})",
+            mode=mode,
+            status_code=status,
+        )
+        record_llm_error(llm_span, refused)
+        if names_the_feature(mode, detail):
+            self._refusals[mode] = f"HTTP {status}: {detail}"
+        return refused
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         params = _to_params(messages)

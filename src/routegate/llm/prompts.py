@@ -36,15 +36,8 @@ Rules:
 - Do not answer the user directly."""
 """The LLM router's instructions when the routes are offered as tools (``LLMRouter(mode="tools")``)."""
 
-ROUTER_SCHEMA_PROMPT: Final = """You are a routing decision engine.
-Answer with one JSON object that fits the response schema:
-{"route":{"kind":"route","target":"<route_name>","args":{...}}}
-
-Rules:
-- Choose exactly one target from available_routes.
-- Never choose targets from forbidden_targets.
-- Keep args minimal and valid for that target.
-- If previous attempts failed with needs_reroute, choose a different target.
-- Respect routing budgets and avoid unnecessary retries.
-- Do not answer the user directly."""
+ROUTER_SCHEMA_PROMPT: Final = ROUTER_SYSTEM_PROMPT.replace(
+    'Return only one JSON object in this exact shape:\n{"kind":"route","target":"<route_name>","args":{"ticket":"..."}}',
+    'Answer with one JSON object that fits the response schema:\n{"route":{"kind":"route","target":"<route_name>","args":{...}}}',
+)
 """The LLM router's instructions when it asks for one strict JSON schema (``LLMRouter(mode="json_schema")``)."""
