@@ -139,8 +139,10 @@ def _statement_refusal(tokens: Sequence[Token], words: list[str]) -> Refusal | N
             f"{head} {second[0]} changes the database server's roles, databases or tablespaces",
             "remove it (pg_dump --no-owner of one database writes none)",
         )
-    if words[:2] == ["ALTER", "SYSTEM"] or (head == "COMMENT" and words[2:3] and words[2] in _SYSTEM_OBJECTS):
-        return _refused(first, "it changes the database server's configuration or its shared objects", "remove it")
+    if words[:2] == ["ALTER", "SYSTEM"]:
+        return _refused(first, "ALTER SYSTEM changes the database server's configuration", "remove it")
+    if head == "COMMENT" and words[2:3] and words[2] in _SYSTEM_OBJECTS:
+        return _refused(first, f"COMMENT ON {words[2]} changes the database server's configuration", "remove it")
     if head in {"CREATE", "ALTER"} and "EVENT" in words[1:4] and "TRIGGER" in words[1:5]:
         return _refused(first, "an event trigger acts on every statement of the database", "remove it")
     if head == "CREATE" and "LANGUAGE" in words[1:5]:
@@ -148,13 +150,17 @@ def _statement_refusal(tokens: Sequence[Token], words: list[str]) -> Refusal | N
     if head in {"CREATE", "ALTER", "IMPORT"} and (
         any(w in words[1:4] for w in _REMOTE) or words[1:3] == ["USER", "MAPPING"]
     ):
-        return _refused(first, "it reaches other servers or databases (foreign servers, replication)", "remove it")
+        what = " ".join(words[:3])
+        return _refused(first, f"{what} reaches other servers or databases (foreign servers, replication)", "remove it")
     if head == "LOAD":
         return _refused(first, "LOAD loads a library into the database server", "remove it")
     if head == "SET" and _sets_role(tokens):
+        what = (
+            "SET SESSION AUTHORIZATION" if {"AUTHORIZATION", "SESSION_AUTHORIZATION"} & set(words[:4]) else "SET ROLE"
+        )
         return _refused(
             first,
-            "it changes who runs the statements (the file runs as the desk's owner role)",
+            f"{what} changes who runs the statements (the file runs as the desk's owner role)",
             "remove it (pg_dump --no-owner writes none)",
         )
     if head == "COPY":
@@ -208,7 +214,7 @@ def _language(tokens: Sequence[Token]) -> Refusal | None:
     for index, token in enumerate(tokens[:-1]):
         if token.token_type not in STRINGS and token.text.upper() == "LANGUAGE":
             name = tokens[index + 1]
-            language = name.text if name.token_type in STRINGS else _name(name)
+            language = name.text
             if untrusted_language(language):
                 return _refused(
                     name,
