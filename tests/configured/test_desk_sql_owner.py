@@ -13,27 +13,13 @@ import psycopg
 import pytest
 
 from routegate.apps.configured import script
-from routegate.apps.configured.config import DeskConfigError, builtin_desk_dir
+from routegate.apps.configured.config import DeskConfigError
 from routegate.apps.configured.factory import open_configured_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
-from .hostile import desk_name, hostile_desk, outside, relations_of
-
-SECRET = "my card is 4111-SECRET-7777"
-
-
-@pytest.fixture(scope="module")
-def victim(pg_url: str, encoder: MiniLMEncoder, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The built-in desk, started on the session's PostgreSQL, with a session that told it :data:`SECRET`."""
-    settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin"))
-
-    async def tell() -> None:
-        async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
-            await desk.ask(f"Hello, {SECRET}", session_id="victim-session")
-
-    asyncio.run(tell())
-    return SECRET
+from .conftest import desk_init
+from .hostile import TABLE_SQL, desk_name, hostile_desk, outside, relations_of
 
 
 def _start(pg_url: str, directory: Path, encoder: MiniLMEncoder, tmp_path: Path) -> None:
@@ -298,3 +284,34 @@ def test_no_setting_of_the_file_reaches_a_pooled_connection(
             return seen
 
     assert asyncio.run(settings_seen()) <= {(None, None), ("", "")}
+
+
+def test_desk_init_of_a_sleeping_file_ends_at_the_default_limit(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = tmp_path / "sleepy.sql"
+    sql.write_text(TABLE_SQL + "SELECT pg_sleep(15);\n", encoding="utf-8")
+    assert desk_init(pg_url, tmp_path, str(tmp_path / "sleepy"), "--from-sql", str(sql)) == 2
+    err = capsys.readouterr().err
+    assert "ran past the limit of 10 s per statement (load_statement_seconds)" in err
+    assert not (tmp_path / "sleepy").exists()
+
+
+def test_desk_init_reads_the_files_views_as_its_owner(
+    tmp_path: Path, pg_url: str, victim: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file's view calls the file's function, which reads the built-in desk's conversations: `desk init` reads
+    every table the file made (rows, samples, filter values) and would write what it read into desk.toml."""
+    sql = tmp_path / "reads.sql"
+    sql.write_text(
+        TABLE_SQL
+        + "CREATE FUNCTION said() RETURNS SETOF text LANGUAGE sql AS $$ SELECT content FROM support.support_messages "
+        "WHERE content LIKE '%SECRET%' $$;\n"
+        "CREATE VIEW notes AS SELECT s AS note FROM said() s UNION ALL SELECT s FROM said() s;\n",
+        encoding="utf-8",
+    )
+    assert desk_init(pg_url, tmp_path, str(tmp_path / "reads"), "--from-sql", str(sql)) == 2
+    captured = capsys.readouterr()
+    assert "reading the tables the SQL file made failed (permission denied for schema support)" in captured.err
+    assert "SECRET" not in captured.out + captured.err
+    assert not (tmp_path / "reads").exists()

@@ -71,9 +71,11 @@ def regular_files(root: Path, *, wanted: Callable[[str], bool], limit: int) -> F
     read; symbolic links and other special files are passed by, not followed, and listed in ``skipped``."""
     found = Folder()
     for folder, dirnames, filenames, dir_fd in os.fwalk(root, follow_symlinks=False):
-        dirnames[:] = sorted(filter(_not_hidden, dirnames))
         relative = PurePosixPath(Path(folder).relative_to(root).as_posix())
-        for name in sorted(filter(_not_hidden, filenames)):
+        # fwalk lists a link to a folder with the folders (and does not enter it): passed by, and said
+        links = [d for d in dirnames if stat.S_ISLNK(os.stat(d, dir_fd=dir_fd, follow_symlinks=False).st_mode)]
+        dirnames[:] = sorted(d for d in dirnames if _not_hidden(d) and d not in links)
+        for name in sorted(filter(_not_hidden, [*filenames, *links])):
             path = relative / name
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
             if stat.S_ISLNK(mode):

@@ -91,6 +91,9 @@ def _pick(names: list[str], wanted: Sequence[str] | None, where: str) -> tuple[l
 def _from_sql(
     url: str, text: str, source: str, wanted: Sequence[str] | None, limits: LoadLimits
 ) -> tuple[list[Table], list[str], str]:
+    with needs("desk"):
+        import psycopg
+
     with load_connection(url) as conn, scratch_load(conn, text, source=source, limits=limits) as (scratch, script):
         names, skipped = _pick(table_names(conn, scratch), wanted, source)
         if not names and not skipped:
@@ -98,7 +101,13 @@ def _from_sql(
                 f"{source}: the SQL file created no table in the desk's schema; it needs CREATE TABLE statements "
                 "(tables of public, or of a schema the file creates, land in the desk's; others do not)"
             )
-        return introspect(conn, scratch, names), skipped, script.skipped_summary()
+        try:
+            return introspect(conn, scratch, names), skipped, script.skipped_summary()
+        except psycopg.Error as exc:
+            raise DeskConfigError(
+                f"{source}: reading the tables the SQL file made failed ({exc.diag.message_primary or type(exc).__name__})"
+                "; its views and functions run as a role that may read only the desk's own schema: fix or remove them"
+            ) from None
 
 
 def _sql_file(path: Path) -> tuple[bytes, str]:
