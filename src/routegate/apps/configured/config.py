@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import stat
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from routegate.apps.configured._paths import OutsideError, inside
 from routegate.errors import ConfigurationError
 
 CONFIG_FILE: Final = "desk.toml"
@@ -460,34 +460,6 @@ def desk_path(desk_dir: Path, entry: str, field: str) -> Path:
         return inside(Path(desk_dir), entry)
     except OutsideError as exc:
         raise DeskConfigError(f"{field}: {entry!r} {exc}") from None
-
-
-class OutsideError(ValueError):
-    """A path of ``desk.toml`` that leaves the desk directory or passes through a symbolic link."""
-
-
-def inside(desk_dir: Path, entry: str) -> Path:
-    """``entry`` as a path in ``desk_dir``; :class:`OutsideError` (what is wrong, what to do) when it is absolute,
-    starts with ``~``, has a ``..`` or passes through a symbolic link. A missing path is returned as it is (the
-    caller says it does not exist)."""
-    given = Path(entry)
-    if entry.startswith("~") or given.is_absolute() or given.drive:
-        raise OutsideError("is not relative to the desk directory: a desk reads only the files in its directory")
-    if ".." in given.parts:
-        raise OutsideError("leaves the desk directory (..): a desk reads only the files in its directory")
-    here = desk_dir
-    for part in given.parts:
-        here = here / part
-        try:
-            mode = here.lstat().st_mode
-        except FileNotFoundError:
-            break
-        if stat.S_ISLNK(mode):
-            raise OutsideError(
-                f"passes through the symbolic link {here}: a desk reads only the regular files in its directory; "
-                "copy the file in"
-            )
-    return desk_dir.joinpath(*given.parts)
 
 
 def resolve(desk_dir: Path, entry: str) -> Path:

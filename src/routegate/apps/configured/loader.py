@@ -63,11 +63,12 @@ class _Clock:
         self.deadline = time.monotonic() + limits.total_seconds
         self.budget_bound = False
 
-    def arm(self) -> None:
+    def arm(self, *, whole: bool = False) -> None:
+        """Set the next round trip's ``statement_timeout`` (``whole``: the statement limit, whatever the budget)."""
         left = self.deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 and not whole:
             raise self.over(None)
-        seconds = min(self.limits.statement_seconds, left)
+        seconds = self.limits.statement_seconds if whole else min(self.limits.statement_seconds, left)
         self.budget_bound = seconds < self.limits.statement_seconds
         milliseconds = max(1, int(seconds * 1000))
         self.conn.execute("SELECT pg_catalog.set_config('statement_timeout', %s, true)", (str(milliseconds),))
@@ -118,7 +119,7 @@ def load_script(
             raise _locate(runner, clock, batch, source, exc) from None
     clock.arm()
     runner.seal()
-    conn.execute("SELECT pg_catalog.set_config('statement_timeout', '0', true)")
+    clock.arm(whole=True)  # what reads the tables next (``desk init``: views of the file's) has the same limit
     return script
 
 

@@ -1,16 +1,19 @@
 """A desk's SQL file as statements to run in the desk's own schema: plain ``CREATE TABLE`` / ``INSERT`` files and
 the plain-text files ``pg_dump`` writes alike.
 
-What ``pg_dump`` writes that a desk cannot run as it stands is taken apart here, statement by statement (the file
-is lexed by sqlglot's PostgreSQL tokenizer: quotes, ``E''`` strings, dollar quotes and comments are its business):
+The file is read once from start to end (:mod:`._statements` finds where each statement ends, as psql does), and
+each statement is lexed once by sqlglot's PostgreSQL tokenizer. A statement a desk's SQL file may not hold (a
+server file or program, an untrusted language, a role, an event trigger, ``SET ROLE``...: :mod:`._refusals`) is
+refused with its line before anything runs. What ``pg_dump`` writes that a desk cannot run as it stands is taken
+apart here, statement by statement:
 
 * names qualified with ``public`` (or with a schema the file creates) lose the qualifier, so that they land in the
   desk's schema, which the loader puts first on the ``search_path``; the same for the ``'public.orders_id_seq'``
   string of a ``nextval``/``setval``/``::regclass``;
-* ``COPY ... FROM stdin`` keeps its rows (the lines up to ``\\.``) for the copy protocol;
-* ``SET x = v`` becomes ``SET LOCAL`` (the load is one transaction: nothing leaks to the pool's connections), and
-  ``set_config(..., false)`` local the same way; ``search_path``, ``client_encoding``, roles, and settings this
-  server does not know are left out;
+* ``COPY ... FROM stdin`` keeps its rows (the lines up to ``\\.``) and where they go (:class:`CopyInto`);
+* ``SET x = v`` becomes ``SET LOCAL`` (the load is one transaction), and pg_dump's ``SELECT
+  pg_catalog.set_config(..., false)`` line local the same way; ``search_path``, ``client_encoding`` and settings
+  this server does not know are left out;
 * what a desk does not take from a dump is left out and counted: owners and privileges (``ALTER ... OWNER TO``,
   ``GRANT``, ``REVOKE``, ``ALTER DEFAULT PRIVILEGES``, ``SECURITY LABEL``), schema statements, comments on
   extensions, ``DROP`` (the desk's schema starts empty: a ``DROP`` could only reach a table of another schema),
