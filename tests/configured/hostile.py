@@ -59,16 +59,13 @@ def hostile_desk(base: Path, sql: str, *, name: str | None = None, **toml: Any) 
 _BUILTIN_TABLES = ("customers", "tickets")
 
 
-def outside(pg_url: str, *, but: str = "") -> dict[str, Any]:
-    """Everything a desk's SQL file must not change, as the catalog says it (``but``: a desk name whose own owner
-    role and schemas are left out)."""
-    own = (f"routegate_desk_{but}_%", f"desk_{but}%") if but else ("", "")
+def outside(pg_url: str) -> dict[str, Any]:
+    """Everything a desk's SQL file must not change, as the catalog says it (a refused file leaves the desk's own
+    role and schemas out too: they are part of it)."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         state: dict[str, Any] = {
             "roles": conn.execute(
-                "SELECT rolname, rolsuper, rolcanlogin, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles "
-                "WHERE rolname NOT LIKE %s ORDER BY 1",
-                (own[0] or "-",),
+                "SELECT rolname, rolsuper, rolcanlogin, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles ORDER BY 1"
             ).fetchall(),
             "memberships": conn.execute(
                 "SELECT roleid::regrole::text, member::regrole::text FROM pg_auth_members ORDER BY 1, 2"
@@ -78,22 +75,16 @@ def outside(pg_url: str, *, but: str = "") -> dict[str, Any]:
             ).fetchall(),
             "event triggers": conn.execute("SELECT evtname FROM pg_event_trigger ORDER BY 1").fetchall(),
             "triggers": conn.execute(
-                "SELECT tgrelid::regclass::text, tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT tgisinternal AND n.nspname NOT LIKE %s "
-                "ORDER BY 1, 2",
-                (own[1] or "-",),
+                "SELECT tgrelid::regclass::text, tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2"
             ).fetchall(),
-            "schemas": conn.execute(
-                "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE %s ORDER BY 1", (own[1] or "-",)
-            ).fetchall(),
+            "schemas": conn.execute("SELECT nspname FROM pg_namespace ORDER BY 1").fetchall(),
             "large objects": conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone(),
             "public": conn.execute(
                 "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace ORDER BY 1"
             ).fetchall(),
             "functions": conn.execute(
                 "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE %s ORDER BY 1",
-                (own[1] or "-",),
+                "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1"
             ).fetchall(),
             "databases": conn.execute("SELECT datname, datdba::regrole::text FROM pg_database ORDER BY 1").fetchall(),
         }

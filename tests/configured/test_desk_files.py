@@ -33,6 +33,13 @@ def secret_file(tmp_path: Path) -> Path:
     return path
 
 
+def _docs(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "returns.md").write_text("# Returns\n\nReturns are accepted within 30 days.\n", encoding="utf-8")
+    return docs
+
+
 def _run(pg_url: str, data_dir: Path, *argv: str) -> int:
     with mock.patch.dict(os.environ, {"DATABASE_URL": pg_url, "ROUTEGATE_DATA_DIR": str(data_dir)}):
         return main(list(argv))
@@ -49,9 +56,7 @@ def _chunks_with_secret(pg_url: str, desk: str) -> int:
 def test_desk_init_copies_the_regular_documents_and_passes_a_link_by(
     tmp_path: Path, pg_url: str, secret_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "returns.md").write_text("# Returns\n\nReturns are accepted within 30 days.\n", encoding="utf-8")
+    docs = _docs(tmp_path)
     (docs / "vault.md").symlink_to(secret_file)
     (docs / "more").symlink_to(secret_file.parent, target_is_directory=True)
     desk = tmp_path / "linked"
@@ -71,9 +76,7 @@ def test_desk_init_copies_the_regular_documents_and_passes_a_link_by(
 def test_a_link_added_later_is_not_taken_by_kb_ingest(
     tmp_path: Path, pg_url: str, secret_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "returns.md").write_text("# Returns\n\nReturns are accepted within 30 days.\n", encoding="utf-8")
+    docs = _docs(tmp_path)
     desk = tmp_path / "later"
     assert desk_init(pg_url, tmp_path, str(desk), "--from-sql", str(SHOP / "shop.sql"), "--kb", str(docs)) == 0
     assert _run(pg_url, tmp_path, "kb", "ingest", "--desk", str(desk)) == 0

@@ -31,44 +31,34 @@ def _ask(pg_url: str, data_dir: Path, directory: Path) -> int:
         return main(["ask", "--desk", str(directory), "show thing 1"])
 
 
-def test_another_desk_naming_the_builtin_desks_schema_is_refused_before_anything_is_dropped(
-    tmp_path: Path, pg_url: str, victim: str, capsys: pytest.CaptureFixture[str]
+CLAIMS = {
+    "another desk names the built-in desk's schema": (
+        {"schema": "desk_support"},
+        "database.schema 'desk_support': with source = \"sql\" a desk loads its tables into its own schema",
+    ),
+    "a desk of the built-in's name, with a state of its own, would rebuild its schema": (
+        {"name": "support"},  # its state: desk_support_state, not the built-in's
+        "database.schema 'desk_support' exists and is not this desk's",
+    ),
+    "a desk takes the built-in desk's state": (
+        {"database": 'state_schema = "support"\n'},
+        "database.state_schema 'support' is the state (conversations, knowledge base) of the desk 'support'",
+    ),
+}
+
+
+@pytest.mark.parametrize("claim", sorted(CLAIMS))
+def test_a_desk_may_not_claim_the_builtin_desks_schemas_and_nothing_is_dropped(
+    tmp_path: Path, pg_url: str, victim: str, capsys: pytest.CaptureFixture[str], claim: str
 ) -> None:
-    directory = hostile_desk(tmp_path, "", schema="desk_support")
+    toml, said = CLAIMS[claim]
+    directory = hostile_desk(tmp_path, "", **toml)
     before = outside(pg_url)
 
     assert _ask(pg_url, tmp_path, directory) == 2
 
-    err = capsys.readouterr().err
-    assert "database.schema 'desk_support': with source = \"sql\" a desk loads its tables into its own schema" in err
-    assert outside(pg_url) == before  # the built-in desk's schema, tickets, customers and conversations
-
-
-def test_a_desk_of_the_same_name_with_a_state_of_its_own_may_not_rebuild_the_builtin_desks_schema(
-    tmp_path: Path, pg_url: str, victim: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    directory = hostile_desk(tmp_path, "", name="support")  # its state: desk_support_state, not the built-in's
-    before = outside(pg_url)
-
-    assert _ask(pg_url, tmp_path, directory) == 2
-
-    assert "database.schema 'desk_support' exists and is not this desk's" in capsys.readouterr().err
-    assert outside(pg_url) == before
-    with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT to_regnamespace('desk_support_state')").fetchone() == (None,)
-
-
-def test_a_desk_may_not_take_the_builtin_desks_state(
-    tmp_path: Path, pg_url: str, victim: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    directory = hostile_desk(tmp_path, "", database='state_schema = "support"\n')
-    before = outside(pg_url)
-
-    assert _ask(pg_url, tmp_path, directory) == 2
-
-    err = capsys.readouterr().err
-    assert "database.state_schema 'support' is the state (conversations, knowledge base) of the desk 'support'" in err
-    assert outside(pg_url) == before
+    assert said in capsys.readouterr().err
+    assert outside(pg_url) == before  # the built-in desk's schemas, tickets, customers and conversations
 
 
 def test_a_desk_reading_a_database_may_not_name_a_desks_schema(
