@@ -6,11 +6,14 @@ the catalog, the file system and the other sessions. A file that fails leaves no
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from routegate.apps.configured import script
 from routegate.apps.configured.config import DeskConfigError
@@ -315,3 +318,38 @@ def test_desk_init_reads_the_files_views_as_its_owner(
     assert "reading the tables the SQL file made failed (permission denied for schema support)" in captured.err
     assert "SECRET" not in captured.out + captured.err
     assert not (tmp_path / "reads").exists()
+
+
+@pytest.fixture
+def limited_login(pg_url: str) -> tuple[str, str]:
+    """A login as a managed PostgreSQL gives one: no SUPERUSER, no CREATEROLE, CREATE on the database."""
+    login = f"limited_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")  # the administrator installs pgvector
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB").format(sql.Identifier(login)))
+        database = sql.Identifier(str(conn.info.dbname))
+        conn.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(database, sql.Identifier(login)))
+    return make_conninfo(pg_url, user=login), login
+
+
+def test_a_login_that_may_not_create_roles_loads_once_the_owner_role_is_made_for_it(
+    pg_url: str, encoder: MiniLMEncoder, tmp_path: Path, limited_login: tuple[str, str]
+) -> None:
+    url, login = limited_login
+    name = desk_name()
+    owner = f"routegate_desk_{name}_owner"
+    directory = hostile_desk(tmp_path, "CREATE VIEW named AS SELECT name FROM things;\n", name=name)
+    before = outside(pg_url)
+
+    with pytest.raises(
+        DeskConfigError, match=f"the database login may not create the role {owner} .*CREATE ROLE {owner}"
+    ):
+        _start(url, directory, encoder, tmp_path)
+    assert outside(pg_url) == before
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # what the message tells the administrator to run
+        conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(owner)))
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(owner), sql.Identifier(login)))
+    _start(url, directory, encoder, tmp_path)
+
+    assert {o for _, o in relations_of(pg_url, f"desk_{name}")} == {owner}

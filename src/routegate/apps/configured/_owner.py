@@ -221,11 +221,15 @@ class Runner:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(rows))
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(rows, owner))
         literals = {"helpers": helpers, "path": sql.Literal(target.search_path), "safe": sql.Literal(SAFE_PATH)}
+        # a new owner needs CREATE on the functions' schema (unless the login is a superuser): for the hand-over only,
+        # since with it the role could replace its functions with ones that run as their caller
+        conn.execute(sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(helpers, owner))
         for body, signature in ((_RUN, "run(text)"), (_COPY, "copy(text, text[], text)")):
             conn.execute(sql.SQL(body).format(**literals))
             function = sql.SQL("{}.{}").format(helpers, sql.SQL(signature))
             conn.execute(sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(function))
             conn.execute(sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(function, owner))
+        conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA {} FROM {}").format(helpers, owner))
         conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.SQL(SAFE_PATH)))
 
     def run(self, statements: str) -> None:
