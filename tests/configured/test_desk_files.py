@@ -73,7 +73,7 @@ def test_desk_init_copies_the_regular_documents_and_passes_a_link_by(
     assert _chunks_with_secret(pg_url, "linked") == 0
 
 
-def test_a_link_added_later_is_not_taken_by_kb_ingest(
+def test_a_link_added_later_is_not_taken_at_a_start_or_by_kb_ingest(
     tmp_path: Path, pg_url: str, secret_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     docs = _docs(tmp_path)
@@ -83,6 +83,9 @@ def test_a_link_added_later_is_not_taken_by_kb_ingest(
     capsys.readouterr()
 
     (desk / "docs" / "vault.md").symlink_to(secret_file)
+    assert _run(pg_url, tmp_path, "ask", "--desk", str(desk), "What is the vault code?") == 0  # a start ingests
+    assert SECRET not in capsys.readouterr().out
+    assert _chunks_with_secret(pg_url, "later") == 0
     assert _run(pg_url, tmp_path, "kb", "ingest", "--desk", str(desk)) == 0
 
     out = capsys.readouterr().out
