@@ -117,3 +117,21 @@ def test_what_pg_dump_writes_is_not_refused() -> None:
         "COPY t (id) FROM stdin",
     ]
     assert script.skipped == {"owner and privileges": 4, "settings": 1}
+
+
+HONEST = (
+    "CREATE TABLE server (id integer, language text, event text, publication text);",
+    "CREATE TABLE language (id integer);\nCREATE INDEX ON event (id);",
+    "CREATE TABLE extension (id integer);\nCREATE TABLE user_mapping (role text, owner text);",
+    "CREATE TRIGGER stamp BEFORE INSERT ON event FOR EACH ROW EXECUTE FUNCTION stamp();",
+    "INSERT INTO notes VALUES ('COPY things TO PROGRAM; SET ROLE x; pg_read_file(1); lo_import(2)');",
+    "CREATE FUNCTION copy_of(copy text) RETURNS text LANGUAGE sql AS $$ SELECT copy $$;",
+    "SELECT setval('orders_id_seq', 1050, true);",
+    "CREATE FUNCTION f() RETURNS int LANGUAGE plperl AS $$ return 1; $$;",
+    "RESET ROLE;",
+)
+
+
+@pytest.mark.parametrize("statement", HONEST)
+def test_names_and_text_that_only_look_like_a_refused_statement_are_not_refused(statement: str) -> None:
+    parse_script(statement + "\n", source="honest.sql")

@@ -78,6 +78,7 @@ _SYSTEM_OBJECTS: Final = frozenset({"ROLE", "USER", "GROUP", "DATABASE", "TABLES
 _REMOTE: Final = ("SERVER", "FOREIGN", "SUBSCRIPTION", "PUBLICATION")
 _UNTRUSTED_EXTENSIONS: Final = frozenset({"dblink", "postgres_fdw", "file_fdw", "adminpack", "lo"})
 _ROUTINES: Final = frozenset({"FUNCTION", "PROCEDURE"})
+_LANGUAGE_OPTIONS: Final = frozenset({"OR", "REPLACE", "TRUSTED", "PROCEDURAL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +144,12 @@ def _statement_refusal(tokens: Sequence[Token], words: list[str]) -> Refusal | N
         return _refused(first, "ALTER SYSTEM changes the database server's configuration", "remove it")
     if head == "COMMENT" and words[2:3] and words[2] in _SYSTEM_OBJECTS:
         return _refused(first, f"COMMENT ON {words[2]} changes the database server's configuration", "remove it")
-    if head in {"CREATE", "ALTER"} and "EVENT" in words[1:4] and "TRIGGER" in words[1:5]:
+    if head in {"CREATE", "ALTER"} and words[1:3] == ["EVENT", "TRIGGER"]:
         return _refused(first, "an event trigger acts on every statement of the database", "remove it")
-    if head == "CREATE" and "LANGUAGE" in words[1:5]:
+    if head == "CREATE" and [w for w in words[1:6] if w not in _LANGUAGE_OPTIONS][:1] == ["LANGUAGE"]:
         return _refused(first, "CREATE LANGUAGE installs a language in the database", "remove it")
     if head in {"CREATE", "ALTER", "IMPORT"} and (
-        any(w in words[1:4] for w in _REMOTE) or words[1:3] == ["USER", "MAPPING"]
+        (second and second[0] in _REMOTE) or words[1:3] == ["USER", "MAPPING"]
     ):
         what = " ".join(words[:3])
         return _refused(first, f"{what} reaches other servers or databases (foreign servers, replication)", "remove it")
@@ -165,7 +166,7 @@ def _statement_refusal(tokens: Sequence[Token], words: list[str]) -> Refusal | N
         )
     if head == "COPY":
         return _copy(tokens)
-    if head == "CREATE" and "EXTENSION" in words[1:3]:
+    if head == "CREATE" and second == ["EXTENSION"]:
         name = next(
             (
                 t
