@@ -146,9 +146,12 @@ def _locate(
     return _refused(source, batch[0], exc)
 
 
+CONNECT_TIMEOUT_SECONDS: Final = 10
+
+
 def load_connection(url: str) -> psycopg.Connection[Any]:
     """A connection of the load's own (autocommit; no automatic prepared statements)."""
-    conn = psycopg.connect(url, autocommit=True)
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
     conn.prepare_threshold = None
     return conn
 
