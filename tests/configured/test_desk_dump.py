@@ -301,3 +301,47 @@ def test_a_schema_the_file_creates_is_moved_too_and_others_are_kept() -> None:
         "transaction statements": 2,
         "owner and privileges": 1,
     }
+
+
+COPY_KINDS = r"""CREATE TABLE public.things (id integer NOT NULL, name character varying(8));
+ALTER TABLE public.things ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (SEQUENCE NAME public.things_id_seq);
+CREATE DOMAIN public.positive AS integer CHECK (VALUE > 0);
+CREATE TABLE public.kinds (id public.positive, tags text[], blob bytea, at date, "Mixed" numeric(6,2),
+    doubled integer GENERATED ALWAYS AS (id * 2) STORED);
+COPY public.things (id, name) FROM stdin;
+5	five
+6	\N
+\.
+COPY public.kinds FROM stdin;
+1	{a,"b c"}	\\x0102	2024-02-29	3.14159
+\.
+COPY public.kinds (id, "Mixed", tags) FROM stdin WITH (FORMAT csv, HEADER true);
+id,Mixed,tags
+2,"1.5",{x}
+\.
+"""
+
+
+def test_copy_rows_arrive_as_copy_would_put_them(pg_url: str) -> None:
+    """The rows of ``COPY ... FROM stdin`` go through a staging table and an insert as the desk's owner role: the
+    values are the ones COPY itself stores (identity columns as given, arrays, bytea, dates, domains, a typmod's
+    rounding, NULLs, a generated column, CSV with a header)."""
+    with load_connection(pg_url) as conn, scratch_load(conn, COPY_KINDS, source="kinds.sql") as (schema, _):
+        things = conn.execute(f"SELECT id, name FROM {schema}.things ORDER BY id").fetchall()
+        kinds = conn.execute(
+            f'SELECT id, tags, blob, at::text, "Mixed"::text, doubled FROM {schema}.kinds ORDER BY id'
+        ).fetchall()
+    assert things == [(5, "five"), (6, None)]
+    assert kinds == [(1, ["a", "b c"], b"\x01\x02", "2024-02-29", "3.14", 2), (2, ["x"], None, None, "1.50", 4)]
+
+
+def test_copy_rows_a_column_refuses_are_named_with_the_copy_line(pg_url: str) -> None:
+    text = "CREATE TABLE public.t (name character varying(3));\nCOPY public.t (name) FROM stdin;\ntoo long\n\\.\n"
+    with (
+        load_connection(pg_url) as conn,
+        pytest.raises(DeskConfigError) as refused,
+        scratch_load(conn, text, source="long.sql"),
+    ):
+        pass
+    message = "long.sql: PostgreSQL refused the SQL file at line 2 (value too long for type character varying(3))"
+    assert message in str(refused.value)

@@ -191,7 +191,9 @@ BEGIN
     IF missing IS NOT NULL THEN
         RAISE EXCEPTION 'column % of relation % does not exist', missing, target USING ERRCODE = 'undefined_column';
     END IF;
-    EXECUTE pg_catalog.format('INSERT INTO %s (%s) SELECT %s FROM %s', relation, columns, values_, stage);
+    -- COPY writes identity columns as given, GENERATED ALWAYS ones too (a dump's ids): so does the insert
+    EXECUTE pg_catalog.format('INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM %s', relation, columns,
+        values_, stage);
     SET CONSTRAINTS ALL IMMEDIATE;
     EXECUTE 'CLOSE ALL';
     PERFORM pg_catalog.set_config('search_path', {safe}, true);
