@@ -8,6 +8,7 @@ with a :class:`DeskConfigError` naming the file, the field and the fix.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from routegate._suggest import did_you_mean
+from routegate.apps.configured._paths import OutsideError, inside
 from routegate.apps.configured.mistakes import CONFIG_FILE as CONFIG_FILE
 from routegate.apps.configured.mistakes import config_file, fields_at, missing_desk
 from routegate.errors import ConfigurationError
@@ -49,6 +51,10 @@ class DatabaseConfig(_Strict):
     """Where the desk keeps its own state (conversations, the knowledge base's chunks): default
     ``desk_<name>_state``. The built-in desk's configuration keeps it in ``support``, where the built-in desk always
     kept its conversations."""
+    load_statement_seconds: float = Field(default=10.0, gt=0, le=3600)
+    """``source = "sql"``: how long one round trip of the load (a batch of statements, or one ``COPY``) may take."""
+    load_seconds: float = Field(default=120.0, gt=0, le=86400)
+    """``source = "sql"``: how long loading the whole file may take."""
 
     @model_validator(mode="after")
     def _sql_file_for_sql(self) -> DatabaseConfig:
@@ -356,6 +362,12 @@ class DeskConfig(_Strict):
                 raise ValueError(f'{where}: a route of kind "kb" needs [knowledge] paths = [...]')
         if not any(r.kind == "llm" for r in self.routes):
             raise ValueError('routes: one route needs kind = "llm" (where a message no other route fits goes); add it')
+        own = data_schema(self.desk.name)
+        if self.database.source == "sql" and self.database.schema_name != own:
+            raise ValueError(
+                f'database.schema {self.database.schema_name!r}: with source = "sql" a desk loads its tables into '
+                f"its own schema, {own!r} (desk_<name>), and never creates or drops another's; set schema = {own!r}"
+            )
         return self
 
     def table(self, name: str) -> TableConfig:
@@ -429,7 +441,8 @@ def parse_config(text: str, path: Path) -> DeskConfig:
 
 
 def load_config(desk_dir: Path) -> DeskConfig:
-    """``DIR/desk.toml``, checked (also that its SQL file and docs paths can be read)."""
+    """``DIR/desk.toml``, checked (also that its SQL file and docs paths are in the desk directory, reached through
+    no symbolic link, and exist)."""
     desk_dir = Path(desk_dir)
     path = config_file(desk_dir)
     try:
@@ -440,7 +453,7 @@ def load_config(desk_dir: Path) -> DeskConfig:
         raise DeskConfigError(f"{path} cannot be read ({exc}); give a readable UTF-8 file") from None
     config = parse_config(text, path)
     if config.database.sql_file is not None:
-        sql_path = resolve(desk_dir, config.database.sql_file)
+        sql_path = desk_path(desk_dir, config.database.sql_file, f"{path}: database.sql_file")
         if not sql_path.is_file():
             raise DeskConfigError(
                 f"{path}: database.sql_file: {sql_path} is not a readable file; point it at the SQL file "
@@ -452,13 +465,22 @@ def load_config(desk_dir: Path) -> DeskConfig:
             f"fit one with `routegate fit --desk {desk_dir}` or remove the field"
         )
     for index, entry in enumerate(config.knowledge.paths):
-        where = resolve(desk_dir, entry)
+        where = desk_path(desk_dir, entry, f"{path}: knowledge.paths[{index}]")
         if not where.exists():
             raise DeskConfigError(
                 f"{path}: knowledge.paths[{index}]: {where} does not exist; point it at a docs folder or file "
                 "(relative to the desk directory) or remove it"
             )
     return config
+
+
+def desk_path(desk_dir: Path, entry: str, field: str) -> Path:
+    """A path of the configuration that a desk reads (its SQL file, its documents): in the desk directory, reached
+    through no symbolic link (:func:`inside`); refused with ``field`` and what to do otherwise."""
+    try:
+        return inside(Path(desk_dir), entry)
+    except OutsideError as exc:
+        raise DeskConfigError(f"{field}: {entry!r} {exc}") from None
 
 
 def resolve(desk_dir: Path, entry: str) -> Path:
@@ -475,3 +497,15 @@ def builtin_desk_dir() -> Path:
 
 def is_identifier(name: str) -> bool:
     return bool(_IDENTIFIER.match(name))
+
+
+def short_identifier(name: str) -> str:
+    """Identifiers stay within PostgreSQL's 63 bytes: a long one keeps its start and gets a hash."""
+    if len(name) <= 63:
+        return name
+    return name[:50] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def data_schema(desk: str) -> str:
+    """The schema a desk with ``source = "sql"`` loads its tables into: ``desk_<name>``, its own."""
+    return short_identifier(f"desk_{desk}")

@@ -1,6 +1,7 @@
 """The knowledge base of a configured desk, in pgvector: incremental ingest and search.
 
-:func:`ingest` reads the configured documents (:mod:`.documents`), compares each file's sha256 (and the encoder's
+:func:`ingest` reads the configured documents (:mod:`.documents`: the regular files of the desk directory's docs
+paths, no symbolic link followed, each size-checked before it is read), compares each file's sha256 (and the encoder's
 model id) with what was ingested before, and re-chunks and re-embeds only the files that changed; files that
 are gone are removed with their chunks. One transaction: a failed ingest leaves the previous knowledge base.
 :class:`KnowledgeBase` searches the chunks by cosine similarity; a chunk under ``min_score`` is not an answer.
@@ -18,7 +19,7 @@ from routegate._extras import needs
 with needs("desk"):
     from psycopg import sql
 
-from routegate.apps.configured.config import DeskConfig, resolve
+from routegate.apps.configured.config import DeskConfig, desk_path
 from routegate.apps.configured.documents import chunks_of, read_documents
 from routegate.apps.support.db import SupportDatabase, embedding_type
 from routegate.apps.support.vector_tool import MAX_TOP_K, nearest, vector_literal
@@ -32,6 +33,8 @@ class IngestReport:
     removed: tuple[str, ...]
     unchanged: tuple[str, ...]
     chunks: int  # chunks embedded by this run
+    skipped: tuple[str, ...] = ()
+    """Files of the docs folders passed by and not read (``docs/x.md (a symbolic link: ...)``)."""
 
     def summary(self) -> str:
         return (
@@ -76,7 +79,9 @@ async def ensure_tables(db: SupportDatabase, dim: int) -> None:
 async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encoder: Encoder) -> IngestReport:
     """Bring the knowledge base in line with the documents on disk (only what changed is embedded)."""
     await ensure_tables(db, encoder.dim)
-    documents = read_documents([resolve(desk_dir, p) for p in config.knowledge.paths])
+    paths = config.knowledge.paths
+    found = read_documents([desk_path(desk_dir, p, f"knowledge.paths[{i}]") for i, p in enumerate(paths)])
+    documents = found.documents
     async with db.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.desk.kb.' || %s))", (db.schema,))
         cur = await conn.execute("SELECT source, digest, model_id FROM kb_files")
@@ -113,7 +118,7 @@ async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encode
         if removed:
             await conn.execute("DELETE FROM kb_chunks WHERE source = ANY(%s)", (removed,))
             await conn.execute("DELETE FROM kb_files WHERE source = ANY(%s)", (removed,))
-    return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded)
+    return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded, found.skipped)
 
 
 _NEAREST_CHUNKS: Final = (
