@@ -159,7 +159,9 @@ def calibrate(
     feature_scores: Mapping[str, F32] | None = None,
 ) -> Calibration:
     """Choose the confidence (``p(top) + beta * knn`` over the grid of ``alpha`` x ``beta``, a feature score, or
-    the detector over all of them) and its threshold on the calibration data, by the objective.
+    the detector over all of them) and its threshold on the calibration data, by the objective. The feature scores
+    compete only with out-of-scope rows to measure them on: the coverage objective (no such rows) would pick the
+    score that best rejects the head's own errors, not the one that detects queries unlike the training data.
     ``feature_scores``: the rows' ``_head.FEATURE_SCORES`` when already known (out of fold), else computed."""
     index = {r: i for i, r in enumerate(head.routes)}
     is_oos = np.array([label == oos_label for label in labels], dtype=bool)
@@ -177,7 +179,8 @@ def calibrate(
         knn = _head.knn_to(head, vectors, top)
         correct = (top == y) & ~is_oos
         candidates = [(SCORES[0], beta, p1 + beta * knn) for beta in config.betas]
-        candidates += [(name, -1.0, extra[name]) for name in SCORES[1:] if name in config.scores]
+        if is_oos.any():  # without out-of-scope rows the objective (coverage) cannot tell which score detects them
+            candidates += [(name, -1.0, extra[name]) for name in SCORES[1:] if name in config.scores]
         for score, beta, confidence in candidates:
             fit = fit_threshold(
                 confidence,

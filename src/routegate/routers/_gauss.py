@@ -44,7 +44,16 @@ class Gaussian:
         sums = np.zeros((n_routes, x.shape[1]), dtype=np.float64)
         np.add.at(sums, route_index, x)
         means = sums / np.maximum(counts, 1.0)[:, None]
-        covariance = LedoitWolf(assume_centered=True).fit(x - means[route_index]).covariance_
+        residuals = x - means[route_index]
+        dim = x.shape[1]
+        if np.abs(residuals).max(initial=0.0) > 0:
+            covariance = LedoitWolf(assume_centered=True).fit(residuals).covariance_
+        else:  # one example per route (or identical ones): nothing to estimate a spread from
+            covariance = np.eye(dim)
+        if not np.isfinite(covariance).all():
+            covariance = np.eye(dim)
+        # a floor on the diagonal keeps it positive definite when the residuals span fewer dimensions than there are
+        covariance.flat[:: dim + 1] += max(1e-6, 1e-6 * float(np.trace(covariance)) / dim)
         # W = L^-T with Sigma = L L^T, so W W^T = (L L^T)^-1 = Sigma^-1 (the shrunk Sigma is positive definite)
         lower = np.linalg.cholesky(covariance)
         whiten = np.linalg.inv(lower).T
