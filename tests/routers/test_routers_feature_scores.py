@@ -211,3 +211,15 @@ def test_the_cascade_band_counts_what_would_go_to_the_llm_and_the_oracle_ceiling
     assert band.share == pytest.approx(3 / 6)
     assert band.accuracy == pytest.approx(2 / 6)  # the first a, the caught oos
     assert band.oracle_accuracy == pytest.approx(4 / 6)  # + the clarify and the in-scope default
+
+
+def test_fit_scores_option_names_the_routers_scores_and_refuses_others(tmp_path: Path) -> None:
+    from routegate.cli import main
+    from routegate.cli.routers import SCORE_NAMES, score_names
+    from routegate.routers._rule import SCORES
+
+    assert SCORE_NAMES == SCORES  # --help lists them without importing numpy: the two lists must not drift
+    assert score_names("energy, mahalanobis") == ("p_top+beta*knn", "energy", "mahalanobis")
+    train = EXAMPLES / "train.jsonl"
+    assert main(["fit", "--train", str(train), "-o", str(tmp_path / "r"), "--scores", "cosine"]) == 2
+    assert not (tmp_path / "r").exists()
