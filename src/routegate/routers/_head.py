@@ -25,13 +25,11 @@ from routegate._extras import needs
 
 with needs("embed"):
     import numpy as np
-    import numpy.typing as npt
 
 from routegate.routers._charngrams import CharNgrams
+from routegate.routers._gauss import F32 as F32  # the array types live in the lowest module; re-exported here
+from routegate.routers._gauss import I64 as I64
 from routegate.routers._gauss import Gaussian
-
-F32 = npt.NDArray[np.float32]
-I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
