@@ -223,3 +223,22 @@ def test_fit_scores_option_names_the_routers_scores_and_refuses_others(tmp_path:
     train = EXAMPLES / "train.jsonl"
     assert main(["fit", "--train", str(train), "-o", str(tmp_path / "r"), "--scores", "cosine"]) == 2
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("fit", ["--scores", "mahalanobis (distance to the nearest route's mean", "`routegate eval` reports each"]),
+        ("eval", ["the OOS AUROC of each score the router computes", "the cascade's LLM band", "with an oracle"]),
+    ],
+)
+def test_the_help_explains_the_choice_of_score(
+    command: str, says: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from routegate.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for phrase in says:
+        assert phrase in text, phrase
