@@ -55,7 +55,14 @@ def test_eval_json_has_the_contract_keys(router_dir: Path, capsys: pytest.Captur
     assert report["risk_coverage"]
     assert "eval [" in captured.err  # the progress bar goes to stderr
     # each score's AUROC, so a user sees which one the data favours; the one the router decides with among them
-    assert set(report["auroc_by_score"]) == {"p_top", "knn", "mahalanobis", "energy", "confidence"}
+    assert set(report["auroc_by_score"]) == {
+        "p_top",
+        "knn",
+        "mahalanobis",
+        "relative_mahalanobis",
+        "energy",
+        "confidence",
+    }
     assert all(0.0 <= v <= 1.0 for v in report["auroc_by_score"].values())
     assert report["auroc_by_score"]["confidence"] == pytest.approx(report["oos_auroc"])
     assert report["method"] == json.loads((router_dir / "manifest.json").read_text())["calibration"]["method"]

@@ -35,7 +35,7 @@ class TableEncoder:
         return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
 
 
-def test_gaussian_distances_are_the_mahalanobis_distances_under_the_ledoit_wolf_covariance() -> None:
+def test_gaussian_distances_are_the_mahalanobis_distances_under_the_ledoit_wolf_covariances() -> None:
     rng = np.random.default_rng(0)
     means = rng.normal(size=(3, 6))
     y = np.repeat(np.arange(3), 40)
@@ -46,7 +46,10 @@ def test_gaussian_distances_are_the_mahalanobis_distances_under_the_ledoit_wolf_
     queries = rng.normal(size=(5, 6)).astype(np.float32)
     expected = np.array([[(q - m) @ precision @ (q - m) for m in mu] for q in queries])
     np.testing.assert_allclose(gauss.distances(queries), expected, rtol=1e-3, atol=1e-3)
-    np.testing.assert_allclose(gauss.score(queries), -expected.min(axis=1), rtol=1e-3, atol=1e-3)
+    center = x.mean(axis=0)
+    background = np.linalg.inv(LedoitWolf(assume_centered=True).fit(x - center).covariance_)
+    expected_background = np.array([(q - center) @ background @ (q - center) for q in queries])
+    np.testing.assert_allclose(gauss.background_distance(queries), expected_background, rtol=1e-3, atol=1e-3)
 
 
 def _anisotropic_data() -> tuple[TableEncoder, list[LabelledExample], list[LabelledExample]]:
@@ -121,7 +124,7 @@ def test_a_saved_router_gives_the_same_scores_and_decisions_after_loading(
     texts = [e.text for e in load_examples(EXAMPLES / "test.jsonl")]
     loaded = SemanticRouter.load(fitted.save(tmp_path / "router"), encoder=HashingEncoder(dim=384))
     before, after = fitted.score_table(texts), loaded.score_table(texts)
-    assert set(before) == {"p_top", "knn", "mahalanobis", "energy", "confidence"}
+    assert set(before) == {"p_top", "knn", "mahalanobis", "relative_mahalanobis", "energy", "confidence"}
     for name in before:
         np.testing.assert_array_equal(before[name], after[name], err_msg=name)
     assert loaded.calibration == fitted.calibration
@@ -158,7 +161,7 @@ def test_a_router_saved_in_format_1_still_loads_without_the_mahalanobis_score(tm
     path = router.save(tmp_path / "router")
     manifest = json.loads((path / "manifest.json").read_text())  # as format 1 wrote it: no Gaussians, no hashes
     manifest["version"] = 1
-    for name in ("gauss_whiten", "gauss_centers"):
+    for name in ("gauss_whiten", "gauss_centers", "gauss_background_whiten", "gauss_background_center"):
         del manifest["arrays"][name]
         (path / f"{name}.npy").unlink()
     for spec in manifest["arrays"].values():
@@ -168,7 +171,7 @@ def test_a_router_saved_in_format_1_still_loads_without_the_mahalanobis_score(tm
     (path / "manifest.json").write_text(json.dumps(manifest))
     loaded = SemanticRouter.load(path, encoder=HashingEncoder(dim=384))
     texts = [e.text for e in load_examples(EXAMPLES / "test.jsonl")]
-    assert loaded.head.gauss is None and "mahalanobis" not in loaded.score_table(texts)
+    assert loaded.head.gauss is None and not {"mahalanobis", "relative_mahalanobis"} & set(loaded.score_table(texts))
     assert [d.route for d in loaded.route_many(texts)] == [d.route for d in router.route_many(texts)]
 
 

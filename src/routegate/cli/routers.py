@@ -26,7 +26,7 @@ from routegate.cli._command import add_command
 from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
 
-SCORE_NAMES = ("p_top+beta*knn", "mahalanobis", "energy")
+SCORE_NAMES = ("p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy")
 """The scores ``--scores`` names (``routegate.routers._rule.SCORES``; listed here so that ``--help`` needs no numpy)."""
 
 if TYPE_CHECKING:
@@ -81,7 +81,8 @@ def register(subparsers: Any) -> None:
         help="the out-of-scope scores calibration may choose between, comma-separated (default: all): "
         "p_top+beta*knn (top probability plus the similarity to that route's nearest examples), mahalanobis "
         "(distance to the nearest route's mean under a covariance shared by all routes: strong when the encoder "
-        "keeps each route compact, e.g. fine-tuned), energy (log-sum-exp of the embedding model's logits). The one "
+        "keeps each route compact, e.g. fine-tuned), relative_mahalanobis (the same less the distance to the mean of all "
+        "training examples), energy (log-sum-exp of the embedding model's logits). The one "
         "with the best in-scope accuracy at the OOS-recall floor on --val wins; with enough out-of-scope rows an "
         "OOS detector over all of them competes too. Without out-of-scope rows only p_top+beta*knn is chosen (the "
         "coverage objective cannot measure detection). `routegate eval` reports each score's AUROC",
@@ -500,7 +501,7 @@ def run_eval(args: argparse.Namespace) -> int:
     Route every line of FILE one query at a time with a saved router and report in-scope accuracy, out-of-scope
     precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. With
     out-of-scope rows it also reports the OOS AUROC of each score the router computes (p_top, knn, mahalanobis,
-    energy, and confidence: the one it decides with, chosen at fit time on --val) so you see which one your data
+    relative_mahalanobis, energy, and confidence: the one it decides with, chosen at fit time on --val) so you see which one your data
     favours, and the cascade's LLM band: how many queries a CascadeRouter over this router would send to its LLM
     stage (outcome default or clarify) and the accuracy with an oracle there, the most a model tier can add. A
     progress bar goes to stderr. Every label of FILE must be a route of the router or the out-of-scope label:

@@ -11,7 +11,7 @@ Three parts, all plain arrays (saved as ``.npy``, loaded without pickle):
   the nearest route's mean, a class-conditional score on the features themselves.
 
 Scores that say how much a query is in scope (higher = more): ``p_top + beta * knn`` (the default), ``mahalanobis``,
-``energy`` (the log-sum-exp of the embedding model's logits, Liu et al. 2020), and the out-of-scope detector over
+``relative_mahalanobis``, ``energy`` (the log-sum-exp of the embedding model's logits, Liu et al. 2020), and the out-of-scope detector over
 all of them; calibration chooses one on held-out data by :mod:`routegate.routers.calibration`'s objective, together
 with ``alpha`` and ``beta``. ``margin = p(top) - p(runner-up)`` decides clarify.
 """
@@ -83,9 +83,13 @@ def energy(head: Head, vectors: F32) -> F32:
     return out
 
 
-def mahalanobis(head: Head, vectors: F32) -> F32 | None:
-    """Minus the squared Mahalanobis distance to the nearest route (``None`` for a head without the Gaussians)."""
-    return None if head.gauss is None else head.gauss.score(vectors)
+def mahalanobis(head: Head, vectors: F32) -> tuple[F32, F32] | None:
+    """Minus the squared Mahalanobis distance to the nearest route, and the same relative to the background
+    Gaussian (:mod:`routegate.routers._gauss`); ``None`` for a head without the Gaussians."""
+    if head.gauss is None:
+        return None
+    nearest = head.gauss.distances(vectors).min(axis=1)
+    return -nearest, head.gauss.background_distance(vectors) - nearest
 
 
 def char_probs(head: Head, texts: Sequence[str]) -> F32 | None:
@@ -136,7 +140,7 @@ DETECTOR_FEATURES = (
     "p_char_top",
 )
 """The out-of-scope detector's inputs in a router saved before the class-conditional scores."""
-FEATURE_SCORES = ("mahalanobis", "energy")
+FEATURE_SCORES = ("mahalanobis", "relative_mahalanobis", "energy")
 """Scores on the encoder's features: each a confidence of its own and an input of the detector."""
 DETECTOR_INPUTS = DETECTOR_FEATURES + FEATURE_SCORES
 

@@ -23,8 +23,8 @@ from routegate.errors import ConfigurationError
 from routegate.routers import _head
 from routegate.routers._head import F32, Head
 
-Score = Literal["p_top+beta*knn", "mahalanobis", "energy"]
-SCORES: tuple[Score, ...] = ("p_top+beta*knn", "mahalanobis", "energy")
+Score = Literal["p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy"]
+SCORES: tuple[Score, ...] = ("p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy")
 """The confidences calibration may choose without the detector."""
 
 
@@ -179,18 +179,18 @@ def feature_scores_of(head: Head, vectors: F32) -> dict[str, F32]:
             "this router has no class-conditional Gaussians (saved before they existed): fit it again "
             "(routegate fit) to use the mahalanobis score"
         )
-    return {"mahalanobis": maha, "energy": _head.energy(head, vectors)}
+    return {"mahalanobis": maha[0], "relative_mahalanobis": maha[1], "energy": _head.energy(head, vectors)}
 
 
 def score_table(head: Head, cal: Calibration, p_embed: F32, p_char: F32 | None, vectors: F32) -> dict[str, F32]:
     """Every in-scope score the router can compute for a batch (higher = more in scope), by name: ``p_top``,
-    ``knn`` (mean similarity to the top route's nearest examples), ``mahalanobis`` (not for a router saved
-    without the Gaussians), ``energy``, and ``confidence`` — the one the router decides with (``cal.method``)."""
+    ``knn`` (mean similarity to the top route's nearest examples), ``mahalanobis`` and ``relative_mahalanobis`` (not
+    for a router saved without the Gaussians), ``energy``, and ``confidence`` — the one the router decides with (``cal.method``)."""
     rule = apply_rule(head, cal, p_embed, p_char, vectors, None)
     table = {"p_top": rule.p1, "knn": _head.knn_to(head, vectors, rule.top)}
     maha = _head.mahalanobis(head, vectors)
     if maha is not None:
-        table["mahalanobis"] = maha
+        table["mahalanobis"], table["relative_mahalanobis"] = maha
     table["energy"] = _head.energy(head, vectors)
     table["confidence"] = rule.confidence
     return table

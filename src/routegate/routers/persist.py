@@ -9,7 +9,7 @@ lazily on the first query).
 
 Each array's entry in the manifest holds its SHA-256 (format version 2): an array changed after it was saved (a
 disk error, a hand edit) is refused on load, naming the file. Version 2 also holds the class-conditional Gaussians
-(``gauss_whiten``, ``gauss_centers``: :mod:`routegate.routers._gauss`) and names the calibration's chosen score;
+(``gauss_*``: :mod:`routegate.routers._gauss`) and names the calibration's chosen score;
 version 1 directories (saved before them) still load, without the Mahalanobis score.
 
 A router fitted on a fine-tuned encoder (:mod:`routegate.routers.finetune`) also holds that encoder's int8 ONNX
@@ -68,7 +68,12 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
         "offsets": head.offsets,
     }
     if head.gauss is not None:
-        arrays |= {"gauss_whiten": head.gauss.whiten, "gauss_centers": head.gauss.centers}
+        gauss = head.gauss
+        arrays |= {"gauss_whiten": gauss.whiten, "gauss_centers": gauss.centers}
+        arrays |= {
+            "gauss_background_whiten": gauss.background_whiten,
+            "gauss_background_center": gauss.background_center,
+        }
     char_meta: dict[str, Any] | None = None
     if head.char is not None:
         arrays |= {"char_coef": head.char.coef, "char_intercept": head.char.intercept, "char_idf": head.char.ngrams.idf}
@@ -249,9 +254,14 @@ def _char_head(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray[An
 
 
 def _gaussian(arrays: dict[str, np.ndarray[Any, Any]]) -> Gaussian | None:
-    if "gauss_whiten" not in arrays and "gauss_centers" not in arrays:
+    names = ("gauss_whiten", "gauss_centers", "gauss_background_whiten", "gauss_background_center")
+    if not any(name in arrays for name in names):
         return None  # saved before the class-conditional scores (format version 1)
-    return Gaussian(arrays["gauss_whiten"].astype(np.float32), arrays["gauss_centers"].astype(np.float32))
+    return Gaussian(*(arrays[name].astype(np.float32) for name in names))
+
+
+def _gauss_arrays(gauss: Gaussian) -> tuple[np.ndarray[Any, Any], ...]:
+    return gauss.whiten, gauss.centers, gauss.background_whiten, gauss.background_center
 
 
 def _optional_str(value: object) -> str | None:
@@ -283,7 +293,8 @@ def _check_consistent(manifest_file: Path, head: Head) -> None:
     if char is not None and char.intercept.shape != (k,):
         raise ConfigurationError(f"{manifest_file}: char n-gram intercepts do not match {k} routes; {_REFIT}")
     gauss = head.gauss
-    if gauss is not None and (gauss.whiten.shape != (d, d) or gauss.centers.shape != (k, d)):
+    shapes = ((d, d), (k, d), (d, d), (d,))
+    if gauss is not None and tuple(a.shape for a in _gauss_arrays(gauss)) != shapes:
         raise ConfigurationError(f"{manifest_file}: the Gaussians' arrays do not match {k} routes of dimension {d}")
-    if gauss is not None and not (np.isfinite(gauss.whiten).all() and np.isfinite(gauss.centers).all()):
+    if gauss is not None and not all(np.isfinite(a).all() for a in _gauss_arrays(gauss)):
         raise ConfigurationError(f"{manifest_file}: the Gaussians' arrays hold NaN or infinite values; {_REFIT}")
