@@ -245,3 +245,14 @@ def test_the_help_explains_the_choice_of_score(
     text = " ".join(capsys.readouterr().out.split())
     for phrase in says:
         assert phrase in text, phrase
+
+
+def test_two_detectors_compete_one_over_the_head_and_one_with_the_feature_scores() -> None:
+    encoder, train, val = _anisotropic_data()
+    router = SemanticRouter.fit(train, val=val, encoder=encoder, config=FitConfig(char_ngrams=False))  # type: ignore[arg-type]
+    rows = {str(g["score"]): g for g in router.calibration.grid}
+    assert {"oos-detector", "oos-detector+features", "mahalanobis", "energy"} <= set(rows)
+    # only the feature scores see the out-of-scope queries here: whatever wins reads them
+    assert router.calibration.method in {"mahalanobis", "relative_mahalanobis", "oos-detector"}
+    assert router.calibration.needs_feature_scores()
+    assert router.calibration.in_scope_accuracy == 1.0

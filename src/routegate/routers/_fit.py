@@ -220,7 +220,11 @@ def calibrate(
     cal = replace(best[1], grid=tuple(grid))
     n_oos, n_in = int(is_oos.sum()), int((~is_oos).sum())
     if config.oos_detector and min(n_oos, n_in) >= config.detector_min_examples and len(head.routes) > 1:
-        cal = try_detector(head, cal, p_embed, p_char, vectors, y, is_oos, config, grid, extra)
+        # two detectors compete: over the head's scores alone, and with the feature scores too (more inputs can
+        # fit the calibration rows worse out of fold, as on CLINC150 with the frozen encoder)
+        with_features = _head.DETECTOR_FEATURES + tuple(n for n in _head.FEATURE_SCORES if n in config.scores)
+        for inputs in dict.fromkeys((_head.DETECTOR_FEATURES, with_features)):
+            cal = try_detector(head, cal, p_embed, p_char, vectors, y, is_oos, config, grid, extra, inputs)
     if config.clarify_cost is not None and len(head.routes) > 1:
         rule = apply_rule(head.with_mix(cal.alpha, cal.beta), cal, p_embed, p_char, vectors, None, extra)
         accepted = (rule.confidence >= cal.threshold) & ~is_oos
@@ -243,15 +247,17 @@ def try_detector(
     config: FitConfig,
     grid: list[dict[str, float | str]],
     feature_scores: Mapping[str, F32],
+    inputs: tuple[str, ...],
 ) -> Calibration:
-    """Fit the out-of-scope detector on the calibration data and keep it if its out-of-fold threshold does
-    better on the objective than the best single confidence (``cal``)."""
+    """Fit the out-of-scope detector over ``inputs`` on the calibration data and keep it if its out-of-fold
+    threshold does better on the objective than ``cal`` (the best confidence so far)."""
     with needs("embed"):
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-    inputs = _head.DETECTOR_FEATURES + tuple(name for name in _head.FEATURE_SCORES if name in config.scores)
-    rule = apply_rule(head, replace(cal, beta=0.0, score=SCORES[0]), p_embed, p_char, vectors, None)
+    rule = apply_rule(
+        head, replace(cal, beta=0.0, score=SCORES[0], detector_weights=()), p_embed, p_char, vectors, None
+    )
     knn_mean, knn_max = _head.knn_stats(head, vectors, rule.top)
     feats = _head.detector_features(
         rule.probs,
@@ -282,7 +288,7 @@ def try_detector(
         {
             "alpha": cal.alpha,
             "beta": -1.0,
-            "score": "oos-detector",
+            "score": "oos-detector" if inputs == _head.DETECTOR_FEATURES else "oos-detector+features",
             "threshold": fit.threshold,
             "in_scope_accuracy": fit.in_scope_accuracy,
             "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
