@@ -27,6 +27,9 @@ from routegate.cli._fit_report import fit_lines
 from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
 
+SCORE_NAMES = ("p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy")
+"""The scores ``--scores`` names (``routegate.routers._rule.SCORES``; listed here so that ``--help`` needs no numpy)."""
+
 if TYPE_CHECKING:
     from routegate.apps.configured.config import DeskConfig
     from routegate.routers.data import LabelledExample
@@ -85,6 +88,18 @@ def register(subparsers: Any) -> None:
         help="the encoder to fit with (default minilm, the embedded English MiniLM): openai = any OpenAI-compatible "
         "embeddings endpoint (ROUTEGATE_EMBEDDINGS_MODEL, _BASE_URL, _API_KEY); multilingual-e5 = the offline "
         "multilingual encoder (the routegate[multilingual] extra). The router records it; eval uses the same",
+    )
+    fit.add_argument(
+        "--scores",
+        default=",".join(SCORE_NAMES),
+        help="the out-of-scope scores calibration may choose between, comma-separated (default: all): "
+        "p_top+beta*knn (top probability plus the similarity to that route's nearest examples), mahalanobis "
+        "(distance to the nearest route's mean under a covariance shared by all routes: strong when the encoder "
+        "keeps each route compact, e.g. fine-tuned), relative_mahalanobis (the same less the distance to the mean of all "
+        "training examples), energy (log-sum-exp of the embedding model's logits). The one "
+        "with the best in-scope accuracy at the OOS-recall floor on --val wins; with enough out-of-scope rows an "
+        "OOS detector over all of them competes too. Without out-of-scope rows only p_top+beta*knn is chosen (the "
+        "coverage objective cannot measure detection). `routegate eval` reports each score's AUROC",
     )
     fit.add_argument(
         "--threads",
@@ -293,6 +308,17 @@ class ProgressEncoder:
         return getattr(self.inner, name)
 
 
+def score_names(value: str) -> tuple[str, ...]:
+    """``--scores``: known names only; ``p_top+beta*knn`` is always a candidate (the fallback of every router)."""
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    unknown = [n for n in names if n not in SCORE_NAMES]
+    if unknown:
+        raise ConfigurationError(
+            f"--scores: unknown score(s) {', '.join(unknown)}; choose among {', '.join(SCORE_NAMES)}"
+        )
+    return (SCORE_NAMES[0], *(n for n in names if n != SCORE_NAMES[0]))
+
+
 def finetune_config(args: argparse.Namespace) -> Any:
     """The fine-tune sweep the flags ask for; misuse is refused before anything loads or trains."""
     from routegate.routers.finetune import FinetuneConfig
@@ -415,6 +441,7 @@ def run_fit(args: argparse.Namespace) -> int:
         inscope_coverage=defaults.inscope_coverage if args.inscope_coverage is None else args.inscope_coverage,
         clarify_cost=args.clarify_cost,
         char_ngrams=False if args.no_char_ngrams else "auto",
+        scores=score_names(args.scores),
     )
     if desk is not None:
         train, val = desk.train, desk.val
@@ -511,7 +538,11 @@ def run_eval(args: argparse.Namespace) -> int:
     """evaluate a saved router or a desk's router on labelled JSONL (accuracy, OOS detection, latency, curves)
 
     Route every line of FILE one query at a time with a saved router and report in-scope accuracy, out-of-scope
-    precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. A
+    precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. With
+    out-of-scope rows it also reports the OOS AUROC of each score the router computes (p_top, knn, mahalanobis,
+    relative_mahalanobis, energy, and confidence: the one it decides with, chosen at fit time on --val) so you see which one your data
+    favours, and the cascade's LLM band: how many queries a CascadeRouter over this router would send to its LLM
+    stage (outcome default or clarify) and the accuracy with an oracle there, the most a model tier can add. A
     progress bar goes to stderr. Every label of FILE must be a route of the router or the out-of-scope label:
     unknown labels are refused (listed), unless --unknown-as-oos. With --desk DIR instead of --router: the desk's
     router (rules and embedding layer, no database, no tool) on FILE's labelled questions ({"text", "route"}).

@@ -13,6 +13,11 @@ with an encoder of the same model id and dimension; without one given, the famil
 embeddings endpoint's cannot be built from the manifest: it needs its URL and key, so it is asked for). Routers saved
 before the family was recorded are MiniLM's.
 
+Each array's entry in the manifest holds its SHA-256 (format version 2): an array changed after it was saved (a
+disk error, a hand edit) is refused on load, naming the file. Version 2 also holds the class-conditional Gaussians
+(``gauss_*``: :mod:`routegate.routers._gauss`) and names the calibration's chosen score;
+version 1 directories (saved before them) still load, without the Mahalanobis score.
+
 A router fitted on a fine-tuned encoder (:mod:`routegate.routers.finetune`) also holds that encoder's int8 ONNX
 model (``encoder.onnx``); the manifest's ``encoder`` entry names the file, its hash and its provenance
 (``finetune``: base model, data hashes, hyper-parameters, validation figures). Loading it needs onnxruntime only.
@@ -43,6 +48,7 @@ from routegate.routers._files import (
     read_router_array,
     read_router_json,
 )
+from routegate.routers._gauss import Gaussian
 from routegate.routers._head import CharHead, Head
 from routegate.routers._rule import Calibration
 
@@ -50,9 +56,11 @@ if TYPE_CHECKING:
     from routegate.routers.semantic import SemanticRouter
 
 FORMAT = "routegate.semantic_router"
-VERSION = 1
 ENCODER_IDENTITY = 1  # the version of the manifest's encoder fields (name, model_id, dim)
 MINILM = "minilm"  # the family of routers saved before it was recorded
+VERSION = 2
+READS = (1, 2)
+"""Format versions this module loads: 1 (no Gaussians, no array hashes) and 2."""
 MANIFEST = "manifest.json"
 _REFIT = "save or fit the router again"
 _MAX_NGRAM = 64
@@ -67,6 +75,13 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
         "bank": head.bank,
         "offsets": head.offsets,
     }
+    if head.gauss is not None:
+        gauss = head.gauss
+        arrays |= {"gauss_whiten": gauss.whiten, "gauss_centers": gauss.centers}
+        arrays |= {
+            "gauss_background_whiten": gauss.background_whiten,
+            "gauss_background_center": gauss.background_center,
+        }
     char_meta: dict[str, Any] | None = None
     if head.char is not None:
         arrays |= {"char_coef": head.char.coef, "char_intercept": head.char.intercept, "char_idf": head.char.ngrams.idf}
@@ -83,8 +98,10 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
     encoder_meta |= _save_finetuned_model(router.encoder, path)
     files = {}
     for name, array in arrays.items():
-        np.save(path / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
-        files[name] = {"file": f"{name}.npy", "shape": list(array.shape), "dtype": str(array.dtype)}
+        file = path / f"{name}.npy"
+        np.save(file, np.ascontiguousarray(array), allow_pickle=False)
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+        files[name] = {"file": file.name, "shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest}
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -115,10 +132,15 @@ def _save_finetuned_model(encoder: Encoder, path: Path) -> dict[str, Any]:
     return {"file": MODEL_FILE, "sha256": digest, "finetune": finetuned.card}
 
 
-def _load_array(path: Path, spec: object, name: str) -> np.ndarray[Any, Any]:
+def _load_array(path: Path, spec: object, name: str, version: int) -> np.ndarray[Any, Any]:
     if not isinstance(spec, dict):
         raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no file entry")
-    array = read_router_array(path, spec.get("file"), what=f"array {name!r}")
+    expected = spec.get("sha256")
+    if version >= 2 and not isinstance(expected, str):
+        raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no sha256 entry; {_REFIT}")
+    array = read_router_array(
+        path, spec.get("file"), what=f"array {name!r}", sha256=expected if isinstance(expected, str) else None
+    )
     if list(array.shape) != spec.get("shape"):
         raise ConfigurationError(
             f"{path / str(spec.get('file'))}: shape {list(array.shape)} differs from the manifest's {spec.get('shape')}"
@@ -136,9 +158,10 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     manifest = read_router_json(path, MANIFEST, MANIFEST_MAX_BYTES, what="the manifest")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ConfigurationError(f"{manifest_file}: not a routegate semantic router (format != {FORMAT!r})")
-    if manifest.get("version") != VERSION:
+    if manifest.get("version") not in READS:
         raise ConfigurationError(
-            f"{manifest_file}: version {manifest.get('version')!r}, this routegate reads {VERSION}"
+            f"{manifest_file}: version {manifest.get('version')!r}, this routegate reads versions "
+            f"{', '.join(map(str, READS))}; upgrade routegate or fit the router again with this one"
         )
     if not isinstance(manifest.get("encoder"), dict):
         raise ConfigurationError(f"{manifest_file}: no encoder entry; {_REFIT}")
@@ -202,7 +225,8 @@ def load_router(
     expected: dict[str, Any] = manifest["encoder"]
     try:
         routes = tuple(str(r) for r in manifest["routes"])
-        arrays = {name: _load_array(path, spec, name) for name, spec in manifest["arrays"].items()}
+        version = int(manifest["version"])
+        arrays = {name: _load_array(path, spec, name, version) for name, spec in manifest["arrays"].items()}
         head_meta = manifest["head"]
         char: CharHead | None = None
         if head_meta.get("char"):
@@ -217,6 +241,7 @@ def load_router(
             float(head_meta["alpha"]),
             float(head_meta["beta"]),
             int(head_meta["knn_k"]),
+            _gaussian(arrays),
         )
         calibration = Calibration.from_dict(manifest["calibration"])
         options: dict[str, Any] = {
@@ -260,6 +285,17 @@ def _char_head(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray[An
     return CharHead(ngrams, arrays["char_coef"].astype(np.float32), arrays["char_intercept"].astype(np.float32))
 
 
+def _gaussian(arrays: dict[str, np.ndarray[Any, Any]]) -> Gaussian | None:
+    names = ("gauss_whiten", "gauss_centers", "gauss_background_whiten", "gauss_background_center")
+    if not any(name in arrays for name in names):
+        return None  # saved before the class-conditional scores (format version 1)
+    return Gaussian(*(arrays[name].astype(np.float32) for name in names))
+
+
+def _gauss_arrays(gauss: Gaussian) -> tuple[np.ndarray[Any, Any], ...]:
+    return gauss.whiten, gauss.centers, gauss.background_whiten, gauss.background_center
+
+
 def _optional_str(value: object) -> str | None:
     return None if value is None else str(value)
 
@@ -288,3 +324,9 @@ def _check_consistent(manifest_file: Path, head: Head) -> None:
         raise ConfigurationError(f"{manifest_file}: char n-gram arrays do not match the vocabulary; {_REFIT}")
     if char is not None and char.intercept.shape != (k,):
         raise ConfigurationError(f"{manifest_file}: char n-gram intercepts do not match {k} routes; {_REFIT}")
+    gauss = head.gauss
+    shapes = ((d, d), (k, d), (d, d), (d,))
+    if gauss is not None and tuple(a.shape for a in _gauss_arrays(gauss)) != shapes:
+        raise ConfigurationError(f"{manifest_file}: the Gaussians' arrays do not match {k} routes of dimension {d}")
+    if gauss is not None and not all(np.isfinite(a).all() for a in _gauss_arrays(gauss)):
+        raise ConfigurationError(f"{manifest_file}: the Gaussians' arrays hold NaN or infinite values; {_REFIT}")
