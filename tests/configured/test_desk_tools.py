@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
+import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -16,6 +18,8 @@ import pytest
 
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.configured.respond import MAX_QUOTED_CHARS
+from routegate.apps.configured.tools import MAX_RESPONSE_BYTES
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -115,3 +119,115 @@ async def test_a_tool_calls_its_url(
         assert "at the depot" in result.answer and "mock" not in result.answer
         missing = await desk.ask("where is my parcel?", session_id="tool-3")
         assert missing.route == "EXTERNAL" and missing.fallback == "unknown_query"
+
+
+class _Flood:
+    """A loopback server whose every answer is ``body_bytes`` long, streamed in small chunks without a length; it
+    counts the bytes the kernel accepted from it before the client closed (what the client could have read: its
+    receive buffer and this socket's send buffer, both bounded by the kernel, are the only slack)."""
+
+    CHUNK = 16 * 1024
+    SEND_BUFFER = 64 * 1024
+
+    def __init__(self, body_bytes: int, *, drip: float = 0.0, headers: str = "", chunk: bytes = b"") -> None:
+        self.body_bytes, self.drip, self.headers = body_bytes, drip, headers
+        self.chunk = chunk or b"x" * (1 if drip else self.CHUNK)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.sent: list[int] = []
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.SEND_BUFFER)
+        sent = 0
+        try:
+            conn.recv(65536)
+            conn.sendall(
+                f"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n{self.headers}connection: close\r\n\r\n".encode()
+            )
+            while sent < self.body_bytes and not self.stop.is_set():
+                conn.sendall(self.chunk)
+                sent += len(self.chunk)
+                if self.drip:
+                    self.stop.wait(self.drip)  # the server's pace, not the test's synchronisation
+        except OSError:
+            pass  # the client closed: what it did not read was never sent
+        finally:
+            self.sent.append(sent)
+            conn.close()
+            self.done.set()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        self.thread.join(timeout=30)
+
+
+def _kernel_slack() -> int:
+    """The most a client that stopped reading can leave unread in flight: its receive buffer's ceiling plus the
+    server socket's send buffer (the kernel doubles SO_SNDBUF)."""
+    receive_max = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    return receive_max + 2 * _Flood.SEND_BUFFER
+
+
+@pytest.mark.timeout(300)
+async def test_a_flooding_tool_answer_is_cut_while_it_streams(
+    shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
+) -> None:
+    bound = MAX_RESPONSE_BYTES + _kernel_slack()
+    flood = _Flood(4 * bound)
+    try:
+        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "")
+        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
+            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-flood")
+        assert flood.done.wait(60)
+    finally:
+        flood.close()
+    # the client stopped reading at the cut and closed: the server could not push the rest of the answer
+    [sent] = flood.sent
+    assert sent <= bound < flood.body_bytes, f"the client read {sent} bytes of a {flood.body_bytes}-byte answer"
+    # the turn answers with what was read, and says it is cut
+    assert (result.route, result.stop_reason) == ("EXTERNAL", "success")
+    assert result.answer.startswith("shipping_status: xxxx")
+    assert result.answer.endswith(
+        f"(This is not the whole result: its first {MAX_QUOTED_CHARS} characters are quoted.)"
+    )
+    assert result.answer.count("x") == MAX_QUOTED_CHARS
+
+
+@pytest.mark.timeout(120)
+async def test_a_dripping_tool_answer_ends_at_the_tools_timeout(
+    shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
+) -> None:
+    # one byte every 50 ms never trips a read timeout; the tool's timeout_seconds is the whole exchange's
+    flood = _Flood(MAX_RESPONSE_BYTES, drip=0.05)
+    try:
+        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "timeout_seconds = 1")
+        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
+            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-drip")
+    finally:
+        flood.close()
+    assert (result.route, result.fallback) == ("EXTERNAL", "tool_error:timeout")
+
+
+async def test_a_compressed_tool_answer_is_not_expanded(
+    shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
+) -> None:
+    # asked for an uncompressed answer, the server sends gzip anyway: not decompressed (a small body can expand to
+    # gigabytes), a clear tool error
+    body = gzip.compress(b'{"status": "at the depot"}')
+    flood = _Flood(len(body), headers="content-encoding: gzip\r\n", chunk=body)
+    try:
+        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "")
+        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
+            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-gzip")
+    finally:
+        flood.close()
+    assert (result.route, result.fallback) == ("EXTERNAL", "tool_error:http_error")
