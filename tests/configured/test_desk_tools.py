@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from typing import ClassVar
 
 import pytest
 
+from flood_server import FloodServer, kernel_slack
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.configured.factory import open_configured_desk
 from routegate.apps.configured.respond import MAX_QUOTED_CHARS
@@ -121,68 +121,12 @@ async def test_a_tool_calls_its_url(
         assert missing.route == "EXTERNAL" and missing.fallback == "unknown_query"
 
 
-class _Flood:
-    """A loopback server whose every answer is ``body_bytes`` long, streamed in small chunks without a length; it
-    counts the bytes the kernel accepted from it before the client closed (what the client could have read: its
-    receive buffer and this socket's send buffer, both bounded by the kernel, are the only slack)."""
-
-    CHUNK = 16 * 1024
-    SEND_BUFFER = 64 * 1024
-
-    def __init__(self, body_bytes: int, *, drip: float = 0.0, headers: str = "", chunk: bytes = b"") -> None:
-        self.body_bytes, self.drip, self.headers = body_bytes, drip, headers
-        self.chunk = chunk or b"x" * (1 if drip else self.CHUNK)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.sent: list[int] = []
-        self.done = threading.Event()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-
-    def _serve(self) -> None:
-        conn, _ = self.listener.accept()
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.SEND_BUFFER)
-        sent = 0
-        try:
-            conn.recv(65536)
-            conn.sendall(
-                f"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n{self.headers}connection: close\r\n\r\n".encode()
-            )
-            while sent < self.body_bytes and not self.stop.is_set():
-                conn.sendall(self.chunk)
-                sent += len(self.chunk)
-                if self.drip:
-                    self.stop.wait(self.drip)  # the server's pace, not the test's synchronisation
-        except OSError:
-            pass  # the client closed: what it did not read was never sent
-        finally:
-            self.sent.append(sent)
-            conn.close()
-            self.done.set()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-        self.thread.join(timeout=30)
-
-
-def _kernel_slack() -> int:
-    """The most a client that stopped reading can leave unread in flight: its receive buffer's ceiling plus the
-    server socket's send buffer (the kernel doubles SO_SNDBUF)."""
-    receive_max = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
-    return receive_max + 2 * _Flood.SEND_BUFFER
-
-
 @pytest.mark.timeout(300)
 async def test_a_flooding_tool_answer_is_cut_while_it_streams(
     shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
 ) -> None:
-    bound = MAX_RESPONSE_BYTES + _kernel_slack()
-    flood = _Flood(4 * bound)
+    bound = MAX_RESPONSE_BYTES + kernel_slack()
+    flood = FloodServer(4 * bound)
     try:
         desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "")
         async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
@@ -207,7 +151,7 @@ async def test_a_dripping_tool_answer_ends_at_the_tools_timeout(
     shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
 ) -> None:
     # one byte every 50 ms never trips a read timeout; the tool's timeout_seconds is the whole exchange's
-    flood = _Flood(MAX_RESPONSE_BYTES, drip=0.05)
+    flood = FloodServer(MAX_RESPONSE_BYTES, drip=0.05)
     try:
         desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "timeout_seconds = 1")
         async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
@@ -223,7 +167,7 @@ async def test_a_compressed_tool_answer_is_not_expanded(
     # asked for an uncompressed answer, the server sends gzip anyway: not decompressed (a small body can expand to
     # gigabytes), a clear tool error
     body = gzip.compress(b'{"status": "at the depot"}')
-    flood = _Flood(len(body), headers="content-encoding: gzip\r\n", chunk=body)
+    flood = FloodServer(len(body), headers="content-encoding: gzip\r\n", chunk=body)
     try:
         desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "")
         async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
