@@ -20,6 +20,7 @@ from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.configured.factory import open_configured_desk
 from routegate.apps.configured.respond import MAX_QUOTED_CHARS
 from routegate.apps.configured.tools import MAX_RESPONSE_BYTES
+from routegate.apps.support.contracts import TurnResult
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -121,19 +122,28 @@ async def test_a_tool_calls_its_url(
         assert missing.route == "EXTERNAL" and missing.fallback == "unknown_query"
 
 
+async def _ask_tool_of(
+    flood: FloodServer, shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder, extra: str = ""
+) -> TurnResult:
+    """One turn of the shop desk whose tool is ``flood`` (``extra``: more lines of the tool), once the server has
+    seen the client go; the server is closed."""
+    try:
+        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", extra)
+        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
+            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-flood")
+        assert flood.done.wait(60)
+        return result
+    finally:
+        flood.close()
+
+
 @pytest.mark.timeout(300)
 async def test_a_flooding_tool_answer_is_cut_while_it_streams(
     shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
 ) -> None:
     bound = MAX_RESPONSE_BYTES + kernel_slack()
     flood = FloodServer(4 * bound)
-    try:
-        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "")
-        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
-            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-flood")
-        assert flood.done.wait(60)
-    finally:
-        flood.close()
+    result = await _ask_tool_of(flood, shop_dir, pg_url, tmp_path, encoder)
     # the client stopped reading at the cut and closed: the server could not push the rest of the answer
     [sent] = flood.sent
     assert sent <= bound < flood.body_bytes, f"the client read {sent} bytes of a {flood.body_bytes}-byte answer"
@@ -152,12 +162,7 @@ async def test_a_dripping_tool_answer_ends_at_the_tools_timeout(
 ) -> None:
     # one byte every 50 ms never trips a read timeout; the tool's timeout_seconds is the whole exchange's
     flood = FloodServer(MAX_RESPONSE_BYTES, drip=0.05)
-    try:
-        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "timeout_seconds = 1")
-        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
-            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-drip")
-    finally:
-        flood.close()
+    result = await _ask_tool_of(flood, shop_dir, pg_url, tmp_path, encoder, "timeout_seconds = 1")
     assert (result.route, result.fallback) == ("EXTERNAL", "tool_error:timeout")
 
 
@@ -168,10 +173,5 @@ async def test_a_compressed_tool_answer_is_not_expanded(
     # gigabytes), a clear tool error
     body = gzip.compress(b'{"status": "at the depot"}')
     flood = FloodServer(len(body), headers="content-encoding: gzip\r\n", chunk=body)
-    try:
-        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", "")
-        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
-            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-gzip")
-    finally:
-        flood.close()
+    result = await _ask_tool_of(flood, shop_dir, pg_url, tmp_path, encoder)
     assert (result.route, result.fallback) == ("EXTERNAL", "tool_error:http_error")

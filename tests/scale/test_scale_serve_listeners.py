@@ -15,18 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from routegate.server.testing import free_port
+from routegate_process import start_routegate
 from server.rawhttp import descendants
 
 pytest.importorskip("ray", reason="needs the routegate[ray] extra")
@@ -93,13 +89,6 @@ def _unauthenticated_call(port: int) -> str:
     return "OK"
 
 
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="routegate-ray-listen-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.mark.e2e
 @pytest.mark.integration
 @pytest.mark.timeout(420)
@@ -107,28 +96,13 @@ def test_the_cluster_serve_ray_starts_listens_on_loopback_only(data_dir: Path) -
     port = free_port()
     env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
-    proc = subprocess.Popen(
-        [*cmd, "serve", "--ray", "--replicas", "1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
     try:
-        deadline = time.monotonic() + 300
-        while not any("Ctrl-C stops everything" in line for line in lines):  # readiness, bounded
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                output = "".join(lines)
-                if "Ray" in output and "failed to start" in output.lower():
-                    pytest.skip(f"Ray cannot start on this machine:\n{output[-2000:]}")
-                raise AssertionError("serve --ray exited early:\n" + output)
-            lines.append(line)
-            assert time.monotonic() < deadline, "serve --ray did not get ready in 300 s:\n" + "".join(lines)
+        proc, lines = start_routegate(["serve", "--ray", "--replicas", "1", "--port", str(port)], env, within=300)
+    except AssertionError as failed:
+        if "failed to start" in str(failed).lower():
+            pytest.skip(f"Ray cannot start on this machine:\n{str(failed)[-2000:]}")
+        raise
+    try:
         run = descendants(proc.pid) | {proc.pid}
         listening = _listening()
         ours = {inode: pid for inode, pid in _sockets_of(run).items() if inode in listening}
@@ -155,7 +129,8 @@ def test_the_cluster_serve_ray_starts_listens_on_loopback_only(data_dir: Path) -
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_a_local_cluster_is_not_started_without_rays_token_authentication(monkeypatch: pytest.MonkeyPatch) -> None:
