@@ -78,14 +78,14 @@ def _name(pid: int) -> str:
 def _unauthenticated_call(port: int) -> str:
     """The status a call without the cluster's token gets from the gRPC server on ``port`` (every interface: the
     loopback one is the same socket a caller from the network reaches)."""
-    import grpc
+    import grpc  # type: ignore[import-untyped]  # grpcio (Ray's dependency) ships no type information
 
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = channel.unary_unary("/ray.serve.ASGIService/HandleRequest")
         try:
             call(b"", timeout=30)
         except grpc.RpcError as failed:
-            return str(failed.code().name)  # type: ignore[attr-defined]  # a grpc.Call's code()
+            return str(failed.code().name)  # the RpcError raised by a call is also a grpc.Call
     return "OK"
 
 
