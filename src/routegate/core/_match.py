@@ -53,6 +53,7 @@ _SIGNS = "+\u2212-"  # the minus sign U+2212 too (NFKC leaves it as it is); "-" 
 _NUMBER_TOKEN = rf"(?:(?<!\w)[{_SIGNS}])?(?<![\w.,])\d++(?:[.,]\d++)*+(?!\w)"
 _TOKEN = re.compile(rf"({_NUMBER_TOKEN})|\w+")
 _NUMBER = re.compile(_NUMBER_TOKEN)
+_DIGITS = re.compile(r"\d+")
 _CURRENCY = " \t$€£¥₹"
 _THOUSANDS_GROUP = re.compile(r"[1-9]\d{0,2}")
 
@@ -103,9 +104,6 @@ def _number_word(token: str) -> str:
         return " ".join(_DIGITS.findall(token))
     sign, whole, fraction = parts
     return f"{sign}{whole}.{fraction}" if fraction is not None else f"{sign}{whole}"
-
-
-_DIGITS = re.compile(r"\d+")
 
 
 def words(text: str) -> str:
