@@ -51,11 +51,11 @@ _SIGNS = "+\u2212-"  # the minus sign U+2212 too (NFKC leaves it as it is); "-" 
 # a number token: its sign (when no word character is glued before it), its groups of digits joined by ',' or '.';
 # possessive, so that "3,000abc" is no number at all rather than the number 3 followed by a word
 _NUMBER_TOKEN = rf"(?:(?<!\w)[{_SIGNS}])?(?<![\w.,])\d++(?:[.,]\d++)*+(?!\w)"
-_TOKEN = re.compile(rf"({_NUMBER_TOKEN})|\w+")
+_TOKEN = re.compile(rf"{_NUMBER_TOKEN}|\w+")
+_RESPELT = "+\u2212"  # a token starting so, or holding a separator, is a number written another way
 _NUMBER = re.compile(_NUMBER_TOKEN)
 _DIGITS = re.compile(r"\d+")
 _CURRENCY = " \t$€£¥₹"
-_THOUSANDS_GROUP = re.compile(r"[1-9]\d{0,2}")
 
 
 def _split_number(token: str) -> tuple[str, str, str | None] | None:
@@ -66,22 +66,27 @@ def _split_number(token: str) -> tuple[str, str, str | None] | None:
     ``None`` when the groups fit no reading (``"1,2,3"``, ``"10.0.0.1"``): a list, a version, an address."""
     sign = "-" if token[0] in "-\u2212" else ""
     body = token.lstrip(_SIGNS)
-    groups = re.split(r"[.,]", body)
-    if len(groups) == 1:
+    commas, dots = body.count(","), body.count(".")
+    if not commas and not dots:
         return sign, body, None
-    separators = [ch for ch in body if ch in ".,"]
-    last = separators[-1]
-    if len(set(separators)) == 2:
-        if separators.count(last) != 1:
+    groups = body.replace(",", ".").split(".")
+    if commas and dots:
+        point = "," if body.rfind(",") > body.rfind(".") else "."
+        if body.count(point) != 1:
             return None
         whole, fraction = groups[:-1], groups[-1]
-    elif len(separators) > 1 or (len(groups[1]) == 3 and _THOUSANDS_GROUP.fullmatch(groups[0])):
+    elif commas + dots > 1 or (len(groups[1]) == 3 and _starts_groups(groups[0])):
         whole, fraction = groups, None
     else:
         return sign, groups[0], groups[1]
-    if len(whole) > 1 and not (_THOUSANDS_GROUP.fullmatch(whole[0]) and all(len(g) == 3 for g in whole[1:])):
+    if len(whole) > 1 and not (_starts_groups(whole[0]) and all(len(group) == 3 for group in whole[1:])):
         return None
     return sign, "".join(whole), fraction
+
+
+def _starts_groups(digits: str) -> bool:
+    """Can ``digits`` be the first group of a number written in groups of three (``1`` to ``999``)?"""
+    return len(digits) <= 3 and digits[0] != "0"
 
 
 def number_of(token: str) -> Decimal | None:
@@ -109,8 +114,8 @@ def _number_word(token: str) -> str:
 def words(text: str) -> str:
     """The normal form a text is compared in: NFKC, case-folded, its tokens (numbers written one way), one space
     between them."""
-    normal = unicodedata.normalize("NFKC", text[:MAX_TEXT]).casefold()
-    return " ".join(_number_word(m[1]) if m[1] else m[0] for m in _TOKEN.finditer(normal))
+    tokens = _TOKEN.findall(unicodedata.normalize("NFKC", text[:MAX_TEXT]).casefold())
+    return " ".join([_number_word(t) if t[0] in _RESPELT or "," in t or "." in t else t for t in tokens])
 
 
 def numbers_in(text: str) -> frozenset[Decimal]:
