@@ -6,7 +6,9 @@ question of an interrupted run; ``resume KEY --plan module:attribute`` resumes i
 :class:`~routegate.plan.Plan`, or a function of no arguments that returns one), ``--answer`` answering an interrupt.
 
 What the store holds is untrusted: every string from it is printed with control characters and terminal escape
-sequences escaped (``\x1b``), and a row that cannot be read is skipped and named instead of failing the listing.
+sequences escaped (``\x1b``), every value summarised (:func:`_summarised`: long texts, long lists and deep nesting
+cut with a marker saying how much there was, numbers that are not finite or too long as text), and a row that
+cannot be read is skipped and named instead of failing the listing.
 With ``ROUTEGATE_CHECKPOINT_SIGNING_KEY`` set, ``resume`` signs and checks checkpoints with it (without it, with
 the signing key of the plan's own store, if any) and ``show`` says whether a run's signature holds.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sqlite3
 import sys
@@ -105,16 +108,45 @@ def _escaped(text: str) -> str:
     return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in text)
 
 
-def _cell(value: object) -> str:
+_SHOWN_CHARS = 2_000
+_SHOWN_ITEMS = 100
+_SHOWN_DEPTH = 32
+_CELL_CHARS = 64
+
+
+def _summarised(value: object, depth: int = 0) -> Any:
+    """``value`` fit to print: a text over :data:`_SHOWN_CHARS` characters, a list or object over
+    :data:`_SHOWN_ITEMS` entries and nesting deeper than :data:`_SHOWN_DEPTH` are cut with a marker saying how much
+    there was; a number that is not finite becomes its name (JSON has none)."""
+    if isinstance(value, str):
+        return value if len(value) <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}… ({len(value)} characters)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if not isinstance(value, dict | list):
+        return value
+    if depth >= _SHOWN_DEPTH:
+        return f"<nested deeper than {_SHOWN_DEPTH} levels>"
+    if isinstance(value, list):
+        shown = [_summarised(item, depth + 1) for item in value[:_SHOWN_ITEMS]]
+        return shown if len(value) <= _SHOWN_ITEMS else [*shown, f"… ({len(value)} items)"]
+    out = {str(k): _summarised(v, depth + 1) for k, v in list(value.items())[:_SHOWN_ITEMS]}
+    if len(value) > _SHOWN_ITEMS:
+        out["…"] = f"({len(value)} keys)"
+    return out
+
+
+def _cell(value: object, limit: int = _CELL_CHARS) -> str:
+    """A table cell: escaped, cut at ``limit`` characters (a key at :data:`_SHOWN_CHARS`: ``show`` needs it whole)."""
     if value is None or value == "":
         return "-"
-    return _escaped(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+    text = _escaped(value if isinstance(value, str) else _dumps(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _dumps(value: object, **options: Any) -> str:
     """JSON whose strings hold no raw control or escape character (JSON leaves C1 controls and bidirectional
     overrides as they are; here they become ``\\uXXXX``)."""
-    text = json.dumps(value, ensure_ascii=False, default=str, **options)
+    text = json.dumps(_summarised(value), ensure_ascii=False, default=str, **options)
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text)
@@ -184,7 +216,7 @@ def run_list(args: argparse.Namespace) -> int:
     print(f"{'KEY':<32} {'STATUS':<12} {'STOP REASON':<28} {'NEXT':<16} UPDATED")
     for s in rows:
         print(
-            f"{_cell(s['key']):<32} {_cell(s['status']):<12} {_cell(s['stop_reason']):<28} {_cell(s['next']):<16} "
+            f"{_cell(s['key'], _SHOWN_CHARS):<32} {_cell(s['status']):<12} {_cell(s['stop_reason']):<28} {_cell(s['next']):<16} "
             f"{s['updated']}"
         )
     return 0

@@ -11,6 +11,7 @@ endpoint unreachable (DNS, refused, TLS)   ``llm_error:connect``
 HTTP 401 / 403                             ``llm_error:auth``
 HTTP 429 (after the retries)               ``llm_error:rate_limited``
 HTTP 5xx (after the retries), bad answer   ``llm_error:upstream``
+an answer over ``max_response_bytes``      ``llm_error:upstream``
 any other HTTP 4xx                         ``llm_error:bad_request``
 =========================================  ==========================
 
@@ -38,7 +39,8 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -77,19 +79,65 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BREAKER_SECONDS = 30.0
 
 
+MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
+"""What the client reads of one answer of the endpoint at most (a completion's body, or a whole stream): past it the
+answer is not read further and the call fails with ``llm_error:upstream`` (``max_response_bytes``)."""
+
+
+class _AnswerTooLarge(httpx.ReadError):
+    """An answer past ``max_response_bytes``, or compressed (which could expand past it): not read further."""
+
+
+class _BoundedBody(httpx.AsyncByteStream):
+    """A response body read at most ``limit`` bytes far: reading stops there, before the rest is received."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, request: httpx.Request) -> None:
+        self._inner, self._limit, self._request = inner, limit, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > self._limit:
+                raise _AnswerTooLarge(f"the answer is over {self._limit} bytes", request=self._request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class _FailFastTransport(httpx.AsyncBaseTransport):
     """Turns "could not connect" into the SDK's :class:`openai.APIConnectionError`, which the SDK raises without
     retrying: an endpoint that refuses connections will not accept one a second later, and the SDK's backoff
-    would hold the turn for seconds. Timeouts and HTTP statuses are left to the SDK's retries."""
+    would hold the turn for seconds. Timeouts and HTTP statuses are left to the SDK's retries.
 
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+    It also bounds what is read of an answer (:data:`MAX_RESPONSE_BYTES`, or the model's ``max_response_bytes``):
+    the body is read through :class:`_BoundedBody`, and asked for uncompressed (a compressed one is refused: its
+    size says nothing of what it expands to)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, *, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self._inner = inner
+        self._limit = max_response_bytes
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["accept-encoding"] = "identity"
         try:
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
         except httpx.ConnectError as exc:
             raise openai.APIConnectionError(message=f"could not connect: {exc}", request=request) from exc
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            raise _AnswerTooLarge(
+                f"the answer is compressed ({encoding[:40]}) although asked not to be", request=request
+            )
+        assert isinstance(response.stream, httpx.AsyncByteStream)  # an async transport's answer
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_BoundedBody(response.stream, self._limit, request),
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -132,6 +180,7 @@ class OpenAIChatModel(ClosedOnExit):
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         breaker_seconds: float = DEFAULT_BREAKER_SECONDS,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"OpenAIChatModel needs a model name, got {model!r}")
@@ -158,9 +207,15 @@ class OpenAIChatModel(ClosedOnExit):
             )
         if http_client is not None and transport is not None:
             raise ConfigurationError("give OpenAIChatModel an http_client or a transport, not both")
+        if isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1024:
+            raise ConfigurationError(
+                f"OpenAIChatModel.max_response_bytes must be an integer >= 1024, got {max_response_bytes!r}"
+            )
         if http_client is None:
             inner = transport or httpx.AsyncHTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
-            http_client = openai.DefaultAsyncHttpxClient(transport=_FailFastTransport(inner))
+            bounded = _FailFastTransport(inner, max_response_bytes=max_response_bytes)
+            http_client = openai.DefaultAsyncHttpxClient(transport=bounded)
+        self.max_response_bytes = max_response_bytes
         self.breaker = CircuitBreaker(open_seconds=breaker_seconds)
         self._refusals: dict[OutputMode, str] = {}
         self.model = model.strip()
@@ -379,8 +434,13 @@ class OpenAIChatModel(ClosedOnExit):
         kind = failure_kind(exc)
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
         answered = f"{where} answered HTTP {status}: {failure_detail(exc)}"
+        too_large = exc if isinstance(exc, _AnswerTooLarge) else exc.__cause__
         stop: LLMError
-        if kind == "timeout" and status is None:
+        if isinstance(too_large, _AnswerTooLarge):  # raised while the SDK read: it may have wrapped it
+            stop = LLMUpstreamError(
+                f"{where} gave an answer that is not read: {too_large} (max_response_bytes={self.max_response_bytes})"
+            )
+        elif kind == "timeout" and status is None:
             stop = LLMTimeoutError(f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)")
         elif kind == "connect":
             stop = LLMConnectError(

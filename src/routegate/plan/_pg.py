@@ -51,13 +51,15 @@ class PostgresCheckpoints(SqlRunTable):
     A lease is a session advisory lock on that connection: PostgreSQL drops it when the process (or the
     connection) dies, so a crashed run never blocks its resume."""
 
-    _LOAD_SQL = "SELECT status, stop_reason, updated, state FROM routegate_plan_runs WHERE key = %s"
+    # the document as text: psycopg's JSON decoding of one odd value (a number of 5,000 digits) would raise for the
+    # whole listing; read_row reads it and names a problem instead
+    _LOAD_SQL = "SELECT status, stop_reason, updated, state::text FROM routegate_plan_runs WHERE key = %s"
     _SAVE_SQL = (
         "INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
         "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET status = EXCLUDED.status, "
         "stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, state = EXCLUDED.state"
     )
-    _RUNS_SQL = "SELECT key, status, stop_reason, updated, state FROM routegate_plan_runs ORDER BY key"
+    _RUNS_SQL = "SELECT key, status, stop_reason, updated, state::text FROM routegate_plan_runs ORDER BY key"
     _DELETE_SQL = "DELETE FROM routegate_plan_runs WHERE key = %s"
 
     def __init__(self, url: str) -> None:

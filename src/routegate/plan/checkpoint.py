@@ -48,13 +48,30 @@ class RunRecord:
     problem: str | None = None
 
 
+MAX_INT_DIGITS = 4_000
+"""The longest integer a stored document is read with (Python reads at most 4,300 digits): a longer one, which
+routegate never writes (:func:`~routegate.core.contracts.jsonable` writes a marker instead) but another writer of
+the store may, is read as a marker string too."""
+
+
+def _int(text: str) -> int | str:
+    digits = len(text) - text.startswith("-")
+    return int(text) if digits <= MAX_INT_DIGITS else f"<integer of {digits} digits>"
+
+
+def loads(doc: str | bytes) -> Any:
+    """A stored document: JSON whose integers of more than :data:`MAX_INT_DIGITS` digits are read as markers."""
+    return json.loads(doc, parse_int=_int)
+
+
 def read_row(key: object, status: object, stop_reason: object, updated: object, state: object) -> RunRecord:
     """A stored row as a :class:`RunRecord`; a row that does not parse comes back with its ``problem`` named
-    instead of raising, so one damaged row never hides the others."""
+    instead of raising, so one damaged row never hides the others. ``state`` is the document's text (a backend
+    reads it as text, never through its driver's JSON decoding, which would raise for the whole listing)."""
     shown = key if isinstance(key, str) else repr(key)
     if isinstance(state, str | bytes):
         try:
-            state = json.loads(state)
+            state = loads(state)
         except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             return RunRecord(shown, str(status), str(stop_reason), 0.0, {}, f"its document is not JSON ({exc})")
     problem = None
