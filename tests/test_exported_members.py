@@ -85,6 +85,7 @@ PINNED: dict[str, list[str]] = {
         "PlanResult",
         "PlanRuntimeError",
         "RoutingAgent",
+        "Runtime",
         "Step",
         "StepContext",
         "StepEvent",
@@ -224,7 +225,7 @@ PINNED: dict[str, list[str]] = {
 }
 
 # The pin's bound: the public surface only shrinks or grows on purpose (one engine, a small typed API).
-MAX_PINNED = 180
+MAX_PINNED = 181  # + routegate.plan.Runtime, the public seam a runtime is built on
 
 # Names a package exported before and no longer does: for one release the old import still works, with a
 # DeprecationWarning naming the module that defines the name ("module:attribute" when it is defined under another
