@@ -27,7 +27,7 @@ class Returning(Runtime[Any, PlanResult[Any]]):
 
     returns_stops = True
 
-    def result(self, state: Any, ended: PlanResult[Any]) -> PlanResult[Any]:
+    def result(self, state: Any, ended: PlanResult[Any], ctx: RunContext[Any]) -> PlanResult[Any]:
         return ended
 
 

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from routegate.plan.plan import Plan
 
 R = TypeVar("R", bound=RunResult[Any])
-Finish = Callable[[PlanResult[Any]], R]
-"""What a run's ending becomes: the plan's own result (logged), or its runtime's (``Runtime.result``, logged)."""
+Finish = Callable[[PlanResult[Any], RunContext[Any] | None], R]
+"""What a run's ending (in its context, if it has one) becomes: the plan's own result (logged), or its runtime's
+(``Runtime.result``, logged)."""
 
 _perf = time.perf_counter
 
@@ -131,7 +132,7 @@ def start_context(
 
 async def _lean(plan: Plan[Any, Any], finish: Finish[R], value: Any, store: Any, started: float) -> R:
     """A run with nothing to watch: the interpreter alone."""
-    return finish(await interpret(plan, None, value, store, started))
+    return finish(await interpret(plan, None, value, store, started), None)
 
 
 async def _run(
@@ -170,7 +171,7 @@ async def _run(
                     durable.close()
             if durable is not None:
                 durable.finish(ended)
-        result = finish(ended)
+        result = finish(ended, run.ctx)
     except BaseException as exc:  # a plan bug or a cancellation: the open spans end with it
         spans.end(None, exc)
         raise

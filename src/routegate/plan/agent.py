@@ -138,7 +138,7 @@ class _AgentRuntime(Runtime[_State, AgentResult, DecisionEvent | DelegationEvent
     step_events = False
     returns_stops = True
 
-    def result(self, state: _State, ended: PlanResult[Any]) -> AgentResult:
+    def result(self, state: _State, ended: PlanResult[Any], ctx: RunContext[Any]) -> AgentResult:
         """The agent's result, from the run's state and how its plan's run ended."""
         run_id, elapsed_ms, trace = ended.run_id, ended.elapsed_ms, tuple(state.trace)
         error = ended.error

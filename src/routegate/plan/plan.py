@@ -245,7 +245,7 @@ class Plan(Generic[RunDepsT, OutputT]):
             )
 
     # -- what the engine's modules read of the plan ------------------------------------------------------------
-    def _ended(self, ended: PlanResult[Any]) -> PlanResult[Any]:
+    def _ended(self, ended: PlanResult[Any], ctx: RunContext[Any] | None) -> PlanResult[Any]:
         """A run of the plan's own ended: its result is how it ended, and its one log line."""
         if _logger.isEnabledFor(_INFO):
             plan_line(_logger, self.name, ended)

@@ -8,9 +8,10 @@ the final event — as for any plan.
 
 What a runtime says (override):
 
-* :meth:`Runtime.result` — how a run's result is made from its state (the payload the run started from) and its
-  ending, the plan's own :class:`~routegate.plan.PlanResult` (``outcome``, ``output``, ``error`` — the stop as an
-  :class:`~routegate.plan.ErrorInfo` —, ``path``, ``envelopes``, ``run_id``, ``elapsed_ms``). Required.
+* :meth:`Runtime.result` — how a run's result is made from its state (the payload the run started from), its
+  ending — the plan's own :class:`~routegate.plan.PlanResult` (``outcome``, ``output``, ``error``: the stop as an
+  :class:`~routegate.plan.ErrorInfo`; ``path``, ``envelopes``, ``trace``, ``run_id``, ``elapsed_ms``) — and its
+  :class:`~routegate.core.RunContext` (its ``deps``, ledgers). Required.
 * :meth:`Runtime.context` — the :class:`~routegate.core.RunContext` a run starts (default: one under the plan's
   budget, with the run's ``deps``).
 * :meth:`Runtime.spans` — a traced run's spans (default: the plan's, ``routegate.plan`` with a ``routegate.step``
@@ -83,11 +84,12 @@ class Runtime(Generic[StateT, ResultT, EventT]):
     _plan: Plan[Any, Any] | None = None
 
     # -- what a runtime says -----------------------------------------------------------------------------------
-    def result(self, state: StateT, ended: PlanResult[Any]) -> ResultT:
-        """The result of a run that started from ``state`` and ended as ``ended`` says (its ``error`` is the stop,
-        ``None`` on success; ``output`` the last step's payload). Called once per run, even when the deadline cut
-        it off or it used up ``max_iterations``."""
-        raise NotImplementedError(f"{type(self).__name__} must define result(state, ended)")
+    def result(self, state: StateT, ended: PlanResult[Any], ctx: RunContext[Any]) -> ResultT:
+        """The result of a run that started from ``state`` in ``ctx`` and ended as ``ended`` says (its ``error`` is
+        the stop, ``None`` on success; ``output`` the last step's payload; ``path``, ``envelopes``, ``trace``,
+        ``run_id``, ``elapsed_ms``). Called once per run, even when the deadline cut it off or it used up
+        ``max_iterations``."""
+        raise NotImplementedError(f"{type(self).__name__} must define result(state, ended, ctx)")
 
     def context(self, state: StateT, deps: Any, emit: Callable[[Any], None] | None) -> RunContext[Any]:
         """The context a run of its own starts (``emit``: the listener of a streamed run, ``None`` otherwise):
@@ -158,9 +160,10 @@ class Runtime(Generic[StateT, ResultT, EventT]):
             )
         self._plan = plan
 
-    def _finish(self, ended: PlanResult[Any]) -> ResultT:
+    def _finish(self, ended: PlanResult[Any], ctx: RunContext[Any] | None) -> ResultT:
         """A run ended: the runtime's result, and its one log line."""
-        result = self.result(ended.input, ended)
+        assert ctx is not None  # a runtime's run always has a context
+        result = self.result(ended.input, ended, ctx)
         if self.logger.isEnabledFor(_INFO):
             self.log(result, ended)
         return result

@@ -307,7 +307,7 @@ class _DispatchRuntime(Runtime[_Parts, DispatchResult, DecisionEvent | Delegatio
         self._dispatcher.step.admit(ctx, parts.request, parts.config)
         return ctx
 
-    def result(self, parts: _Parts, ended: PlanResult[Any]) -> DispatchResult:
+    def result(self, parts: _Parts, ended: PlanResult[Any], ctx: RunContext[Any]) -> DispatchResult:
         """The dispatch's result, from the parts' outcomes and how its plan's run ended."""
         error = ended.error
         outcome = _SUCCESS if error is None else self._dispatcher._outcome(parts, error)
