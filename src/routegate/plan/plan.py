@@ -177,9 +177,13 @@ class Plan(Generic[RunDepsT, OutputT]):
         caller started earlier (so that what it waited for counts against the run's deadline): the run is in it —
         its deps, run id, ledgers, tracer and clock (the budget's deadline is ``context.deadline``).
         """
+        if self.runtime is not None:
+            raise self._refused("arun")
         if context is not None and deps is not None:
             raise ConfigurationError("arun() takes deps= or context= (whose deps the run uses), not both")
-        return await self._start(payload, store, deps, None, checkpoint_key, answer, "arun", context)
+        return await drive(
+            self, self._ended, payload, store, deps=deps, key=checkpoint_key, answer=answer, context=context
+        )
 
     def run(
         self,
@@ -196,7 +200,13 @@ class Plan(Generic[RunDepsT, OutputT]):
         loop; the deadline of its budget is then checked between steps (a running synchronous step cannot be cut
         off). Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
         """
-        return run_sync(self._start(payload, store, deps, None, checkpoint_key, answer, "run"), "run", self._all_sync)
+        if self.runtime is not None:
+            raise self._refused("run")
+        return run_sync(
+            drive(self, self._ended, payload, store, deps=deps, key=checkpoint_key, answer=answer),
+            "run",
+            self._all_sync,
+        )
 
     def iter(
         self,
@@ -210,39 +220,23 @@ class Plan(Generic[RunDepsT, OutputT]):
         """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
         decided, then a :class:`~routegate.core.FinalEvent` with the result. Closing the iterator early
         cancels the run."""
-        self._own("iter")
+        if self.runtime is not None:
+            raise self._refused("iter")
 
         def start(emit: Callable[[PlanEvent], None]) -> Coroutine[Any, Any, PlanResult[OutputT]]:
-            return self._start(payload, store, deps, emit, checkpoint_key, answer, "iter")
+            return drive(self, self._ended, payload, store, deps=deps, emit=emit, key=checkpoint_key, answer=answer)
 
         return stream_events(start, _is_final)
 
     astream = renamed_method(iter, "Plan", "astream")
 
-    def _start(
-        self,
-        payload: Any,
-        store: Any,
-        deps: Any,
-        emit: Callable[[PlanEvent], None] | None,
-        key: str | None,
-        answer: Any,
-        door: str,
-        context: RunContext[Any] | None = None,
-    ) -> Coroutine[Any, Any, PlanResult[OutputT]]:
-        """A run of the plan's own, through the one driver."""
-        self._own(door)
-        return drive(self, self._ended, payload, store, deps=deps, emit=emit, key=key, answer=answer, context=context)
-
-    def _own(self, door: str) -> None:
-        """Refuse a door of the plan's own when its runs are a runtime's."""
-        runtime = self.runtime
-        if runtime is not None:
-            owner = runtime.owner
-            raise ConfigurationError(
-                f"{door}() of {self!r}: this is the plan of a {owner}, whose runs end with its own result; "
-                f"run the {owner} instead"
-            )
+    def _refused(self, door: str) -> ConfigurationError:
+        """A door of the plan's own, used on a plan whose runs are a runtime's."""
+        owner = self.runtime.owner if self.runtime is not None else "runtime"
+        return ConfigurationError(
+            f"{door}() of {self!r}: this is the plan of a {owner}, whose runs end with its own result; "
+            f"run the {owner} instead"
+        )
 
     # -- what the engine's modules read of the plan ------------------------------------------------------------
     def _ended(self, ended: PlanResult[Any], ctx: RunContext[Any] | None) -> PlanResult[Any]:
