@@ -120,6 +120,8 @@ async def test_a_run_in_a_context_the_caller_started_answers_to_its_clock() -> N
     in_time = await runtime.arun("x", context=RunContext.start(None, Budget(max_seconds=5), run_id="caller-run"))
     assert (in_time.output, in_time.run_id) == ("x!", "caller-run")
     assert runtime.contexts[-1].run_id == "caller-run"
+    with pytest.raises(ConfigurationError, match=r"takes deps= or context="):
+        await runtime.arun("x", deps=1, context=started)
 
 
 async def test_a_run_in_the_callers_context_sends_no_final_event_of_its_own() -> None:
