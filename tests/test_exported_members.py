@@ -85,6 +85,7 @@ PINNED: dict[str, list[str]] = {
         "PlanResult",
         "PlanRuntimeError",
         "RoutingAgent",
+        "Runtime",
         "Step",
         "StepContext",
         "StepEvent",
@@ -229,7 +230,7 @@ PINNED: dict[str, list[str]] = {
 }
 
 # The pin's bound: the public surface only shrinks or grows on purpose (one engine, a small typed API).
-MAX_PINNED = 185  # +5: the structured chat model and its refusal, the tool-call step, the weak model, OpenAIEncoder
+MAX_PINNED = 186  # +5: the structured chat model and its refusal, the tool-call step, the weak model, OpenAIEncoder; + routegate.plan.Runtime, the public seam a runtime is built on
 
 # Names a package exported before and no longer does: for one release the old import still works, with a
 # DeprecationWarning naming the module that defines the name ("module:attribute" when it is defined under another

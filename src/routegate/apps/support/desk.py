@@ -323,7 +323,7 @@ class SupportAgent:
             if run is None:
                 result = await plan.arun(turn.message, deps=turn)
             else:
-                result = await plan._drive(turn.message, None, context=run)
+                result = await plan.arun(turn.message, context=run)
         return _final(turn, result, started)
 
     async def _turn_as(self, tenant: str, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
