@@ -1,0 +1,442 @@
+"""A durable run's history, and re-running a run from one of its checkpoints (time travel).
+
+A store keeps every checkpoint a durable run writes (``Store(history=...)`` says how many), numbered from 1 per
+run: one before each step, one when a parallel member finishes, one when the run ends or pauses.
+:func:`read_history` (``plan.history(key)``, ``routegate plans history``) lists them as :class:`Checkpoint`
+summaries — the step about to run, how the run got there (the routing decision, or the stop), the payload handed
+to that step, and hashes to compare runs by. :func:`checkpoint_record` rebuilds one checkpoint whole.
+
+:func:`fork` (``plan.fork(key, at=...)``, ``routegate plans resume KEY --at N``) re-runs a run from one of its
+checkpoints as a **new run** under a key of its own, whose checkpoints name their parent (the run and checkpoint
+it started from); the original run is not touched and keeps resuming as before. The payload handed to the step
+about to run may be replaced (validated as its producing step's ``output=`` type and the receiving function's
+annotated input type). The checkpoint it starts from is checked like any resumed one — its signature when the
+store has a signing key, its plan, its walk of the plan's graph — so a tampered historical checkpoint is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import typing
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from routegate.core.contracts import jsonable
+from routegate.core.stop_reasons import SUCCESS
+from routegate.errors import ConfigurationError
+from routegate.plan._compiled import ASYNC, CTX_ASYNC, CTX_SYNC, PREV, SYNC, Compiled
+from routegate.plan._deltas import replay
+from routegate.plan._signature import canonical_json, sign
+from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, CheckpointLog, Checkpoints, RunRecord
+from routegate.plan.durable import NO_ANSWER, trust
+from routegate.plan.errors import CheckpointConflictError, CheckpointMismatchError
+from routegate.plan.result import PlanResult
+
+if TYPE_CHECKING:
+    from routegate.plan.plan import Plan
+
+NO_PAYLOAD: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One checkpoint of a run's history, summarised.
+
+    * ``at`` — its number in the run's history (1: the first; ``fork(key, at=...)`` takes it);
+    * ``written`` — when (Unix seconds); ``status`` — running, interrupted or ended, with its ``stop_reason``;
+    * ``step`` — the step about to run (``None`` once the run ended); ``iterations`` — the steps run before it;
+    * ``route`` — how the run got here: the routing decision after the step before (``"start"`` for the first),
+      ``"parallel: <member> finished"``, or the stop reason of an ended or paused run;
+    * ``payload`` — what it hands to ``step`` from the step before (JSON; the result's payload once ended), and
+      its ``size`` in bytes of JSON;
+    * ``input_hash`` — a hash of that payload (``step``'s input, unless it reads ``from_start`` /
+      ``from_step``), ``output_hash`` — of what the run handed on after ``step`` ran (the next checkpoint's
+      payload, the result's), ``None`` when not known;
+    * ``problem`` — why the checkpoint cannot be rebuilt from the store (a damaged row), else ``None``."""
+
+    at: int
+    written: float
+    status: str
+    stop_reason: str
+    step: str | None
+    iterations: int
+    route: str
+    payload: Any
+    size: int
+    input_hash: str | None
+    output_hash: str | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """Where a fork started: checkpoint ``at`` of the run ``key`` (``edited``: with a payload of its own)."""
+
+    key: str
+    at: int
+    edited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunHistory:
+    """The checkpoints of the run ``key`` in order (the oldest the store still keeps first), and the run it was
+    forked from, if it is a fork."""
+
+    key: str
+    checkpoints: tuple[Checkpoint, ...]
+    parent: Parent | None = None
+
+    def __len__(self) -> int:
+        return len(self.checkpoints)
+
+    def __iter__(self) -> Iterator[Checkpoint]:
+        return iter(self.checkpoints)
+
+    def at(self, number: int) -> Checkpoint:
+        """The checkpoint numbered ``number``; :class:`~routegate.errors.ConfigurationError` if the history does not
+        hold it."""
+        for checkpoint in self.checkpoints:
+            if checkpoint.at == number:
+                return checkpoint
+        raise ConfigurationError(f"the run {self.key!r} has no checkpoint {number} ({_span(self)})")
+
+    def before(self, step: str) -> Checkpoint:
+        """The latest checkpoint about to run ``step`` (before its last run); ConfigurationError if it never was."""
+        for checkpoint in reversed(self.checkpoints):
+            if checkpoint.step == step and checkpoint.status != ENDED and checkpoint.problem is None:
+                return checkpoint
+        seen = sorted({c.step for c in self.checkpoints if c.step is not None})
+        raise ConfigurationError(
+            f"no checkpoint of the run {self.key!r} is about to run step {step!r}; its checkpoints run {seen}"
+        )
+
+
+def _span(history: RunHistory) -> str:
+    if not history.checkpoints:
+        return "its history is empty: the store keeps none (Store(history=False)), or the run was deleted"
+    return f"its history holds {history.checkpoints[0].at} to {history.checkpoints[-1].at}"
+
+
+# -- reading --------------------------------------------------------------------------------------------------------
+def _log(backend: Checkpoints) -> CheckpointLog:
+    if not isinstance(backend, CheckpointLog):
+        raise ConfigurationError(
+            f"{type(backend).__name__} keeps no history of a run (it has no append() and history()): use a "
+            "routegate.plan.Store"
+        )
+    return backend
+
+
+def records(backend: Checkpoints, key: str) -> Iterator[tuple[int, RunRecord]]:
+    """Every checkpoint of ``key``'s history, whole, in order; one that cannot be rebuilt has its ``problem``."""
+    rows = _log(backend).history(key)
+    meta = dict(rows)
+    readable = ((seq, None if record.problem else record.state) for seq, record in rows)
+    for seq, doc in replay(readable):
+        record = meta[seq]
+        if isinstance(doc, str):
+            yield (
+                seq,
+                RunRecord(record.key, record.status, record.stop_reason, record.updated, {}, record.problem or doc),
+            )
+        else:
+            yield seq, RunRecord(record.key, record.status, record.stop_reason, record.updated, doc)
+
+
+def checkpoint_record(backend: Checkpoints, key: str, at: int) -> RunRecord:
+    """Checkpoint ``at`` of ``key``'s history, whole (as it was written: not checked against a plan)."""
+    numbers: list[int] = []
+    for seq, record in records(backend, key):
+        if seq == at:
+            if record.problem is not None:
+                raise CheckpointMismatchError(
+                    f"checkpoint {at} of {key!r} cannot be rebuilt from the store: {record.problem}; it is not used"
+                )
+            return record
+        numbers.append(seq)
+    held = f"its history holds {numbers[0]} to {numbers[-1]}" if numbers else "it has no history in this store"
+    raise ConfigurationError(f"the run {key!r} has no checkpoint {at} ({held}); see `routegate plans history`")
+
+
+def read_history(backend: Checkpoints, key: str) -> RunHistory:
+    """The history of the run ``key`` in ``backend`` (empty when it has none)."""
+    rows: list[tuple[Any, ...]] = []
+    parent: Parent | None = None
+    before: tuple[int, int, dict[str, Any]] | None = None  # (iterations, at, band) of the last checkpoint read
+    for seq, record in records(backend, key):
+        if record.problem is not None:
+            rows.append((seq, record, None))
+            before = None
+            continue
+        try:
+            summary, before = _summary(record, before)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a row of an unexpected shape
+            rows.append(
+                (
+                    seq,
+                    RunRecord(
+                        record.key,
+                        record.status,
+                        record.stop_reason,
+                        record.updated,
+                        {},
+                        f"{type(exc).__name__}: {exc}",
+                    ),
+                    None,
+                )
+            )
+            before = None
+            continue
+        rows.append((seq, record, summary))
+        found = record.state.get("parent")
+        if isinstance(found, dict) and isinstance(found.get("key"), str) and isinstance(found.get("at"), int):
+            parent = Parent(found["key"], found["at"], bool(found.get("edited", False)))
+    return RunHistory(key, tuple(_checkpoints(rows)), parent)
+
+
+def _summary(
+    record: RunRecord, before: tuple[int, int, dict[str, Any]] | None
+) -> tuple[tuple[Any, ...], tuple[int, int, dict[str, Any]]]:
+    """``(step, iterations, route, payload, handed)`` of a whole checkpoint; ``handed``: is the payload the one
+    handed to the step (else it is an ended run's)."""
+    doc = record.state
+    iterations, position, band = int(doc["iterations"]), int(doc["at"]), dict(doc.get("band") or {})
+    if record.status == ENDED:
+        result = doc.get("result") or {}
+        payload = result.get("payload") if record.stop_reason == SUCCESS else None
+        return (None, iterations, record.stop_reason, payload, False), (iterations, position, band)
+    prev = doc.get("prev") or {}
+    payload = prev.get("v") if "e" not in prev else {"error": prev["e"]}
+    decisions = doc.get("decisions") or []
+    if record.status == INTERRUPTED:
+        route = record.stop_reason
+    elif before is not None and before[:2] == (iterations, position) and band and band != before[2]:
+        route = f"parallel: {list(band)[-1]} finished"
+    elif decisions:
+        route = str(decisions[-1][1])
+    else:
+        route = "start"
+    return (str(doc["next"]), iterations, route, payload, True), (iterations, position, band)
+
+
+def _checkpoints(rows: list[tuple[Any, ...]]) -> Iterator[Checkpoint]:
+    """The summaries as checkpoints, each with the hash of what the run handed on after its step ran."""
+    outputs: dict[int, str | None] = {}
+    waiting: list[tuple[int, int]] = []  # (seq, iterations) of the checkpoints whose step has not finished yet
+    for seq, _, summary in rows:
+        if summary is None:
+            waiting = []
+            continue
+        _, iterations, _, payload, handed = summary
+        digest = _hash(payload)
+        if not handed:  # the run ended: its last step's output is the result's payload (none when it stopped)
+            for number, _ in waiting:
+                outputs[number] = digest if payload is not None else None
+            waiting = []
+            continue
+        still = []
+        for number, ran in waiting:
+            if ran < iterations:
+                outputs[number] = digest
+            else:
+                still.append((number, ran))
+        waiting = [*still, (seq, iterations)]
+    for seq, record, summary in rows:
+        if summary is None:
+            yield Checkpoint(
+                seq, record.updated, record.status, record.stop_reason, None, 0, "", None, 0, None, None, record.problem
+            )
+            continue
+        step, iterations, route, payload, handed = summary
+        yield Checkpoint(
+            seq,
+            record.updated,
+            record.status,
+            record.stop_reason,
+            step,
+            iterations,
+            route,
+            payload,
+            len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()),
+            _hash(payload) if handed else None,
+            outputs.get(seq) if handed else _hash(payload) if payload is not None else None,
+        )
+
+
+def _hash(value: Any) -> str:
+    """The first 12 hex digits of the SHA-256 of ``value``'s canonical JSON (the same on every backend)."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:12]
+
+
+# -- time travel ----------------------------------------------------------------------------------------------------
+def fork_key(key: str, at: int) -> str:
+    """The key of a new fork of checkpoint ``at`` of ``key``: ``<key>/at-<at>-<8 hex digits>``."""
+    return f"{key}/at-{at}-{uuid.uuid4().hex[:8]}"
+
+
+async def fork(
+    plan: Plan[Any, Any],
+    key: str,
+    at: int | None,
+    step: str | None,
+    payload: Any,
+    answer: Any,
+    store: Any,
+    deps: Any,
+    checkpoint_key: str | None,
+) -> PlanResult[Any]:
+    """Run ``plan`` from checkpoint ``at`` (or the latest about to run ``step``) of the run ``key``, as a new run
+    (see the module docstring and :meth:`routegate.plan.Plan.fork`)."""
+    if (at is None) == (step is None):
+        raise ConfigurationError("fork() takes at= (a checkpoint's number) or step= (a step's name), one of them")
+    if not plan.resume:
+        raise ConfigurationError(
+            f"fork() resumes a new run from a checkpoint, and {plan!r} was built with resume=False: build it with "
+            "resume=True (the default) to fork its runs"
+        )
+    backend, secret = plan._backend(store)
+    if at is None:
+        assert step is not None
+        at = read_history(backend, key).before(step).at
+    origin = checkpoint_record(backend, key, at)
+    shape = plan._shape()
+    trust(shape, origin, secret)  # its signature, its plan, its walk of the graph: a tampered one is refused
+    new = checkpoint_key if checkpoint_key is not None else fork_key(key, at)
+    state = _forked(plan, origin, at, new, payload, answer)
+    lease = backend.acquire(new)
+    if lease is None:
+        raise CheckpointConflictError(f"checkpoint_key {new!r} is held by a live run; give the fork another key")
+    try:
+        if backend.load(new) is not None:
+            raise ConfigurationError(
+                f"checkpoint_key {new!r} already holds a run; give the fork a key of its own (or none: one is made)"
+            )
+        if secret is not None:
+            sign(secret, new, RUNNING, "", state)
+        _log(backend).append(new, RUNNING, "", state, None)
+    finally:
+        lease.release()
+    return await plan.arun(None, store=store, deps=deps, checkpoint_key=new)
+
+
+def _forked(plan: Plan[Any, Any], origin: RunRecord, at: int, new: str, payload: Any, answer: Any) -> dict[str, Any]:
+    """The first checkpoint of the fork ``new`` of ``origin`` (checkpoint ``at`` of its run), unsigned."""
+    key = origin.key
+    if origin.status == ENDED and origin.stop_reason == SUCCESS:
+        raise ConfigurationError(
+            f"checkpoint {at} of {key!r} is the end of a successful run: nothing is left to run from it; fork an "
+            f"earlier checkpoint (see `routegate plans history {key}`)"
+        )
+    state = {k: v for k, v in origin.state.items() if k not in ("result", "asked", "sig")}
+    if origin.status == ENDED:  # a stopped run: its steps so far do not count against the fork's max_iterations
+        state["allowance"] = state["iterations"]
+    old = f"{key}/"
+    answers = {f"{new}/{k[len(old) :]}": v for k, v in state.get("answers", {}).items() if k.startswith(old)}
+    if answer is not NO_ANSWER:
+        asked = origin.state.get("asked")
+        if origin.status != INTERRUPTED or not isinstance(asked, str) or not asked.startswith(old):
+            raise ConfigurationError(
+                f"answer= answers the question a run paused on, and checkpoint {at} of {key!r} is {origin.status}, "
+                "not a paused run's"
+            )
+        asked = f"{new}/{asked[len(old) :]}"
+        answers[asked] = [*answers.get(asked, []), answer]
+    state["answers"] = answers
+    edited = payload is not NO_PAYLOAD
+    if edited:
+        _edit(plan, state, key, at, payload)
+    state["parent"] = {"key": key, "at": at, "edited": edited}
+    state["format"] = 3
+    return state
+
+
+def _edit(plan: Plan[Any, Any], state: dict[str, Any], key: str, at: int, payload: Any) -> None:
+    """Hand ``payload`` to the step about to run in ``state`` instead of what the step before produced (or the
+    run's input, before the first step), after checking it against both steps' types."""
+    compiled: tuple[Compiled, ...] = plan._compiled
+    index = {c.name: c for c in compiled}
+    receiving = compiled[int(state["at"])]
+    where = f"checkpoint {at} of {key!r}"
+    if receiving.source != PREV:
+        raise ConfigurationError(
+            f"{where}: step {receiving.name!r} reads {receiving.step.context!r}, not the payload of the step before "
+            "it; a payload= there would not reach it"
+        )
+    envelopes: list[dict[str, Any]] = list(state["envelopes"])
+    producer = index.get(envelopes[-1]["s"]) if envelopes else None
+    if producer is not None and envelopes[-1].get("e") is not None:
+        raise ConfigurationError(
+            f"{where}: step {receiving.name!r} receives the error of {producer.name!r}; payload= cannot replace an "
+            "error"
+        )
+    if producer is not None and any(c.band_end and c.index <= producer.index < c.band_end for c in compiled):
+        raise ConfigurationError(
+            f"{where}: step {receiving.name!r} receives the payloads of a parallel band; payload= cannot replace them"
+        )
+    value = payload
+    if producer is not None and producer.validate is not None:
+        try:
+            value = producer.validate(payload)
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise ConfigurationError(
+                f"{where}: the payload does not validate as the output type of {producer.name!r}, which produced it: "
+                f"{_first(exc)}"
+            ) from None
+    expected = _input_type(receiving.fn) if receiving.kind in (SYNC, ASYNC, CTX_SYNC, CTX_ASYNC) else None
+    if expected is not None:
+        try:
+            TypeAdapter(expected).validate_python(value)
+        except ValidationError as exc:
+            raise ConfigurationError(
+                f"{where}: the payload is not a {getattr(expected, '__name__', expected)!s}, the input type of "
+                f"step {receiving.name!r}: {_first(exc)}"
+            ) from None
+    stored = jsonable(value)
+    state["band"] = {}  # members that finished on the old payload run again on the new one
+    state["prev"] = {"v": stored}
+    if producer is None:
+        state["input"] = stored
+        return
+    envelopes[-1] = {**envelopes[-1], "p": stored}
+    state["envelopes"] = envelopes
+    if producer.writes is not None:
+        state["store"] = {**state.get("store", {}), producer.writes: stored}
+
+
+def _input_type(fn: Callable[..., Any]) -> Any:
+    """The annotated type of ``fn``'s first parameter (its input payload), or ``None`` (none, or not resolvable)."""
+    try:
+        hints = typing.get_type_hints(fn)
+        first = next(iter(inspect.signature(fn).parameters.values()), None)
+    except Exception:  # a forward reference that does not resolve, a builtin without a signature
+        return None
+    if first is None or first.name not in hints or hints[first.name] is Any:
+        return None
+    return hints[first.name]
+
+
+def _first(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error.get("loc", ())) or "the payload"
+        return f"{where}: {error.get('msg', 'invalid')}"
+    return str(exc)
+
+
+__all__ = [
+    "NO_PAYLOAD",
+    "Checkpoint",
+    "Parent",
+    "RunHistory",
+    "checkpoint_record",
+    "fork",
+    "fork_key",
+    "read_history",
+    "records",
+]
