@@ -1,9 +1,12 @@
-"""``routegate plans list|show|resume``: the durable plan runs in a checkpoint store, for operators.
+"""``routegate plans list|show|history|resume``: the durable plan runs in a checkpoint store, for operators.
 
 ``--db`` is what ``Store(db=...)`` takes: a SQLite file path or a ``postgresql://`` URL. ``list`` shows every run
 with its status (running / ended / interrupted); ``show KEY`` one run's path, next step, stop reason and the
 question of an interrupted run; ``resume KEY --plan module:attribute`` resumes it with that plan (a
 :class:`~routegate.plan.Plan`, or a function of no arguments that returns one), ``--answer`` answering an interrupt.
+``history KEY`` lists every checkpoint the run wrote; ``show --at N`` shows one, ``show --diagram`` draws the plan
+with the run's path, and ``resume --at N`` / ``--from STEP`` re-runs from a checkpoint as a new run
+(:mod:`routegate.cli._plans_history`).
 
 What the store holds is untrusted: every string from it is printed with control characters and terminal escape
 sequences escaped (``\x1b``), and a row that cannot be read is skipped and named instead of failing the listing.
@@ -31,7 +34,7 @@ from routegate.settings import Settings
 def register(subparsers: Any) -> None:
     plans: argparse.ArgumentParser = subparsers.add_parser(
         "plans",
-        help="list, inspect and resume durable plan runs (checkpoints in SQLite or PostgreSQL)",
+        help="list, inspect, rewind and resume durable plan runs (checkpoints in SQLite or PostgreSQL)",
         description="Durable plan runs: a Plan with checkpoint_key= checkpoints after every step into "
         "Store(db=...). List them, show one, or resume one (after a crash, an error, or with the answer to an "
         "interrupt).",
@@ -46,6 +49,24 @@ def register(subparsers: Any) -> None:
     show = add_command(commands, "show", run_show)
     show.add_argument("key", help="the run's checkpoint_key")
     show.add_argument("--db", required=True, help=db_help)
+    show.add_argument("--at", type=int, metavar="N", help="show checkpoint N of the run's history (plans history)")
+    show.add_argument(
+        "--diagram",
+        nargs="?",
+        const="mermaid",
+        choices=("mermaid", "dot"),
+        help="print the run's plan with the run's path drawn on it, as Mermaid (default) or Graphviz DOT text; "
+        "needs --plan",
+    )
+    show.add_argument(
+        "--plan",
+        help="module:attribute of the Plan that ran it (for --diagram, and to check a signature with its store's key)",
+    )
+
+    history = add_command(commands, "history", _run_history)
+    history.add_argument("key", help="the run's checkpoint_key")
+    history.add_argument("--db", required=True, help=db_help)
+    history.add_argument("--json", action="store_true", help="one JSON object per checkpoint")
 
     resume = add_command(commands, "resume", run_resume)
     resume.add_argument("key", help="the run's checkpoint_key")
@@ -55,6 +76,36 @@ def register(subparsers: Any) -> None:
     )
     resume.add_argument("--answer", help="the answer to the run's interrupt (a string)")
     resume.add_argument("--answer-json", help="the answer to the run's interrupt, as JSON")
+    earlier = resume.add_mutually_exclusive_group()
+    earlier.add_argument(
+        "--at", type=int, metavar="N", help="re-run from checkpoint N of its history as a new run (plans history)"
+    )
+    earlier.add_argument(
+        "--from",
+        dest="from_step",
+        metavar="STEP",
+        help="re-run as a new run from the latest checkpoint about to run STEP",
+    )
+    resume.add_argument(
+        "--payload",
+        metavar="FILE",
+        help="with --at/--from: a JSON file (- for stdin) whose value replaces what the step receives from the "
+        "step before it (checked against both steps' types)",
+    )
+    resume.add_argument("--key", dest="new_key", metavar="KEY", help="with --at/--from: the new run's key")
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    """every checkpoint of one run: step, time, route or stop, payload size and preview, hashes
+
+    One line per checkpoint the store keeps of the run, oldest first: its number (what `plans show KEY --at N` and
+    `plans resume KEY --at N` take), the step about to run, when it was written, how the run got there (the routing
+    decision after the step before, or the stop of an ended or paused run), the size and the start of the payload
+    handed to that step, and hashes of that payload (IN) and of what the run handed on after the step ran (OUT).
+    """
+    from routegate.cli._plans_history import run_history
+
+    return run_history(args)
 
 
 def _open(db: str, fallback_key: bytes | None = None) -> Any:
@@ -200,6 +251,10 @@ def _load(store: Any, key: str, db: str) -> Any:
 
 def run_show(args: argparse.Namespace) -> int:
     """one run: status, path, next step, the question of an interrupt"""
+    if args.at is not None or args.diagram is not None or args.plan is not None:
+        from routegate.cli._plans_history import show
+
+        return show(args)
     store = _open(args.db)
     try:
         record = _load(store, args.key, args.db)
@@ -259,6 +314,12 @@ def run_resume(args: argparse.Namespace) -> int:
             answer = json.loads(args.answer_json)
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"--answer-json is not JSON ({exc}); quote it, e.g. '{{\"ok\": true}}'") from exc
+    if args.at is not None or args.from_step is not None:
+        from routegate.cli._plans_history import resume_from
+
+        return resume_from(args, answer)
+    if args.payload is not None or args.new_key is not None:
+        raise ConfigurationError("--payload and --key start a new run from a checkpoint: give --at N or --from STEP")
     plan = _plan(args.plan)
     store = _open(args.db, getattr(plan.store, "signing_key", None))
     try:

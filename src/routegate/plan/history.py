@@ -175,7 +175,7 @@ def read_history(backend: Checkpoints, key: str) -> RunHistory:
             before = None
             continue
         try:
-            summary, before = _summary(record, before)
+            summary, before = _summary(record, before, seq == 1)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a row of an unexpected shape
             rows.append(
                 (
@@ -201,7 +201,7 @@ def read_history(backend: Checkpoints, key: str) -> RunHistory:
 
 
 def _summary(
-    record: RunRecord, before: tuple[int, int, dict[str, Any]] | None
+    record: RunRecord, before: tuple[int, int, dict[str, Any]] | None, first: bool
 ) -> tuple[tuple[Any, ...], tuple[int, int, dict[str, Any]]]:
     """``(step, iterations, route, payload, handed)`` of a whole checkpoint; ``handed``: is the payload the one
     handed to the step (else it is an ended run's)."""
@@ -214,8 +214,11 @@ def _summary(
     prev = doc.get("prev") or {}
     payload = prev.get("v") if "e" not in prev else {"error": prev["e"]}
     decisions = doc.get("decisions") or []
+    parent = doc.get("parent")
     if record.status == INTERRUPTED:
         route = record.stop_reason
+    elif first and isinstance(parent, dict):  # a fork's first checkpoint
+        route = f"forked from {parent.get('key')} at {parent.get('at')}"
     elif before is not None and before[:2] == (iterations, position) and band and band != before[2]:
         route = f"parallel: {list(band)[-1]} finished"
     elif decisions:
@@ -319,7 +322,8 @@ async def fork(
             )
         if secret is not None:
             sign(secret, new, RUNNING, "", state)
-        _log(backend).append(new, RUNNING, "", state, None)
+        # the fork's latest checkpoint, where its run resumes; its history starts with that run's first checkpoint
+        backend.save(new, RUNNING, "", state)
     finally:
         lease.release()
     return await plan.arun(None, store=store, deps=deps, checkpoint_key=new)
