@@ -148,7 +148,7 @@ def test_nested_plans_agents_and_llm_steps_say_what_they_run() -> None:
     assert notes["desk"] == "runtime RoutingAgent, phase delegate"
     assert notes["llm"] == "LLM"
     text = plan.diagram().mermaid()
-    assert 's1[["desk<br/><i>runtime RoutingAgent, phase delegate</i>"]]' in text
+    assert 's1[["desk<br/>runtime RoutingAgent, phase delegate"]]' in text
 
 
 def test_a_path_marks_each_taken_edge_and_counts_a_loop() -> None:

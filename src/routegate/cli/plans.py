@@ -4,9 +4,9 @@
 with its status (running / ended / interrupted); ``show KEY`` one run's path, next step, stop reason and the
 question of an interrupted run; ``resume KEY --plan module:attribute`` resumes it with that plan (a
 :class:`~routegate.plan.Plan`, or a function of no arguments that returns one), ``--answer`` answering an interrupt.
-``history KEY`` lists every checkpoint the run wrote; ``show --at N`` shows one, ``show --diagram`` draws the plan
-with the run's path, and ``resume --at N`` / ``--from STEP`` re-runs from a checkpoint as a new run
-(:mod:`routegate.cli._plans_history`).
+``history KEY`` lists every checkpoint the run wrote (:mod:`routegate.cli._plans_history`); ``show --at N`` shows
+one, ``show --diagram`` draws the plan with the run's path, and ``resume --at N`` / ``--from STEP`` re-runs from a
+checkpoint as a new run (:mod:`routegate.plan.history`).
 
 What the store holds is untrusted: every string from it is printed with control characters and terminal escape
 sequences escaped (``\x1b``), and a row that cannot be read is skipped and named instead of failing the listing.
@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from routegate.cli._command import add_command
+from routegate.cli._plans_history import history_rows, history_table, read_payload
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.settings import Settings
 
@@ -63,7 +64,7 @@ def register(subparsers: Any) -> None:
         help="module:attribute of the Plan that ran it (for --diagram, and to check a signature with its store's key)",
     )
 
-    history = add_command(commands, "history", _run_history)
+    history = add_command(commands, "history", run_history)
     history.add_argument("key", help="the run's checkpoint_key")
     history.add_argument("--db", required=True, help=db_help)
     history.add_argument("--json", action="store_true", help="one JSON object per checkpoint")
@@ -95,7 +96,7 @@ def register(subparsers: Any) -> None:
     resume.add_argument("--key", dest="new_key", metavar="KEY", help="with --at/--from: the new run's key")
 
 
-def _run_history(args: argparse.Namespace) -> int:
+def run_history(args: argparse.Namespace) -> int:
     """every checkpoint of one run: step, time, route or stop, payload size and preview, hashes
 
     One line per checkpoint the store keeps of the run, oldest first: its number (what `plans show KEY --at N` and
@@ -103,9 +104,20 @@ def _run_history(args: argparse.Namespace) -> int:
     decision after the step before, or the stop of an ended or paused run), the size and the start of the payload
     handed to that step, and hashes of that payload (IN) and of what the run handed on after the step ran (OUT).
     """
-    from routegate.cli._plans_history import run_history
+    from routegate.plan.history import read_history
 
-    return run_history(args)
+    store = _open(args.db)
+    try:
+        _load(store, args.key, args.db)
+        history = read_history(store.checkpoints, args.key)
+    finally:
+        store.close()
+    if args.json:
+        for row in history_rows(history):
+            print(_dumps(row))
+    else:
+        print("\n".join(history_table(args.key, history, _cell)))
+    return 0
 
 
 def _open(db: str, fallback_key: bytes | None = None) -> Any:
@@ -251,26 +263,65 @@ def _load(store: Any, key: str, db: str) -> Any:
 
 def run_show(args: argparse.Namespace) -> int:
     """one run: status, path, next step, the question of an interrupt"""
-    if args.at is not None or args.diagram is not None or args.plan is not None:
-        from routegate.cli._plans_history import show
-
-        return show(args)
+    if args.diagram is not None:
+        return _show_diagram(args)
     store = _open(args.db)
     try:
         record = _load(store, args.key, args.db)
+        if args.at is not None:
+            record = _checkpoint(store, args.key, args.at)
     finally:
         store.close()
     out = _readable(record)
     if out is None:
         return 1
     result = _field(record.state, "result")
-    envelopes = _field(result, "envelopes") or _field(record.state, "envelopes")
-    out["path"] = [_field(env, "s") for env in envelopes] if isinstance(envelopes, list) else []
+    out["path"] = _path_of(record)
+    if args.at is not None:
+        out["at"] = args.at
+    if _field(record.state, "parent") is not None:
+        out["parent"] = _field(record.state, "parent")
     if record.status == "ended" and record.stop_reason == "success":
         out["payload"] = _field(result, "payload")
     if store.signing_key is not None:
         out["signature"] = _signature(store.signing_key, record)
     print(_dumps(out, indent=2))
+    return 0
+
+
+def _path_of(record: Any) -> list[Any]:
+    """The steps a stored run executed (its result's, once it ended)."""
+    result = _field(record.state, "result")
+    envelopes = _field(result, "envelopes") or _field(record.state, "envelopes")
+    return [_field(env, "s") for env in envelopes] if isinstance(envelopes, list) else []
+
+
+def _checkpoint(store: Any, key: str, at: int) -> Any:
+    from routegate.plan.history import checkpoint_record
+
+    return checkpoint_record(store.checkpoints, key, at)
+
+
+def _show_diagram(args: argparse.Namespace) -> int:
+    """``show --diagram``: the run's plan, with the run's path drawn on it (a run that has not ended successfully
+    is drawn stopped at its last step)."""
+    if args.plan is None:
+        raise ConfigurationError(
+            "--diagram draws the run's plan: give it with --plan module:attribute (the plan that ran it)"
+        )
+    plan = _plan(args.plan)
+    store = _open(args.db)
+    try:
+        record = _load(store, args.key, args.db)
+        if args.at is not None:
+            record = _checkpoint(store, args.key, args.at)
+    finally:
+        store.close()
+    try:
+        drawn = plan.diagram([str(step) for step in _path_of(record)], record.stop_reason or record.status)
+    except ValueError as exc:
+        raise ConfigurationError(f"the run {args.key!r} was not run by --plan {args.plan}: {exc}") from None
+    print(drawn.mermaid() if args.diagram == "mermaid" else drawn.dot(), end="")
     return 0
 
 
@@ -314,22 +365,41 @@ def run_resume(args: argparse.Namespace) -> int:
             answer = json.loads(args.answer_json)
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"--answer-json is not JSON ({exc}); quote it, e.g. '{{\"ok\": true}}'") from exc
-    if args.at is not None or args.from_step is not None:
-        from routegate.cli._plans_history import resume_from
-
-        return resume_from(args, answer)
-    if args.payload is not None or args.new_key is not None:
+    forking = args.at is not None or args.from_step is not None
+    if not forking and (args.payload is not None or args.new_key is not None):
         raise ConfigurationError("--payload and --key start a new run from a checkpoint: give --at N or --from STEP")
     plan = _plan(args.plan)
     store = _open(args.db, getattr(plan.store, "signing_key", None))
+    parent: dict[str, Any] | None = None
     try:
         _load(store, args.key, args.db)
-        result = plan.run(store=store, checkpoint_key=args.key, answer=answer)
+        if forking:
+            result = _fork(plan, store, args, answer)
+            parent = _field(_load(store, result.checkpoint_key, args.db).state, "parent")
+        else:
+            result = plan.run(store=store, checkpoint_key=args.key, answer=answer)
     finally:
         store.close()
-    out = {"key": args.key, **result.to_dict()}
+    out = {"key": result.checkpoint_key if forking else args.key, **({"parent": parent} if parent else {})}
+    out.update(result.to_dict())
     out.pop("trace", None)
     if result.question is not None:
         out["question"] = result.question
     print(_dumps(out, indent=2))
     return 0 if result.ok or result.stop_reason == "interrupted" else 1
+
+
+def _fork(plan: Any, store: Any, args: argparse.Namespace, answer: Any) -> Any:
+    """``resume --at N / --from STEP [--payload FILE] [--key KEY]``: a new run from one of the run's checkpoints."""
+    from routegate.plan.history import NO_PAYLOAD
+
+    payload = NO_PAYLOAD if args.payload is None else read_payload(args.payload, _escaped(args.payload))
+    return plan.fork(
+        args.key,
+        at=args.at,
+        step=args.from_step,
+        payload=payload,
+        answer=answer,
+        store=store,
+        checkpoint_key=args.new_key,
+    )
