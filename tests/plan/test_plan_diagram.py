@@ -54,9 +54,9 @@ FIRST_MERMAID = """flowchart TD
     start --> s0
     s0 -->|"when.field('items').empty()"| s2
     s0 -->|"when.field('items').not_empty() or no route matched"| s1
-    s2 -->|"rejoin after search"| s3
     s1 -->|"rejoin after search"| s3
     s1 --> s2
+    s2 -->|"rejoin after search"| s3
     s3 --> finish
 """
 
@@ -85,6 +85,27 @@ def test_routes_by_values_rejoins_and_the_fallback_are_edges_with_their_words() 
     assert edges["urgent", "normal"].label == ""  # declared order: the None route walks every branch
     assert edges["archive", "end"].label == ""
     assert not any(edge.loop for edge in edges.values())
+
+
+class Routed(BaseModel):
+    route: Literal["billing", "shipping"]
+
+
+def test_a_route_field_that_always_names_a_step_draws_only_the_moves_a_run_can_make() -> None:
+    plan = Plan(
+        Step(lambda t: {"route": "billing"}, name="router", output=Routed, routes_by="route", after_branches="reply"),
+        Step(lambda t: "billed", name="billing"),
+        Step(lambda t: "shipped", name="shipping"),
+        Step(lambda t: t, name="reply"),
+    )
+    assert set(_edges(plan.diagram())) == {
+        ("input", "router"),
+        ("router", "billing"),
+        ("router", "shipping"),
+        ("billing", "reply"),
+        ("shipping", "reply"),
+        ("reply", "end"),
+    }  # no "route names no step", so no walk from billing on to shipping
 
 
 def test_a_loop_is_marked_with_the_run_bound_and_inputs_are_dotted_edges() -> None:

@@ -11,10 +11,15 @@ and a dotted edge per input a step reads from elsewhere than the step before it 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
+
+from typing_extensions import is_typeddict
 
 from routegate.diagram import END_ID, START_ID, Diagram, DiagramEdge, DiagramNode, EdgeKind, NodeKind
 from routegate.plan._compiled import BAND, PLAN, PROTO_ASYNC, PROTO_SYNC, START, STEP, Compiled
+from routegate.plan.step import _field_annotations
 from routegate.plan.targets import ChatCompleterTarget, ChatModelTarget
 
 if TYPE_CHECKING:
@@ -73,34 +78,27 @@ def diagram_of(plan: Plan[Any, Any]) -> Diagram:
                 if label and label not in flows[key]:
                     flows[key].append(label)
 
+    # the moves a run can make, walked as the interpreter moves: a state is a step and the routing step whose
+    # exclusive branch it is in (its rejoin is next unless the step routes on), so that only reachable moves are drawn
     add([START_ID], 0, "")
-    for c in compiled:
-        if band_id[c.index] is not None and not c.band_end:
-            continue  # a band's members move together: its first member stands for it
-        here = entry(c.index)
-        after = c.band_end or c.index + 1
-        if c.routes is not None:
-            for index, _, why, _ in c.routes:
-                add(here, index, why)
-            add(here, after, "no route matched")
-        elif c.by_field is not None:
-            for value, index in c.by_map.items():
-                add(here, index, f"{c.by_field} = {value!r}")
-            add(here, after, f"{c.by_field} names no step")
-        else:
-            add(here, after, "")
-        if c.rejoin >= 0:
-            targets = [t for t, _, _, _ in c.routes] if c.routes is not None else list(c.by_map.values())
-            for index in dict.fromkeys(targets):
-                if index != c.rejoin:
-                    add([ids[index]], c.rejoin, f"rejoin after {c.name}")
+    todo: deque[tuple[int, int]] = deque([(0, -1)])
+    seen: set[tuple[int, int]] = set()
+    while todo:
+        state = todo.popleft()
+        if state in seen or state[0] >= count:
+            continue
+        seen.add(state)
+        for target, pending, label in _moves(compiled, *state):
+            add(entry(state[0]), target, label)
+            todo.append((target, pending))
 
     position = {node: i for i, node in enumerate(ids)}
-    position[END_ID] = count
+    position[START_ID], position[END_ID] = -1, count
+    order.sort(key=lambda edge: position[edge[0]])  # by the step they leave, then in the order they were found
     edges: list[DiagramEdge] = []
     for a, b in order:
         label = " or ".join(flows[a, b])
-        loop = a != START_ID and position[b] <= position[a]
+        loop = position[b] <= position[a]
         if loop:
             label = f"{label} · {bound}" if label else bound
         edges.append(DiagramEdge(a, b, label, "flow", loop))
@@ -109,6 +107,57 @@ def diagram_of(plan: Plan[Any, Any]) -> Diagram:
         if reads is not None:
             edges.append(DiagramEdge(reads, ids[c.index], repr(c.step.context), "input"))
     return Diagram(tuple(nodes), tuple(edges), plan.name, plan.max_iterations)
+
+
+def _moves(compiled: tuple[Compiled, ...], at: int, pending: int) -> list[tuple[int, int, str]]:
+    """The moves after step ``at`` (inside the exclusive branch of step ``pending``, or ``-1``): ``(the step it
+    goes to, the routing step whose branch that is or -1, the words of the move)``; past the last step is the end."""
+    c = compiled[at]
+    if c.band_end:  # a band moves on together, in declared order
+        return [(c.band_end, pending, "")]
+    routed: list[tuple[int, str]] = []
+    if c.routes is not None:
+        routed = [(target, why) for target, _, why, _ in c.routes]
+    elif c.by_field is not None:
+        routed = [(target, f"{c.by_field} = {value!r}") for value, target in c.by_map.items()]
+    moves = [(target, at if c.rejoin >= 0 and target != c.rejoin else -1, label) for target, label in routed]
+    if c.by_field is not None and not _unrouted(c):
+        return moves  # the output's field always names a step: the run always routes
+    if pending >= 0:
+        moves.append((compiled[pending].rejoin, -1, f"rejoin after {compiled[pending].name}"))
+    elif c.routes is not None:
+        moves.append((at + 1, -1, "no route matched"))
+    elif c.by_field is not None:
+        moves.append((at + 1, -1, f"{c.by_field} names no step"))
+    else:
+        moves.append((at + 1, -1, ""))
+    return moves
+
+
+def _unrouted(c: Compiled) -> bool:
+    """Can ``routes_by``'s field of the step's validated output name no step (``None``, or absent)?"""
+    output = c.step.output
+    field = c.by_field or ""
+    if is_typeddict(output) and field not in getattr(output, "__required_keys__", frozenset()):
+        return True
+    try:
+        annotation = _field_annotations(output)[field]
+    except Exception:  # compiled already: the field is there; anything else, draw the move rather than hide it
+        return True
+    return _admits_none(annotation)
+
+
+def _admits_none(annotation: Any) -> bool:
+    if annotation is None or annotation is type(None):
+        return True
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _admits_none(get_args(annotation)[0])
+    if origin is Literal:
+        return None in get_args(annotation)
+    if origin is Union or origin is UnionType:
+        return any(_admits_none(arm) for arm in get_args(annotation))
+    return False
 
 
 __all__ = ["Diagram", "DiagramEdge", "DiagramNode", "EdgeKind", "NodeKind", "diagram_of"]
