@@ -73,7 +73,10 @@ class Damaged(ValueError):
 
 def replay(rows: Iterable[tuple[int, dict[str, Any] | None]]) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """The checkpoints of ``rows`` (``(number, row)`` in order; ``None``: a row that did not parse), each whole, or
-    the text saying why a row cannot be rebuilt."""
+    the text saying why a row cannot be rebuilt.
+
+    A checkpoint's ``envelopes`` and ``decisions`` are the lists the next checkpoints grow: read each one before
+    asking for the next, or copy what you keep."""
     envelopes: list[Any] = []
     decisions: list[Any] = []
     first: Any = None
@@ -101,13 +104,13 @@ def _rebuilt(
     tail_e, tail_d = doc.get("envelopes"), doc.get("decisions")
     if not isinstance(tail_e, list) or not isinstance(tail_d, list):
         raise Damaged("its envelopes or decisions are not lists")
-    if delta is None:
-        envelopes, decisions, first = tail_e, tail_d, doc.get("input")
+    if delta is None:  # the lists are grown in place from here: copies, not the row's own
+        envelopes, decisions, first = list(tail_e), list(tail_d), doc.get("input")
     else:
         if not follows:
             raise Damaged("it holds the changes since the checkpoint before it, which is missing or damaged")
         ke, kd = _counts(delta, len(envelopes), len(decisions))
-        envelopes, decisions = envelopes[:ke] + tail_e, decisions[:kd] + tail_d
+        envelopes, decisions = _grown(envelopes, ke, tail_e), _grown(decisions, kd, tail_d)
         doc["input"] = first
     doc["envelopes"], doc["decisions"] = envelopes, decisions
     result = doc.get("result")
@@ -120,6 +123,15 @@ def _rebuilt(
         result["envelopes"], result["decisions"] = envelopes[:ke] + ends_e, decisions[:kd] + ends_d
         doc["result"] = result
     return doc, envelopes, decisions, first
+
+
+def _grown(items: list[Any], kept: int, tail: list[Any]) -> list[Any]:
+    """``items[:kept] + tail``, in place when all of ``items`` is kept (a run's path only grows within an attempt:
+    copying it for every row would cost the square of the run's length)."""
+    if kept == len(items):
+        items.extend(tail)
+        return items
+    return items[:kept] + tail
 
 
 def _counts(delta: object, envelopes: int, decisions: int) -> Kept:

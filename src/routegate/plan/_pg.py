@@ -81,6 +81,10 @@ class PostgresCheckpoints(SqlRunTable):
         "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
         "VALUES (%s, %s, %s, %s, %s, %s::jsonb)"
     )
+    _APPEND_NEXT_SQL = (
+        "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
+        "SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s::jsonb FROM routegate_plan_history WHERE key = %s"
+    )
     _HISTORY_SQL = (
         "SELECT seq, status, stop_reason, updated, state FROM routegate_plan_history WHERE key = %s ORDER BY seq"
     )

@@ -253,6 +253,9 @@ class SqlRunTable:
     _DELETE_SQL: str  # (key)
     _NEXT_SQL: str  # (key) -> the number of the key's next history row
     _APPEND_SQL: str  # (key, seq, status, stop_reason, updated, state)
+    _APPEND_NEXT_SQL: (
+        str  # (key, status, stop_reason, updated, state, key): the key's next row, numbered in the statement
+    )
     _HISTORY_SQL: str  # (key) -> seq, status, stop_reason, updated, state, ordered by seq
     _PRUNE_SQL: str  # (key, seq): delete the key's history rows numbered below seq
     _FORGET_SQL: str  # (key): delete the key's history
@@ -302,8 +305,7 @@ class SqlRunTable:
         (the caller holds the mutex)."""
         with self._atomic():
             self._conn.execute(self._SAVE_SQL, (key, status, stop_reason, now, doc))
-            seq = int(self._conn.execute(self._NEXT_SQL, (key,)).fetchone()[0])
-            self._conn.execute(self._APPEND_SQL, (key, seq, status, stop_reason, now, row))
+            self._conn.execute(self._APPEND_NEXT_SQL, (key, status, stop_reason, now, row, key))
 
     def history(self, key: str) -> list[tuple[int, RunRecord]]:
         with self._mutex:
@@ -335,6 +337,10 @@ class SqliteCheckpoints(SqlRunTable):
     _DELETE_SQL = "DELETE FROM plan_runs WHERE key = ?"
     _NEXT_SQL = "SELECT COALESCE(MAX(seq), 0) + 1 FROM plan_history WHERE key = ?"
     _APPEND_SQL = "INSERT INTO plan_history (key, seq, status, stop_reason, updated, state) VALUES (?, ?, ?, ?, ?, ?)"
+    _APPEND_NEXT_SQL = (
+        "INSERT INTO plan_history (key, seq, status, stop_reason, updated, state) "
+        "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM plan_history WHERE key = ?"
+    )
     _HISTORY_SQL = "SELECT seq, status, stop_reason, updated, state FROM plan_history WHERE key = ? ORDER BY seq"
     _PRUNE_SQL = "DELETE FROM plan_history WHERE key = ? AND seq < ?"
     _FORGET_SQL = "DELETE FROM plan_history WHERE key = ?"

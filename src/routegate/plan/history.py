@@ -134,7 +134,9 @@ def _log(backend: Checkpoints) -> CheckpointLog:
 
 
 def records(backend: Checkpoints, key: str) -> Iterator[tuple[int, RunRecord]]:
-    """Every checkpoint of ``key``'s history, whole, in order; one that cannot be rebuilt has its ``problem``."""
+    """Every checkpoint of ``key``'s history, whole, in order; one that cannot be rebuilt has its ``problem``. A
+    checkpoint's path (its ``envelopes`` and ``decisions`` lists) grows with the next ones: read each before the
+    next, or copy what you keep (:func:`checkpoint_record` does)."""
     rows = _log(backend).history(key)
     meta = dict(rows)
     readable = ((seq, None if record.problem else record.state) for seq, record in rows)
@@ -158,59 +160,51 @@ def checkpoint_record(backend: Checkpoints, key: str, at: int) -> RunRecord:
                 raise CheckpointMismatchError(
                     f"checkpoint {at} of {key!r} cannot be rebuilt from the store: {record.problem}; it is not used"
                 )
-            return record
+            state = {**record.state, "envelopes": list(record.state["envelopes"])}
+            state["decisions"] = list(record.state["decisions"])
+            return RunRecord(record.key, record.status, record.stop_reason, record.updated, state)
         numbers.append(seq)
     held = f"its history holds {numbers[0]} to {numbers[-1]}" if numbers else "it has no history in this store"
     raise ConfigurationError(f"the run {key!r} has no checkpoint {at} ({held}); see `routegate plans history`")
 
 
 def read_history(backend: Checkpoints, key: str) -> RunHistory:
-    """The history of the run ``key`` in ``backend`` (empty when it has none)."""
-    rows: list[tuple[Any, ...]] = []
+    """The history of the run ``key`` in ``backend`` (empty when it has none).
+
+    Each checkpoint is rebuilt whole in turn and summarised at once; only the summaries are kept (keeping the
+    checkpoints, each with the run's path so far, would hold the square of the run's length)."""
+    rows: list[tuple[int, RunRecord, tuple[Any, ...] | None]] = []  # states emptied: the summaries stand for them
     parent: Parent | None = None
     before: tuple[int, int, dict[str, Any]] | None = None  # (iterations, at, band) of the last checkpoint read
     for seq, record in records(backend, key):
-        if record.problem is not None:
-            rows.append((seq, record, None))
+        summary: tuple[Any, ...] | None = None
+        problem = record.problem
+        if problem is None:
+            try:
+                summary, before = _summary(seq == 1, record, before)
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a row of an unexpected shape
+                problem = f"{type(exc).__name__}: {exc}"
+            found = record.state.get("parent")
+            if isinstance(found, dict) and isinstance(found.get("key"), str) and isinstance(found.get("at"), int):
+                parent = Parent(found["key"], found["at"], bool(found.get("edited", False)))
+        if summary is None:
             before = None
-            continue
-        try:
-            summary, before = _summary(record, before, seq == 1)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a row of an unexpected shape
-            rows.append(
-                (
-                    seq,
-                    RunRecord(
-                        record.key,
-                        record.status,
-                        record.stop_reason,
-                        record.updated,
-                        {},
-                        f"{type(exc).__name__}: {exc}",
-                    ),
-                    None,
-                )
-            )
-            before = None
-            continue
-        rows.append((seq, record, summary))
-        found = record.state.get("parent")
-        if isinstance(found, dict) and isinstance(found.get("key"), str) and isinstance(found.get("at"), int):
-            parent = Parent(found["key"], found["at"], bool(found.get("edited", False)))
+        rows.append((seq, RunRecord(key, record.status, record.stop_reason, record.updated, {}, problem), summary))
     return RunHistory(key, tuple(_checkpoints(rows)), parent)
 
 
 def _summary(
-    record: RunRecord, before: tuple[int, int, dict[str, Any]] | None, first: bool
+    first: bool, record: RunRecord, before: tuple[int, int, dict[str, Any]] | None
 ) -> tuple[tuple[Any, ...], tuple[int, int, dict[str, Any]]]:
-    """``(step, iterations, route, payload, handed)`` of a whole checkpoint; ``handed``: is the payload the one
-    handed to the step (else it is an ended run's)."""
+    """``(step, iterations, route, payload, handed, digest)`` of a whole checkpoint (``first``: the history's
+    first); ``handed``: is the payload the one handed to the step (else it is an ended run's); ``digest``: its
+    hash."""
     doc = record.state
     iterations, position, band = int(doc["iterations"]), int(doc["at"]), dict(doc.get("band") or {})
     if record.status == ENDED:
         result = doc.get("result") or {}
         payload = result.get("payload") if record.stop_reason == SUCCESS else None
-        return (None, iterations, record.stop_reason, payload, False), (iterations, position, band)
+        return (None, iterations, record.stop_reason, payload, False, _hash(payload)), (iterations, position, band)
     prev = doc.get("prev") or {}
     payload = prev.get("v") if "e" not in prev else {"error": prev["e"]}
     decisions = doc.get("decisions") or []
@@ -225,10 +219,11 @@ def _summary(
         route = str(decisions[-1][1])
     else:
         route = "start"
-    return (str(doc["next"]), iterations, route, payload, True), (iterations, position, band)
+    summary = (str(doc["next"]), iterations, route, payload, True, _hash(payload))
+    return summary, (iterations, position, band)
 
 
-def _checkpoints(rows: list[tuple[Any, ...]]) -> Iterator[Checkpoint]:
+def _checkpoints(rows: list[tuple[int, RunRecord, tuple[Any, ...] | None]]) -> Iterator[Checkpoint]:
     """The summaries as checkpoints, each with the hash of what the run handed on after its step ran."""
     outputs: dict[int, str | None] = {}
     waiting: list[tuple[int, int]] = []  # (seq, iterations) of the checkpoints whose step has not finished yet
@@ -236,27 +231,24 @@ def _checkpoints(rows: list[tuple[Any, ...]]) -> Iterator[Checkpoint]:
         if summary is None:
             waiting = []
             continue
-        _, iterations, _, payload, handed = summary
-        digest = _hash(payload)
+        _, iterations, _, payload, handed, digest = summary
         if not handed:  # the run ended: its last step's output is the result's payload (none when it stopped)
             for number, _ in waiting:
                 outputs[number] = digest if payload is not None else None
             waiting = []
             continue
-        still = []
         for number, ran in waiting:
             if ran < iterations:
                 outputs[number] = digest
-            else:
-                still.append((number, ran))
-        waiting = [*still, (seq, iterations)]
+        waiting = [(number, ran) for number, ran in waiting if ran >= iterations]
+        waiting.append((seq, iterations))
     for seq, record, summary in rows:
         if summary is None:
             yield Checkpoint(
                 seq, record.updated, record.status, record.stop_reason, None, 0, "", None, 0, None, None, record.problem
             )
             continue
-        step, iterations, route, payload, handed = summary
+        step, iterations, route, payload, handed, digest = summary
         yield Checkpoint(
             seq,
             record.updated,
@@ -267,8 +259,8 @@ def _checkpoints(rows: list[tuple[Any, ...]]) -> Iterator[Checkpoint]:
             route,
             payload,
             len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()),
-            _hash(payload) if handed else None,
-            outputs.get(seq) if handed else _hash(payload) if payload is not None else None,
+            digest if handed else None,
+            outputs.get(seq) if handed else digest if payload is not None else None,
         )
 
 
