@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,12 +58,7 @@ def test_browser_chat_shows_streamed_answer_and_route_panel(ui: str, tmp_path: P
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(30_000)
-            page.goto(ui)
-            box = page.get_by_test_id("stChatInputTextArea")
-            expect(box).to_be_visible(timeout=30_000)
-            box.fill("What is the status of ticket 1?")
-            box.press("Enter")
+            _ask(page, ui, "What is the status of ticket 1?")
             main = page.get_by_role("main")
             answer = main.get_by_test_id("stChatMessage").nth(1)
             expect(answer).to_contain_text("Login not working", timeout=30_000)  # the streamed answer, from Postgres
@@ -95,12 +91,7 @@ def test_browser_turn_panel_draws_the_desks_plan_with_the_turns_path(ui: str, tm
             fetched: list[str] = []
             context.on("request", lambda request: fetched.append(request.url))
             page = context.new_page()
-            page.set_default_timeout(30_000)
-            page.goto(ui)
-            box = page.get_by_test_id("stChatInputTextArea")
-            expect(box).to_be_visible(timeout=30_000)
-            box.fill("What is the status of ticket 1?")
-            box.press("Enter")
+            _ask(page, ui, "What is the status of ticket 1?")
             sidebar = page.get_by_test_id("stSidebar")
             expect(sidebar).to_contain_text("Route: POSTGRES", timeout=30_000)
             expect(sidebar.get_by_text("the steps this turn ran are highlighted")).to_be_visible(timeout=30_000)
@@ -121,6 +112,18 @@ def test_browser_turn_panel_draws_the_desks_plan_with_the_turns_path(ui: str, tm
             assert all(url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")) for url in fetched)
         finally:
             browser.close()
+
+
+def _ask(page: Any, ui: str, message: str) -> None:
+    """Open the UI in ``page`` and send ``message`` in its chat box."""
+    from playwright.sync_api import expect
+
+    page.set_default_timeout(30_000)
+    page.goto(ui)
+    box = page.get_by_test_id("stChatInputTextArea")
+    expect(box).to_be_visible(timeout=30_000)
+    box.fill(message)
+    box.press("Enter")
 
 
 def _svg_nodes(svg: str) -> list[tuple[str, set[str]]]:

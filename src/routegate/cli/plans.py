@@ -265,13 +265,7 @@ def run_show(args: argparse.Namespace) -> int:
     """one run: status, path, next step, the question of an interrupt"""
     if args.diagram is not None:
         return _show_diagram(args)
-    store = _open(args.db)
-    try:
-        record = _load(store, args.key, args.db)
-        if args.at is not None:
-            record = _checkpoint(store, args.key, args.at)
-    finally:
-        store.close()
+    store, record = _shown(args)
     out = _readable(record)
     if out is None:
         return 1
@@ -296,10 +290,18 @@ def _path_of(record: Any) -> list[Any]:
     return [_field(env, "s") for env in envelopes] if isinstance(envelopes, list) else []
 
 
-def _checkpoint(store: Any, key: str, at: int) -> Any:
-    from routegate.plan.history import checkpoint_record
+def _shown(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The store of ``show`` (closed again) and the record it shows: the run's latest checkpoint, or ``--at N``."""
+    store = _open(args.db)
+    try:
+        record = _load(store, args.key, args.db)
+        if args.at is not None:
+            from routegate.plan.history import checkpoint_record
 
-    return checkpoint_record(store.checkpoints, key, at)
+            record = checkpoint_record(store.checkpoints, args.key, args.at)
+    finally:
+        store.close()
+    return store, record
 
 
 def _show_diagram(args: argparse.Namespace) -> int:
@@ -310,13 +312,7 @@ def _show_diagram(args: argparse.Namespace) -> int:
             "--diagram draws the run's plan: give it with --plan module:attribute (the plan that ran it)"
         )
     plan = _plan(args.plan)
-    store = _open(args.db)
-    try:
-        record = _load(store, args.key, args.db)
-        if args.at is not None:
-            record = _checkpoint(store, args.key, args.at)
-    finally:
-        store.close()
+    _, record = _shown(args)
     try:
         drawn = plan.diagram([str(step) for step in _path_of(record)], record.stop_reason or record.status)
     except ValueError as exc:
