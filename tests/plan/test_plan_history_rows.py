@@ -64,3 +64,38 @@ def test_any_rows_are_rebuilt_or_named_never_raised_on(rows: list[dict[str, Any]
         assert isinstance(doc, str | dict)
         if isinstance(doc, dict):
             assert isinstance(doc["envelopes"], list) and isinstance(doc["decisions"], list)
+
+
+def _written_history() -> tuple[Any, list[tuple[int, str, str, float, str]]]:
+    """A memory store holding a real run's history, and that run's rows as stored (JSON text)."""
+    from routegate.plan import Plan, Step, Store, when
+
+    store = Store()
+    plan = Plan(
+        Step(lambda n: n + 1, name="tick", routes={"tick": when.payload(lambda n: n < 3)}),
+        Step(lambda n: {"done": n}, name="done"),
+        store=store,
+    )
+    plan.run(0, checkpoint_key="k")
+    backend = store.checkpoints
+    return backend, list(backend._log["k"])  # type: ignore[attr-defined]  # the test edits the stored rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_history_with_any_field_of_any_row_edited_is_listed_never_raised_on(data: st.DataObject) -> None:
+    import json
+
+    from routegate.plan.history import read_history
+
+    backend, rows = _written_history()
+    at = data.draw(st.integers(0, len(rows) - 1))
+    seq, status, reason, updated, text = rows[at]
+    doc = json.loads(text)
+    field = data.draw(st.sampled_from([*doc, "+", "parent", "result"]))
+    doc[field] = data.draw(JSON)
+    backend._log["k"][at] = (seq, status, reason, updated, json.dumps(doc))
+    history = read_history(backend, "k")
+    assert [c.at for c in history] == [r[0] for r in rows]
+    for checkpoint in history:
+        assert checkpoint.problem is not None or isinstance(checkpoint.route, str)
