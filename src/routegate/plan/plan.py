@@ -28,13 +28,14 @@ from routegate.core.result import OutputT
 from routegate.errors import ConfigurationError
 from routegate.plan._compiled import STEP, compile_steps, is_sync, shape_of, wants_context
 from routegate.plan._driver import drive, drive_nested
+from routegate.plan._fork import fork
 from routegate.plan._run import RunState, plan_line
 from routegate.plan._shape import PlanShape
 from routegate.plan.diagram import Diagram, diagram_of
 from routegate.plan.durable import NO_ANSWER
 from routegate.plan.errors import PlanCompileError
 from routegate.plan.events import PlanEvent
-from routegate.plan.history import NO_PAYLOAD, RunHistory, fork, read_history
+from routegate.plan.history import NO_PAYLOAD, RunHistory, read_history
 from routegate.plan.result import PlanResult
 from routegate.plan.runtime import Runtime
 from routegate.plan.step import Step
