@@ -436,3 +436,18 @@ def _resumes(store: Store, ran: list[str]) -> None:
     assert done.ok and done.output == "shipped 8" and ran == ["approve:8:yes", "ship:8"]
     assert [c.at for c in plan.history("legacy")] == [1, 2, 3, 4]
     assert plan.fork("legacy", at=1, answer="no", checkpoint_key="legacy-no").output == "shipped 0"
+
+
+def test_the_plan_of_a_runtime_refuses_to_fork_before_writing_anything() -> None:
+    from routegate.core import RunContext
+    from routegate.plan import PlanResult, Runtime
+
+    class Echo(Runtime[Any, Any]):
+        def result(self, state: Any, ended: PlanResult[Any], ctx: RunContext[Any]) -> Any:
+            return ended
+
+    store = Store()
+    plan = Plan(Step(lambda x: x, name="echo"), store=store, runtime=Echo())
+    with pytest.raises(ConfigurationError, match="run the runtime instead"):
+        plan.fork("any", at=1)
+    assert store.checkpoints.runs() == []
