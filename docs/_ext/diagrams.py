@@ -44,7 +44,8 @@ def _desk() -> Any:
         def run_step(self, payload: Any, ctx: Any) -> Any:
             return payload
 
-    return support_plan(router=StandIn(), tool=StandIn(), respond=StandIn())  # type: ignore[arg-type]
+    # stand-ins for the router, tool and Respond steps: only the shape is drawn
+    return support_plan(router=StandIn(), tool=StandIn(), respond=StandIn())  # type: ignore[arg-type]  # stand-ins
 
 
 BUILDERS: dict[str, Callable[[], Any]] = {"the support desk": _desk}
