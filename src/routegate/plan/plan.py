@@ -196,7 +196,8 @@ class Plan(Generic[RunDepsT, OutputT]):
         annotated input type (:class:`~routegate.errors.ConfigurationError` otherwise). ``answer`` answers the
         question of a paused run's checkpoint. The checkpoint is checked like any resumed one (signature, plan,
         graph): a tampered one raises :class:`~routegate.plan.CheckpointMismatchError`."""
-        self._own("afork")
+        if self.runtime is not None:
+            raise self._refused("afork")
         return await fork(self, key, at, step, payload, answer, store, deps, checkpoint_key)
 
     def fork(
@@ -212,7 +213,8 @@ class Plan(Generic[RunDepsT, OutputT]):
         checkpoint_key: str | None = None,
     ) -> PlanResult[OutputT]:
         """Synchronous :meth:`afork` (not from inside a running event loop)."""
-        self._own("fork")
+        if self.runtime is not None:
+            raise self._refused("fork")
         coroutine = fork(self, key, at, step, payload, answer, store, deps, checkpoint_key)
         return run_sync(coroutine, "fork", self._all_sync)
 
