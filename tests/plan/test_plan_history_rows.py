@@ -99,3 +99,20 @@ def test_a_history_with_any_field_of_any_row_edited_is_listed_never_raised_on(da
     assert [c.at for c in history] == [r[0] for r in rows]
     for checkpoint in history:
         assert checkpoint.problem is not None or isinstance(checkpoint.route, str)
+
+
+def test_a_decision_edited_into_an_empty_string_is_named_as_a_problem() -> None:
+    """Hypothesis found it once: ``decisions: [""]`` (a decision without its route) once raised IndexError."""
+    import json
+
+    from routegate.plan.history import read_history
+
+    backend, rows = _written_history()
+    seq, status, reason, updated, text = rows[0]
+    doc = json.loads(text)
+    doc["decisions"] = [""]
+    backend._log["k"][0] = (seq, status, reason, updated, json.dumps(doc))
+    history = read_history(backend, "k")
+    assert [c.at for c in history] == [r[0] for r in rows]
+    first = next(iter(history))
+    assert first.problem is not None and "IndexError" in first.problem

@@ -169,7 +169,7 @@ def read_history(backend: Checkpoints, key: str) -> RunHistory:
         if problem is None:
             try:
                 summary, before = _summary(seq == 1, record, before)
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a row of an unexpected shape
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:  # a row of an unexpected shape
                 problem = f"{type(exc).__name__}: {exc}"
             found = record.state.get("parent")
             if isinstance(found, dict) and isinstance(found.get("key"), str) and isinstance(found.get("at"), int):
