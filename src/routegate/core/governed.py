@@ -56,12 +56,13 @@ from routegate.core.contracts import (
     TraceEntry,
 )
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
+from routegate.core.flow_rules import FlowRules
 from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
-from routegate.core.provenance import FlowRules, ProvenanceLedger
+from routegate.core.provenance import ProvenanceLedger
 from routegate.core.telemetry import Attr, record_stop
 from routegate.errors import RunStopError
 
@@ -383,13 +384,16 @@ def _check_flows(
 
 def _record_source(result: Delegated | Stopped, ctx: RunContext[Any]) -> None:
     """After a delegation: its arguments' origins go on its trace entry, and what the worker returned becomes a
-    source of the run (``tool:<worker>#<n>``)."""
+    source of the run (``tool:<worker>#<n>``, with the arguments it was called with)."""
     ledger = _ledger(ctx)
     pending = ledger.pending.pop(id(result.intent), None) if ledger.pending else None
     if pending is not None and pending[0] is result.intent:
         result.trace.provenance = pending[1].evidence
     if isinstance(result, Delegated):
-        ledger.record_tool(result.intent.target, result.value if result.observation is None else result.observation)
+        intent = result.intent
+        ledger.record_tool(
+            intent.target, result.value if result.observation is None else result.observation, intent.args
+        )
 
 
 def _record_observed(result: Delegated | Stopped, ctx: RunContext[Any], observed: Callable[[object], object]) -> None:
