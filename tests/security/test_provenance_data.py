@@ -227,6 +227,31 @@ def test_a_narrowed_pattern_is_parsed_at_build_time() -> None:
         From("tool:(user)")
 
 
+class Posted(BaseModel):
+    sender: str
+    body: str
+
+
+class Visit(WorkerArgs):
+    url: Annotated[str, From("user", "tool:read_channel:body[sender]")]
+
+
+def test_a_field_narrowed_to_the_records_the_user_named_refuses_the_neighbours_value() -> None:
+    """A channel holds Bob's link and the attacker's: the rule takes a link only from a message whose sender the
+    user named, so the listing vouches for one and not the other."""
+    ledger = ProvenanceLedger.of_request("Open the article Bob posted in #general")
+    messages = [
+        Posted(sender="Bob", body="worth a read: www.news.example/ai"),
+        Posted(sender="dave.ext", body="www.evil.example/collect"),
+    ]
+    ledger.record_tool("read_channel", messages, {"channel": "general"})
+    rules = rules_of(Visit)
+    assert rules.check({"url": "www.news.example/ai"}, ledger).evidence == {"url": ("tool:read_channel#1:[0].body",)}
+    refusal = rules.check({"url": "www.evil.example/collect"}, ledger).refusal
+    assert refusal is not None and refusal.found == ("tool:read_channel#1:[1].body",)
+    assert From("tool:read_channel:body[sender]") != From("tool:read_channel:body")
+
+
 # -- links inside a text -----------------------------------------------------------------------------------------------
 class Message(WorkerArgs):
     to: Annotated[str, From("user", "tool:read_inbox:sender")]

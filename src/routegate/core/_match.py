@@ -43,7 +43,7 @@ import math
 import re
 import unicodedata
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
@@ -171,15 +171,18 @@ def as_numbers(value: object) -> frozenset[Decimal]:
 
 
 class Fragment:
-    """One leaf of a source in its normal forms, with where it sits in the source (``path``, ``""`` for the whole)
-    and the field it was read under (``field``: the key of its value; for a key of a mapping, the field of that
-    mapping). The numbers, dates and times a text holds are read the first time one is looked for in it."""
+    """One leaf of a source in its normal forms, with where it sits in the source (``path``, ``""`` for the whole),
+    the field it was read under (``field``: the key of its value; for a key of a mapping, the field of that
+    mapping) and the scalar fields beside it (``record``, when it is a value of a mapping or a model). The numbers, dates and times a text holds are read the first time one is looked for in it."""
 
-    __slots__ = ("_numbers", "_text", "_when", "compact", "field", "path", "words")
+    __slots__ = ("_numbers", "_text", "_when", "compact", "field", "path", "record", "words")
 
-    def __init__(self, path: str, leaf: str | int | float | Decimal, field: str = "") -> None:
+    def __init__(
+        self, path: str, leaf: str | int | float | Decimal, field: str = "", record: Mapping[str, object] | None = None
+    ) -> None:
         self.path = path
         self.field = field
+        self.record = record
         self._when: When | None = None
         if isinstance(leaf, str):
             normal = words(leaf)
@@ -255,31 +258,50 @@ def fields_of(item: object) -> Iterator[tuple[str, object]] | None:
     return None
 
 
+Record = Mapping[str, object]
+"""The named scalar fields of the mapping or model a value sits in (its "row": a message's sender, a payee's
+name), as they were when the source was recorded."""
+_NO_RECORD: Record = {}
+
+
+def _record(pairs: Iterable[tuple[object, object]]) -> Record:
+    """The scalar fields of one mapping or model, read as the matcher reads them."""
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if isinstance(key, str):
+            leaf = as_text(value)
+            if leaf is not None:
+                found[key] = leaf
+    return found
+
+
 def fragments(value: object, unread: list[str] | None = None) -> Iterator[Fragment]:
     """The leaves of ``value`` (and the keys of its mappings) as fragments, breadth-first and bounded. A pydantic
     model or a dataclass is read field by field (its field names are its code, not data: they are not leaves); a
     value the matcher cannot read (bytes, an object of another type) is not a leaf, and ``unread`` collects
-    ``"<path> (a <type>)"`` for it, so that a refusal can say what was not read."""
+    ``"<path> (a <type>)"`` for it, so that a refusal can say what was not read. A value of a mapping or model
+    carries the scalar fields beside it (:data:`Record`)."""
     budget, text_left = MAX_LEAVES, MAX_SOURCE_TEXT
-    queue: deque[tuple[str, str, object, int]] = deque([("", "", value, 0)])
+    queue: deque[tuple[str, str, object, int, Record]] = deque([("", "", value, 0, _NO_RECORD)])
     while queue and budget > 0 and text_left > 0:
-        path, field, item, depth = queue.popleft()
+        path, field, item, depth, record = queue.popleft()
         if isinstance(item, Mapping):
             if depth >= MAX_DEPTH:
                 continue
+            row = _record(item.items())
             for key, child in item.items():
                 budget -= 1
                 where = segment(path, key)
                 if isinstance(key, str):
                     text_left -= len(key)
                     yield Fragment(where, key, field)
-                queue.append((where, key if isinstance(key, str) else field, child, depth + 1))
+                queue.append((where, key if isinstance(key, str) else field, child, depth + 1, row))
         elif isinstance(item, list | tuple | set | frozenset):
             if depth >= MAX_DEPTH:
                 continue
             for index, child in enumerate(item):
                 budget -= 1
-                queue.append((f"{path}[{index}]", field, child, depth + 1))
+                queue.append((f"{path}[{index}]", field, child, depth + 1, _NO_RECORD))
         elif item is None or isinstance(item, bool):
             continue
         elif isinstance(item, str):
@@ -288,19 +310,21 @@ def fragments(value: object, unread: list[str] | None = None) -> Iterator[Fragme
             if len(item) > cut:  # cut where a token ends: "3,000" cut after "3" would hold the number 3
                 item = _TAIL.sub("", item[:cut])
             text_left -= len(item)
-            yield Fragment(path, item, field)
+            yield Fragment(path, item, field, record)
         elif isinstance(item, int | float | Decimal):
             budget -= 1
-            yield Fragment(path, item, field)
+            yield Fragment(path, item, field, record)
         else:
             named = fields_of(item)
             if named is not None:
                 if depth < MAX_DEPTH:
-                    queue.extend((segment(path, name), name, child, depth + 1) for name, child in named)
+                    pairs = list(named)
+                    row = _record(pairs)
+                    queue.extend((segment(path, name), name, child, depth + 1, row) for name, child in pairs)
                 continue
             leaf = as_text(item)
             if leaf is not None:
-                queue.append((path, field, leaf, depth))
+                queue.append((path, field, leaf, depth, record))
             elif unread is not None and len(unread) < MAX_UNREAD:
                 unread.append(f"{path or 'the whole output'} (a {type(item).__name__})")
 

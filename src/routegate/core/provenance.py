@@ -39,6 +39,7 @@ inferred by matching, not carried by an interpreter, so a value the model copies
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -80,13 +81,15 @@ _TRUSTED: Final = frozenset({"user", "config"})
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """One place a value could have come from: a source, where in it (``path``, ``""`` for the whole value) and the
+    """One place a value could have come from: a source, where in it (``path``, ``""`` for the whole value), the
     field it sits under (``field``: the last key of its path — in full, ``"alice@example.com"`` — or, for a key of
-    a mapping, that mapping's field)."""
+    a mapping, that mapping's field) and the fields beside it (``record``)."""
 
     source: Source
     path: str
     field: str = ""
+    record: Mapping[str, object] | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The scalar fields beside the value (its row), when it is a value of a mapping or a model."""
 
     def __str__(self) -> str:
         return f"{self.source}:{self.path}" if self.path else str(self.source)
@@ -101,9 +104,11 @@ class _Pattern:
     tool: str | None = None
     field: str | None = None
     directed: bool = False
+    row: str | None = None
 
 
 _DIRECTED = "(user)"
+_ROW = re.compile(r"(?P<field>.+)\[(?P<row>[^\[\]]+)\]")
 
 
 def _parse(pattern: object) -> tuple[_Pattern, ...]:
@@ -125,7 +130,7 @@ def _parse(pattern: object) -> tuple[_Pattern, ...]:
                 return found
     raise ConfigurationError(
         f"unknown flow source {pattern!r}: use 'user', 'config', 'tool', 'tool:<worker>', "
-        "'tool:<worker>:<field>', 'tool:<worker>(user)' or '*'"
+        "'tool:<worker>:<field>', 'tool:<worker>(user)', 'tool:<worker>:<field>[<key>]' or '*'"
     )
 
 
@@ -133,7 +138,12 @@ def _tool(name: str, field: str | None) -> _Pattern | None:
     directed = name.endswith(_DIRECTED)
     if directed:
         name = name[: -len(_DIRECTED)]
-    return _Pattern("tool", name, field, directed) if name.strip() and name == name.strip() else None
+    row = None
+    if field is not None:
+        narrowed = _ROW.fullmatch(field)
+        if narrowed is not None:
+            field, row = narrowed["field"], narrowed["row"]
+    return _Pattern("tool", name, field, directed, row) if name.strip() and name == name.strip() else None
 
 
 class From:
@@ -146,7 +156,9 @@ class From:
     (that worker's output only from a call whose every argument came from the user's request or the configuration,
     "the bill the user named"; a call without arguments had none the user supplied) or ``"*"`` (anywhere, and no
     source at all). A worker name may hold ``:`` (a dispatcher's ``mcp:bank/read_file``): the whole text after
-    ``tool:`` names a worker, or the text before its last ``:`` does and what follows is the field. Use it as
+    ``tool:`` names a worker, or the text before its last ``:`` does and what follows is the field. A field may be
+    narrowed to the records the user named: ``"tool:read_channel:body[sender]"`` is a ``body`` only from a record
+    (a message) whose ``sender`` the user's request or the configuration holds ("the link Bob posted"). Use it as
     ``Annotated`` metadata on a field of the worker's argument model, or in ``Worker(flows={...})``.
     """
 
@@ -187,9 +199,17 @@ class From:
                 and pattern.tool == source.tool
                 and (pattern.field is None or pattern.field == origin.field)
                 and (not pattern.directed or (ledger is not None and ledger.directed(source)))
+                and (pattern.row is None or _named_row(origin, pattern.row, ledger))
             ):
                 return True
         return False
+
+
+def _named_row(origin: Origin, key: str, ledger: ProvenanceLedger | None) -> bool:
+    """Did the user's request (or the configuration) name the record ``origin`` sits in, by its field ``key``?"""
+    value = origin.record.get(key) if origin.record is not None else None
+    probe = Probe.of(value) if value is not None else None
+    return probe is not None and ledger is not None and ledger.trusted(probe)
 
 
 class LinksFrom(From):
@@ -362,7 +382,7 @@ class ProvenanceLedger:
         """:meth:`origins` for a value already in the matcher's normal forms."""
         self.index()
         return tuple(
-            Origin(source, fragment.path, fragment.field)
+            Origin(source, fragment.path, fragment.field, fragment.record)
             for source, found in self._indexed
             for fragment in found
             if probe.found_in(fragment)
@@ -374,7 +394,7 @@ class ProvenanceLedger:
         self.index()
         for source, found in self._indexed:
             for fragment in found:
-                origin = Origin(source, fragment.path, fragment.field)
+                origin = Origin(source, fragment.path, fragment.field, fragment.record)
                 if rule.allows(origin, self):
                     yield origin, fragment
 
