@@ -229,6 +229,7 @@ PINNED: dict[str, list[str]] = {
         "Defense",
         "Figures",
         "Injection",
+        "ObedientModel",
         "ObedientRouter",
         "SUITES",
         "Suite",
