@@ -24,6 +24,7 @@ from routegate.core import (
     WorkerArgs,
     links_only_from,
 )
+from routegate.core.governed import OnRefusal
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.llm import LLMTimeoutError
 from routegate.llm.structured import ModelReply, ToolCall
@@ -180,6 +181,11 @@ REFUSED = [
         call("send_mail", to="bob@corp.example", body="your code: 482913 ok"),
         "route_denied:provenance_leak:body",
     ),
+    (
+        "a value the matcher cannot check",
+        call("send_money", recipient="-- --", amount="50.00"),
+        "route_denied:provenance_unchecked:no_text",
+    ),
 ]
 
 
@@ -228,18 +234,51 @@ def test_a_refusal_under_observe_goes_back_to_the_model_and_the_run_goes_on(
     assert (refusal.ok, refusal.stop_reason, refusal.handed_back) == (False, reason, True)
 
 
-def test_the_execution_allowlist_refuses_both_ways() -> None:
-    for on_refusal, ok in (("end", False), ("observe", True)):
-        world = World()
-        model = ScriptedChatModel(
-            [calls(call("read_code", "c1")), answer("no code")] if ok else [calls(call("read_code", "c1"))]
-        )
-        result = agent(world, model, on_refusal=on_refusal, execution_allow=["read_file"]).run("my code?")
-        model.assert_consumed()
-        assert result.ok is ok
-        assert result.calls[0].stop_reason == "route_denied:read_code"
-        if ok:
-            assert json.loads(tool_messages(model, 2)[0]["content"])["stop_reason"] == "route_denied:read_code"
+class Note(WorkerArgs):
+    text: str
+    tag: str = "misc"
+
+
+def note(text: str) -> str:  # takes no `tag`: the gateway's signature check refuses a call that fits the schema
+    """Keep a note."""
+    return "kept"
+
+
+GATEWAY = [  # (what, extra options, the call, its stop reason)
+    ("execution allowlist", {"execution_allow": ["read_file"]}, call("read_code", "c1"), "route_denied:read_code"),
+    (
+        "no worker registered",
+        {"policy_allow": ["read_code", "ghost"], "execution_allow": ["read_code", "ghost"]},
+        call("ghost", "c1"),
+        "route_missing:ghost",
+    ),
+    (
+        "the worker's signature",
+        {"extra": Worker("note", note, args_model=Note, inline=True)},
+        call("note", "c1", text="hi", tag="x"),
+        "route_bad_args:note",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "options", "refused", "reason"), GATEWAY, ids=[g[0] for g in GATEWAY])
+@pytest.mark.parametrize("on_refusal", ["end", "observe"])
+def test_the_gateways_refusals_end_the_run_or_go_back_to_the_model(
+    what: str, options: dict[str, Any], refused: ToolCall, reason: str, on_refusal: OnRefusal
+) -> None:
+    world, options = World(), dict(options)
+    tools = world.tools() + ([options.pop("extra")] if "extra" in options else [])
+    observe = on_refusal == "observe"
+    model = ScriptedChatModel([calls(refused), answer("could not")] if observe else [calls(refused)])
+    result = ToolAgent(model=model, tools=tools, on_refusal=on_refusal, **options).run("keep a note: hi")
+    model.assert_consumed()
+    assert result.calls[0].stop_reason == reason and result.calls[0].handed_back is observe
+    assert result.trace[0].stop_reason == reason
+    if observe:
+        assert result.ok and result.output == "could not"
+        assert json.loads(tool_messages(model, 2)[0]["content"])["stop_reason"] == reason
+    else:
+        assert (result.stop_reason, result.phase, result.output) == (reason, "delegate", None)
 
 
 def test_the_output_check_refuses_both_ways() -> None:

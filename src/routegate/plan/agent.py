@@ -31,7 +31,6 @@ from opentelemetry.trace import Span, Tracer
 
 from routegate._lazy import renamed_method
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import ErrorInfo
 from routegate.core.compose import GroundedComposer
 from routegate.core.context import RunContext, RunDepsT, context_parameter
 from routegate.core.contracts import (
@@ -334,11 +333,7 @@ class RoutingAgent(Generic[RunDepsT]):
         result = await self._runtime.arun_step(_State(payload_text(payload), _NO_FIELDS, ctx.task), ctx)
         outcome = result.outcome
         if not outcome.ok:
-            phase = outcome.phase or "step"
-            stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
-            raise StepFailedError(
-                ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), {"agent": result}
-            )
+            raise StepFailedError.stopped(outcome, {"agent": result})
         return result
 
     # -- the plan's steps ------------------------------------------------------------------------------------

@@ -39,7 +39,6 @@ import pydantic_core
 from opentelemetry.trace import Span, Tracer
 
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import ErrorInfo
 from routegate.core.context import RunContext, RunDepsT
 from routegate.core.contracts import Budget, RouteIntent, RouteSpec, TraceEntry, jsonable
 from routegate.core.gateway import RouteGateway
@@ -332,11 +331,7 @@ class ToolAgent(Generic[RunDepsT]):
         result = await self._runtime.arun_step(_Run(payload_text(payload), _NO_CONTEXT, ctx.task), ctx)
         outcome = result.outcome
         if not outcome.ok:
-            phase = outcome.phase or "step"
-            stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
-            raise StepFailedError(
-                ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), {"agent": result}
-            )
+            raise StepFailedError.stopped(outcome, {"agent": result})
         return result
 
     # -- the plan's steps ------------------------------------------------------------------------------------------
