@@ -131,17 +131,6 @@ def tool_agent(args_model: type[WorkerArgs]) -> ToolAgent[Any]:
     return ToolAgent(model=OneCallModel(), tools=[make_worker(billing, args=args_model, inline=True)])
 
 
-async def time_tool_agent(agent: ToolAgent[Any], runs: int, repeats: int) -> float:
-    """Best-of-``repeats`` mean µs per run."""
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(runs):
-            await agent.arun(GOAL)
-        samples.append((time.perf_counter() - started) / runs * 1e6)
-    return min(samples)
-
-
 def suites_table() -> None:
     print(
         "| suite | defense | tasks | pairs | utility (no injection) | utility under attack | attack success | "
@@ -188,8 +177,8 @@ def main() -> None:
     plain_t, ruled_t = tool_agent(PlainArgs), tool_agent(RuledArgs)
     answered = ruled_t.run(GOAL)
     assert plain_t.run(GOAL).ok and answered.ok and answered.calls[0].provenance == {"ticket": ("user",)}
-    t_without = asyncio.run(time_tool_agent(plain_t, args.runs, args.repeats))
-    t_with = asyncio.run(time_tool_agent(ruled_t, args.runs, args.repeats))
+    t_without = asyncio.run(time_async(plain_t, args.runs, args.repeats))
+    t_with = asyncio.run(time_async(ruled_t, args.runs, args.repeats))
     print(f"{'tool agent run (one call, one answer), no flow rules':52} {t_without:9.2f}")
     print(f"{'tool agent run (one call, one answer), a flow rule':52} {t_with:9.2f}")
     print(f"provenance overhead per tool call: {t_with - t_without:.2f} µs")
