@@ -19,6 +19,7 @@ from routegate.core import (
     From,
     LinksFrom,
     NotFrom,
+    RunContext,
     Sensitive,
     Worker,
     WorkerArgs,
@@ -439,3 +440,25 @@ def test_a_stop_raised_by_a_tool_ends_the_run_with_its_reason() -> None:
         "go"
     )
     assert (result.stop_reason, result.message) == ("tool_says:no", "the tool refused")
+
+
+@pytest.mark.parametrize(("rules", "ledger"), [(False, False), (True, True)])
+def test_a_run_without_flow_rules_keeps_no_ledger_and_matches_nothing(rules: bool, ledger: bool) -> None:
+    """The matcher's cost stays off a run whose tools declare no rule and that has no output check: no ledger is
+    kept (a tool asking for the run's context sees none) and no call carries evidence."""
+    seen: list[bool] = []
+
+    def look(ctx: RunContext[Any]) -> str:
+        """Look at the run."""
+        seen.append(ctx.provenance is not None)
+        return "looked"
+
+    world = World()
+    model = ScriptedChatModel(
+        [calls(call("look"), call("send_money", recipient=FRIEND, amount="50.00")), answer("done")]
+    )
+    tools = [*world.tools(rules=rules), Worker("look", look, inline=True)]
+    result = ToolAgent(model=model, tools=tools).run(f"Pay my friend {FRIEND} 50.00 EUR.")
+    assert result.ok and world.sent == [(FRIEND, Decimal("50.00"))]
+    assert seen == [ledger]
+    assert (result.calls[1].provenance is not None) is ledger
