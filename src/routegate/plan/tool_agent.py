@@ -68,6 +68,7 @@ from routegate.plan.runtime import RunSpans, Runtime, TracedSpans
 from routegate.plan.step import Step
 from routegate.plan.targets import StepContext
 from routegate.plan.tool_result import ModelTurnEvent, ToolAgentEvent, ToolAgentResult, ToolCallEvent
+from routegate.plan.when import Predicate
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,11 @@ def _answers(env: Envelope) -> bool:
 def _back(env: Envelope) -> bool:
     """The route back to the model step: after the tools ran, or when the output check sent the answer back."""
     return env.error is None and (env.payload.answer is None)
+
+
+# the routes as the plan's diagram names them
+_ANSWERS = Predicate(_answers, "no tool call")
+_BACK = Predicate(_back, "no answer yet")
 
 
 class _ToolRuntime(Runtime[_Run, ToolAgentResult, ModelTurnEvent | ToolCallEvent]):
@@ -282,9 +288,9 @@ class ToolAgent(Generic[RunDepsT]):
         # every turn is at most model → tools or model → answer, and one more model step ends a run that used them up
         steps = max(self.budget.max_iterations, 2 * self.budget.max_route_attempts + 1)
         self.plan: Plan[Any, Any] = Plan(
-            Step(self._model, name="model", phase="route", routes={"answer": _answers}),
-            Step(self._tools, name="tools", phase="delegate", routes={"model": _back}),
-            Step(self._answer, name="answer", phase="finalize", routes={"model": _back}),
+            Step(self._model, name="model", phase="route", routes={"answer": _ANSWERS}),
+            Step(self._tools, name="tools", phase="delegate", routes={"model": _BACK}),
+            Step(self._answer, name="answer", phase="finalize", routes={"model": _BACK}),
             budget=dataclasses.replace(self.budget, max_iterations=steps),
             name=name,
             runtime=self._runtime,
