@@ -8,9 +8,11 @@ paraphrase set (``{"text", "source"}``: the document that answers it, asked in o
 * **hybrid, fixed cut-off** — full-text search fused with pgvector (reciprocal rank fusion), the same fixed cut-off;
 * **after** — hybrid, with the cut-off calibrated from the desk's own documents at ingest.
 
-recall@k: the question's document is among the first k passages the search returns (after its cut-off). The
-off-topic set (``{"text"}``: questions no document answers) is searched the same ways; *refused* counts those that
-return nothing, so a cut-off that simply lets everything through shows.
+A question whose ``source`` is ``null`` is one no document answers (``what are your support hours``), like the
+shared off-topic set (``{"text"}``): *refused* counts those the search returns nothing for, so a cut-off that lets
+everything through shows.
+
+recall@k: the question's document is among the first k passages the search returns (after its cut-off).
 
 Run: python bench/doc_recall.py [--demo PATH] [--shop PATH] [--off-topic PATH]
 """
@@ -62,7 +64,9 @@ def vector_only(desk: ConfiguredDesk, min_score: float) -> Search:
     return search
 
 
-async def measure(search: Search, questions: list[dict[str, Any]], off_topic: list[dict[str, Any]]) -> dict[str, Any]:
+async def measure(search: Search, items: list[dict[str, Any]], off_topic: list[dict[str, Any]]) -> dict[str, Any]:
+    questions = [q for q in items if q["source"] is not None]
+    unanswered = [q for q in items if q["source"] is None] + off_topic
     hits = dict.fromkeys(KS, 0)
     misses: list[str] = []
     for q in questions:
@@ -72,11 +76,14 @@ async def measure(search: Search, questions: list[dict[str, Any]], off_topic: li
         if q["source"] not in sources[:3]:
             misses.append(q["text"])
     refused = 0
-    for q in off_topic:
-        refused += not await search(q["text"])
+    for q in unanswered:
+        found = await search(q["text"])
+        refused += not found
+        if found:
+            misses.append(f"(answered, should not be) {q['text']} -> {found[0].source} {found[0].score:.3f}")
     return {
         **{f"recall@{k}": f"{hits[k]}/{len(questions)} ({100 * hits[k] / len(questions):.0f} %)" for k in KS},
-        "off-topic refused": f"{refused}/{len(off_topic)}",
+        "unanswerable refused": f"{refused}/{len(unanswered)}",
         "missed@3": misses,
     }
 
@@ -90,7 +97,7 @@ async def bench_desk(
     cur = None
     async with desk.db.connection() as conn:
         cur = await (await conn.execute("SELECT details FROM kb_calibration")).fetchone()
-    print(f"\n## {name} ({len(questions)} paraphrases, {len(off_topic)} off-topic); calibration: {cur and cur['details']}")
+    print(f"\n## {name} ({len(questions)} questions, {len(off_topic)} off-topic); calibration: {cur and cur['details']}")
     for label, search in (
         (f"before: vector only, cut-off {fixed}", vector_only(desk, fixed)),
         (f"hybrid, cut-off {fixed}", lambda t: hybrid_fixed.search(t, 3)),

@@ -303,7 +303,8 @@ class KnowledgeBase:
         calibrated = rows[0]["calibrated"]
         min_score = self.min_score if self.min_score is not None else calibrated
         min_score = DEFAULT_MIN_SCORE if min_score is None else float(min_score)
-        floor = rows[0]["calibrated_floor"]
+        # a cut-off the desk set is the one cut-off; a calibrated one comes with its floor for word-confirmed chunks
+        floor = rows[0]["calibrated_floor"] if self.min_score is None else None
         floor = min_score if floor is None else min(float(floor), min_score)
         found = {int(r["id"]): r for r in rows}
         candidates = [

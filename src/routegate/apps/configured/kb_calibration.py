@@ -4,18 +4,20 @@ A question's cosine similarity to the chunk that answers it depends on the encod
 pages, long pages, pages that share a vocabulary all move it. So the cut-off is measured on this desk:
 
 * **noise** — what text about nothing in these documents reaches: each of :data:`OFF_TOPIC` (small talk, weather,
-  sport, cooking, code, ...) is compared with every chunk and keeps its best similarity; ``noise`` is the
-  :data:`NOISE_QUANTILE` quantile of those bests (a quantile, not the maximum, so that a desk *about* cooking is not
-  made deaf by the one cooking probe that truly matches it);
+  sport, cooking, code, ...) is compared with every chunk and keeps its best similarity; ``noise`` is the highest of
+  those bests, ``typical`` their :data:`TYPICAL_QUANTILE` quantile;
 * **own** — what a question about a document reaches: each document's title and section headings, compared with the
   chunks of the *same* document (its best); ``own_low`` is the lowest of those;
 * **other** — the same headings compared with the chunks of the *other* documents (their best); ``other_high`` is
   the highest: how alike the desk's documents are (reported, so a desk author sees when two pages overlap).
 
-``min_score`` (a chunk is an answer on its meaning alone) is ``noise + MARGIN``, kept inside
-[:data:`LOWEST`, :data:`HIGHEST`] and never above ``own_low`` (every document stays reachable by its own headings).
-``floor`` is ``noise``: a chunk that contains *every* word of the question (full-text search) is an answer from
-there — the words confirm what meaning alone could not.
+``min_score`` (a chunk is an answer on its meaning alone) is ``noise`` — no unrelated probe would have been answered
+— kept inside [:data:`LOWEST`, :data:`HIGHEST`] and never above ``own_low`` (every document stays reachable by its
+own headings). ``floor`` is ``typical``: a chunk holding *every* word of the question (full-text search) is an answer
+from there — the words confirm what meaning alone could not.
+
+A desk whose documents are about one of the probes' subjects (a cooking desk) sees that probe match: its
+``min_score`` is then held down by ``own_low`` only, and ``[knowledge] min_score`` sets the cut-off by hand.
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ with needs("desk"):
 
 DEFAULT_MIN_SCORE: Final = 0.35
 """The cut-off before a desk has been calibrated (no chunks yet): the fixed constant desks had before."""
-MARGIN: Final = 0.05
 LOWEST: Final = 0.15
 HIGHEST: Final = 0.60
-NOISE_QUANTILE: Final = 0.9
+TYPICAL_QUANTILE: Final = 0.9
 
 OFF_TOPIC: Final = (
     "hello there",
@@ -114,7 +115,9 @@ def calibrate(
     unit length (the encoder's), so a dot product is the cosine similarity."""
     chunks = np.asarray(chunk_vectors, dtype=np.float32)
     owner = np.asarray(sources)
-    noise = float(np.quantile((np.asarray(off_topic_vectors, dtype=np.float32) @ chunks.T).max(axis=1), NOISE_QUANTILE))
+    unrelated = (np.asarray(off_topic_vectors, dtype=np.float32) @ chunks.T).max(axis=1)
+    noise = float(unrelated.max())
+    typical = float(np.quantile(unrelated, TYPICAL_QUANTILE))
     own: list[float] = []
     other: list[float] = []
     for source, texts in headings.items():
@@ -126,10 +129,10 @@ def calibrate(
         if (~mine).any():
             other.extend(scores[:, ~mine].max(axis=1).tolist())
     own_low = min(own) if own else HIGHEST
-    min_score = min(max(noise + MARGIN, LOWEST), HIGHEST, own_low)
+    min_score = min(max(noise, LOWEST), HIGHEST, own_low)
     return Calibration(
         min_score=min_score,
-        floor=min(noise, min_score),
+        floor=min(typical, min_score),
         noise=noise,
         own_low=own_low,
         other_high=max(other) if other else None,
