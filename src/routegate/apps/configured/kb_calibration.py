@@ -5,7 +5,7 @@ pages, long pages, pages that share a vocabulary all move it. So the cut-off is 
 
 * **noise** — what text about nothing in these documents reaches: each of :data:`OFF_TOPIC` (small talk, weather,
   sport, cooking, code, ...) is compared with every chunk and keeps its best similarity; ``noise`` is the highest of
-  those bests, ``typical`` their :data:`TYPICAL_QUANTILE` quantile;
+  those bests, ``typical`` their median;
 * **own** — what a question about a document reaches: each document's title and section headings, compared with the
   chunks of the *same* document (its best); ``own_low`` is the lowest of those;
 * **other** — the same headings compared with the chunks of the *other* documents (their best); ``other_high`` is
@@ -35,7 +35,7 @@ DEFAULT_MIN_SCORE: Final = 0.35
 """The cut-off before a desk has been calibrated (no chunks yet): the fixed constant desks had before."""
 LOWEST: Final = 0.15
 HIGHEST: Final = 0.60
-TYPICAL_QUANTILE: Final = 0.9
+TYPICAL_QUANTILE: Final = 0.5
 
 OFF_TOPIC: Final = (
     "hello there",

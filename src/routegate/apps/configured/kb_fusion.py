@@ -41,5 +41,5 @@ def fuse(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 def answers(fused: Sequence[Candidate], *, min_score: float, floor: float) -> list[Candidate]:
     """The fused chunks that answer: similarity at least ``min_score`` (meaning alone), or every word of the
-    question present and similarity at least ``floor`` (the words confirm it)."""
+    question in the chunk and similarity at least ``floor`` (the words confirm what the meaning suggests)."""
     return [c for c in fused if c.similarity >= min_score or (c.all_words and c.similarity >= floor)]
