@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -69,8 +70,12 @@ async def measure(search: Search, items: list[dict[str, Any]], off_topic: list[d
     unanswered = [q for q in items if q["source"] is None] + off_topic
     hits = dict.fromkeys(KS, 0)
     misses: list[str] = []
+    timed = 0.0
     for q in questions:
-        sources = [p.source for p in await search(q["text"])]
+        started = time.perf_counter()
+        found = await search(q["text"])
+        timed += time.perf_counter() - started
+        sources = [p.source for p in found]
         for k in KS:
             hits[k] += q["source"] in sources[:k]
         if q["source"] not in sources[:3]:
@@ -84,6 +89,7 @@ async def measure(search: Search, items: list[dict[str, Any]], off_topic: list[d
     return {
         **{f"recall@{k}": f"{hits[k]}/{len(questions)} ({100 * hits[k] / len(questions):.0f} %)" for k in KS},
         "unanswerable refused": f"{refused}/{len(unanswered)}",
+        "mean search": f"{1000 * timed / len(questions):.1f} ms (encoder included)",
         "missed@3": misses,
     }
 
@@ -97,7 +103,9 @@ async def bench_desk(
     cur = None
     async with desk.db.connection() as conn:
         cur = await (await conn.execute("SELECT details FROM kb_calibration")).fetchone()
-    print(f"\n## {name} ({len(questions)} questions, {len(off_topic)} off-topic); calibration: {cur and cur['details']}")
+    print(
+        f"\n## {name} ({len(questions)} questions, {len(off_topic)} off-topic); calibration: {cur and cur['details']}"
+    )
     for label, search in (
         (f"before: vector only, cut-off {fixed}", vector_only(desk, fixed)),
         (f"hybrid, cut-off {fixed}", lambda t: hybrid_fixed.search(t, 3)),
@@ -122,7 +130,15 @@ async def run(args: argparse.Namespace) -> None:
             shutil.copy(ROOT / "examples" / "shop" / "shop.sql", base / "shop.sql")
             shutil.copytree(ROOT / "examples" / "shop" / "docs", base / "docs")
             with mock.patch.dict(os.environ, {"DATABASE_URL": url, "ROUTEGATE_DATA_DIR": str(base)}):
-                init = ["desk", "init", str(base / "shop"), "--from-sql", str(base / "shop.sql"), "--kb", str(base / "docs")]
+                init = [
+                    "desk",
+                    "init",
+                    str(base / "shop"),
+                    "--from-sql",
+                    str(base / "shop.sql"),
+                    "--kb",
+                    str(base / "docs"),
+                ]
                 if main(init) != 0:
                     raise SystemExit("desk init of the shop example failed")
             settings = Settings(database_url=url, data_dir=base)
