@@ -189,11 +189,35 @@ async def test_hostile_questions_reach_the_search_as_data(desk: ConfiguredDesk, 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(max_size=300))
 def test_any_text_makes_a_valid_full_text_query(pg_url: str, text: str) -> None:
-    """What the search sends websearch_to_tsquery — built from any text — parses, and is only ever a parameter."""
+    """What the search sends websearch_to_tsquery — built from any text — parses, and is only ever a parameter; the
+    raw text too (but NUL, which PostgreSQL text cannot hold and the search never sends)."""
     any_words, all_words = query_words(text)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(
             "SELECT websearch_to_tsquery('english', %s), websearch_to_tsquery('english', %s), "
-            "to_tsvector('english', 'a page') @@ websearch_to_tsquery('english', %s)",
-            (any_words, all_words, any_words),
+            "to_tsvector('english', 'a page') @@ websearch_to_tsquery('english', %s), "
+            "websearch_to_tsquery('simple', %s)",
+            (any_words, all_words, any_words, text.replace("\x00", "")),
         )
+
+
+def test_the_cut_off_is_the_highest_off_topic_score_held_under_the_documents_own() -> None:
+    import numpy as np
+
+    from routegate.apps.configured.kb_calibration import LOWEST, calibrate
+
+    def at(cosine: float) -> list[float]:  # a unit vector at this cosine from (1, 0, 0)
+        return [cosine, float(np.sqrt(1 - cosine**2)), 0.0]
+
+    chunks = np.asarray([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    headings = {"a.md": ["A"], "b.md": ["B"]}
+    own = {"a.md": np.asarray([at(0.9)]), "b.md": np.asarray([[0.0, 0.2, 0.98]])}
+    off = np.asarray([at(0.30), at(0.10), at(0.20)])
+    calibration = calibrate(["a.md", "b.md"], chunks, headings, own, off)
+    assert round(calibration.min_score, 3) == 0.30 and round(calibration.floor, 3) == 0.20  # highest; median
+    assert round(calibration.own_low, 2) == 0.90 and calibration.other_high is not None
+    # a document reached by its own heading at 0.25 only holds the cut-off there
+    low = {**own, "a.md": np.asarray([at(0.25)])}
+    assert round(calibrate(["a.md", "b.md"], chunks, headings, low, off).min_score, 3) == 0.25
+    # unrelated questions that score nothing leave the lowest cut-off, not zero
+    assert calibrate(["a.md", "b.md"], chunks, headings, own, np.asarray([[0.0, 1.0, 0.0]])).min_score == LOWEST

@@ -153,10 +153,8 @@ async def _calibrate(conn: AsyncConn, encoder: Encoder) -> Calibration | None:
         return None
     sources = [str(r["source"]) for r in rows]
     vectors = np.asarray([json.loads(r["embedding"]) for r in rows], dtype=np.float32)
-    headings = {
-        s: h[:MAX_HEADINGS]
-        for s, h in headings_by_source([(s, str(r["heading"])) for s, r in zip(sources, rows, strict=True)]).items()
-    }
+    found = headings_by_source([(source, str(r["heading"])) for source, r in zip(sources, rows, strict=True)])
+    headings = {source: texts[:MAX_HEADINGS] for source, texts in found.items()}
     texts = [h for hs in headings.values() for h in hs]
     encoded = np.asarray(await encode_async(encoder, [*texts, *OFF_TOPIC]), dtype=np.float32)
     by_source: dict[str, Any] = {}

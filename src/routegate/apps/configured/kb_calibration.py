@@ -111,11 +111,11 @@ def calibrate(
     heading_vectors: Mapping[str, np.ndarray[Any, Any]],
     off_topic_vectors: np.ndarray[Any, Any],
 ) -> Calibration:
-    """The cut-off of a knowledge base: ``sources[i]`` is the document of chunk ``chunk_vectors[i]``; every vector
-    unit length (the encoder's), so a dot product is the cosine similarity."""
-    chunks = np.asarray(chunk_vectors, dtype=np.float32)
+    """The cut-off of a knowledge base: ``sources[i]`` is the document of chunk ``chunk_vectors[i]``. Every vector is
+    scaled to unit length first, so a dot product is the cosine similarity pgvector's ``<=>`` gives."""
+    chunks = _unit(chunk_vectors)
     owner = np.asarray(sources)
-    unrelated = (np.asarray(off_topic_vectors, dtype=np.float32) @ chunks.T).max(axis=1)
+    unrelated = (_unit(off_topic_vectors) @ chunks.T).max(axis=1)
     noise = float(unrelated.max())
     typical = float(np.quantile(unrelated, TYPICAL_QUANTILE))
     own: list[float] = []
@@ -123,7 +123,7 @@ def calibrate(
     for source, texts in headings.items():
         if not texts:
             continue
-        scores = np.asarray(heading_vectors[source], dtype=np.float32) @ chunks.T  # headings x chunks
+        scores = _unit(heading_vectors[source]) @ chunks.T  # headings x chunks
         mine = owner == source
         own.extend(scores[:, mine].max(axis=1).tolist())
         if (~mine).any():
@@ -138,3 +138,9 @@ def calibrate(
         other_high=max(other) if other else None,
         probes=len(own) + len(OFF_TOPIC),
     )
+
+
+def _unit(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    array = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    return array / np.where(norms == 0, 1.0, norms)
