@@ -40,7 +40,6 @@ import logging
 import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import httpx
 import openai
