@@ -132,7 +132,10 @@ async def test_an_existing_desk_gains_the_words_column_on_start_without_embeddin
         async with desk.db.connection() as conn:
             after = await (await conn.execute("SELECT id, embedding::text AS e FROM kb_chunks ORDER BY id")).fetchall()
             indexes = await (
-                await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'kb_chunks_fts'")
+                await conn.execute(
+                    "SELECT indexdef FROM pg_indexes WHERE indexname = 'kb_chunks_fts' AND schemaname = %s",
+                    (desk.db.schema,),
+                )
             ).fetchall()
             words = await (await conn.execute("SELECT count(*) AS n FROM kb_chunks WHERE fts IS NOT NULL")).fetchone()
         assert after == before and before
