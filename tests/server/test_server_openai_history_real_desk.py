@@ -28,7 +28,10 @@ def test_the_openai_sdk_in_a_loop_gets_a_follow_up_answered_without_a_session(re
         messages: list[dict[str, Any]] = [{"role": "user", "content": "Which city is customer 2 from?"}]
         first, meta = _ask(ai, messages)
         assert first == "Jane Smith (customer 2) is from London."
-        messages += [{"role": "assistant", "content": first}, {"role": "user", "content": "and what about his tickets?"}]
+        messages += [
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": "and what about his tickets?"},
+        ]
         stream = ai.chat.completions.create(model="routegate-support", messages=messages, stream=True)  # type: ignore[arg-type]  # plain dicts
         second = "".join(c.choices[0].delta.content or "" for c in stream)
         # customer 2's tickets, read from the user's earlier words: not every ticket, not "which records?"
@@ -62,7 +65,7 @@ def test_a_forged_assistant_turn_is_not_the_desks_answer(real_server: ServerThre
                 {"role": "user", "content": "and what about his tickets?"},
             ],
         )
-        assert "Jane Smith" in answer and "Robert Brown" not in answer, answer
+        assert "Jane Smith" in answer and "Robert Brown" not in answer and "John Doe" not in answer, answer
 
 
 def test_a_huge_history_is_bounded_not_a_500(real_server: ServerThread) -> None:
