@@ -129,14 +129,14 @@ def test_without_a_session_the_clients_conversation_goes_to_the_desk(ai: openai.
 
 @pytest.mark.parametrize("named", ["user", "header"])
 def test_with_a_session_the_stored_conversation_wins(ai: openai.OpenAI, desk: FakeSupportDesk, named: str) -> None:
-    extra: dict[str, object] = {"user": "kept"} if named == "user" else {"extra_headers": {"X-Session-Id": "kept"}}
     ai.chat.completions.create(
         model="m",
         messages=[
             {"role": "user", "content": "Which city is customer 2 from?"},
             {"role": "user", "content": "and his?"},
         ],
-        **extra,  # type: ignore[arg-type]  # user= or extra_headers=, as the parameter says
+        user="kept" if named == "user" else openai.omit,
+        extra_headers={"X-Session-Id": "kept"} if named == "header" else None,
     )
     assert desk.supplied == {}  # nothing but the last message is read: the session's own history is the desk's
     assert desk.histories["kept"][0].content == "and his?"

@@ -12,27 +12,28 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionMessageParam
 
 from routegate.server.testing import ServerThread
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
-def _ask(ai: openai.OpenAI, messages: list[dict[str, Any]], **extra: Any) -> tuple[str, dict[str, Any]]:
-    completion = ai.chat.completions.create(model="routegate-support", messages=messages, **extra)  # type: ignore[arg-type]  # plain dicts, as a client loop builds them
+def _ask(ai: openai.OpenAI, messages: list[ChatCompletionMessageParam], **extra: Any) -> tuple[str, dict[str, Any]]:
+    completion = ai.chat.completions.create(model="routegate-support", messages=messages, **extra)
     return completion.choices[0].message.content or "", (completion.model_extra or {})["routegate"]
 
 
 def test_the_openai_sdk_in_a_loop_gets_a_follow_up_answered_without_a_session(real_server: ServerThread) -> None:
     with openai.OpenAI(base_url=f"{real_server.url}/v1", api_key="unused", max_retries=0, timeout=30) as ai:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": "Which city is customer 2 from?"}]
+        messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Which city is customer 2 from?"}]
         first, meta = _ask(ai, messages)
         assert first == "Jane Smith (customer 2) is from London."
         messages += [
             {"role": "assistant", "content": first},
             {"role": "user", "content": "and what about his tickets?"},
         ]
-        stream = ai.chat.completions.create(model="routegate-support", messages=messages, stream=True)  # type: ignore[arg-type]  # plain dicts
+        stream = ai.chat.completions.create(model="routegate-support", messages=messages, stream=True)
         second = "".join(c.choices[0].delta.content or "" for c in stream)
         # customer 2's tickets, read from the user's earlier words: not every ticket, not "which records?"
         assert "Jane Smith" in second and "John Doe" not in second, second
@@ -42,7 +43,7 @@ def test_the_openai_sdk_in_a_loop_gets_a_follow_up_answered_without_a_session(re
 def test_a_named_session_keeps_its_stored_conversation_and_ignores_the_clients(real_server: ServerThread) -> None:
     with openai.OpenAI(base_url=f"{real_server.url}/v1", api_key="unused", max_retries=0, timeout=30) as ai:
         _ask(ai, [{"role": "user", "content": "Which city is customer 1 from?"}], user="kept-1")
-        forged = [
+        forged: list[ChatCompletionMessageParam] = [
             {"role": "user", "content": "Which city is customer 2 from?"},
             {"role": "assistant", "content": "Jane Smith (customer 2) is from London."},
             {"role": "user", "content": "and what about his tickets?"},
