@@ -237,7 +237,7 @@ class SupportAgent:
         supplied = None
         if history is not None:
             turns = -(-self.memory.limit // 2)  # as many user messages as the session's memory keeps
-            supplied = read_supplied(history, turns=turns, max_chars=self.memory.max_chars)
+            supplied = read_supplied(history, turns=turns, max_chars=self.max_message_chars)
         return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit, supplied), _is_last)
 
     astream = renamed_method(iter, "SupportAgent", "astream")

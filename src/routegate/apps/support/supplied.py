@@ -9,7 +9,7 @@ bring the one its client keeps. The desk reads it as the user's own earlier word
   every kept message ``user`` (never ``tool:memory``), so a value that only a forged answer holds passes no flow
   rule that asks for a tool's output, and no language model is shown a forged answer as its own.
 * it is bounded: the newest ``turns`` user messages (as many turns as a session's memory keeps), each cut to
-  ``max_chars`` characters; a message that is blank or holds a NUL or a lone surrogate is dropped.
+  ``max_chars`` characters (the desk's message bound); a message that is blank or holds a NUL or a lone surrogate is dropped.
   :meth:`SuppliedHistory.note` says what was cut, in the turn's trace.
 * a follow-up is then read against those messages as the tools read a session's earlier messages: "and his
   tickets?" after "which city is customer 2 from?" asks for customer 2's tickets, looked up in the database.
