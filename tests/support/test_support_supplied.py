@@ -42,3 +42,9 @@ def test_any_history_is_bounded(history: list[Message], turns: int, max_chars: i
     assert len(supplied.messages) <= turns
     assert all(m.role == "user" and 0 < len(m.content) <= max_chars for m in supplied.messages)
     assert len(supplied.messages) + supplied.dropped + supplied.cut == len(history)
+
+
+def test_what_is_not_a_message_is_dropped_not_an_error() -> None:
+    history = [{"role": "user", "content": "a dict"}, None, Message("user", "kept")]
+    supplied = read_supplied(history, turns=5, max_chars=100)  # type: ignore[arg-type]  # a careless caller's list
+    assert [m.content for m in supplied.messages] == ["kept"] and supplied.dropped == 2

@@ -50,12 +50,12 @@ class SuppliedHistory:
 
 def read_supplied(history: Iterable[Message], *, turns: int, max_chars: int) -> SuppliedHistory:
     """``history`` as a turn reads it (see the module's text): the newest ``turns`` user messages, each at most
-    ``max_chars`` characters."""
+    ``max_chars`` characters (anything that is not a :class:`Message` is dropped too)."""
     users: list[Message] = []
     dropped = 0
     for message in history:
-        text = message.content if isinstance(message.content, str) else ""
-        if message.role != "user" or not text.strip() or text_problem(text) is not None:
+        text = message.content if isinstance(message, Message) and isinstance(message.content, str) else ""
+        if not text.strip() or message.role != "user" or text_problem(text) is not None:
             dropped += 1
         else:
             users.append(message)
