@@ -136,6 +136,14 @@ def test_serve_with_two_workers(data_dir: Path) -> None:
                 body = {"message": f"What is the status of ticket {i % 3 + 1}?", "session_id": "w"}
                 assert c.post("/chat", json=body, headers=json_mode).json()["route"] == "POSTGRES"
             assert len(c.get("/sessions/w").json()["messages"]) == 8
+            # /v1 without a session: the worker's desk reads the client's conversation (the built-in configured desk)
+            said = [
+                {"role": "user", "content": "Which city is customer 2 from?"},
+                {"role": "assistant", "content": "?"},
+            ]
+            body = {"model": "m", "messages": [*said, {"role": "user", "content": "and what about his tickets?"}]}
+            answer = c.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+            assert "Jane Smith" in answer and "John Doe" not in answer, answer
         assert_cuts_a_silent_client(port)
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=60)

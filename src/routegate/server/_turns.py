@@ -272,7 +272,7 @@ async def run_turn(
             # the desk starts its turn acting for this tenant (its database connections are shared fairly
             # between tenants); set around the call only, never across this generator's yields
             with acting_for(lease.tenant if lease is not None else ANONYMOUS):
-                stream = _started(services.desk, message, session.internal, history)
+                stream = start_turn(services.desk, message, session.internal, history)
             try:
                 async for item in stream:
                     if isinstance(item, AnswerToken):  # most of a turn's events: nothing to count or refine
@@ -310,9 +310,11 @@ async def run_turn(
             yield error
 
 
-def _started(
-    desk: SupportDesk, message: str, session_id: str, history: Sequence[Message] | None
+def start_turn(
+    desk: SupportDesk, message: str, session_id: str, history: Sequence[Message] | None = None
 ) -> AsyncIterator[SupportEvent]:
+    """``desk.iter`` on one turn, with the client's ``history`` when there is one and the desk takes it
+    (:class:`~routegate.apps.support.contracts.TakesHistory`); without it otherwise."""
     if history is not None and isinstance(desk, TakesHistory) and desk.takes_history():
         return desk.iter(message, session_id=session_id, history=history)
     return desk.iter(message, session_id=session_id)

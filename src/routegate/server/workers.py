@@ -4,7 +4,7 @@ event loop) in the app's lifespan, on the ``DATABASE_URL`` the parent process se
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -19,9 +19,11 @@ from routegate.apps.support.contracts import (
     SerialisesSessions,
     SupportDesk,
     SupportEvent,
+    TakesHistory,
     TurnResult,
 )
 from routegate.errors import RuntimeFaultError
+from routegate.server._turns import start_turn
 from routegate.server.app import create_app
 from routegate.settings import Settings
 
@@ -44,8 +46,10 @@ class DeferredDesk:
             raise RuntimeFaultError("the support desk of this worker is not started")
         return self._desk
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        return self.desk.iter(message, session_id=session_id)
+    def iter(
+        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+    ) -> AsyncIterator[SupportEvent]:
+        return start_turn(self.desk, message, session_id, history)
 
     async def ask(self, message: str, *, session_id: str) -> TurnResult:
         return await self.desk.ask(message, session_id=session_id)
@@ -62,6 +66,10 @@ class DeferredDesk:
     def model_health(self) -> str | None:
         desk = self._desk
         return desk.model_health() if isinstance(desk, ReportsModelHealth) else None
+
+    def takes_history(self) -> bool:
+        desk: object = self._desk
+        return isinstance(desk, TakesHistory) and desk.takes_history()
 
     def serialises_sessions(self) -> bool:
         desk: object = self._desk
