@@ -12,10 +12,11 @@ RUN_CLI = "import sys; from routegate.cli import main; sys.exit(main())"
 _CALLERS_SETTINGS = ("OPENAI_", "ROUTEGATE_", "DATABASE_URL")
 
 
-def offline_env(data_dir: Path) -> dict[str, str]:
-    """This process's environment without the caller's model, database and routegate settings, for a CLI process."""
+def offline_env(data_dir: Path, *, keep_warm_seconds: float = 0) -> dict[str, str]:
+    """This process's environment without the caller's model, database and routegate settings, for a CLI process;
+    its embedded PostgreSQL stops with it unless ``keep_warm_seconds`` says otherwise."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_CALLERS_SETTINGS)}
-    return {**clean, "ROUTEGATE_DATA_DIR": str(data_dir)}
+    return {**clean, "ROUTEGATE_DATA_DIR": str(data_dir), "ROUTEGATE_DB_KEEP_WARM_SECONDS": f"{keep_warm_seconds:g}"}
 
 
 def go_offline(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
