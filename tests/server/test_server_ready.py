@@ -53,7 +53,9 @@ def test_the_encoder_is_loaded_before_the_server_says_ready(
         loaded = len(sessions)
         assert client.get("/healthz").json()["status"] == "ok"
         assert loaded == 1  # the encoder's model, once
-        answer = client.post("/chat", json={"message": "How do I reset my password?"}, headers={"Accept": "application/json"})
+        answer = client.post(
+            "/chat", json={"message": "How do I reset my password?"}, headers={"Accept": "application/json"}
+        )
         assert answer.status_code == 200, answer.text
         assert answer.json()["route"] == "VECTOR"
     assert len(sessions) == loaded  # the first turn loaded nothing more

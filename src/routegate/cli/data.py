@@ -1,11 +1,14 @@
-"""``routegate data`` / ``routegate data reset``: where routegate keeps its data on this machine, and removing it.
+"""``routegate data`` / ``data stop`` / ``data reset``: where routegate keeps its data on this machine, whether its
+embedded PostgreSQL runs, stopping it, and removing it all.
 
 The data dir is ``ROUTEGATE_DATA_DIR``, by default the platform's user data directory (``platformdirs``:
 ``~/.local/share/routegate`` on Linux). It holds the embedded PostgreSQL (``support-pg``: conversations and the
 desk's articles) and the support router fitted on first use (``support-router-<key>``), which is fitted again
-when missing. ``reset`` removes the whole directory, after a confirmation (``--yes`` skips it); it refuses while
-the embedded PostgreSQL in it runs (a ``routegate up`` / ``serve`` / ``chat`` is using it), and when the directory
-holds anything else (``ROUTEGATE_DATA_DIR`` pointing at the wrong place).
+when missing. Commands keep the embedded PostgreSQL running for ``ROUTEGATE_DB_KEEP_WARM_SECONDS`` after the last
+one ended (:mod:`routegate.apps.support.warm`); ``stop`` stops it now. ``reset`` removes the whole directory, after
+a confirmation (``--yes`` skips it), stopping a server that is only kept warm first; it refuses while a command
+(``routegate up`` / ``serve`` / ``chat``) uses the embedded PostgreSQL, and when the directory holds anything else
+(``ROUTEGATE_DATA_DIR`` pointing at the wrong place).
 """
 
 from __future__ import annotations
@@ -170,8 +173,8 @@ def run_stop(args: argparse.Namespace) -> int:
 def run_reset(args: argparse.Namespace) -> int:
     """remove the data dir (conversations, embedded PostgreSQL, router cache) after a confirmation
 
-    Remove the whole data dir. Asks first (at a terminal) unless --yes; refuses while the embedded PostgreSQL in
-    it runs (stop `routegate up` / `serve` / `chat` first).
+    Remove the whole data dir. Asks first (at a terminal) unless --yes; stops the embedded PostgreSQL when it is
+    only kept warm between commands; refuses while a command uses it (stop `routegate up` / `serve` / `chat` first).
     """
     where = Settings().data_dir
     if not where.exists():

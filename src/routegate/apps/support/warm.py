@@ -188,7 +188,7 @@ def keep_warm(pgdata: Path, postmaster_pid: int, keep_warm_seconds: float) -> No
     where = warm_dir(pgdata)
     with open(where / _LOG, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(pgdata), repr(float(keep_warm_seconds))],
+            [sys.executable, "-m", __name__, str(pgdata.resolve()), repr(float(keep_warm_seconds))],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -218,6 +218,8 @@ def stop_server(pgdata: Path) -> StopOutcome:
     """Stop the embedded server of ``pgdata`` now unless a process other than its watcher uses it: the watcher is
     told to leave (the last user leaving, pgserver stops the server); a server left with no user at all (its
     watcher killed) is attached to and left, which stops it the same way."""
+    if not pgdata.is_dir():
+        return StopOutcome(None, stopped=False)
     with warm_lock(pgdata):
         pid = running_postmaster(pgdata)
         record = read_record(pgdata)
