@@ -4,6 +4,8 @@ URL, no routegate settings from the caller's environment — with a data directo
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,3 +26,18 @@ def go_offline(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL", "ROUTEGATE_DEBUG"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(data_dir))
+
+
+def run_cli(
+    args: list[str], data_dir: Path, *, keep_warm_seconds: float = 0, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``routegate ARGS`` in a process of its own, offline (:func:`offline_env`), no standard input, output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", RUN_CLI, *args],
+        env=offline_env(data_dir, keep_warm_seconds=keep_warm_seconds),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli._env import RUN_CLI, offline_env
+from cli._env import RUN_CLI, offline_env, run_cli
 from routegate.apps.support.warm import stop_server, wait_for_watcher_exit, warm_dir
 
 from .test_desk_config import _desk
@@ -40,15 +40,7 @@ def data_dir() -> Iterator[Path]:
 
 
 def run(args: list[str], data_dir: Path, keep_warm: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", RUN_CLI, *args],
-        env=offline_env(data_dir, keep_warm_seconds=keep_warm),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(args, data_dir, keep_warm_seconds=keep_warm, timeout=300)
 
 
 def alive(pid: int) -> bool:
@@ -76,9 +68,9 @@ def watchers(data_dir: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"routegate.apps.support.warm" in argv and str(data_dir / "support-pg").encode() in argv:
-            if alive(int(entry.name)):
-                found.append(int(entry.name))
+        ours = b"routegate.apps.support.warm" in argv and str(data_dir / "support-pg").encode() in argv
+        if ours and alive(int(entry.name)):
+            found.append(int(entry.name))
     return found
 
 
