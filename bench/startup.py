@@ -135,16 +135,19 @@ def measure(data_dir: Path, runs: int, questions: Sequence[str]) -> dict[str, An
 def measure_desk(data_dir: Path, desk: Path, runs: int, question: str) -> dict[str, Any]:
     """``ask --desk`` first and second call, kept warm between commands and not (interleaved)."""
     argv = [*CLI, "ask", "--desk", str(desk), question]
-    stop = [*CLI, "data", "stop"]
+
+    def stop(env: dict[str, str]) -> None:  # a checkout before `data stop` has none: its server stopped already
+        subprocess.run([*CLI, "data", "stop"], env=env, capture_output=True, check=False)
+
     _timed(argv, _env(data_dir))  # prepares the data dir (loads the SQL file, embeds the documents, fits)
     series: dict[str, list[float]] = {name: [] for name in ("cold_first", "cold_second", "warm_first", "warm_second")}
     for _ in range(runs):
         for mode, keep in (("cold", 0.0), ("warm", 300.0)):
             env = _env(data_dir, keep)
-            _timed(stop, env)
+            stop(env)
             series[f"{mode}_first"].append(_timed(argv, env))
             series[f"{mode}_second"].append(_timed(argv, env))
-    _timed(stop, _env(data_dir))
+    stop(_env(data_dir))
     return {
         "ask_desk_first_not_kept_warm": _summary(series["cold_first"]),
         "ask_desk_second_not_kept_warm": _summary(series["cold_second"]),
