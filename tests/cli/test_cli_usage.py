@@ -31,6 +31,7 @@ REQUIRED: dict[tuple[str, ...], tuple[str, ...]] = {
     ("plans", "resume"): ("--db", "runs.sqlite", "--plan", "m:p", "key"),
     ("data",): (),
     ("data", "reset"): (),
+    ("data", "stop"): (),
     ("desk", "init"): ("gym", "--from-sql", "gym.sql"),
     ("desk", "eval"): ("gym", "questions.jsonl"),
     ("kb", "ingest"): (),

@@ -78,7 +78,7 @@ def _parts(where: Path) -> list[dict[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    """show where routegate keeps its data and whether its PostgreSQL runs; stop it; reset it
+    """show where routegate keeps its data (embedded PostgreSQL, router cache) and its size; stop or reset it
 
     Show the data dir (ROUTEGATE_DATA_DIR, by default the platform's user data directory,
     ~/.local/share/routegate on Linux) and the size of each part: the embedded PostgreSQL (conversations,
