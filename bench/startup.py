@@ -59,13 +59,23 @@ def _env(data_dir: Path, keep_warm_seconds: float = 0) -> dict[str, str]:
     return env
 
 
-def _timed(argv: Sequence[str], env: dict[str, str]) -> float:
+def _timed_cpu(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall-clock seconds of the command and the CPU seconds it used itself (user + system; not the PostgreSQL it
+    started, nor the watcher): on a machine shared with other work the second is the steadier figure."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}:\n{done.stderr}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _timed(argv: Sequence[str], env: dict[str, str]) -> float:
+    return _timed_cpu(argv, env)[0]
 
 
 def _summary(samples: list[float]) -> dict[str, float]:
@@ -140,20 +150,18 @@ def measure_desk(data_dir: Path, desk: Path, runs: int, question: str) -> dict[s
         subprocess.run([*CLI, "data", "stop"], env=env, capture_output=True, check=False)
 
     _timed(argv, _env(data_dir))  # prepares the data dir (loads the SQL file, embeds the documents, fits)
-    series: dict[str, list[float]] = {name: [] for name in ("cold_first", "cold_second", "warm_first", "warm_second")}
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     for _ in range(runs):
-        for mode, keep in (("cold", 0.0), ("warm", 300.0)):
+        for mode, keep in (("not_kept_warm", 0.0), ("kept_warm", 300.0)):
             env = _env(data_dir, keep)
             stop(env)
-            series[f"{mode}_first"].append(_timed(argv, env))
-            series[f"{mode}_second"].append(_timed(argv, env))
+            for call in ("first", "second"):
+                seconds, used = _timed_cpu(argv, env)
+                wall.setdefault(f"ask_desk_{call}_{mode}", []).append(seconds)
+                cpu.setdefault(f"ask_desk_{call}_{mode}", []).append(used)
     stop(_env(data_dir))
-    return {
-        "ask_desk_first_not_kept_warm": _summary(series["cold_first"]),
-        "ask_desk_second_not_kept_warm": _summary(series["cold_second"]),
-        "ask_desk_first_kept_warm": _summary(series["warm_first"]),
-        "ask_desk_second_kept_warm": _summary(series["warm_second"]),
-    }
+    return {name: {**_summary(wall[name]), "cpu_median_s": round(statistics.median(cpu[name]), 3)} for name in wall}
 
 
 def _free_port() -> int:
