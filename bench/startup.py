@@ -11,7 +11,19 @@ Three situations on one data dir (``--data-dir``, default a new temporary direct
 Plus the import time of ``routegate.cli`` (``python -X importtime``, cumulative) and the wall time of
 ``python -c "import routegate.cli"``. Offline: no API key, no ``DATABASE_URL``.
 
-Run: python bench/startup.py [--runs N] [--data-dir DIR] [--question TEXT] [--json]
+``--desk DIR`` measures your own desk instead (``routegate ask --desk DIR``), the loop a desk author lives in: the
+first call with nothing running and the second call right after it, with the embedded PostgreSQL kept warm between
+commands (``ROUTEGATE_DB_KEEP_WARM_SECONDS``, default 300) and without (``=0``: every command starts and stops it,
+as before the warm desk). ``routegate data stop`` before each pair; interleaved.
+
+``--server`` measures the first questions after a server start instead: ``routegate serve`` is started, and once
+``/healthz`` answers, the same knowledge-base question is asked three times over ``POST /chat`` (JSON); the first
+answer's time against the next ones' says what a turn still loaded after the server said ready.
+
+Run with another checkout's interpreter (``/path/to/other/.venv/bin/python bench/startup.py ...``) to measure that
+checkout's code: the commands run as ``sys.executable -m routegate``.
+
+Run: python bench/startup.py [--runs N] [--data-dir DIR] [--question TEXT] [--desk DIR | --server] [--json]
 """
 
 from __future__ import annotations
@@ -40,20 +52,30 @@ _HOLDER = (
 )
 
 
-def _env(data_dir: Path) -> dict[str, str]:
-    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir))
+def _env(data_dir: Path, keep_warm_seconds: float = 0) -> dict[str, str]:
+    env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), ROUTEGATE_DB_KEEP_WARM_SECONDS=f"{keep_warm_seconds:g}")
     for name in ("OPENAI_API_KEY", "DATABASE_URL", "ROUTEGATE_DEBUG"):
         env.pop(name, None)
     return env
 
 
-def _timed(argv: Sequence[str], env: dict[str, str]) -> float:
+def _timed_cpu(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall-clock seconds of the command and the CPU seconds it used itself (user + system; not the PostgreSQL it
+    started, nor the watcher): on a machine shared with other work the second is the steadier figure."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}:\n{done.stderr}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _timed(argv: Sequence[str], env: dict[str, str]) -> float:
+    return _timed_cpu(argv, env)[0]
 
 
 def _summary(samples: list[float]) -> dict[str, float]:
@@ -120,11 +142,79 @@ def measure(data_dir: Path, runs: int, questions: Sequence[str]) -> dict[str, An
     return result
 
 
+def measure_desk(data_dir: Path, desk: Path, runs: int, question: str) -> dict[str, Any]:
+    """``ask --desk`` first and second call, kept warm between commands and not (interleaved)."""
+    argv = [*CLI, "ask", "--desk", str(desk), question]
+
+    def stop(env: dict[str, str]) -> None:  # a checkout before `data stop` has none: its server stopped already
+        subprocess.run([*CLI, "data", "stop"], env=env, capture_output=True, check=False)
+
+    _timed(argv, _env(data_dir))  # prepares the data dir (loads the SQL file, embeds the documents, fits)
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    for _ in range(runs):
+        for mode, keep in (("not_kept_warm", 0.0), ("kept_warm", 300.0)):
+            env = _env(data_dir, keep)
+            stop(env)
+            for call in ("first", "second"):
+                seconds, used = _timed_cpu(argv, env)
+                wall.setdefault(f"ask_desk_{call}_{mode}", []).append(seconds)
+                cpu.setdefault(f"ask_desk_{call}_{mode}", []).append(used)
+    stop(_env(data_dir))
+    return {name: {**_summary(wall[name]), "cpu_median_s": round(statistics.median(cpu[name]), 3)} for name in wall}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def measure_server(data_dir: Path, runs: int, question: str) -> dict[str, Any]:
+    """The first three ``POST /chat`` answers after ``routegate serve`` says ready, over ``runs`` starts (after one
+    that prepares the data dir). Kept warm or not, each start finds the embedded PostgreSQL as the last left it."""
+    import httpx
+
+    from routegate.server.testing import wait_until_serving
+
+    env = _env(data_dir)
+    turns: list[list[float]] = [[], [], []]
+    ready: list[float] = []
+    for run in range(runs + 1):  # the first start prepares the data dir (schema, articles, router fit): not counted
+        port = _free_port()
+        started = time.perf_counter()
+        server = subprocess.Popen([*CLI, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL)
+        try:
+            wait_until_serving(f"http://127.0.0.1:{port}/healthz", server, timeout=300)
+            if run:
+                ready.append(time.perf_counter() - started)
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+                for series in turns:
+                    began = time.perf_counter()
+                    answer = client.post("/chat", json={"message": question}, headers={"Accept": "application/json"})
+                    if run:
+                        series.append(time.perf_counter() - began)
+                    answer.raise_for_status()
+        finally:
+            server.send_signal(2)  # SIGINT: its clean-up runs
+            server.wait(timeout=120)
+    return {
+        "serve_ready_s": _summary(ready),
+        "first_question_s": _summary(turns[0]),
+        "second_question_s": _summary(turns[1]),
+        "third_question_s": _summary(turns[2]),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="asks per situation (default 7)")
     parser.add_argument("--data-dir", type=Path, default=None, help="data dir to use (default: a new temp dir)")
     parser.add_argument("--question", action="append", help="question to ask (repeatable; default: two)")
+    parser.add_argument("--desk", type=Path, default=None, help="measure `ask --desk DIR` first and second calls")
+    parser.add_argument("--server", action="store_true", help="measure the first questions after `serve` starts")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -133,11 +223,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="routegate-startup-")) if temporary else args.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        result = measure(data_dir, args.runs, args.question or QUESTIONS)
+        if args.server:
+            result = measure_server(data_dir, args.runs, (args.question or ["How do I reset my password?"])[0])
+        elif args.desk is not None:
+            result = measure_desk(data_dir, args.desk, args.runs, (args.question or ["How many orders are there?"])[0])
+        else:
+            result = measure(data_dir, args.runs, args.question or QUESTIONS)
     finally:
         if temporary:
             shutil.rmtree(data_dir, ignore_errors=True)
-    result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()[0]}
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    result["machine"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg()[0],
+        "uptime": uptime,
+    }
     if args.json:
         print(json.dumps(result))
         return 0

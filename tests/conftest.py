@@ -1,4 +1,4 @@
-"""Test-wide guards: no network outside loopback."""
+"""Test-wide guards: no network outside loopback; no embedded PostgreSQL kept running after a test."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # a command's embedded PostgreSQL stops with the command, as the tests' temporary data dirs expect (a warm one
+    # would outlive the test); the tests of keeping it warm set their own time
+    monkeypatch.setenv("ROUTEGATE_DB_KEEP_WARM_SECONDS", "0")
 
 
 @pytest.fixture

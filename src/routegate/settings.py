@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # opt-in asynchronous commit for the desk's writes (chat memory): a write does not wait for the WAL flush, but
     # a database crash may lose the last turns (docs/benchmarks/server.md); off = durable commits
     db_asynchronous_commit: bool = False
+    # the embedded PostgreSQL (no DATABASE_URL) stays up this long after its last command left, so that the next
+    # command attaches to it instead of starting it (`routegate data stop` stops it now); 0 = stop with the last
+    db_keep_warm_seconds: float = Field(default=300.0, ge=0, le=7 * 24 * 3600)
 
     # the one bound on a user message's length in characters, for the CLI, the Python API (the desk) and HTTP
     max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)

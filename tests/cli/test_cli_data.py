@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli._env import RUN_CLI, offline_env
+from cli._env import RUN_CLI, offline_env, run_cli
 from cli._tty import Terminal
 from routegate.apps.support.db import EmbeddedPostgres
 
@@ -31,15 +31,7 @@ def data_dir() -> Iterator[Path]:
 
 
 def run(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", RUN_CLI, *args],
-        env=offline_env(data_dir),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(args, data_dir)
 
 
 def test_data_shows_the_dir_and_the_size_of_each_part(data_dir: Path) -> None:

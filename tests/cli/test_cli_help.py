@@ -14,7 +14,7 @@ import pytest
 from routegate.cli import main
 
 COMMANDS = ("triage", "ask", "chat", "route", "serve", "ui", "up", "fit", "eval", "plans", "data")
-ACTIONS = (("plans", "list"), ("plans", "show"), ("plans", "resume"), ("data", "reset"))
+ACTIONS = (("plans", "list"), ("plans", "show"), ("plans", "resume"), ("data", "reset"), ("data", "stop"))
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

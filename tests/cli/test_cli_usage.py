@@ -32,6 +32,7 @@ REQUIRED: dict[tuple[str, ...], tuple[str, ...]] = {
     ("plans", "history"): ("--db", "runs.sqlite", "key"),
     ("data",): (),
     ("data", "reset"): (),
+    ("data", "stop"): (),
     ("desk", "init"): ("gym", "--from-sql", "gym.sql"),
     ("desk", "eval"): ("gym", "questions.jsonl"),
     ("desk", "check"): ("gym",),

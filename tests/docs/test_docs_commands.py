@@ -68,7 +68,7 @@ def test_readme_commands_run_as_written(tmp_path: Path) -> None:
                 check=False,
             )
             assert done.returncode == 0, f"`{shlex.join(argv)}` exited {done.returncode}:\n{done.stderr}"
-            outputs[argv[1]] = done.stdout
+            outputs.setdefault(argv[1], done.stdout)  # `data`, not the `data stop` after it
         return outputs
 
     commands = [argv for argv in readme_commands() if argv[1] not in NOT_RUN]

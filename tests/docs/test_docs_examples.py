@@ -106,6 +106,7 @@ def _env(data_dir: Path, server_url: str | None) -> dict[str, str]:
         if not key.startswith(CALLER_ENV_PREFIXES) and key != "DATABASE_URL"
     }
     env["ROUTEGATE_DATA_DIR"] = str(data_dir)
+    env["ROUTEGATE_DB_KEEP_WARM_SECONDS"] = "0"  # the data dir is removed after the block: nothing kept warm in it
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = str(NETGUARD)  # its sitecustomize refuses connections beyond loopback
     if server_url is not None:

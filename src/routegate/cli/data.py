@@ -1,11 +1,14 @@
-"""``routegate data`` / ``routegate data reset``: where routegate keeps its data on this machine, and removing it.
+"""``routegate data`` / ``data stop`` / ``data reset``: where routegate keeps its data on this machine, whether its
+embedded PostgreSQL runs, stopping it, and removing it all.
 
 The data dir is ``ROUTEGATE_DATA_DIR``, by default the platform's user data directory (``platformdirs``:
 ``~/.local/share/routegate`` on Linux). It holds the embedded PostgreSQL (``support-pg``: conversations and the
 desk's articles) and the support router fitted on first use (``support-router-<key>``), which is fitted again
-when missing. ``reset`` removes the whole directory, after a confirmation (``--yes`` skips it); it refuses while
-the embedded PostgreSQL in it runs (a ``routegate up`` / ``serve`` / ``chat`` is using it), and when the directory
-holds anything else (``ROUTEGATE_DATA_DIR`` pointing at the wrong place).
+when missing. Commands keep the embedded PostgreSQL running for ``ROUTEGATE_DB_KEEP_WARM_SECONDS`` after the last
+one ended (:mod:`routegate.apps.support.warm`); ``stop`` stops it now. ``reset`` removes the whole directory, after
+a confirmation (``--yes`` skips it), stopping a server that is only kept warm first; it refuses while a command
+(``routegate up`` / ``serve`` / ``chat``) uses the embedded PostgreSQL, and when the directory holds anything else
+(``ROUTEGATE_DATA_DIR`` pointing at the wrong place).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from routegate.apps.support.embedded import embedded_data_dir
 from routegate.cli._command import add_command
 from routegate.errors import ConfigurationError
 from routegate.settings import Settings
 
 _PARTS = (
+    ("support-pg.warm", "what keeps the embedded PostgreSQL running between commands (its watcher's lock and record)"),
     ("support-pg", "the embedded PostgreSQL: conversations and the support desk's articles"),
     ("support-router-", "the support router fitted on first use (fitted again when missing)"),
 )
@@ -34,6 +39,7 @@ def register(subparsers: Any) -> None:
     actions = data.add_subparsers(title="data commands", metavar="ACTION")
     reset = add_command(actions, "reset", run_reset)
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_command(actions, "stop", run_stop)
 
 
 def _size(path: Path) -> int:
@@ -72,20 +78,23 @@ def _parts(where: Path) -> list[dict[str, Any]]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    """show where routegate keeps its data (embedded PostgreSQL, router cache) and its size; reset it
+    """show where routegate keeps its data (embedded PostgreSQL, router cache) and its size; stop or reset it
 
     Show the data dir (ROUTEGATE_DATA_DIR, by default the platform's user data directory,
     ~/.local/share/routegate on Linux) and the size of each part: the embedded PostgreSQL (conversations,
-    articles) and the support router fitted on first use. `routegate data reset` removes it all.
+    articles) and the support router fitted on first use; and whether the embedded PostgreSQL runs (its PID, socket,
+    the commands using it, and how long it stays up idle: ROUTEGATE_DB_KEEP_WARM_SECONDS, default 300).
+    `routegate data stop` stops it now; `routegate data reset` removes it all.
     """
     settings = Settings()
     where = settings.data_dir
     parts = _parts(where)
     total = sum(part["bytes"] for part in parts)
-    running = _server_running(where)
+    server = server_status(embedded_data_dir(settings))
     if args.json:
         out = {"data_dir": str(where), "exists": where.is_dir(), "bytes": total, "parts": parts}
-        print(json.dumps({**out, "postgres_running_pid": running, "database_url_set": bool(settings.database_url)}))
+        running = server["pid"] if server is not None else None
+        print(json.dumps({**out, "postgres_running_pid": running, "postgres": server, **_url_set(settings)}))
         return 0
     print(f"data dir: {where}  (ROUTEGATE_DATA_DIR to change it)")
     if not where.is_dir():
@@ -94,31 +103,78 @@ def run_show(args: argparse.Namespace) -> int:
     for part in parts:
         print(f"  {human(part['bytes']):>9}  {part['name']}  — {part['what']}")
     print(f"  {human(total):>9}  in all")
-    if running is not None:
-        print(f"the embedded PostgreSQL is running (pid {running})")
+    print("\n".join(status_lines(server)))
     if settings.database_url:
         print("DATABASE_URL is set: the support desk uses that server; its data is not in this directory")
     print("`routegate data reset` removes it all (conversations included)")
     return 0
 
 
-def _server_running(where: Path) -> int | None:
-    """The PID of the embedded PostgreSQL running on ``where``, from its ``postmaster.pid``, if it is alive."""
-    from routegate.apps.support.embedded import process_alive
+def _url_set(settings: Settings) -> dict[str, bool]:
+    return {"database_url_set": bool(settings.database_url)}
 
-    try:
-        first = (where / "support-pg" / "postmaster.pid").read_text().split(maxsplit=1)[0]
-        pid = int(first)
-    except (OSError, ValueError, IndexError):
+
+def server_status(pgdata: Path) -> dict[str, Any] | None:
+    """The embedded PostgreSQL of ``pgdata`` if it runs: its PID, socket directory and port, the processes using it
+    and, when a watcher keeps it warm, the watcher's PID and the seconds it stays up idle."""
+    from routegate.apps.support.warm import running_postmaster, warm_status
+
+    pid = running_postmaster(pgdata)
+    if pid is None:
         return None
-    return pid if process_alive(pid) else None
+    return {"pid": pid, "data_dir": str(pgdata), **warm_status(pgdata)}
+
+
+def status_lines(server: dict[str, Any] | None) -> list[str]:
+    """``routegate data``'s lines about the embedded PostgreSQL."""
+    if server is None:
+        return ["the embedded PostgreSQL is not running"]
+    lines = [
+        f"the embedded PostgreSQL is running: pid {server['pid']}, socket {server['socket_dir']} port "
+        f"{server['port']}, data {server['data_dir']}"
+    ]
+    if server["users"]:
+        lines.append(f"  in use by pid {', '.join(str(pid) for pid in server['users'])}")
+    if server["watcher_pid"] is not None:
+        left = max(0, round(server["idle_seconds_left"]))
+        lines.append(
+            f"  kept warm by pid {server['watcher_pid']}: stops after {left} s more idle "
+            f"(ROUTEGATE_DB_KEEP_WARM_SECONDS={server['keep_warm_seconds']:g}); `routegate data stop` stops it now"
+        )
+    else:
+        lines.append("  stops when the last command using it exits")
+    return lines
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    """stop the embedded PostgreSQL now (it is otherwise kept running between commands for a while)
+
+    Stop the embedded PostgreSQL of the data dir, which commands keep running for ROUTEGATE_DB_KEEP_WARM_SECONDS
+    (default 300) after the last one left, so that the next command need not start it. Refuses while a command
+    (`routegate up`, `serve`, `chat`) still uses it: stop that first.
+    """
+    from routegate.apps.support.warm import stop_server
+
+    pgdata = embedded_data_dir(Settings())
+    outcome = stop_server(pgdata)
+    if outcome.pid is None:
+        print(f"the embedded PostgreSQL in {pgdata} is not running")
+        return 0
+    if not outcome.stopped:
+        users = ", ".join(str(pid) for pid in outcome.users) or "another process"
+        raise ConfigurationError(
+            f"the embedded PostgreSQL in {pgdata} (pid {outcome.pid}) is in use by pid {users}: stop what uses it "
+            "(`routegate up`, `serve`, `chat`) and run `routegate data stop` again"
+        )
+    print(f"stopped the embedded PostgreSQL in {pgdata} (pid {outcome.pid})")
+    return 0
 
 
 def run_reset(args: argparse.Namespace) -> int:
     """remove the data dir (conversations, embedded PostgreSQL, router cache) after a confirmation
 
-    Remove the whole data dir. Asks first (at a terminal) unless --yes; refuses while the embedded PostgreSQL in
-    it runs (stop `routegate up` / `serve` / `chat` first).
+    Remove the whole data dir. Asks first (at a terminal) unless --yes; stops the embedded PostgreSQL when it is
+    only kept warm between commands; refuses while a command uses it (stop `routegate up` / `serve` / `chat` first).
     """
     where = Settings().data_dir
     if not where.exists():
@@ -126,11 +182,13 @@ def run_reset(args: argparse.Namespace) -> int:
         return 0
     if not where.is_dir():
         raise ConfigurationError(f"{where} is not a directory; check ROUTEGATE_DATA_DIR")
-    running = _server_running(where)
-    if running is not None:
+    pgdata = where / "support-pg"
+    running = server_status(pgdata)
+    if running is not None and running["users"]:
         raise ConfigurationError(
-            f"the embedded PostgreSQL in {where} is running (pid {running}): stop what uses it (`routegate up`, "
-            "`serve`, `chat`) and run `routegate data reset` again"
+            f"the embedded PostgreSQL in {where} is running (pid {running['pid']}) for pid "
+            f"{', '.join(str(pid) for pid in running['users'])}: stop what uses it (`routegate up`, `serve`, `chat`) "
+            "and run `routegate data reset` again"
         )
     foreign = [e.name for e in sorted(where.iterdir()) if not e.name.startswith(tuple(p for p, _ in _PARTS))]
     if foreign:  # ROUTEGATE_DATA_DIR=$HOME by mistake must not cost the home directory
@@ -149,6 +207,14 @@ def run_reset(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("kept")
             return 1
+    if running is not None:  # kept warm, used by no command: stopped first
+        from routegate.apps.support.warm import stop_server
+
+        if not stop_server(pgdata).stopped:
+            raise ConfigurationError(
+                f"the embedded PostgreSQL in {where} could not be stopped (a command started using it meanwhile): "
+                "nothing removed; run `routegate data reset` again"
+            )
     shutil.rmtree(where)
     print(f"removed {where} ({size})")
     return 0

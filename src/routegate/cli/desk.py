@@ -90,12 +90,12 @@ def run_init(args: argparse.Namespace) -> int:
     server = None
     url = None
     if args.from_sql is not None:
-        from routegate.apps.support.embedded import EmbeddedPostgres, embedded_data_dir
+        from routegate.apps.support.embedded import embedded_server
 
         if settings.database_url:
             url = settings.database_url
         else:
-            server = EmbeddedPostgres(embedded_data_dir(settings))
+            server = embedded_server(settings)
             url = server.start()
     try:
         result = init_desk(

@@ -237,15 +237,12 @@ async def _serve(settings: Settings, listener: socket.socket, *, with_ui: bool) 
         f"({'DATABASE_URL' if settings.database_url else 'embedded PostgreSQL'})…",
         flush=True,
     )
-    from routegate.apps.configured.factory import desk_directory, open_configured_desk
-    from routegate.server.encoder import serving_encoder
     from routegate.server.heap import freeze_startup_heap
     from routegate.server.serving import server_config
+    from routegate.server.workers import open_serving_desk
 
-    # your own desk (--desk / ROUTEGATE_DESK), else the built-in desk's configuration
-    opened: contextlib.AbstractAsyncContextManager[SupportAgent] = open_configured_desk(
-        settings, desk_directory(settings), encoder=serving_encoder(settings)
-    )
+    # your own desk (--desk / ROUTEGATE_DESK), else the built-in desk's configuration; its encoders loaded
+    opened: contextlib.AbstractAsyncContextManager[SupportAgent] = open_serving_desk(settings)
     async with opened as desk:
         print(await check_model(desk, settings), flush=True)  # an unreachable model is said at once, not per turn
         app = create_app(desk=desk, settings=settings)

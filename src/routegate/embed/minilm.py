@@ -6,7 +6,8 @@
   - ``"int8"`` (default): at load, every linear layer is rewritten into an int8 product with *fixed* activation
     scales (:mod:`routegate.embed.quantize`; the scales ship in ``embed/data/minilm_int8_ranges.json``, measured
     on 1,000 CLINC150 training utterances by ``bench/encoder.py calibrate``). About 2x less CPU per text than
-    float32, and batch-invariant: a text's vector is bit-identical alone and in any batch.
+    float32, and batch-invariant: a text's vector is bit-identical alone and in any batch. The rewritten model is
+    kept in the user's cache directory, so only the first process on a machine pays for the rewrite.
   - ``"float32"``: the file as it is (weights dequantised, float32 products) — the encoder before; its own
     ``model_id``, so routers saved with it still load with ``MiniLMEncoder(compute="float32")``.
 
@@ -88,7 +89,9 @@ class MiniLMEncoder:
     packaged model (then ``compute`` does not apply; :func:`routegate.embed.quantize.quantize_file` makes an int8
     file). ``intra_op_num_threads``: threads onnxruntime may use inside one call (``None`` = onnxruntime's default,
     i.e. the physical cores). ``batch_size``: texts per forward pass. ``max_tokens``: truncation length (<= 256,
-    the model's own limit in sentence-transformers). Thread-safe: the session is created once under a lock and
+    the model's own limit in sentence-transformers). ``cache_dir``: where the int8 model, built from the packaged
+    one on first use, is kept for the next processes (default: the user's cache directory, ``~/.cache/routegate``
+    on Linux; :mod:`routegate.embed._model_cache`). Thread-safe: the session is created once under a lock and
     onnxruntime sessions may be run concurrently.
     """
 
@@ -103,6 +106,7 @@ class MiniLMEncoder:
         batch_size: int = 32,
         max_tokens: int = MAX_TOKENS,
         compute: Compute | None = None,
+        cache_dir: str | Path | None = None,
     ) -> None:
         if compute is not None and compute not in get_args(Compute):
             raise ConfigurationError(f"compute must be one of {get_args(Compute)}, got {compute!r}")
@@ -123,6 +127,7 @@ class MiniLMEncoder:
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.compute: Compute | None = (compute or "int8") if model_path is None else None
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Tokenizer | None = None
@@ -160,11 +165,20 @@ class MiniLMEncoder:
         return load_tokenizer(self._tokenizer_path, max_tokens=self.max_tokens)
 
     def _model(self) -> str | bytes:
-        """The ONNX model to run: a file path, or the model's bytes."""
+        """The ONNX model to run: a file path, or the model's bytes (the int8 model when it cannot be cached)."""
         path = self._model_path or _default_model_path()
         if not path.is_file():
             raise ConfigurationError(f"ONNX model not found at {path}")
-        return packaged_int8_model(path) if self.compute == "int8" else str(path)
+        if self.compute != "int8":
+            return str(path)
+        from importlib.util import find_spec
+
+        from routegate.embed._model_cache import cache_key, cached_model, default_cache_dir
+
+        spec = find_spec("routegate.embed.quantize")  # its source, not the module: importing it imports onnx
+        assert spec is not None and spec.origin is not None
+        key = cache_key(path, _data_path(RANGES_FILE), Path(spec.origin))
+        return cached_model(key, lambda: packaged_int8_model(path), self.cache_dir or default_cache_dir())
 
     def _load_session(self) -> Any:
         with needs("embed"):

@@ -39,3 +39,11 @@ def encoder_name(encoder: Encoder) -> str:
     else its class name."""
     name = getattr(encoder, "name", None)
     return name if isinstance(name, str) and name else type(encoder).__name__
+
+
+def warm_up(encoder: Encoder) -> None:
+    """Load now what ``encoder`` would load on its first ``encode`` (its ``warm_up()``, which a local model and the
+    wrappers around one have); an encoder without one (a remote API) has nothing to load. Blocking."""
+    method = getattr(encoder, "warm_up", None)
+    if callable(method):
+        method()

@@ -4,7 +4,7 @@ caches keyed by ``model_id`` still match)."""
 
 from __future__ import annotations
 
-from routegate.embed.protocol import Encoder, encoder_name
+from routegate.embed.protocol import Encoder, encoder_name, warm_up
 
 
 class EncoderWrapper:
@@ -27,3 +27,7 @@ class EncoderWrapper:
     @property
     def name(self) -> str:
         return encoder_name(self.inner)
+
+    def warm_up(self) -> None:
+        """Load the wrapped encoder's model now (when it loads one on first use)."""
+        warm_up(self.inner)

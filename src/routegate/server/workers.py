@@ -80,13 +80,17 @@ class DeferredDesk:
         return desk.sessions_held() if isinstance(desk, SerialisesSessions) else 0
 
 
-def open_serving_desk(settings: Settings) -> AbstractAsyncContextManager[SupportAgent]:
+@asynccontextmanager
+async def open_serving_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
     """The desk one server process opens: your own (``settings.desk``, from ``--desk`` / ``ROUTEGATE_DESK``) or the
-    built-in desk's configuration, with the serving encoder. Used by the ``--workers N`` workers and the Ray Serve replicas."""
+    built-in desk's configuration, with the serving encoder, its models loaded before the server listens. Used by
+    ``serve`` / ``up``, the ``--workers N`` workers and the Ray Serve replicas."""
     from routegate.apps.configured.factory import desk_directory, open_configured_desk
-    from routegate.server.encoder import serving_encoder
+    from routegate.server.encoder import load_encoders, serving_encoder
 
-    return open_configured_desk(settings, desk_directory(settings), encoder=serving_encoder(settings))
+    async with open_configured_desk(settings, desk_directory(settings), encoder=serving_encoder(settings)) as desk:
+        await load_encoders(desk)
+        yield desk
 
 
 def app_from_environment() -> FastAPI:

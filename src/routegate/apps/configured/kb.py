@@ -80,6 +80,9 @@ async def ensure_tables(db: SupportDatabase, dim: int, language: str = "english"
     """The chunk, file and calibration tables of the state schema; the chunks rebuilt (emptied) when the encoder's
     dimension changed, their ``fts`` column added (an existing desk) or remade (``language`` changed) in place."""
     async with db.connection() as conn, conn.transaction():
+        # two processes starting the same desk at once (two `ask --desk`) would race on the CREATE/ALTER below
+        # (a duplicate catalog row): one at a time, the second finds everything there
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.desk.kb-tables.' || %s))", (db.schema,))
         cur = await conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", (language,))
         if await cur.fetchone() is None:
             cur = await conn.execute(

@@ -52,16 +52,31 @@ def _import_pgserver() -> Any:
 
 
 class EmbeddedPostgres:
-    """PostgreSQL 16 + pgvector from the ``pgserver`` package, with its data in ``data_dir``."""
+    """PostgreSQL 16 + pgvector from the ``pgserver`` package, with its data in ``data_dir``.
 
-    def __init__(self, data_dir: Path) -> None:
+    ``keep_warm_seconds`` > 0: the server stays up that long after its last user left (a watcher process keeps it:
+    :mod:`routegate.apps.support.warm`), so that the next command attaches instead of starting it; 0 (default):
+    the last user to leave stops it."""
+
+    def __init__(self, data_dir: Path, *, keep_warm_seconds: float = 0.0) -> None:
         self.data_dir = Path(data_dir)
+        self.keep_warm_seconds = keep_warm_seconds
         self._server: Any = None
 
     def start(self) -> str:
         """Start (or attach to) the server and return its connection URI. Blocking: ~1 s on first start."""
         pgserver = _import_pgserver()
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        if self.keep_warm_seconds <= 0:
+            return self._attach(pgserver)
+        from routegate.apps.support.warm import keep_warm, warm_lock
+
+        with warm_lock(self.data_dir):
+            uri = self._attach(pgserver)
+            keep_warm(self.data_dir, self.pid, self.keep_warm_seconds)
+        return uri
+
+    def _attach(self, pgserver: Any) -> str:
         try:
             _forget_dead_users(pgserver, self.data_dir)
             self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
@@ -71,13 +86,21 @@ class EmbeddedPostgres:
             ) from exc
         return str(self._server.get_uri())
 
+    @property
+    def pid(self) -> int:
+        """The postmaster's PID (started)."""
+        if self._server is None:
+            raise RuntimeError("the embedded PostgreSQL is not started: call start() first")
+        return int(self._server.get_pid())
+
     def stop(self) -> None:
+        """Leave the server; the last user to leave stops it (a warm server's watcher is a user)."""
         if self._server is not None:
             server, self._server = self._server, None
             server.cleanup()
 
 
-_HANDLE_FILE: Final = ".handle_pids.json"
+HANDLE_FILE: Final = ".handle_pids.json"
 
 
 def process_alive(pid: int) -> bool:
@@ -95,17 +118,22 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _listed(path: Path) -> list[int] | None:
+    try:
+        pids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # no file yet (first start), or unreadable: pgserver handles it
+    return pids if isinstance(pids, list) else None
+
+
 def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
     """pgserver lists the PIDs of the processes using a data directory in ``.handle_pids.json`` and stops the server
     when the last one leaves; a process killed before it could leave (SIGKILL, a crash) stays listed and the server
     would never be stopped again. Drop such PIDs, under pgserver's own lock, before attaching."""
-    handles = Path(data_dir).expanduser().resolve() / _HANDLE_FILE
+    handles = Path(data_dir).expanduser().resolve() / HANDLE_FILE
     with pgserver.PostgresServer._lock:
-        try:
-            pids = json.loads(handles.read_text())
-        except (OSError, ValueError):
-            return  # no file yet (first start), or unreadable: pgserver handles it
-        if not isinstance(pids, list):
+        pids = _listed(handles)
+        if pids is None:
             return
         alive = [pid for pid in pids if isinstance(pid, int) and (pid == os.getpid() or process_alive(pid))]
         if alive != pids:
@@ -114,9 +142,26 @@ def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
             handles.write_text(json.dumps(alive))
 
 
+def listed_users(data_dir: Path) -> list[int] | None:
+    """The live processes (other than this one) attached to the server of ``data_dir``; None when pgserver's list
+    cannot be read (being rewritten: ask again)."""
+    handles = Path(data_dir).expanduser().resolve() / HANDLE_FILE
+    if not handles.exists():
+        return []
+    pids = _listed(handles)
+    if pids is None:
+        return None
+    return [pid for pid in pids if isinstance(pid, int) and pid != os.getpid() and process_alive(pid)]
+
+
 def embedded_data_dir(settings: Settings) -> Path:
     """Where the embedded server of ``settings`` keeps its data."""
     return settings.data_dir / "support-pg"
+
+
+def embedded_server(settings: Settings) -> EmbeddedPostgres:
+    """The embedded server of ``settings``: in its data dir, kept warm ``ROUTEGATE_DB_KEEP_WARM_SECONDS``."""
+    return EmbeddedPostgres(embedded_data_dir(settings), keep_warm_seconds=settings.db_keep_warm_seconds)
 
 
 class DatabaseStart:
@@ -141,7 +186,7 @@ class DatabaseStart:
             if self._settings.database_url:
                 self._url = self._settings.database_url
                 return
-            server = EmbeddedPostgres(embedded_data_dir(self._settings))
+            server = embedded_server(self._settings)
             self._url = server.start()
             with self._lock:
                 self._server = server

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypedDict
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.embedded import DatabaseStart, EmbeddedPostgres, embedded_data_dir
+from routegate.apps.support.embedded import DatabaseStart, EmbeddedPostgres, embedded_server
 from routegate.apps.support.semantic import FittedSemanticLayer
 from routegate.embed import Encoder, MemoEncoder, default_encoder
 from routegate.llm.protocol import ChatModel, Probes
@@ -36,7 +36,7 @@ def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     """The URL to use and, for the embedded default, the server handle to stop afterwards. Blocking."""
     if settings.database_url:
         return settings.database_url, None
-    server = EmbeddedPostgres(embedded_data_dir(settings))
+    server = embedded_server(settings)
     return server.start(), server
 
 

@@ -1,0 +1,62 @@
+"""The int8 MiniLM model, built once per machine and kept in the user's cache directory.
+
+Building the int8 model from the packaged one (:func:`routegate.embed.minilm.packaged_int8_model`: importing the
+``onnx`` package, rewriting every linear layer) costs 1-4 s, and a one-shot command (``routegate ask``) paid it on
+every run. The result depends only on the packaged model file, the shipped activation ranges and the rewrite's code,
+so it is written once to ``<user cache dir>/routegate/minilm-int8-<key>.onnx`` (``platformdirs``:
+``~/.cache/routegate`` on Linux), ``key`` a digest of those three, and onnxruntime loads that file afterwards. A file
+is written under a temporary name and renamed into place, so a concurrent reader sees it whole or not at all. When
+the directory cannot be written the model is built in memory, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    """``<user cache dir>/routegate`` (``~/.cache/routegate`` on Linux; ``XDG_CACHE_HOME`` moves it)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("routegate", appauthor=False))
+
+
+def cache_key(model_path: Path, ranges_path: Path, code_path: Path) -> str:
+    """A digest of what the int8 model is built from: the model file (path, size, modification time: reading its
+    22 MB to hash them would cost what the cache saves), the ranges file and the rewrite's code (contents)."""
+    stat = model_path.stat()
+    digest = hashlib.sha256(json.dumps([str(model_path.resolve()), stat.st_size, stat.st_mtime_ns]).encode())
+    for path in (ranges_path, code_path):
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:20]
+
+
+def cached_model(key: str, build: Callable[[], bytes], cache_dir: Path) -> str | bytes:
+    """The path of the model cached under ``key`` in ``cache_dir``, built with ``build`` and written there when
+    missing; the built bytes themselves when it cannot be written."""
+    target = cache_dir / f"minilm-int8-{key}.onnx"
+    if target.is_file():
+        return str(target)
+    data = build()
+    try:
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, scratch = tempfile.mkstemp(dir=cache_dir, prefix=".minilm-int8-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(scratch, target)
+        except BaseException:
+            Path(scratch).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        logger.info("the int8 encoder model is not cached (%s: %s); it is built at every start", cache_dir, exc)
+        return data
+    return str(target)

@@ -1,0 +1,42 @@
+"""The int8 MiniLM model is built once and kept in a cache directory: the next process loads the file (without
+importing ``onnx`` or rewriting the model) and embeds bit for bit as the model built in memory does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from routegate.embed.minilm import MiniLMEncoder
+
+TEXTS = ["Can I bring a friend?", "What is the status of order 1042?"]
+
+
+def test_the_int8_model_is_built_once_then_loaded_from_the_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = MiniLMEncoder(cache_dir=cache)
+    vectors = first.encode(TEXTS)
+    [written] = cache.glob("minilm-int8-*.onnx")
+    assert [p.name for p in cache.iterdir()] == [written.name]  # no scratch file left behind
+
+    script = (
+        "import sys; import numpy as np; from routegate.embed.minilm import MiniLMEncoder; "
+        f"v = MiniLMEncoder(cache_dir={str(cache)!r}).encode({TEXTS!r}); "
+        "print('onnx' in sys.modules); sys.stdout.buffer.write(v.tobytes())"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    said, _, raw = done.stdout.partition(b"\n")
+    assert said == b"False"  # the next process loaded the file: no rewrite, no onnx import
+    assert np.array_equal(np.frombuffer(raw, dtype=np.float32).reshape(vectors.shape), vectors)
+    assert list(cache.iterdir()) == [written]
+
+
+def test_an_unwritable_cache_builds_the_model_in_memory_with_the_same_vectors(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache directory would be")
+    cached = MiniLMEncoder(cache_dir=tmp_path / "cache").encode(TEXTS)
+    in_memory = MiniLMEncoder(cache_dir=blocked / "cache").encode(TEXTS)
+    assert np.array_equal(in_memory, cached)
+    assert blocked.read_text() == "a file where the cache directory would be"
