@@ -12,7 +12,12 @@ Reported per split and as a mean: the OOS AUROC of the router's confidence (unse
 of each score the router computes (``SemanticRouter.score_table``, when the router has it), closed-set top-1
 accuracy over the known intents' test rows, and in-scope accuracy / OOS recall at the calibrated threshold.
 
-    .venv/bin/python bench/banking77.py --data ../shared/data/banking77 [--seeds 0 1 2 3 4] [--json out.json]
+With ``--finetune`` each split's router is ``fit_finetuned`` on its train (what ``routegate fit --finetune``
+runs: the encoder fine-tuned on the known intents only, each candidate — the encoder as shipped among them —
+measured on val as the router it would make, the best kept); test is read once, after the choice.
+
+    .venv/bin/python bench/banking77.py --data ../shared/data/banking77 [--seeds 0 1 2 3 4] [--json out.json] \
+        [--finetune [--finetune-objectives supcon] [--finetune-epochs 2] [--finetune-out DIR]]
 """
 
 from __future__ import annotations
@@ -70,10 +75,28 @@ def auroc(confidence: np.ndarray[Any, Any], is_oos: np.ndarray[Any, Any]) -> flo
     return float(roc_auc_score(is_oos, -confidence))
 
 
-def run_split(seed: int, train: list[LabelledExample], test: list[LabelledExample], encoder: Any) -> dict[str, Any]:
+def run_split(
+    seed: int, train: list[LabelledExample], test: list[LabelledExample], encoder: Any, args: argparse.Namespace
+) -> dict[str, Any]:
     held, fit, val, relabelled = split(train, test, seed)
     started = time.perf_counter()
-    router = SemanticRouter.fit(fit, val=val, encoder=encoder)
+    finetune: dict[str, Any] = {}
+    if args.finetune:
+        from routegate.routers.finetune import FinetuneConfig, fit_finetuned
+
+        config = FinetuneConfig(
+            objectives=tuple(args.finetune_objectives.split(",")),  # type: ignore[arg-type]  # checked by the config
+            epochs=args.finetune_epochs,
+            threads=args.threads,
+        )
+        result = fit_finetuned(fit, val=val, finetune=config, baseline_encoder=encoder, progress=sys.stderr)
+        router = result.router
+        finetune = {"sweep": [c.to_dict() for c in result.candidates], "chosen": result.chosen}
+        if args.finetune_out:
+            router.save(args.finetune_out / f"seed-{seed}")
+        router.encoder = CachedEncoder(router.encoder)  # test is embedded once for the decisions and the scores
+    else:
+        router = SemanticRouter.fit(fit, val=val, encoder=encoder)
     fit_seconds = time.perf_counter() - started
     texts, labels = [e.text for e in relabelled], [e.label for e in relabelled]
     decisions = router.route_many(texts)
@@ -94,6 +117,7 @@ def run_split(seed: int, train: list[LabelledExample], test: list[LabelledExampl
         "closed_set_top1": report.top1_accuracy,
         "in_scope_accuracy": report.in_scope_accuracy,
         "oos_recall": report.oos_recall,
+        **finetune,
     }
     if hasattr(router, "score_table"):
         table = router.score_table(texts)
@@ -107,6 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="one split per seed")
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads")
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--finetune", action="store_true", help="fit each split's router with fit_finetuned")
+    parser.add_argument("--finetune-objectives", default="supcon", help="objectives of the sweep (comma-separated)")
+    parser.add_argument("--finetune-epochs", type=int, default=2, help="epochs of each fine-tune run (each measured)")
+    parser.add_argument("--finetune-out", type=Path, help="save each split's router to DIR/seed-N")
     args = parser.parse_args(argv)
     train, test = read_csv(args.data / "train.csv"), read_csv(args.data / "test.csv")
     encoder = CachedEncoder(MiniLMEncoder(intra_op_num_threads=args.threads))
@@ -116,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for seed in args.seeds:
         print(f"split seed {seed} ...", file=sys.stderr, flush=True)
-        results["splits"].append(run_split(seed, train, test, encoder))
+        results["splits"].append(run_split(seed, train, test, encoder, args))
         row = results["splits"][-1]
         print(
             f"  AUROC {row['auroc']:.4f}  closed-set top-1 {row['closed_set_top1']:.4f}  ({row['method']})",

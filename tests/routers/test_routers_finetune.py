@@ -212,7 +212,9 @@ def test_finetune_needs_val_and_its_options_need_finetune(tmp_path: Path, capsys
     assert "warning: --max-minutes only apply with --finetune" in capsys.readouterr().err
     bad = ["fit", "--train", str(TRAIN), "--val", str(VAL), "-o", str(tmp_path / "r2"), "--finetune"]
     assert main([*bad, "--finetune-objectives", "triplet"]) == 2
-    assert "objectives must be a non-empty subset of ('contrastive', 'cross-entropy')" in capsys.readouterr().err
+    assert "objectives must be a non-empty subset of ('contrastive', 'cross-entropy', 'supcon')" in (
+        capsys.readouterr().err
+    )
 
 
 def test_the_cli_fine_tunes_saves_and_evaluates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -297,3 +299,55 @@ def test_batch_routing_on_ray_actors_loads_a_fine_tuned_router_with_its_own_enco
     texts = [e.text for e in load_examples(TEST)][:24]
     routed = _semantic_worker(str(path), 1)(texts)  # what each Ray Data actor builds and runs, without Ray
     assert [(d.route, d.outcome) for d, _ in routed] == [(d.route, d.outcome) for d in map(result.router.route, texts)]
+
+
+def test_the_supervised_contrastive_loss_is_each_rows_mean_log_probability_of_its_own_route() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from routegate.routers.finetune._torch import supervised_contrastive
+
+    generator = torch.Generator().manual_seed(0)
+    unit = F.normalize(torch.randn(6, 4, generator=generator), dim=-1)
+    labels = torch.tensor([0, 1, 2, 0, 1, 3])  # routes 2 and 3 have one row each: they add nothing
+    scores = 20.0 * (unit @ unit.T)
+    want = []
+    for i in range(6):
+        others = [j for j in range(6) if j != i]
+        positives = [j for j in others if labels[j] == labels[i]]
+        if positives:
+            log_sum = torch.logsumexp(scores[i, others], dim=0)
+            want.append(-torch.stack([scores[i, j] - log_sum for j in positives]).mean())
+    got = supervised_contrastive(unit, labels, 20.0)
+    assert torch.allclose(got, torch.stack(want).mean(), atol=1e-5)
+    assert float(supervised_contrastive(unit, torch.arange(6), 20.0)) == 0.0  # no route twice: nothing to pull
+
+
+def test_supcon_trains_a_classifier_on_the_contrastive_batches() -> None:
+    from routegate.routers.finetune._torch import Trainer
+
+    rows = [e for e in load_examples(TRAIN) if e.label != "oos"]
+    texts, labels = [e.text for e in rows], [e.label for e in rows]
+    supcon = Trainer(texts, labels, "supcon", 5e-5, TINY)
+    contrastive = Trainer(texts, labels, "contrastive", 5e-5, TINY)
+    assert supcon.head is not None and contrastive.head is None
+    assert supcon.plan(0) == contrastive.plan(0)  # the same pairs: only the loss differs
+    batch = supcon.plan(0)[0]
+    first = supcon.step(batch)
+    for _ in range(4):
+        last = supcon.step(batch)
+    assert last < first
+
+
+def test_a_supcon_router_saved_and_loaded_gives_the_same_scores(tmp_path: Path) -> None:
+    config = FinetuneConfig(**{**_fields(TINY), "objectives": ("supcon",)})
+    result = fit_finetuned(load_examples(TRAIN), val=load_examples(VAL), finetune=config)
+    assert [c.objective for c in result.candidates] == ["supcon"] and result.finetuned
+    path = result.router.save(tmp_path / "router")
+    assert json.loads((path / "manifest.json").read_text())["encoder"]["finetune"]["objective"] == "supcon"
+    loaded = SemanticRouter.load(path)
+    texts = [e.text for e in load_examples(TEST)]
+    before, after = result.router.score_table(texts), loaded.score_table(texts)
+    assert set(before) == set(after) >= {"mahalanobis", "relative_mahalanobis", "energy", "confidence"}
+    for name in before:
+        assert np.allclose(before[name], after[name], atol=1e-5), name

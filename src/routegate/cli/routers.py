@@ -128,7 +128,11 @@ def register(subparsers: Any) -> None:
     tune.add_argument(
         "--finetune-objectives",
         default="contrastive,cross-entropy",
-        help="objectives to try, comma-separated (default: contrastive,cross-entropy)",
+        help="objectives to try, comma-separated: contrastive (pairs of a route's examples, in-batch negatives), "
+        "cross-entropy (a classifier over the routes), supcon (the classifier plus a supervised contrastive loss "
+        "that keeps each route's examples compact, what the mahalanobis score rewards; opt-in: on CLINC150 one epoch "
+        "of it scored below contrastive on val, see docs/benchmarks/routers.md). Each is kept only if it wins on "
+        "--val (default: contrastive,cross-entropy)",
     )
     tune.add_argument(
         "--finetune-epochs", type=int, default=2, help="epochs of each run, each one measured (default 2)"

@@ -8,8 +8,9 @@ from typing import Any, Literal
 from routegate.errors import ConfigurationError
 
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-Objective = Literal["contrastive", "cross-entropy"]
-OBJECTIVES: tuple[Objective, ...] = ("contrastive", "cross-entropy")
+Objective = Literal["contrastive", "cross-entropy", "supcon"]
+OBJECTIVES: tuple[Objective, ...] = ("contrastive", "cross-entropy", "supcon")
+DEFAULT_OBJECTIVES: tuple[Objective, ...] = ("contrastive", "cross-entropy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +18,9 @@ class FinetuneConfig:
     """The sweep :func:`~routegate.routers.finetune.fit_finetuned` runs; every choice in it is made on ``val``.
 
     ``objectives``: ``"contrastive"`` (in-batch negatives over pairs of examples of the same route, every route at
-    most once per batch) and/or ``"cross-entropy"`` (a linear classifier over the routes, dropped after training).
+    most once per batch), ``"cross-entropy"`` (a linear classifier over the routes, dropped after training) and/or
+    ``"supcon"`` (both at once on the contrastive batches: the classifier's cross-entropy plus a supervised
+    contrastive loss over every text of the batch, which keeps each route's examples compact).
     Each (objective, learning rate) is one training run of ``epochs`` epochs (linear warm-up over the first
     ``warmup`` share of its steps, then linear decay); the model after each epoch is a candidate. ``baseline``:
     the encoder as shipped is a candidate too, so fine-tuning is kept only when it wins on ``val``.
@@ -27,7 +30,7 @@ class FinetuneConfig:
     encoder's 256).
     """
 
-    objectives: tuple[Objective, ...] = OBJECTIVES
+    objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
     epochs: int = 2
     learning_rates: tuple[float, ...] = (5e-5,)
     batch_size: int = 32

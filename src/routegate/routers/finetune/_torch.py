@@ -12,7 +12,12 @@ One epoch is one pass over the training texts, whatever the objective:
   text must pick its partner among the batch's texts of the other side (in-batch negatives, symmetric
   cross-entropy over scaled cosine similarities — MultipleNegativesRankingLoss without same-route negatives);
 * ``cross-entropy``: a linear classifier over the routes on the mean-pooled embedding (its own learning rate;
-  thrown away after training — the router fits its own head on the tuned embeddings).
+  thrown away after training — the router fits its own head on the tuned embeddings);
+* ``supcon``: the contrastive batches, and two losses added: the classifier's cross-entropy over every text of the
+  batch, and a supervised contrastive loss (Khosla et al. 2020) — each text against every other text of the batch,
+  its positives the other texts of its route. The classifier separates the routes; the contrastive term pulls each
+  route's examples together, the compactness the class-conditional scores (Mahalanobis) detect unseen intents by
+  (Zhou et al. 2021).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from routegate.errors import RuntimeFaultError
 from routegate.routers.finetune._config import FinetuneConfig, Objective
 
 DIM = 384
-Batch = tuple[list[int], list[int]]  # contrastive: (left, right) example indices; cross-entropy: (examples, [])
+Batch = tuple[list[int], list[int]]  # contrastive, supcon: (left, right) example indices; cross-entropy: (examples, [])
 
 
 def base_model_dir() -> Path:
@@ -112,7 +117,7 @@ class Trainer:
         self.model.train()
         groups: list[dict[str, Any]] = [{"params": list(self.model.parameters()), "lr": lr}]
         self.head: torch.nn.Linear | None = None
-        if objective == "cross-entropy":
+        if objective != "contrastive":  # cross-entropy and supcon train a classifier over the routes
             self.head = torch.nn.Linear(DIM, len(routes))
             groups.append({"params": list(self.head.parameters()), "lr": config.head_learning_rate})
         self.optimizer = torch.optim.AdamW(groups, weight_decay=0.01)
@@ -165,9 +170,18 @@ class Trainer:
         """One optimiser step; returns the batch's loss."""
         torch.set_rng_state(self._rng)
         left, right = batch
-        if self.head is not None:
+        if self.objective == "cross-entropy":
+            assert self.head is not None
             logits = self.head(self._embed(left))
             loss = F.cross_entropy(logits, torch.as_tensor(self.y[left]))
+        elif self.objective == "supcon":
+            assert self.head is not None
+            rows = left + right
+            embedded = self._embed(rows)
+            labels = torch.as_tensor(self.y[rows])
+            loss = F.cross_entropy(self.head(embedded), labels) + supervised_contrastive(
+                F.normalize(embedded, dim=-1), labels, self.config.contrastive_scale
+            )
         else:
             both = F.normalize(self._embed(left + right), dim=-1)
             a, b = both[: len(left)], both[len(left) :]
@@ -194,6 +208,24 @@ class Trainer:
         sequence axes dynamic), output ``last_hidden_state`` — the embedded encoder's interface."""
         export_onnx(self.model, path)
         self.model.train()
+
+
+def supervised_contrastive(unit: torch.Tensor, labels: torch.Tensor, scale: float) -> torch.Tensor:
+    """The supervised contrastive loss (Khosla et al. 2020, the average over positives outside the log) of unit
+    rows ``unit`` with route ``labels``: each row's softmax over the batch's other rows (cosine x ``scale``),
+    minus the mean log-probability of the rows of its own route; rows alone with their route in the batch add
+    nothing."""
+    n = len(labels)
+    itself = torch.eye(n, dtype=torch.bool)
+    scores = (scale * (unit @ unit.T)).masked_fill(itself, float("-inf"))
+    log_prob = scores - torch.logsumexp(scores, dim=1, keepdim=True)
+    positive = (labels[:, None] == labels[None, :]) & ~itself
+    count = positive.sum(dim=1)
+    has = count > 0
+    if not bool(has.any()):
+        return scores.new_zeros(())
+    per_row = -log_prob.masked_fill(~positive, 0.0).sum(dim=1)
+    return (per_row[has] / count[has]).mean()
 
 
 class _LastHiddenState(torch.nn.Module):
