@@ -5,7 +5,7 @@ event loop) in the app's lifespan, on the ``DATABASE_URL`` the parent process se
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from routegate._extras import needs
