@@ -1,14 +1,15 @@
 """Argument provenance: attack success and utility on the injection suites, and the governed overhead it adds.
 
 Part 1 replays every suite of ``routegate.testing.injection`` (tasks alone, then every task x injection pair) under
-each defense with the scripted model that obeys every injection, and prints the table of
+each defense through the tool agent, with the scripted model that obeys every injection, and prints the table of
 docs/benchmarks/security.md. These are correctness figures: the same on every machine.
 
 Part 2 times one governed decision (the routing agent, a scripted router, one worker, the trivial finalizer — the
 request of bench/core_overhead.py) with and without flow rules on the worker: the difference is what keeping the
 run's sources and matching the arguments costs per decision. The same for one technique dispatch (one tool call
-with the request's text as its argument, ``request=`` given) with and without ``flows=`` on its target. Run:
-python bench/provenance.py [--runs N]
+with the request's text as its argument, ``request=`` given) with and without ``flows=`` on its target, and for one
+tool agent run (a model that calls the tool with the request's text, then answers) with and without a rule on the
+tool. Run: python bench/provenance.py [--runs N] [--suites-only]
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from routegate.core import (
     WorkerArgs,
 )
 from routegate.core import worker as make_worker
-from routegate.plan import RoutingAgent
+from routegate.llm.structured import ModelReply, OutputFormat, ToolCall
+from routegate.plan import RoutingAgent, ToolAgent
 from routegate.technique import OutputKind, TechniqueDispatcher, TechniqueRouter
 from routegate.technique.types import TechniqueItem, ToolCallRequest
 from routegate.testing.injection import DEFENSES, SUITES, measure
@@ -113,15 +115,34 @@ async def time_dispatch(d: TechniqueDispatcher, runs: int, repeats: int) -> floa
     return min(samples)
 
 
+class OneCallModel:
+    """A model that calls the tool with the request's text on its first turn and answers on its second: the tool
+    agent's figure is the governance of one call and one answer."""
+
+    CALL = (ToolCall("billing", json.dumps({"ticket": GOAL}), "call_1"),)
+
+    async def respond(self, messages: Any, *, output: OutputFormat, temperature: float = 0.0) -> ModelReply:
+        if messages[-1]["role"] == "tool":
+            return ModelReply(text="refund on its way")
+        return ModelReply(tool_calls=self.CALL)
+
+
+def tool_agent(args_model: type[WorkerArgs]) -> ToolAgent[Any]:
+    return ToolAgent(model=OneCallModel(), tools=[make_worker(billing, args=args_model, inline=True)])
+
+
 def suites_table() -> None:
-    print("| suite | defense | tasks | pairs | utility (no injection) | utility under attack | attack success |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| suite | defense | tasks | pairs | utility (no injection) | utility under attack | attack success | "
+        "legitimate calls refused |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for suite in SUITES:
         for defense in DEFENSES:
             f = measure(suite, defense)
             print(
                 f"| {f.suite} | {f.defense} | {f.tasks} | {f.pairs} | {f.benign_utility:.0%} | {f.attack_utility:.0%} "
-                f"| {f.attack_success:.0%} |"
+                f"| {f.attack_success:.1%} | {f.benign_refusals} |"
             )
 
 
@@ -129,8 +150,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5_000, help="requests per timing sample (default 5000)")
     parser.add_argument("--repeats", type=int, default=5, help="timing samples; the best is reported (default 5)")
+    parser.add_argument("--suites-only", action="store_true", help="print the suites' table only (no timings)")
     args = parser.parse_args()
     suites_table()
+    if args.suites_only:
+        return
     plain, ruled = build(PlainArgs), build(RuledArgs)
     checked = ruled.run(GOAL)
     assert plain.run(GOAL).ok and checked.ok and checked.trace[0].provenance == {"ticket": ("user",)}
@@ -150,6 +174,14 @@ def main() -> None:
     print(f"{'adispatch, target without flow rules':52} {d_without:9.2f}")
     print(f"{'adispatch, target with a flow rule (ledger + matcher)':52} {d_with:9.2f}")
     print(f"provenance overhead per dispatched call: {d_with - d_without:.2f} µs")
+    plain_t, ruled_t = tool_agent(PlainArgs), tool_agent(RuledArgs)
+    answered = ruled_t.run(GOAL)
+    assert plain_t.run(GOAL).ok and answered.ok and answered.calls[0].provenance == {"ticket": ("user",)}
+    t_without = asyncio.run(time_async(plain_t, args.runs, args.repeats))
+    t_with = asyncio.run(time_async(ruled_t, args.runs, args.repeats))
+    print(f"{'tool agent run (one call, one answer), no flow rules':52} {t_without:9.2f}")
+    print(f"{'tool agent run (one call, one answer), a flow rule':52} {t_with:9.2f}")
+    print(f"provenance overhead per tool call: {t_with - t_without:.2f} µs")
 
 
 if __name__ == "__main__":

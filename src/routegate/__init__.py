@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         WorkerArgs,
         worker,
     )
-    from routegate.plan import Plan, RoutingAgent, Step
+    from routegate.plan import Plan, RoutingAgent, Step, ToolAgent
 
     __version__: str
 
@@ -50,6 +50,7 @@ __all__ = [
     "RunStopError",
     "RuntimeFaultError",
     "Step",
+    "ToolAgent",
     "Worker",
     "WorkerArgs",
     "__version__",
@@ -75,6 +76,7 @@ _WHERE = {
     "Plan": "plan",
     "RoutingAgent": "plan.agent",
     "Step": "plan",
+    "ToolAgent": "plan.tool_agent",
     **dict.fromkeys(_CORE, "core"),
 }
 _MOVED = {"TicketArgs": "core"}  # the demo's argument schema, not an API of its own

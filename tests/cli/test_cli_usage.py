@@ -29,10 +29,12 @@ REQUIRED: dict[tuple[str, ...], tuple[str, ...]] = {
     ("plans", "list"): ("--db", "runs.sqlite"),
     ("plans", "show"): ("--db", "runs.sqlite", "key"),
     ("plans", "resume"): ("--db", "runs.sqlite", "--plan", "m:p", "key"),
+    ("plans", "history"): ("--db", "runs.sqlite", "key"),
     ("data",): (),
     ("data", "reset"): (),
     ("desk", "init"): ("gym", "--from-sql", "gym.sql"),
     ("desk", "eval"): ("gym", "questions.jsonl"),
+    ("desk", "check"): ("gym",),
     ("kb", "ingest"): (),
 }
 

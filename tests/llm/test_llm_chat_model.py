@@ -79,7 +79,10 @@ def test_bad_configuration_is_refused_early(kwargs: dict[str, object], match: st
     ("messages", "match"),
     [
         ([], "at least one message"),
-        ([{"role": "tool", "content": "x"}], "role must be"),
+        ([{"role": "robot", "content": "x"}], "role must be system, user, assistant or tool"),
+        ([{"role": "tool", "content": "x"}], "tool_call_id must name the call"),
+        ([{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f"}]}], "each call is"),
+        ([{"role": "assistant", "content": "", "tool_calls": "f()"}], "tool_calls must be a list"),
         ([{"role": "user", "content": 3}], "content must be a str"),
     ],
 )
@@ -102,6 +105,27 @@ async def test_all_roles_are_sent(server: ScriptedOpenAIServer, model: OpenAICha
     assert request.messages == messages
     assert request.body["temperature"] == 0.5
     assert not request.json_mode
+
+
+async def test_a_tool_conversation_is_sent_as_the_chat_api_takes_it(
+    server: ScriptedOpenAIServer, model: OpenAIChatModel
+) -> None:
+    """An assistant message's calls and each tool's result go out in the API's own form (the calls under
+    ``function``, the result with the id of the call it answers), so a model can read what its tools returned."""
+    server.script(Reply("done"))
+    messages = [
+        {"role": "user", "content": "pay the bill"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "name": "read", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"amount": 5}'},
+    ]
+    assert await model.complete(messages) == "done"  # type: ignore[arg-type]
+    sent = server.chat_requests[0].messages
+    assert sent[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+    }
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": '{"amount": 5}'}
 
 
 @pytest.mark.parametrize(

@@ -121,3 +121,22 @@ def test_nothing_in_src_touches_a_private_attribute_of_asyncio() -> None:
             if on_asyncio or node.attr in ASYNCIO_PRIVATE:
                 found.append(f"{path.relative_to(SRC.parent)}:{node.lineno}: .{node.attr}")
     assert found == []
+
+
+def test_the_tool_agent_is_built_on_the_public_seam_from_the_outside_in() -> None:
+    """The tool agent lives beside the engine but uses it as a runtime outside it would: no private module and
+    no private name of the engine's other modules (its own private names are its own)."""
+    agent = [ENGINE / "tool_agent.py", ENGINE / "tool_result.py"]
+    own: set[str] = set()
+    for path in agent:
+        own |= _private_names(ast.parse(path.read_text(encoding="utf-8")))
+    others: set[str] = set()
+    for path, tree in _sources(ENGINE):
+        if path not in agent:
+            others |= _private_names(tree)
+    private = frozenset(others - own)
+    assert {"_compiled", "_store_for"} <= private  # the scan sees the engine's names
+    found = [
+        hit for path in agent for hit in _uses_of_engine_privates(path, ast.parse(path.read_text("utf-8")), private)
+    ]
+    assert found == []

@@ -105,3 +105,38 @@ def test_content_parts_are_joined(ai: openai.OpenAI) -> None:
         ],
     )
     assert completion.choices[0].message.content == "[EXTERNAL] answer to: weather today"
+
+
+def test_without_a_session_the_clients_conversation_goes_to_the_desk(ai: openai.OpenAI, desk: FakeSupportDesk) -> None:
+    completion = ai.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "system", "content": "be terse"},
+            {"role": "user", "content": "Which city is customer 2 from?"},
+            {"role": "assistant", "content": "London."},
+            {"role": "tool", "content": "{}", "tool_call_id": "t1"},
+            {"role": "user", "content": [{"type": "text", "text": "and his "}, {"type": "text", "text": "tickets?"}]},
+        ],
+    )
+    session = (completion.model_extra or {})["routegate"]["session_id"]
+    # the user's and the assistant's text before the last message: no system, developer or tool message
+    assert [(m.role, m.content) for m in desk.supplied[session]] == [
+        ("user", "Which city is customer 2 from?"),
+        ("assistant", "London."),
+    ]
+    assert desk.histories[session][0].content == "and his tickets?"
+
+
+@pytest.mark.parametrize("named", ["user", "header"])
+def test_with_a_session_the_stored_conversation_wins(ai: openai.OpenAI, desk: FakeSupportDesk, named: str) -> None:
+    ai.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "user", "content": "Which city is customer 2 from?"},
+            {"role": "user", "content": "and his?"},
+        ],
+        user="kept" if named == "user" else openai.omit,
+        extra_headers={"X-Session-Id": "kept"} if named == "header" else None,
+    )
+    assert desk.supplied == {}  # nothing but the last message is read: the session's own history is the desk's
+    assert desk.histories["kept"][0].content == "and his?"

@@ -18,10 +18,19 @@ if TYPE_CHECKING:
     from routegate.core.contracts import ArgLimits, Budget, TraceEntry
     from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent, RunEvent
     from routegate.core.gateway import RouteGateway
+    from routegate.core.governed import GovernedStep
     from routegate.core.outcome import Outcome
     from routegate.core.policy import RoutePolicy
     from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
-    from routegate.core.provenance import From, ProvenanceLedger, Sensitive, Source, links_only_from
+    from routegate.core.provenance import (
+        From,
+        LinksFrom,
+        NotFrom,
+        ProvenanceLedger,
+        Sensitive,
+        Source,
+        links_only_from,
+    )
     from routegate.core.result import AgentResult, RunResult
     from routegate.core.workers import TicketArgs, Worker, WorkerArgs, worker
 
@@ -36,7 +45,10 @@ __all__ = [
     "FinalizeRequest",
     "Finalizer",
     "From",
+    "GovernedStep",
     "GroundedComposer",
+    "LinksFrom",
+    "NotFrom",
     "ObservationEvent",
     "Outcome",
     "ProvenanceLedger",
@@ -70,7 +82,10 @@ _WHERE = {
     "FinalizeRequest": "protocols",
     "Finalizer": "protocols",
     "From": "provenance",
+    "GovernedStep": "governed",
     "GroundedComposer": "compose",
+    "LinksFrom": "provenance",
+    "NotFrom": "provenance",
     "ObservationEvent": "events",
     "Outcome": "outcome",
     "ProvenanceLedger": "provenance",
@@ -93,7 +108,9 @@ _WHERE = {
     "worker": "workers",
 }
 
-# the governance kernel's plumbing: the runtimes compose it from its own modules, an application does not
+# the governance kernel's plumbing: the runtimes compose it from its own modules, an application does not (the
+# governed step itself is exported: a team that governs a loop of its own calls it; what it returns, Delegated and
+# Stopped, is read from routegate.core.governed)
 _MOVED = {
     "ABSENT": "contracts",
     "Deadline": "_deadline",
@@ -102,7 +119,6 @@ _MOVED = {
     "DelegationStop": "gateway",
     "RouteRejection": "policy",
     "Stopped": "governed",
-    "GovernedStep": "governed",
     "NormalizedText": "workers",
     "HistoryEntry": "contracts",
     "RouteIntent": "contracts",

@@ -37,6 +37,7 @@ delegates in its tool step; the dispatcher validates every part before it runs t
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from opentelemetry.trace import Span
 from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
+from routegate.core._faults import ErrorInfo
 from routegate.core.context import RunContext
 from routegate.core.contracts import (
     ABSENT,
@@ -56,12 +58,13 @@ from routegate.core.contracts import (
     TraceEntry,
 )
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
+from routegate.core.flow_rules import FlowRules
 from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
-from routegate.core.provenance import FlowRules, ProvenanceLedger
+from routegate.core.provenance import OutputCheck, ProvenanceLedger
 from routegate.core.telemetry import Attr, record_stop
 from routegate.errors import RunStopError
 
@@ -383,13 +386,16 @@ def _check_flows(
 
 def _record_source(result: Delegated | Stopped, ctx: RunContext[Any]) -> None:
     """After a delegation: its arguments' origins go on its trace entry, and what the worker returned becomes a
-    source of the run (``tool:<worker>#<n>``)."""
+    source of the run (``tool:<worker>#<n>``, with the arguments it was called with)."""
     ledger = _ledger(ctx)
     pending = ledger.pending.pop(id(result.intent), None) if ledger.pending else None
     if pending is not None and pending[0] is result.intent:
         result.trace.provenance = pending[1].evidence
     if isinstance(result, Delegated):
-        ledger.record_tool(result.intent.target, result.value if result.observation is None else result.observation)
+        intent = result.intent
+        ledger.record_tool(
+            intent.target, result.value if result.observation is None else result.observation, intent.args
+        )
 
 
 def _record_observed(result: Delegated | Stopped, ctx: RunContext[Any], observed: Callable[[object], object]) -> None:
@@ -411,6 +417,27 @@ def refused_route(raw: object) -> RouteIntent:
     """The route a refused decision named, for the history: its target when it had a text one, no arguments."""
     target = raw.target if isinstance(raw, RouteProposal) else raw.get("target") if isinstance(raw, dict) else None
     return RouteIntent(sr.safe_detail(target.strip()) if isinstance(target, str) else "", {})
+
+
+def output_refusal(
+    check: OutputCheck, answer: str, ctx: RunContext[Any], attempt: int, target: str | None, log: logging.Logger
+) -> Stopped | None:
+    """The output check's verdict on a run's final ``answer``: ``None`` lets it go; a refusal is a :class:`Stopped`
+    with ``output_denied:<reason>`` (phase ``finalize``) and its trace entry. A check that raises refuses: the one
+    fault-to-stop conversion names its class (``output_denied:check_error:<Exc>``; its text to ``log``)."""
+    started = _perf()
+    try:
+        reason = check(answer, ctx)
+    except Exception as exc:  # a check that raises refuses
+        reason = ErrorInfo.of(exc, "the output check", f"check_error:{type(exc).__name__}", "finalize", log).stop_reason
+    if reason is None:
+        return None
+    stop = sr.output_denied(str(reason))
+    entry = TraceEntry(
+        attempt, target, ok=False, phase="finalize", elapsed_ms=round((_perf() - started) * 1000.0, 3), stop_reason=stop
+    )
+    message = f"the output check refused the answer ({sr.safe_detail(str(reason))})"
+    return Stopped(Outcome(False, stop, "finalize", message), entry)
 
 
 def refusals_exhausted(refused: Sequence[Outcome], max_route_attempts: int) -> Outcome:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
-from routegate.errors import RoutegateError
+from routegate.errors import RoutegateError, RunStopError
 
 DEFAULT_MAX_MESSAGE_CHARS: Final = 4_000
 """The default bound on a message's length in characters (``ROUTEGATE_MAX_MESSAGE_CHARS``)."""
@@ -117,3 +117,18 @@ __all__ = [
     "check_message",
     "text_problem",
 ]
+
+
+def goal_refused(goal: object, refused: InvalidMessageError, max_chars: int = MAX_REQUEST_CHARS) -> RunStopError:
+    """How a run whose goal the message rule refused ends: ``invalid_goal:empty`` / ``too_long`` /
+    ``invalid_text`` (phase ``route``), as the routing agent and the tool agent report it."""
+    if refused.code == "message_too_long":
+        assert isinstance(goal, str)
+        message = f"the request has {len(goal)} characters, over {max_chars}"
+        return RunStopError("invalid_goal:too_long", message, phase="route")
+    if refused.code == "invalid_text":
+        assert isinstance(goal, str)
+        problem = text_problem(goal)
+        assert problem is not None
+        return RunStopError("invalid_goal:invalid_text", f"the request {problem[1]}", phase="route")
+    return RunStopError("invalid_goal:empty", "the request is empty: send a non-blank text", phase="route")

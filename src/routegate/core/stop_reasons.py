@@ -81,6 +81,12 @@ def route_denied_provenance(arg: str) -> str:
     return f"route_denied:provenance:{safe_detail(arg)}"
 
 
+def route_denied_provenance_leak(arg: str) -> str:
+    """``route_denied:provenance_leak:<arg>`` — an argument would carry data a ``NotFrom`` rule keeps out of it (a
+    source's value, copied whole or embedded in a larger text)."""
+    return f"route_denied:provenance_leak:{safe_detail(arg)}"
+
+
 def route_denied_provenance_unchecked(why: str) -> str:
     """``route_denied:provenance_unchecked:<why>`` — an argument with a flow rule holds a value the matcher cannot
     check (``too_long``, ``too_large``, ``too_deep``, ``no_text``): refused, never passed unchecked."""

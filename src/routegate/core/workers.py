@@ -20,7 +20,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from pydantic_core import PydanticKnownError
 
 from routegate.core.context import RunContext, context_parameter
-from routegate.core.provenance import FlowRules, From
+from routegate.core.flow_rules import FlowRules
+from routegate.core.provenance import From
 from routegate.errors import ConfigurationError
 
 FnT = TypeVar("FnT", bound=Callable[..., Any])

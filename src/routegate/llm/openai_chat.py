@@ -46,9 +46,12 @@ import openai
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionMessageParam,
+    ChatCompletionMessageToolCallParam,
     ChatCompletionSystemMessageParam,
+    ChatCompletionToolMessageParam,
     ChatCompletionUserMessageParam,
 )
+from openai.types.chat.chat_completion_message_tool_call_param import Function
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from routegate._closing import ClosedOnExit
@@ -153,11 +156,46 @@ def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessagePar
         elif role == "user":
             params.append(ChatCompletionUserMessageParam(role="user", content=content))
         elif role == "assistant":
-            params.append(ChatCompletionAssistantMessageParam(role="assistant", content=content))
+            calls = message.get("tool_calls")
+            if calls:
+                params.append(
+                    ChatCompletionAssistantMessageParam(
+                        role="assistant", content=content or None, tool_calls=_call_params(index, calls)
+                    )
+                )
+            else:
+                params.append(ChatCompletionAssistantMessageParam(role="assistant", content=content))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise ConfigurationError(
+                    f"messages[{index}].tool_call_id must name the call a tool message answers, got {call_id!r}"
+                )
+            params.append(ChatCompletionToolMessageParam(role="tool", content=content, tool_call_id=call_id))
         else:
-            raise ConfigurationError(f"messages[{index}].role must be system, user or assistant, got {role!r}")
+            raise ConfigurationError(f"messages[{index}].role must be system, user, assistant or tool, got {role!r}")
     if not params:
         raise ConfigurationError("a chat completion needs at least one message, got none")
+    return params
+
+
+def _call_params(index: int, calls: object) -> list[ChatCompletionMessageToolCallParam]:
+    """An assistant message's tool calls as the chat API takes them."""
+    if not isinstance(calls, list | tuple):
+        raise ConfigurationError(f"messages[{index}].tool_calls must be a list, got {type(calls).__name__}")
+    params: list[ChatCompletionMessageToolCallParam] = []
+    for call in calls:
+        fields = [call.get(key) if isinstance(call, dict) else None for key in ("id", "name", "arguments")]
+        if not all(isinstance(value, str) for value in fields):
+            raise ConfigurationError(
+                f"messages[{index}].tool_calls holds {call!r}: each call is {{'id', 'name', 'arguments'}} as text"
+            )
+        ident, name, arguments = (str(value) for value in fields)
+        params.append(
+            ChatCompletionMessageToolCallParam(
+                id=ident, type="function", function=Function(name=name, arguments=arguments)
+            )
+        )
     return params
 
 

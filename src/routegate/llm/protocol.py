@@ -3,22 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:
     from routegate.llm.errors import LLMError
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 ModelHealth = Literal["ok", "degraded", "down"]
 """A model endpoint's state as ``/healthz`` and ``/metrics`` report it: ``ok`` (answering), ``degraded`` (its
 breaker's window has passed: the next call is a trial), ``down`` (the breaker is open: calls are not tried)."""
 
 
+class ToolCallData(TypedDict):
+    """One tool call an assistant message made, as a conversation carries it back to the model: the endpoint's id
+    of the call, the tool's name and the arguments as the JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
 class ChatMessage(TypedDict):
-    """One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
+    """One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``.
+
+    A tool-using conversation also carries the calls an assistant message made (``tool_calls``) and each tool's
+    result as a ``{"role": "tool", "tool_call_id": <the call's id>, "content": "..."}`` message."""
 
     role: Role
     content: str
+    tool_calls: NotRequired[list[ToolCallData]]
+    """An assistant message's tool calls (only on ``assistant``)."""
+    tool_call_id: NotRequired[str]
+    """The call a ``tool`` message answers."""
 
 
 @runtime_checkable

@@ -53,6 +53,8 @@ from routegate.plan.when import when
 
 if TYPE_CHECKING:
     from routegate.plan.agent import RoutingAgent
+    from routegate.plan.tool_agent import ToolAgent
+    from routegate.plan.tool_result import ModelTurnEvent, ToolAgentResult, ToolCallEvent
 
 __all__ = [
     "ChatCompleter",
@@ -64,6 +66,7 @@ __all__ = [
     "ErrorInfo",
     "Interrupt",
     "MaxIterationsExceeded",
+    "ModelTurnEvent",
     "Plan",
     "PlanCompileError",
     "PlanResult",
@@ -76,6 +79,9 @@ __all__ = [
     "StepTarget",
     "Store",
     "StructuredChatModel",
+    "ToolAgent",
+    "ToolAgentResult",
+    "ToolCallEvent",
     "from_parallel",
     "from_parallel_all",
     "from_prev",
@@ -101,4 +107,11 @@ _RENAMED = {  # every runtime's stream ends with the core's one final event
         "routegate.core (every runtime's final event, the same class). The old import works until the next release.",
     ),
 }
-__getattr__, __dir__ = _lazy_exports(__name__, {"RoutingAgent": "agent"}, __all__, renamed=_RENAMED, moved=_MOVED)
+_WHERE = {  # the runtimes built on the engine, loaded when first named
+    "RoutingAgent": "agent",
+    "ToolAgent": "tool_agent",
+    "ToolAgentResult": "tool_result",
+    "ModelTurnEvent": "tool_result",
+    "ToolCallEvent": "tool_result",
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, __all__, renamed=_RENAMED, moved=_MOVED)

@@ -31,7 +31,6 @@ from opentelemetry.trace import Span, Tracer
 
 from routegate._lazy import renamed_method
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import ErrorInfo
 from routegate.core.compose import GroundedComposer
 from routegate.core.context import RunContext, RunDepsT, context_parameter
 from routegate.core.contracts import (
@@ -50,11 +49,12 @@ from routegate.core.governed import (
     OnRefusal,
     Stopped,
     as_mapping,
+    output_refusal,
     refusal_observation,
     refusals_exhausted,
     refused_route,
 )
-from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, text_problem
+from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, goal_refused
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
@@ -333,11 +333,7 @@ class RoutingAgent(Generic[RunDepsT]):
         result = await self._runtime.arun_step(_State(payload_text(payload), _NO_FIELDS, ctx.task), ctx)
         outcome = result.outcome
         if not outcome.ok:
-            phase = outcome.phase or "step"
-            stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
-            raise StepFailedError(
-                ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), {"agent": result}
-            )
+            raise StepFailedError.stopped(outcome, {"agent": result})
         return result
 
     # -- the plan's steps ------------------------------------------------------------------------------------
@@ -351,7 +347,7 @@ class RoutingAgent(Generic[RunDepsT]):
             try:  # the goal under the one message rule (it returns the text unchanged)
                 check_message(goal, max_chars=MAX_GOAL_CHARS)
             except InvalidMessageError as refused:
-                return _goal_refused(goal, refused)
+                return goal_refused(goal, refused, MAX_GOAL_CHARS)
             if self._tracks:  # the step's instruction, like the caller's context, is configuration
                 task = state.task
                 self.step.admit(ctx, goal, state.context if task is None else {"task": task}, always=True)
@@ -467,42 +463,11 @@ class RoutingAgent(Generic[RunDepsT]):
     def _check_output(self, state: _State, answer: str, route: RouteIntent, ctx: RunContext[Any]) -> Outcome | None:
         """The output check's verdict on ``answer`` (a refusal is one trace entry); a check that raises refuses."""
         assert self.output_check is not None
-        started = _perf()
-        try:
-            reason = self.output_check(answer, ctx)
-        except Exception as exc:  # a check that raises refuses: the one fault-to-stop conversion names its class
-            reason = ErrorInfo.of(
-                exc, "the output check", f"check_error:{type(exc).__name__}", "finalize", logger
-            ).stop_reason
-        if reason is None:
+        refused = output_refusal(self.output_check, answer, ctx, state.attempt, route.target, logger)
+        if refused is None:
             return None
-        stop = sr.output_denied(str(reason))
-        state.trace.append(
-            TraceEntry(
-                state.attempt,
-                route.target,
-                ok=False,
-                phase="finalize",
-                elapsed_ms=round((_perf() - started) * 1000.0, 3),
-                stop_reason=stop,
-            )
-        )
-        return Outcome(False, stop, "finalize", f"the output check refused the answer ({sr.safe_detail(str(reason))})")
-
-
-def _goal_refused(goal: object, refused: InvalidMessageError) -> RunStopError:
-    """The stop of a goal the one message rule refused: ``invalid_goal:empty`` / ``too_long`` / ``invalid_text``
-    (phase ``route``)."""
-    if refused.code == "message_too_long":
-        assert isinstance(goal, str)
-        message = f"the request has {len(goal)} characters, over {MAX_GOAL_CHARS}"
-        return RunStopError("invalid_goal:too_long", message, phase="route")
-    if refused.code == "invalid_text":
-        assert isinstance(goal, str)
-        problem = text_problem(goal)
-        assert problem is not None
-        return RunStopError("invalid_goal:invalid_text", f"the request {problem[1]}", phase="route")
-    return RunStopError("invalid_goal:empty", "the request is empty: send a non-blank text", phase="route")
+        state.trace.append(refused.trace)
+        return refused.outcome
 
 
 __all__ = ["RoutingAgent"]

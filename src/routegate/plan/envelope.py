@@ -9,7 +9,9 @@ from typing import Any
 
 from routegate.core._faults import ErrorInfo
 from routegate.core.contracts import jsonable
+from routegate.core.outcome import Outcome
 from routegate.core.stop_reasons import Phase
+from routegate.errors import RunStopError
 
 _logger = logging.getLogger(__name__)  # where a step's fault is logged, with its traceback
 
@@ -31,6 +33,14 @@ class StepFailedError(Exception):
         super().__init__(info.message)
         self.info = info
         self.metadata = metadata
+
+    @classmethod
+    def stopped(cls, outcome: Outcome, metadata: dict[str, Any] | None = None) -> StepFailedError:
+        """The failure of a step whose nested run stopped with ``outcome``: its stop reason, message and phase
+        (``step`` when it has none), the nested run's result in ``metadata``."""
+        phase = outcome.phase or "step"
+        stop = RunStopError(outcome.stop_reason, outcome.message, phase=phase)
+        return cls(ErrorInfo("RunStopError", outcome.message, outcome.stop_reason, stop, phase), metadata)
 
 
 class Envelope:

@@ -1,7 +1,14 @@
 """OpenAI-compatible ``POST /v1/chat/completions`` (stream and non-stream) and ``GET /v1/models``.
 
-The agent keeps the conversation itself, so only the last user message of ``messages`` is sent to it; the
-session is the ``user`` field, else the ``X-Session-Id`` header, else a new one per request (stateless).
+The last message of ``messages`` is the turn's (it must be the user's). The session is the ``user`` field, else the
+``X-Session-Id`` header, else a new one per request:
+
+* with a session, the desk follows the conversation it stored; the earlier ``messages`` the client sends are
+  not read (the stored history wins);
+* without one, the earlier ``messages`` are the conversation (what chat front-ends send), handed to a desk that
+  takes one (:class:`~routegate.apps.support.contracts.TakesHistory`) as untrusted context: the support desk reads
+  the user's messages only, bounded, to resolve a follow-up, and never as evidence
+  (:mod:`routegate.apps.support.supplied`).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ with needs("server"):
     from fastapi import APIRouter, Depends, Header, Response
     from fastapi.responses import JSONResponse
 
-from routegate.apps.support.contracts import AnswerToken, SupportEvent, TurnError, TurnResult
+from routegate.apps.support.contracts import AnswerToken, Message, SupportEvent, TurnError, TurnResult
 from routegate.core.events import FinalEvent
 from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import ApiError, error_body, error_response
@@ -47,6 +54,12 @@ def _last_user_text(body: ChatCompletionRequest) -> str:
     if last.role != "user":
         raise ApiError(422, "invalid_request", f"the last message must have role 'user' (got '{last.role}')")
     return last.text()
+
+
+def _earlier(body: ChatCompletionRequest) -> tuple[Message, ...]:
+    """The client's conversation before its last message: the user's and the assistant's text (the system's,
+    the developer's and the tools' messages are not the conversation, and are not passed on)."""
+    return tuple(Message(m.role, m.text()) for m in body.messages[:-1] if m.role == "user" or m.role == "assistant")
 
 
 def _extension(result: TurnResult) -> dict[str, Any]:
@@ -81,14 +94,17 @@ async def chat_completions(
     x_session_id: Annotated[Text | None, Header(pattern=SESSION_PATTERN)] = None,
 ) -> Response:
     message = check_message(_last_user_text(body), services.settings)
+    named = body.user or x_session_id
+    # without a session, the client's own conversation is the turn's (untrusted: the desk says how it reads it)
+    history = _earlier(body) if named is None else None
     # the lease before any database work: a refused turn costs the database nothing
     with released_on_error(admit_turn(services, tenant)) as lease:
-        session = await session_for_turn(services, caller, body.user or x_session_id)
+        session = await session_for_turn(services, caller, named)
         session_id = session.public
         services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
-        events = run_turn(services, message, session, lease)  # gives the lease back when the turn ends
+        events = run_turn(services, message, session, lease, history=history)  # gives the lease back at the end
         headers = {"X-Session-Id": session_id}
         if not body.stream:
             result = await _final(events)

@@ -9,18 +9,20 @@ import logging
 import time
 import uuid
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
 from routegate.apps.support.contracts import (
     AnswerToken,
+    Message,
     ReportsModelHealth,
     RouteChosen,
     SerialisesSessions,
     SupportDesk,
     SupportEvent,
+    TakesHistory,
     ToolUsed,
     TurnError,
     TurnResult,
@@ -247,11 +249,18 @@ async def _error_for(services: Services, exc: BaseException) -> TurnError:
 
 
 async def run_turn(
-    services: Services, message: str, session: SessionRef, lease: Lease | None = None
+    services: Services,
+    message: str,
+    session: SessionRef,
+    lease: Lease | None = None,
+    *,
+    history: Sequence[Message] | None = None,
 ) -> AsyncGenerator[SupportEvent, None]:
     """The desk's events for one turn, always ending in exactly one ``FinalEvent`` or ``TurnError``. The desk
     works on ``session.internal``; the result names ``session.public``, and errors carry the server's words only.
-    ``lease`` (the tenant's place, :func:`admit_turn`) is given back when the turn ends, however it ends."""
+    ``lease`` (the tenant's place, :func:`admit_turn`) is given back when the turn ends, however it ends.
+    ``history``: the conversation the client sent (untrusted), for a desk that takes one
+    (:class:`~routegate.apps.support.contracts.TakesHistory`); another desk's turn runs without it."""
     metrics = services.metrics
     finished = False
     with _given_back(lease):
@@ -263,7 +272,7 @@ async def run_turn(
             # the desk starts its turn acting for this tenant (its database connections are shared fairly
             # between tenants); set around the call only, never across this generator's yields
             with acting_for(lease.tenant if lease is not None else ANONYMOUS):
-                stream = services.desk.iter(message, session_id=session.internal)
+                stream = _started(services.desk, message, session.internal, history)
             try:
                 async for item in stream:
                     if isinstance(item, AnswerToken):  # most of a turn's events: nothing to count or refine
@@ -299,6 +308,14 @@ async def run_turn(
             error = TurnError(message="the support desk ended the turn without a result", code="incomplete_turn")
             metrics.turn_failed(error.code)
             yield error
+
+
+def _started(
+    desk: SupportDesk, message: str, session_id: str, history: Sequence[Message] | None
+) -> AsyncIterator[SupportEvent]:
+    if history is not None and isinstance(desk, TakesHistory) and desk.takes_history():
+        return desk.iter(message, session_id=session_id, history=history)
+    return desk.iter(message, session_id=session_id)
 
 
 def _event_of(item: object) -> SupportEvent:

@@ -22,7 +22,8 @@ from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
 from routegate.core._faults import ErrorInfo
-from routegate.core.provenance import FlowRules, From
+from routegate.core.flow_rules import FlowRules
+from routegate.core.provenance import From
 from routegate.core.workers import Worker
 from routegate.errors import RunStopError
 

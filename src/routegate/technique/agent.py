@@ -182,7 +182,7 @@ async def dispatch_answer(
     assert ledger is not None  # the dispatcher tracks provenance
     for entry in result.history:
         if entry.status != "refused":
-            ledger.record_tool(entry.route.target, entry.observation)
+            ledger.record_tool(entry.route.target, entry.observation, entry.route.args)
     return await dispatcher.adispatch(classified, context=ctx)
 
 

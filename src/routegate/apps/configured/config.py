@@ -125,7 +125,12 @@ class TableConfig(_Strict):
 class KnowledgeConfig(_Strict):
     paths: list[str] = Field(default_factory=list)
     chunk_chars: int = Field(default=900, ge=200, le=8000)
-    min_score: float = Field(default=0.35, ge=-1.0, le=1.0)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    """The cosine similarity a chunk needs to be an answer on its meaning alone; ``None`` (the default): the
+    cut-off calibrated at ingest from the desk's own documents (:mod:`.kb_calibration`)."""
+    language: str = Field(default="english", pattern=r"^[a-z_]{1,63}$")
+    """The PostgreSQL text-search configuration the documents' words are indexed with (``english``: stemmed, stop
+    words dropped; ``simple``: any language, words as written; ``SELECT cfgname FROM pg_ts_config`` lists them)."""
 
 
 _HTTP_URL = re.compile(r"^https?://[^\s/]+")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.database import prepare
 from routegate.apps.configured.fitted import desk_embedding_layer
-from routegate.apps.configured.kb import IngestReport, KnowledgeBase, ensure_tables, ingest
+from routegate.apps.configured.kb import IngestReport, KnowledgeBase, calibrated, ensure_tables, ingest
 from routegate.apps.configured.planner import SqlPlanner
 from routegate.apps.configured.respond import DeskAnswers
 from routegate.apps.configured.router import DeskRouter, present_routes
@@ -60,7 +60,9 @@ class ConfiguredDesk(SupportAgent):
         self.ingest_on_start = ingest_on_start
         self.mcp = mcp
         self.cache_dir = cache_dir
-        self.kb = KnowledgeBase(state, self.encoder, min_score=config.knowledge.min_score)
+        self.kb = KnowledgeBase(
+            state, self.encoder, min_score=config.knowledge.min_score, language=config.knowledge.language
+        )
         self.planner = SqlPlanner(config)
         self.answers = DeskAnswers(config)
         self.ingested: IngestReport | None = None
@@ -86,7 +88,8 @@ class ConfiguredDesk(SupportAgent):
             if self.ingest_on_start:
                 self.ingested = await ingest(self.config, self.desk_dir, self.db, self.encoder)
             else:
-                await ensure_tables(self.db, self.encoder.dim)
+                await ensure_tables(self.db, self.encoder.dim, self.config.knowledge.language)
+                await calibrated(self.db, self.encoder)  # a desk ingested before the cut-off was calibrated
         if self.semantic is None:
             self.semantic = await asyncio.to_thread(
                 partial(desk_embedding_layer, self.config, self.desk_dir, self.encoder, cache_dir=self.cache_dir)

@@ -15,7 +15,14 @@ from typing import Any, Final
 from routegate.apps.configured.config import DeskConfig
 from routegate.apps.configured.documents import Document, chunks_of
 from routegate.apps.configured.introspect import Table
-from routegate.apps.configured.words import is_private, name_column, plural, singular, words_of
+from routegate.apps.configured.words import (
+    column_question,
+    filter_questions,
+    is_private,
+    name_column,
+    plural,
+    singular,
+)
 from routegate.apps.support._stopwords import FUNCTION_WORDS
 
 LLM_EXAMPLES: Final = (
@@ -77,11 +84,10 @@ def sql_examples(root: Table, members: Sequence[Table], by_name: Mapping[str, Ta
         if c.name not in (root.primary_key, named) and not c.name.endswith("_id") and not is_private(c.name)
     ]
     if plain:
-        out.append(f"what is the {words_of(plain[0])} of {label} {key}")
-        out.append(f"{words_of(plain[-1])} of {label} {key2}")
-    for values in list(root.filters.values())[:2]:
-        out.append(f"how many {many} are {values[0]}")
-        out.append(f"list {values[-1]} {many}")
+        out.append(column_question(plain[0], f"{label} {key}"))
+        out.append(column_question(plain[-1], f"{label} {key2}"))
+    for column, values in list(root.filters.items())[:2]:
+        out += filter_questions(column, values[0], many, values[-1])
     if name is not None:
         out.append(f"find the {label} {name}")
         # the names of a few rows, alone and with each readable column: a question naming a row needs no table word
@@ -89,7 +95,7 @@ def sql_examples(root: Table, members: Sequence[Table], by_name: Mapping[str, Ta
         out += names[:3]
         for index, column in enumerate(plain):
             who = names[index % len(names)] if names else name
-            out.append(f"what is the {words_of(column)} of {who}")
+            out.append(column_question(column, who))
     for fk in root.foreign_keys:
         parent = singular(fk.references)
         out.append(f"which {parent} does {label} {key} belong to")
@@ -193,7 +199,7 @@ def desk_data(
         "desk": {"name": name, "description": description, "version": 1},
         "database": dict(database),
         "tables": table_entries,
-        "knowledge": {"paths": list(knowledge_paths), "chunk_chars": chunk_chars, "min_score": 0.35},
+        "knowledge": {"paths": list(knowledge_paths), "chunk_chars": chunk_chars},  # min_score: calibrated
         "tools": [],
         "router": {"min_score": 0.40, "min_margin": 0.04},
         "routes": routes,

@@ -27,7 +27,8 @@ _COMMENTS: Mapping[str, str] = {
     ),
     "knowledge": (
         "# The documents of the knowledge base (Markdown, text, HTML; folders are searched recursively), cut into\n"
-        "# chunks of at most chunk_chars characters. An answer quotes the best chunk scoring >= min_score."
+        "# chunks of at most chunk_chars characters, found by meaning and by words (language: the text-search\n"
+        "# configuration). The score cut-off is calibrated from the documents at ingest; min_score = 0.35 fixes it."
     ),
     "router": (
         "# The embedding layer: a message whose best route scores under min_score (cosine similarity to that route's\n"

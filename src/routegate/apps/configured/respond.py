@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.configured.config import TEMPLATE_FIELD, DeskConfig, TableConfig, template_fields
+from routegate.apps.configured.words import fact, is_id
 from routegate.apps.support.payloads import Routed
 from routegate.apps.support.respond import RespondNode, model_failed_answer, truncation_note
 from routegate.llm.protocol import ChatModel
@@ -75,6 +76,29 @@ class DeskAnswers:
             return f"{row[table.name_column]}" + (f" ({table.label} {ident})" if ident is not None else "")
         return f"{label} {ident}" if ident is not None else label
 
+    def _joined(self, table: TableConfig | None, row: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The names the row carries of the rows it links to (``customer``: ``Maria Garcia``, joined along its
+        foreign keys): said instead of the linking ids."""
+        if table is None:
+            return []
+        out: list[tuple[str, str]] = []
+        for fk in table.foreign_keys:
+            parent = self.tables.get(fk.references)
+            key = parent.label.replace(" ", "_") if parent is not None else None
+            # a column of the table's own by that name is not a joined name
+            if parent is not None and key is not None and key not in table.columns and row.get(key) is not None:
+                out.append((parent.label, str(row[key])))
+        return out
+
+    def _told(self, table: TableConfig | None, row: Mapping[str, Any], joined: Sequence[tuple[str, str]]) -> list[str]:
+        """The columns a row's answer says when the question asked for none: not its name (it leads), not the ids
+        that only link rows (its key, its foreign keys, ``*_id``), not the joined names (said with the name), not
+        the empty ones."""
+        hidden = {label.replace(" ", "_") for label, _ in joined}
+        if table is not None:
+            hidden |= {table.name_column or "", table.primary_key or "", *(fk.column for fk in table.foreign_keys)}
+        return [c for c in row if c not in hidden and not is_id(c) and row[c] is not None]
+
     def rows(self, call: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
         table = self.tables.get(str(call.get("table")))
         focus = [c for c in call.get("focus") or () if isinstance(c, str)]
@@ -105,9 +129,13 @@ class DeskAnswers:
             row = rows[0]
             if table is not None and (worded := _worded(table.row, row, focus)) is not None:
                 return worded
-            shown = [c for c in focus if c in row] or [c for c in row if table is None or c != table.name_column]
-            facts = ", ".join(f"{c.replace('_', ' ')} is {_text(row[c])}" for c in shown)
-            return f"{self._name(table, row)}: {facts}."
+            if asked := [c for c in focus if c in row]:
+                facts = ", ".join(f"{c.replace('_', ' ')} is {_text(row[c])}" for c in asked)
+                return f"{self._name(table, row)}: {facts}."
+            joined = self._joined(table, row)
+            lead = ", ".join([self._name(table, row), *(f"{label} {name}" for label, name in joined)])
+            told = [fact(c, _text(row[c])) for c in self._told(table, row, joined)]
+            return f"{lead}: {', '.join(told)}." if told else f"{lead}."
         return f"I found {len(rows)} {plural}:\n" + "\n".join(self._lines(table, rows, focus))
 
     def _lines(self, table: TableConfig | None, rows: Sequence[Mapping[str, Any]], focus: Sequence[str]) -> list[str]:
@@ -117,12 +145,13 @@ class DeskAnswers:
             if table is not None and (worded := _worded(table.line, row, focus)) is not None:
                 lines.append(f"- {worded}")
                 continue
-            shown = [c for c in focus if c in row] or [
-                c for c in row if table is None or c not in (table.primary_key, table.name_column)
-            ]
-            lines.append(
-                f"- {self._name(table, row)}: " + ", ".join(f"{c.replace('_', ' ')} {_text(row[c])}" for c in shown)
-            )
+            if asked := [c for c in focus if c in row]:
+                shown = [f"{c.replace('_', ' ')} {_text(row[c])}" for c in asked]
+            else:
+                joined = self._joined(table, row)
+                told = [f"{c.replace('_', ' ')} {_text(row[c])}" for c in self._told(table, row, joined)]
+                shown = [f"{label} {name}" for label, name in joined] + told
+            lines.append(f"- {self._name(table, row)}: " + ", ".join(shown))
         if len(rows) > MAX_LISTED:
             lines.append(f"(and {len(rows) - MAX_LISTED} more)")
         return lines

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -212,4 +212,19 @@ class SerialisesSessions(Protocol):
 
     def sessions_held(self) -> int:
         """How many sessions this process holds or waits for under the desk's lock."""
+        ...
+
+
+@runtime_checkable
+class TakesHistory(Protocol):
+    """A desk whose ``iter`` also takes ``history=``: the conversation a caller keeps itself (an OpenAI client's
+    ``messages``), read as untrusted context for a turn that has no stored one (the support desk:
+    :mod:`routegate.apps.support.supplied`). The server passes it to such a desk only."""
+
+    def iter(
+        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+    ) -> AsyncIterator[SupportEvent]: ...
+
+    def takes_history(self) -> bool:
+        """Whether :meth:`iter` takes ``history=`` (a desk that forwards to another answers for it)."""
         ...

@@ -63,6 +63,7 @@ from routegate.apps.support.postgres_tool import (
 from routegate.apps.support.respond import RespondNode, tokens_of
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
+from routegate.apps.support.supplied import SuppliedHistory, read_supplied
 from routegate.apps.support.tenancy import acting_for, current_tenant
 from routegate.apps.support.turn import TurnInput, read_turn
 from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
@@ -213,9 +214,15 @@ class SupportAgent:
         return await self.router.route_choice(check_message(message, max_chars=self.max_message_chars))
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+    def iter(
+        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+    ) -> AsyncIterator[SupportEvent]:
         """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``;
         the ``final`` event is a :class:`~routegate.core.FinalEvent` carrying the turn's :class:`TurnResult`.
+
+        ``history``: the conversation the caller keeps (an OpenAI client's ``messages`` before the last), read
+        instead of the session's stored messages, as untrusted context (:mod:`.supplied`: the user's messages only,
+        bounded, never evidence); the turn is still stored in the session.
 
         The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
         iterator early cancels it."""
@@ -227,7 +234,11 @@ class SupportAgent:
         # the turn runs as a task of its own, started on the first read: it acts for the tenant the caller acts
         # for now (the server's API key), which picks its place in the database pool's fair queue
         tenant = current_tenant()
-        return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit), _is_last)
+        supplied = None
+        if history is not None:
+            turns = -(-self.memory.limit // 2)  # as many user messages as the session's memory keeps
+            supplied = read_supplied(history, turns=turns, max_chars=self.max_message_chars)
+        return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit, supplied), _is_last)
 
     astream = renamed_method(iter, "SupportAgent", "astream")
 
@@ -261,6 +272,10 @@ class SupportAgent:
         except (psycopg.OperationalError, RuntimeFaultError) as exc:  # the database, or the desk's own connections
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
+    def takes_history(self) -> bool:
+        """True: :meth:`iter` takes ``history=``, a conversation the caller supplies (:mod:`.supplied`)."""
+        return True
+
     def serialises_sessions(self) -> bool:
         """True: the desk runs a session's turns one at a time itself, in every process over its database (a
         PostgreSQL advisory lock per session, :meth:`MessageStore.hold`); a server adds no lock of its own."""
@@ -288,10 +303,12 @@ class SupportAgent:
         session_id: str,
         history: tuple[Message, ...] = (),
         emit: Callable[[SupportEvent], None] | None = None,
+        supplied: SuppliedHistory | None = None,
     ) -> TurnInput:
         """The read-only input of one turn: ``message`` read against the session's ``history`` (a follow-up is
-        routed, and its tool called, as the question it stands for); its events go to ``emit``."""
-        return read_turn(message, session_id=session_id, history=history, emit=emit)
+        routed, and its tool called, as the question it stands for), or against the conversation the caller
+        ``supplied`` (:mod:`.supplied`); its events go to ``emit``."""
+        return read_turn(message, session_id=session_id, history=history, emit=emit, supplied=supplied)
 
     async def run_turn(self, turn: TurnInput) -> TurnResult:
         """Run the desk's plan on one turn; no memory read or write (see :meth:`iter`). The plan's run is the turn:
@@ -326,11 +343,24 @@ class SupportAgent:
                 result = await plan.arun(turn.message, context=run)
         return _final(turn, result, started)
 
-    async def _turn_as(self, tenant: str, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
+    async def _turn_as(
+        self,
+        tenant: str,
+        message: str,
+        session_id: str,
+        emit: Callable[[SupportEvent], None],
+        supplied: SuppliedHistory | None = None,
+    ) -> None:
         with acting_for(tenant):  # the turn's own task: the tenant does not leak to the caller
-            await self._turn(message, session_id, emit)
+            await self._turn(message, session_id, emit, supplied)
 
-    async def _turn(self, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
+    async def _turn(
+        self,
+        message: str,
+        session_id: str,
+        emit: Callable[[SupportEvent], None],
+        supplied: SuppliedHistory | None = None,
+    ) -> None:
         """Memory read, the plan, memory write; the events go to ``emit``, the last one ``final`` or ``error``."""
         with request_scope():
             # the message's embedding (when the turn will need one) is computed while the memory read runs
@@ -343,12 +373,13 @@ class SupportAgent:
                 # one turn of a session at a time, in this process and any other on the database
                 async with self.memory.hold(session_id, within=self.budget.max_seconds):
                     try:
-                        history = tuple(await self.memory.recent(session_id))
+                        # a conversation the caller supplied is read instead of the stored one
+                        history = tuple(await self.memory.recent(session_id)) if supplied is None else ()
                     except Exception as exc:
                         logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
                         emit(_unavailable(exc))
                         return
-                    turn = self.new_turn(message, session_id=session_id, history=history, emit=emit)
+                    turn = self.new_turn(message, session_id=session_id, history=history, emit=emit, supplied=supplied)
                     run.deps = turn
                     await self._run(turn, run)
             except LockCapacityError:

@@ -12,7 +12,9 @@ what a test learns from the fake holds for the real one:
 * a turn that ends with an ``error`` event makes ``ask`` raise :class:`TurnFailedError` with that code;
 * with the database down, a turn is one ``database_unavailable`` error, ``history``/``reset`` raise
   :class:`DatabaseUnavailableError` and ``healthy()`` is false;
-* ``history`` holds the last ``memory`` messages of completed turns, oldest first; ``reset`` forgets them.
+* ``history`` holds the last ``memory`` messages of completed turns, oldest first; ``reset`` forgets them;
+* a turn may take the conversation its caller keeps (``iter(..., history=...)``); the fake records it in
+  ``supplied`` under the session, and answers as it would without it.
 
 Routing is by keyword, answers are canned (``[ROUTE] answer to: <message>``) and streamed word by word. Fault
 injection, for the server's robustness tests, goes beyond the contract on purpose: ``fault`` is an exception the
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from routegate._lazy import renamed_method
@@ -74,6 +76,7 @@ class FakeSupportDesk:
     active_streams: int = 0
     closed_streams: int = 0
     histories: dict[str, list[Message]] = field(default_factory=dict)
+    supplied: dict[str, tuple[Message, ...]] = field(default_factory=dict)
 
     def route_for(self, message: str) -> SupportRoute:
         text = message.lower()
@@ -82,12 +85,20 @@ class FakeSupportDesk:
                 return route
         return "LLM"
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        """One turn as events (the real desk's stepping method)."""
+    def iter(
+        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+    ) -> AsyncIterator[SupportEvent]:
+        """One turn as events (the real desk's stepping method); a supplied ``history`` is recorded in
+        :attr:`supplied`."""
         refused = turn_refusal(message, session_id, self.max_message_chars)
         if refused is not None:
             return _single(refused)
+        if history is not None:
+            self.supplied[session_id] = tuple(history)
         return self._turn(message, session_id)
+
+    def takes_history(self) -> bool:
+        return True
 
     astream = renamed_method(iter, "FakeSupportDesk", "astream")
 

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.followup import FollowUp, resolve
 from routegate.apps.support.router import RouteChoice
+from routegate.apps.support.supplied import SuppliedHistory
 from routegate.apps.support.turn_context import TurnContext, context_of, contexts_of, next_turn
 from routegate.core import RunContext
 
@@ -34,6 +35,8 @@ class TurnInput(NamedTuple):
     history: tuple[Message, ...] = ()
     followup: FollowUp | None = None  # the message read against the history (``None``: not read against it)
     emit: Callable[[SupportEvent], None] | None = None  # where the turn's events go (``None``: nobody listens)
+    # the conversation came from the caller, not from memory: what of it the turn reads (:mod:`.supplied`)
+    supplied: SuppliedHistory | None = None
 
     @property
     def said(self) -> str:
@@ -62,9 +65,10 @@ class TurnInput(NamedTuple):
         self.send(RouteChosen(route=choice.route, layer=choice.layer, scores=dict(choice.scores), why=why))
 
     def notes(self) -> tuple[dict[str, Any], ...]:
-        """The turn's own trace note: what a follow-up carried (none when it carried nothing)."""
+        """The turn's own trace notes: what of a supplied conversation it read, what a follow-up carried."""
         followup = self.followup
-        return (followup.note(),) if followup is not None and followup.resolved else ()
+        notes = (self.supplied.note(),) if self.supplied is not None else ()
+        return (*notes, followup.note()) if followup is not None and followup.resolved else notes
 
     def context(self, route: SupportRoute, observation: Mapping[str, Any] | None) -> TurnContext:
         """What this turn established (from its route and its tool's ``observation``), stored with its answer for
@@ -80,16 +84,20 @@ def read_turn(
     session_id: str,
     history: tuple[Message, ...] = (),
     emit: Callable[[SupportEvent], None] | None = None,
+    supplied: SuppliedHistory | None = None,
 ) -> TurnInput:
     """The turn of ``message``: its follow-up references resolved against ``history`` (a follow-up is routed, and
-    its tool called, as the question it stands for). A fault of the resolver leaves the message as it is
+    its tool called, as the question it stands for). ``supplied``: the conversation the caller sent, read instead
+    of ``history`` (its user messages only, :mod:`.supplied`). A fault of the resolver leaves the message as it is
     (logged)."""
+    if supplied is not None:
+        history = supplied.messages
     try:
         followup = resolve(message, history)
     except Exception:
         logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
         followup = FollowUp(message, message, next_turn(history, []))
-    return TurnInput(session_id, followup.text if followup.resolved else message, history, followup, emit)
+    return TurnInput(session_id, followup.text if followup.resolved else message, history, followup, emit, supplied)
 
 
 def turn_from(ctx: RunContext[Any] | None) -> TurnInput | None:

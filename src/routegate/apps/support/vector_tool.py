@@ -9,7 +9,7 @@ an empty list — the graph's signal to fall back. Search only: nothing is uploa
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, LiteralString
@@ -65,11 +65,19 @@ _NEAREST_ARTICLES: Final = (
 
 
 async def nearest(
-    db: SupportDatabase, encoder: Encoder, query: str, statement: LiteralString, top_k: int, *, what: str
+    db: SupportDatabase,
+    encoder: Encoder,
+    query: str,
+    statement: LiteralString,
+    top_k: int,
+    *,
+    what: str,
+    params: Mapping[str, object] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of ``statement``, a similarity search ordered by the distance to the query's vector (``%(v)s``),
-    ``%(k)s`` rows at most. :class:`ToolError` ``encoder_error`` when the query cannot be embedded,
-    ``database_error`` (naming ``what``) when the search fails."""
+    ``%(k)s`` rows at most; ``params``: the statement's other parameters (bound, never formatted in).
+    :class:`ToolError` ``encoder_error`` when the query cannot be embedded, ``database_error`` (naming ``what``)
+    when the search fails."""
     # off the event loop (other turns keep running), in a shared pass when the encoder batches
     try:
         vector = Vector(np.asarray((await encode_async(encoder, [query]))[0]))
@@ -82,7 +90,7 @@ async def nearest(
             # the vector goes in pgvector's binary form (its type left to the statement's ``::vector``: the
             # extension's type has no fixed OID), not as text: formatting 384 numbers cost 0.1-0.2 ms per search
             cur.adapters.register_dumper(Vector, VectorBinaryDumper)
-            await cur.execute(statement, {"v": vector, "k": top_k})
+            await cur.execute(statement, {**(params or {}), "v": vector, "k": top_k})
             return list(await cur.fetchall())
     except psycopg.Error as exc:
         raise ToolError("database_error", f"{what} failed: {str(exc).splitlines()[0]}") from exc

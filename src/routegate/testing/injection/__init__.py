@@ -1,11 +1,13 @@
 """Prompt-injection suites: small tool worlds replayed with a scripted model that obeys every injection.
 
-Two worlds ship in :data:`SUITES` — banking (an account, transactions, files, payees, a password) and workspace
-(an inbox, a calendar, a contact directory) — each with user tasks, injections planted in the tool outputs the
-tasks read, and checks of the world's final state. :func:`measure` runs a suite under a :class:`Defense` (one of :data:`DEFENSES`) and
-gives utility without injections, utility under attack and attack success; ``python bench/provenance.py``
-prints the table for every defense. A suite of your own is a :class:`Suite` of your workers, tasks and
-injections.
+Four worlds ship in :data:`SUITES` — banking (an account, transactions, files, payees, a password), workspace (an
+inbox, a calendar, a contact directory), messaging (a team chat's channels, direct messages, web pages) and travel
+(hotels, restaurants, reviews, the user's profile, e-mail and a calendar) — each with user tasks, injections
+planted in the tool outputs the tasks read, and checks of the world's final state. :func:`measure` runs a suite
+under a :class:`Defense` (one of :data:`DEFENSES`) through a :class:`~routegate.plan.ToolAgent` whose model is an
+:class:`ObedientModel`, and gives utility without injections, utility under attack and attack success;
+``python bench/provenance.py`` prints the table for every defense. A suite of your own is a :class:`Suite` of your
+workers, tasks and injections.
 """
 
 from routegate._lazy import lazy_exports as _lazy_exports
@@ -14,15 +16,18 @@ from routegate.testing.injection._suite import (
     Defense,
     Figures,
     Injection,
+    ObedientModel,
     ObedientRouter,
     Suite,
     UserTask,
     measure,
 )
 from routegate.testing.injection.banking import BANKING as _BANKING
+from routegate.testing.injection.messaging import MESSAGING as _MESSAGING
+from routegate.testing.injection.travel import TRAVEL as _TRAVEL
 from routegate.testing.injection.workspace import WORKSPACE as _WORKSPACE
 
-SUITES = (_BANKING, _WORKSPACE)
+SUITES = (_BANKING, _WORKSPACE, _MESSAGING, _TRAVEL)
 
 __all__ = [
     "DEFENSES",
@@ -30,6 +35,7 @@ __all__ = [
     "Defense",
     "Figures",
     "Injection",
+    "ObedientModel",
     "ObedientRouter",
     "Suite",
     "UserTask",
