@@ -11,9 +11,9 @@ from unittest import mock
 
 import pytest
 
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.embedded import EmbeddedPostgres
+from routegate.apps.support.factory import open_support_desk
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -58,7 +58,7 @@ def shop_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Path:
 
 
 @pytest.fixture
-async def shop(shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
+async def shop(shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, shop_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, shop_dir, encoder=encoder) as desk:
         yield desk

@@ -14,8 +14,8 @@ from typing import ClassVar
 
 import pytest
 
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -77,9 +77,9 @@ def _with_tool(shop_dir: Path, tmp_path: Path, url: str, mock: str) -> Path:
 
 
 @asynccontextmanager
-async def _open(desk_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder) -> AsyncIterator[ConfiguredDesk]:
+async def _open(desk_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, desk_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, desk_dir, encoder=encoder) as desk:
         yield desk
 
 

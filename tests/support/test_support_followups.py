@@ -13,13 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support.contracts import Message, RouteChosen
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.followup import resolve
 from routegate.apps.support.memory import MessageStore
+from routegate.apps.support.planner import SqlPlanner
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.apps.support.sql_templates import TEMPLATES, select_query
 from routegate.apps.support.sqlguard import check_sql
 from routegate.embed import MiniLMEncoder
 from routegate.llm.openai_chat import OpenAIChatModel
@@ -190,7 +191,7 @@ async def test_an_old_messages_table_is_upgraded_and_its_sessions_go_on(
 ) -> None:
     async with _old_schema(pg_url) as db:
         desk = await _desk(db, encoder, semantic)
-        await db.ensure_schema(embedding_dim=encoder.dim)  # twice: idempotent
+        await db.ensure_schema()  # twice: idempotent
         async with db.connection() as conn:
             cur = await conn.execute(
                 "SELECT data_type FROM information_schema.columns WHERE table_schema = %s"
@@ -229,16 +230,19 @@ async def test_a_bad_stored_context_is_ignored(
     assert not [t for t in result.trace if t.get("node") == "followup"]
 
 
-def test_new_templates_pass_the_guard() -> None:
-    for message, template, params in (
-        ("Show the tickets of customer 1 other than ticket 1", "tickets_by_customer_id_except", {"customer_id": 1}),
-        ("Show the open tickets of customer 2", "tickets_by_customer_id_and_status", {"status": "open"}),
-        ("What tickets has customer 1 opened?", "tickets_by_customer_id", {"customer_id": 1}),
+def test_the_questions_follow_ups_become_pass_the_guard() -> None:
+    """The questions a follow-up is read as: the offline planner's SQL for each passes the guard."""
+    config = builtin_config()
+    planner = SqlPlanner(config)
+    for message, kind, params in (
+        ("Show the open tickets of customer 2", "children", {"id": 2}),
+        ("What tickets has customer 1 opened?", "children", {"id": 1}),
+        ("Who is customer 2?", "by_id", {"id": 2}),
     ):
-        call = select_query(message)
-        assert call.template == template and dict(params).items() <= dict(call.params).items()
-        assert check_sql(call.query, dict(call.params)).tables <= {"customers", "tickets"}
-        assert call.query == TEMPLATES[template]
+        lookup = planner.plan(message)[0]
+        assert lookup.kind == kind and dict(params).items() <= dict(lookup.params).items()
+        checked = check_sql(lookup.query, dict(lookup.params), columns=config.readable_columns())
+        assert checked.tables <= {"customers", "tickets"}
 
 
 _json = st.recursive(
@@ -277,7 +281,7 @@ def test_any_message_against_any_stored_context_reads_safely(message: str, conte
         assert found.text == message
     else:
         assert found.text.strip() and found.carried.rsplit(", from turn ", 1)[1].isdigit()
-        select_query(found.text)  # whatever it reads as, the offline SQL source takes it
+        SqlPlanner(builtin_config()).plan(found.text)  # whatever it reads as, the offline SQL source takes it
 
 
 @pytest.mark.integration

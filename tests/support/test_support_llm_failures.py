@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from routegate.apps.configured.routes import builtin_config
+from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import TurnError
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.respond import compose
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.core.messages import InvalidMessageError
 from routegate.embed import MiniLMEncoder
@@ -17,6 +18,7 @@ from routegate.testing import ScriptedChatModel
 
 
 def test_the_composer_blames_the_model_not_the_database() -> None:
+    compose = DeskAnswers(builtin_config()).compose
     answer = compose("ticket 12?", "POSTGRES", {"fallback": "llm_failed:llm_error:connect", "call": None})
     assert "language model" in answer and "llm_error:connect" in answer
     assert "database" not in answer

@@ -75,10 +75,10 @@ class DeferredDesk:
 def open_serving_desk(settings: Settings) -> AbstractAsyncContextManager[SupportAgent]:
     """The desk one server process opens: your own (``settings.desk``, from ``--desk`` / ``ROUTEGATE_DESK``) or the
     built-in desk's configuration, with the serving encoder. Used by the ``--workers N`` workers and the Ray Serve replicas."""
-    from routegate.apps.configured.factory import desk_directory, open_configured_desk
+    from routegate.apps.support.factory import open_support_desk
     from routegate.server.encoder import serving_encoder
 
-    return open_configured_desk(settings, desk_directory(settings), encoder=serving_encoder(settings))
+    return open_support_desk(settings, encoder=serving_encoder(settings))
 
 
 def app_from_environment() -> FastAPI:

@@ -1,17 +1,15 @@
-"""The knowledge base of a configured desk, in pgvector: incremental ingest and search.
+"""The knowledge base of a desk, in pgvector: incremental ingest (the search is the desk's vector tool,
+:class:`~routegate.apps.support.vector_tool.KnowledgeBase`).
 
 :func:`ingest` reads the configured documents (:mod:`.documents`), compares each file's sha256 (and the encoder's
 model id) with what was ingested before, and re-chunks and re-embeds only the files that changed; files that
 are gone are removed with their chunks. One transaction: a failed ingest leaves the previous knowledge base.
-:class:`KnowledgeBase` searches the chunks by cosine similarity; a chunk under ``min_score`` is not an answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
 
 from routegate._extras import needs
 
@@ -21,7 +19,7 @@ with needs("desk"):
 from routegate.apps.configured.config import DeskConfig, resolve
 from routegate.apps.configured.documents import chunks_of, read_documents
 from routegate.apps.support.db import SupportDatabase, embedding_type
-from routegate.apps.support.vector_tool import MAX_TOP_K, nearest, vector_literal
+from routegate.apps.support.vector_tool import vector_literal
 from routegate.embed import Encoder, encode_async
 
 
@@ -38,17 +36,6 @@ class IngestReport:
             f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
             f"{len(self.unchanged)} unchanged; {self.chunks} chunks embedded"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    source: str
-    heading: str
-    content: str
-    score: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "title": self.heading, "content": self.content, "score": round(self.score, 4)}
 
 
 async def ensure_tables(db: SupportDatabase, dim: int) -> None:
@@ -114,31 +101,3 @@ async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encode
             await conn.execute("DELETE FROM kb_chunks WHERE source = ANY(%s)", (removed,))
             await conn.execute("DELETE FROM kb_files WHERE source = ANY(%s)", (removed,))
     return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded)
-
-
-_NEAREST_CHUNKS: Final = (
-    "SELECT source, heading, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_chunks "
-    "ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"
-)
-
-
-class KnowledgeBase:
-    """Search-only access to the chunks (the desk's VECTOR route)."""
-
-    def __init__(self, db: SupportDatabase, encoder: Encoder, *, min_score: float) -> None:
-        self._db = db
-        self._encoder = encoder
-        self.min_score = min_score
-
-    async def search(self, query: str, top_k: int = 3) -> list[Passage]:
-        if not query.strip():
-            return []
-        top_k = max(1, min(top_k, MAX_TOP_K))
-        rows = await nearest(self._db, self._encoder, query, _NEAREST_CHUNKS, top_k, what="knowledge search")
-        passages = [Passage(r["source"], r["heading"], r["content"], float(r["score"])) for r in rows]
-        return [p for p in passages if p.score >= self.min_score]
-
-    async def sources(self) -> Sequence[str]:
-        async with self._db.connection() as conn:
-            cur = await conn.execute("SELECT source FROM kb_files ORDER BY source")
-            return [str(r["source"]) for r in await cur.fetchall()]

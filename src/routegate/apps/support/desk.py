@@ -1,7 +1,9 @@
 """The support desk: a prebuilt :class:`routegate.plan.Plan` — router → (Postgres | Vector | External) → Respond —
-with memory around it.
+with memory around it, built from a desk configuration (``desk.toml``; the built-in desk's by default).
 
-Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice after the
+The one desk: the built-in support desk is its configuration (``apps/configured/builtin/``), a team's own desk is
+another; both run here, with the same router (:mod:`.router`), tools (:mod:`.nodes`), answers (:mod:`.answers`)
+and plan. Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice after the
 core policy boundary accepted it; the tool steps delegate through the core gateway under the run's delegation
 ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM`` step is the Respond node,
 the direct LLM route and every fallback. One run of the plan is one turn: the plan's budget is the desk's, so the
@@ -18,7 +20,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, Literal
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from opentelemetry.trace import Span
 
@@ -30,11 +34,16 @@ with needs("desk"):
     import psycopg
     from psycopg_pool import PoolTimeout
 
+from routegate.apps.configured.config import DeskConfig, builtin_desk_dir
+from routegate.apps.configured.database import prepare
+from routegate.apps.configured.fitted import desk_embedding_layer
+from routegate.apps.configured.kb import IngestReport, ensure_tables, ingest
+from routegate.apps.configured.routes import builtin_config, present_routes
 from routegate.apps.support.advisory import LockCapacityError, LockTimeoutError
+from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import (
     ENCODER_UNAVAILABLE,
     LLM_UNAVAILABLE,
-    ROUTES,
     UNANSWERED_FALLBACKS,
     AnswerToken,
     Message,
@@ -46,13 +55,13 @@ from routegate.apps.support.contracts import (
     unanswered,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
-from routegate.apps.support.external_tool import ExternalTool
 from routegate.apps.support.graph import SUPPORT_BUDGET as SUPPORT_BUDGET  # the desk's default budget
 from routegate.apps.support.graph import RouterStep, ToolStep, notes_of, support_plan
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
 from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
-from routegate.apps.support.nodes import TextToSql, build_tool_workers
+from routegate.apps.support.nodes import TextToSql, desk_workers
 from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
+from routegate.apps.support.planner import SqlPlanner
 from routegate.apps.support.postgres_tool import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FIELD_CHARS,
@@ -62,10 +71,10 @@ from routegate.apps.support.postgres_tool import (
 )
 from routegate.apps.support.respond import RespondNode, tokens_of
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
-from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
+from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.tenancy import acting_for, current_tenant
 from routegate.apps.support.turn import TurnInput, read_turn
-from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
+from routegate.apps.support.vector_tool import KnowledgeBase
 from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker
 from routegate.core._stream import stream_events
 from routegate.core.events import FinalEvent
@@ -79,6 +88,9 @@ from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
 from routegate.plan import Plan, PlanResult
 
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
+
 logger = logging.getLogger(__name__)
 
 TOOL_ROUTES: Final = ("POSTGRES", "VECTOR", "EXTERNAL")
@@ -88,7 +100,17 @@ _NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is u
 
 
 class SupportAgent:
-    """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation. Call :meth:`start` first.
+    """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation: the desk of ``config`` (the
+    built-in desk's configuration when ``None``; ``desk_dir``, the directory its relative paths are in, is then the
+    built-in one). Call :meth:`start` first.
+
+    ``db`` is the desk's own database (its schema holds the conversations and the knowledge base's chunks);
+    ``data`` the pool on the readable tables' schema (:func:`~routegate.apps.support.factory.open_support_desk`
+    makes both). Without ``data`` the desk reads its tables in ``db``'s schema, as they are there; for the built-in
+    configuration :meth:`start` puts the spec's customers and tickets there first
+    (:meth:`~routegate.apps.support.db.SupportDatabase.ensure_schema`). ``mcp``: the pool the configured MCP tools
+    call through; ``cache_dir``: where a ``[router] fit_at_start`` layer is cached (the data directory; ``None``:
+    fitted at every start); ``semantic``: the router's embedding layer, instead of the configuration's.
 
     Every entry point that takes a user message checks it with :func:`routegate.core.messages.check_message`
     (``max_message_chars``: ``ROUTEGATE_MAX_MESSAGE_CHARS``): :meth:`iter` answers a refused message with an
@@ -106,9 +128,12 @@ class SupportAgent:
 
     def __init__(
         self,
+        config: DeskConfig | None = None,
+        desk_dir: Path | None = None,
         *,
         db: SupportDatabase,
         encoder: Encoder,
+        data: SupportDatabase | None = None,
         chat_model: ChatModel | None = None,
         budget: Budget = SUPPORT_BUDGET,
         memory_limit: int = MEMORY_LIMIT,
@@ -116,65 +141,96 @@ class SupportAgent:
         statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
         sql_max_bytes: int = DEFAULT_MAX_BYTES,
         sql_max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
-        vector_min_score: float = DEFAULT_MIN_SCORE,
+        vector_min_score: float | None = None,
         semantic: EmbeddingLayer | None = None,
         max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
         flows: Mapping[str, Mapping[str, From]] | None = None,
         on_refusal: OnRefusal = "end",
+        ingest_on_start: bool = True,
+        mcp: MCPToolPool | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         if max_message_chars < 1:
             raise ConfigurationError(f"max_message_chars must be >= 1, got {max_message_chars}")
         if on_refusal not in ("end", "observe"):
             raise ConfigurationError(f"on_refusal must be 'end' or 'observe', got {on_refusal!r}")
+        if config is not None and desk_dir is None:
+            raise ConfigurationError("a desk configuration needs its directory: SupportAgent(config, desk_dir, ...)")
         unknown = sorted(set(flows or {}) - set(TOOL_ROUTES))
         if unknown:
             raise ConfigurationError(f"flows names {unknown}; the desk's tools are {list(TOOL_ROUTES)}")
+        self._demo_data = config is None  # the built-in desk on one database: start() seeds its tables
+        self.config = config or builtin_config()
+        self.desk_dir = Path(desk_dir) if desk_dir is not None else builtin_desk_dir()
         self.flows = dict(flows or {})
         self.on_refusal: OnRefusal = on_refusal
         self.db = db
+        self.data = data or db
         self.max_message_chars = max_message_chars
         # within a turn's request scope a text is embedded once (the router's vector is the vector tool's)
         self.encoder = encoder if isinstance(encoder, MemoEncoder) else MemoEncoder(encoder)
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
-        self.postgres = self.sql_tool(
+        # the one SQL tool, on the readable tables' pool, allowed only the configured columns of the configured tables
+        self.postgres = PostgresTool(
+            self.data,
+            columns=self.config.readable_columns(),
             row_cap=row_cap,
             statement_timeout_ms=statement_timeout_ms,
             max_bytes=sql_max_bytes,
             max_field_chars=sql_max_field_chars,
         )
-        self.vector = VectorTool(db, self.encoder, min_score=vector_min_score)
-        self.external = ExternalTool()
+        min_score = self.config.knowledge.min_score if vector_min_score is None else vector_min_score
+        self.kb = KnowledgeBase(db, self.encoder, min_score=min_score)
+        self.planner = SqlPlanner(self.config)
+        self.answers = DeskAnswers(self.config)
         self.semantic = semantic
+        self.ingest_on_start = ingest_on_start
+        self.mcp = mcp
+        self.cache_dir = cache_dir
+        self.ingested: IngestReport | None = None
         self.router: SupportRouter | None = None
         self.gateway: RouteGateway | None = None
         self._plan: Plan[TurnInput, Answer] | None = None
 
-    def sql_tool(self, **bounds: int) -> PostgresTool:
-        """The desk's SQL tool (its ``postgres``) with ``bounds`` (rows, statement timeout, bytes, characters per
-        value): :class:`PostgresTool` on the desk's database; a desk built on this one may read another."""
-        return PostgresTool(self.db, **bounds)
+    @property
+    def sql(self) -> PostgresTool:
+        """The desk's SQL tool (``postgres``)."""
+        return self.postgres
 
     async def start(self) -> None:
-        """Create the schema and seed data if needed, embed the articles and the route examples (once)."""
-        await self.db.ensure_schema(embedding_dim=self.encoder.dim)
-        await self.postgres.prime()  # the SQL guard's column lists, read once before any turn
-        await self.vector.index()
+        """Load the data (``source = "sql"``), create the desk's state, bring the knowledge base up to date, build
+        the router and the plan."""
+        config = self.config
+        if self.data is self.db:  # one database: the tables are read in its schema, as they are
+            if self._demo_data:
+                await self.db.ensure_schema()  # the spec's customers and tickets
+            config = config.model_copy(update={"database": config.database.model_copy(update={"source": "url"})})
+        await prepare(config, self.desk_dir, self.data, self.db)
+        await self.postgres.prime()
+        if config.knowledge.paths:
+            if self.ingest_on_start:
+                self.ingested = await ingest(config, self.desk_dir, self.db, self.encoder)
+            else:
+                await ensure_tables(self.db, self.encoder.dim)
         if self.semantic is None:
-            self.semantic = await asyncio.to_thread(ExampleEmbeddingLayer, self.encoder)
-        semantic: EmbeddingLayer = self.semantic
-        self.router = SupportRouter(semantic=semantic, chat_model=self.chat_model)
-        workers = build_tool_workers(
-            postgres=self.postgres,
-            vector=self.vector,
-            external=self.external,
-            text_to_sql=TextToSql(self.chat_model) if self.chat_model is not None else None,
+            self.semantic = await asyncio.to_thread(
+                partial(desk_embedding_layer, config, self.desk_dir, self.encoder, cache_dir=self.cache_dir)
+            )
+        self.router = SupportRouter(config, semantic=self.semantic, chat_model=self.chat_model)
+        workers = desk_workers(
+            config,
+            sql=self.postgres,
+            planner=self.planner,
+            kb=self.kb,
+            text_to_sql=TextToSql(self.chat_model, config) if self.chat_model is not None else None,
+            mcp=self.mcp,
         )
-        # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
-        self._plan = self.build_plan(
-            self.router, workers, routes=ROUTES, respond=RespondNode(chat_model=self.chat_model)
-        )
+        # every engine route is a step (the router's output type names all four); a kind the desk lacks is refused
+        # by the policy before the plan could route there, and has no worker behind the gateway
+        respond = RespondNode(chat_model=self.chat_model, answers=self.answers)
+        self._plan = self.build_plan(self.router, workers, routes=present_routes(config), respond=respond)
 
     def build_plan(
         self, router: SupportRouter, workers: Sequence[Worker], *, routes: Sequence[SupportRoute], respond: RespondNode
@@ -183,8 +239,7 @@ class SupportAgent:
         ``workers`` and the ``respond`` node, with this desk's governance: the tools get their ``flows`` rules, the
         policy allows ``routes`` (each with one ``query`` argument), the gateway (:attr:`gateway`) executes only the
         workers (the LLM route is ``respond``), a tool answers once (no reroute) and a refused decision does what
-        ``on_refusal`` says. Every desk built on this one (:class:`~routegate.apps.configured.ConfiguredDesk`)
-        wires its plan here."""
+        ``on_refusal`` says."""
         unknown = sorted(set(self.flows) - {w.name for w in workers})
         if unknown:
             raise ConfigurationError(f"flows names {unknown}; this desk's tools are {[w.name for w in workers]}")
@@ -271,7 +326,7 @@ class SupportAgent:
         return len(self.db.locks)
 
     async def healthy(self) -> bool:
-        return self._plan is not None and await self.db.ping()
+        return self._plan is not None and await self.db.ping() and (self.data is self.db or await self.data.ping())
 
     def model_health(self) -> ModelHealth | Literal["off"]:
         """The chat model's state: ``ok``, ``degraded``, ``down`` (its breaker is open: turns are answered offline),

@@ -71,7 +71,7 @@ class TurnInput(NamedTuple):
         the next turns' follow-ups."""
         followup = self.followup
         number = followup.turn if followup is not None else next_turn(self.history, contexts_of(self.history))
-        return context_of(number, route, observation)
+        return context_of(number, route, observation, self.message)
 
 
 def read_turn(

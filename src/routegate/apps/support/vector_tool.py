@@ -1,9 +1,10 @@
-"""The vector tool: semantic search over the help articles in pgvector.
+"""The vector tool: semantic search over the desk's knowledge base in pgvector (:class:`KnowledgeBase`).
 
-``query`` + ``top_k`` (default 3) → ``documents`` [{content, score}] (plus ``title``). The three articles are
-embedded once at start-up (:meth:`VectorTool.index`) with the injected encoder and stored in ``kb_articles``
-(HNSW index, cosine distance). Documents scoring under ``min_score`` are dropped, so an irrelevant query returns
-an empty list — the graph's signal to fall back. Search only: nothing is uploaded or re-embedded per query.
+``query`` + ``top_k`` (default 3) → ``documents`` [{content, score}] (plus ``source`` and ``title``): the chunks of
+the desk's documents (``[knowledge] paths``: the built-in desk's three help articles), embedded when they are
+ingested (:func:`routegate.apps.configured.kb.ingest`, at start or ``routegate kb ingest``) and stored in
+``kb_chunks`` (cosine distance). Chunks scoring under ``min_score`` are dropped, so an irrelevant query returns an
+empty list — the graph's signal to fall back. Search only: nothing is uploaded or re-embedded per query.
 """
 
 from __future__ import annotations
@@ -25,24 +26,21 @@ with needs("desk"):
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.embed import Encoder, encode_async
-from routegate.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
-# Cosine similarity (all-MiniLM-L6-v2) under which an article is not an answer. Calibrated on the labelled
-# set: the help questions score >= 0.45 with their article, off-topic and unrelated how-to questions <= 0.36 (docs/support.md).
-DEFAULT_MIN_SCORE: Final = 0.40
 MAX_TOP_K: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
-    title: str
+class Passage:
+    source: str
+    heading: str
     content: str
     score: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "content": self.content, "score": round(self.score, 4)}
+        return {"source": self.source, "title": self.heading, "content": self.content, "score": round(self.score, 4)}
 
 
 def vector_literal(vector: Sequence[float] | np.ndarray[Any, Any]) -> str:
@@ -56,12 +54,6 @@ def vector_literal(vector: Sequence[float] | np.ndarray[Any, Any]) -> str:
 @lru_cache(maxsize=8)
 def _literal_format(n: int) -> str:
     return "[" + ",".join(["%.7g"] * n) + "]"
-
-
-_NEAREST_ARTICLES: Final = (
-    "SELECT title, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_articles "
-    "WHERE embedding IS NOT NULL ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"
-)
 
 
 async def nearest(
@@ -88,48 +80,29 @@ async def nearest(
         raise ToolError("database_error", f"{what} failed: {str(exc).splitlines()[0]}") from exc
 
 
-class VectorTool:
-    """Search-only access to the knowledge-base articles."""
+_NEAREST_CHUNKS: Final = (
+    "SELECT source, heading, content, 1 - (embedding <=> %(v)s::vector) AS score FROM kb_chunks "
+    "ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"
+)
 
-    name = "vector"
 
-    def __init__(self, db: SupportDatabase, encoder: Encoder, *, min_score: float = DEFAULT_MIN_SCORE) -> None:
-        if not -1.0 <= min_score <= 1.0:
-            raise ConfigurationError(f"min_score must be a cosine similarity in [-1, 1], got {min_score}")
+class KnowledgeBase:
+    """Search-only access to the chunks (the desk's VECTOR route)."""
+
+    def __init__(self, db: SupportDatabase, encoder: Encoder, *, min_score: float) -> None:
         self._db = db
         self._encoder = encoder
         self.min_score = min_score
 
-    async def index(self) -> int:
-        """Embed the articles that have no vector from this encoder yet (start-up) and store the vectors. Returns
-        the number of articles embedded: 0 on a start where nothing changed, so the encoder is not even loaded (an
-        article whose title or content changes loses its vector, see :mod:`.db`, and is embedded again)."""
-        async with self._db.connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, title, content FROM kb_articles"
-                " WHERE embedding IS NULL OR model_id IS DISTINCT FROM %s ORDER BY id",
-                (self._encoder.model_id,),
-            )
-            articles = await cur.fetchall()
-            if not articles:
-                return 0
-            vectors = self._encoder.encode([f"{a['title']}. {a['content']}" for a in articles])
-            async with conn.transaction(), conn.cursor() as write:
-                await write.executemany(
-                    "UPDATE kb_articles SET embedding = %s::vector, model_id = %s WHERE id = %s",
-                    [
-                        (vector_literal(v), self._encoder.model_id, a["id"])
-                        for a, v in zip(articles, vectors, strict=True)
-                    ],
-                )
-        return len(articles)
-
-    async def search(self, query: str, top_k: int = 3) -> list[Document]:
-        """Top ``top_k`` articles by cosine similarity, those under ``min_score`` left out."""
-        if not isinstance(query, str) or not query.strip():
+    async def search(self, query: str, top_k: int = 3) -> list[Passage]:
+        if not query.strip():
             return []
-        if not 1 <= top_k <= MAX_TOP_K:
-            raise ConfigurationError(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        rows = await nearest(self._db, self._encoder, query, _NEAREST_ARTICLES, top_k, what="vector search")
-        documents = [Document(r["title"], r["content"], float(r["score"])) for r in rows]
-        return [d for d in documents if d.score >= self.min_score]
+        top_k = max(1, min(top_k, MAX_TOP_K))
+        rows = await nearest(self._db, self._encoder, query, _NEAREST_CHUNKS, top_k, what="knowledge search")
+        passages = [Passage(r["source"], r["heading"], r["content"], float(r["score"])) for r in rows]
+        return [p for p in passages if p.score >= self.min_score]
+
+    async def sources(self) -> Sequence[str]:
+        async with self._db.connection() as conn:
+            cur = await conn.execute("SELECT source FROM kb_files ORDER BY source")
+            return [str(r["source"]) for r in await cur.fetchall()]

@@ -9,6 +9,8 @@ What it answers (every query then goes through the SQL guard with the desk's all
 * along a foreign key, to the parent — ``who placed order 1042?`` (``who`` or the parent's label) — and to the
   children — ``show orders for customer Maria`` (a table that references the named one);
 * counts and simple filters — ``how many orders are open?`` (the configured ``filters`` values);
+* a row left out of the children — ``the tickets of customer 1 other than ticket 1`` (``other than`` / ``except``
+  / ``besides`` / ``apart from`` / ``but not`` before a row's id);
 * a follow-up that names nothing — ``and which city is she from?`` — takes the entity of the latest earlier
   message that had one.
 
@@ -79,6 +81,8 @@ _WORD: Final = re.compile(r"[A-Za-z][A-Za-z'’.-]*")
 _TOKEN: Final = re.compile(r"[A-Za-z]+")
 _ID_AFTER: Final = re.compile(r"\s*(?:with (?:the )?)?(?:#|no\.?|number|id|nr\.?)?\s*#?(\d{1,12})\b")
 """A row's id after its table's word: ``order 1042``, ``order #1042``, ``customer with id 3``."""
+_EXCEPT: Final = re.compile(r"\b(?:other than|except|besides|apart from|but not)\s+$")
+"""What, just before a row's id, leaves that row out: ``tickets of customer 1 other than ticket 1``."""
 _INTRODUCERS: Final = frozenset({"named", "called", "for", "of", "by"})
 """Words after which a lower-case word is read as a name (``tickets for jane smith``)."""
 
@@ -113,6 +117,7 @@ def _label_pattern(table: TableConfig) -> re.Pattern[str]:
 @dataclass(frozen=True, slots=True)
 class _Found:
     ids: list[tuple[TableConfig, int]]
+    excluded: list[tuple[TableConfig, int]]
     mentioned: list[TableConfig]
     filters: list[tuple[TableConfig, str, str]]
     names: list[str]
@@ -150,13 +155,15 @@ class SqlPlanner:
     def _find(self, message: str) -> _Found:
         text = " ".join(message.lower().replace("’", "'").split())
         ids: list[tuple[TableConfig, int]] = []
+        excluded: list[tuple[TableConfig, int]] = []
         spans: list[tuple[int, TableConfig]] = []
         for table, pattern in self._labels:
             for match in pattern.finditer(text):
                 spans.append((match.start(), table))
                 after = _ID_AFTER.match(text[match.end() :])
                 if after and table.primary_key is not None:
-                    ids.append((table, int(after.group(1))))
+                    left_out = _EXCEPT.search(text[: match.start()])
+                    (excluded if left_out else ids).append((table, int(after.group(1))))
         # the longest label wins where two overlap ("order item 5" is not "order 5")
         ids = [pair for pair in ids if not any(o is not pair[0] and pair[0].label in o.label for o, _ in ids)]
         mentioned: list[TableConfig] = []
@@ -171,6 +178,7 @@ class SqlPlanner:
                         filters.append((table, column, value))
         return _Found(
             ids=ids,
+            excluded=excluded,
             mentioned=mentioned,
             filters=filters,
             names=self._names(message),
@@ -299,11 +307,15 @@ class SqlPlanner:
                 )
                 return Lookup("count", other.name, query, params, (), f"{other.plural} of {what}")
             items, joins = self._select(other, "t")
+            left_out = next((key for t, key in found.excluded if t is other and other.primary_key), None)
+            looked_for = f"{other.plural} of {what}"
+            if left_out is not None:
+                condition += f" AND t.{_q(other.primary_key or '')} <> :except_id"
+                params["except_id"] = left_out
+                looked_for += f" other than {other.label} {left_out}"
             query = f"SELECT {items} FROM {_q(other.name)} t{join}{joins}{condition}{self._order(other, 't')}"
             kind = "count" if found.counting else "children"
-            return Lookup(
-                kind, other.name, query, params, self._columns_in(other, found.text), f"{other.plural} of {what}"
-            )
+            return Lookup(kind, other.name, query, params, self._columns_in(other, found.text), looked_for)
         items, joins = self._select(table, "k")
         query = f"SELECT {items} FROM {_q(table.name)} k{joins} WHERE {key_sql}"
         kind = "by_name" if "name" in params else "by_id"
