@@ -97,7 +97,7 @@ class ScriptedDesk:
         self.bare = bare
         self.sessions: list[str] = []
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+    def iter(self, message: str, *, session_id: str, tenant: str = "") -> AsyncIterator[SupportEvent]:
         self.sessions.append(session_id)
         return self._events(_turn(message, session_id), message)
 
@@ -107,13 +107,13 @@ class ScriptedDesk:
         yield AnswerToken(turn.answer)
         yield turn if self.bare else FinalEvent(turn)  # bare: a desk of the old form
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+    async def ask(self, message: str, *, session_id: str, tenant: str = "") -> TurnResult:
         return _turn(message, session_id)
 
-    async def history(self, session_id: str) -> list[Message]:
+    async def history(self, session_id: str, *, tenant: str = "") -> list[Message]:
         return []
 
-    async def reset(self, session_id: str) -> None:
+    async def reset(self, session_id: str, *, tenant: str = "") -> None:
         return None
 
     async def healthy(self) -> bool:

@@ -83,7 +83,7 @@ async def chat_completions(
     message = check_message(_last_user_text(body), services.settings)
     # the lease before any database work: a refused turn costs the database nothing
     with released_on_error(admit_turn(services, tenant)) as lease:
-        session = await session_for_turn(services, caller, body.user or x_session_id)
+        session = await session_for_turn(services, caller, body.user or x_session_id, tenant.id)
         session_id = session.public
         services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -179,17 +180,36 @@ SupportEvent = RouteChosen | ToolUsed | AnswerToken | FinalEvent[TurnResult] | T
 
 @runtime_checkable
 class SupportDesk(Protocol):
-    """What the server and the CLI need from the support agent."""
+    """What the server and the CLI need from the support agent. ``tenant`` names whose request it is (the server's
+    API key; ``""`` for the anonymous caller): a desk whose resources are shared between tenants (the support
+    desk's database pool) serves them in turn. A desk written before the parameter existed is still served, for one
+    release, without it (:func:`takes_tenant`)."""
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]: ...
+    def iter(self, message: str, *, session_id: str, tenant: str = "") -> AsyncIterator[SupportEvent]: ...
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult: ...
+    async def ask(self, message: str, *, session_id: str, tenant: str = "") -> TurnResult: ...
 
-    async def history(self, session_id: str) -> list[Message]: ...
+    async def history(self, session_id: str, *, tenant: str = "") -> list[Message]: ...
 
-    async def reset(self, session_id: str) -> None: ...
+    async def reset(self, session_id: str, *, tenant: str = "") -> None: ...
 
     async def healthy(self) -> bool: ...
+
+
+def takes_tenant(desk: object) -> bool:
+    """Whether ``desk``'s ``iter``, ``history`` and ``reset`` take the ``tenant`` keyword. Every desk of routegate's
+    does; one written before the parameter existed does not, and a server serves it without it (one release)."""
+    for name in ("iter", "history", "reset"):
+        method = getattr(desk, name, None)
+        try:
+            parameters = inspect.signature(method).parameters if callable(method) else None
+        except (TypeError, ValueError):
+            parameters = None
+        if parameters is None:
+            return False
+        if "tenant" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            return False
+    return True
 
 
 @runtime_checkable

@@ -12,7 +12,8 @@
   locks' (:class:`~routegate.apps.support.advisory.AdvisoryLocks`, at most ``max_advisory_locks`` held at once) and
   the health check's (:meth:`SupportDatabase.ping`: a saturated pool is not a dead database). In front of the
   pool, :class:`~routegate.apps.support.fair_share.FairShare` hands connections out round robin between tenants
-  (the server's API keys), so one tenant's flood queues behind itself.
+  (the server's API keys, named by the caller: :meth:`SupportDatabase.connection`), so one tenant's flood queues
+  behind itself.
 * :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (a few ms, the reader
   role's grants re-applied): the conversation memory, the spec's ``customers`` and ``tickets`` with their rows (the
   built-in desk's data, in the pool's own schema: what a desk built on one database reads), and the restricted
@@ -45,7 +46,7 @@ from routegate.apps.support.data import CUSTOMERS, TICKETS
 from routegate.apps.support.embedded import DatabaseUnavailableError as DatabaseUnavailableError
 from routegate.apps.support.embedded import EmbeddedPostgres as EmbeddedPostgres  # its home until it moved
 from routegate.apps.support.fair_share import FairShare
-from routegate.apps.support.tenancy import current_tenant
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -177,10 +178,14 @@ class SupportDatabase:
     ) -> None:
         await self.close()
 
-    def connection(self) -> AbstractAsyncContextManager[AsyncConn]:
-        """``async with db.connection() as conn`` — a pooled autocommit connection with dict rows, taken in the
-        current tenant's turn (:mod:`~routegate.apps.support.fair_share`); ``PoolTimeout`` when none came free."""
-        return self._shared_connection(current_tenant())
+    def connection(self, tenant: str = ANONYMOUS) -> AbstractAsyncContextManager[AsyncConn]:
+        """``async with db.connection(tenant) as conn`` — a pooled autocommit connection with dict rows, taken in
+        ``tenant``'s turn (:mod:`~routegate.apps.support.fair_share`); ``PoolTimeout`` when none came free."""
+        return self._shared_connection(tenant)
+
+    def waiting(self, tenant: str | None = None) -> int:
+        """How many callers wait in the fair queue for a pooled connection: all of them, or ``tenant``'s."""
+        return self._share.waiting(tenant)
 
     @asynccontextmanager
     async def _shared_connection(self, tenant: str) -> AsyncIterator[AsyncConn]:

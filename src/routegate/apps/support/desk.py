@@ -58,7 +58,7 @@ from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
 from routegate.apps.support.graph import SUPPORT_BUDGET as SUPPORT_BUDGET  # the desk's default budget
 from routegate.apps.support.graph import RouterStep, ToolStep, notes_of, support_plan
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
-from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
+from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore, SessionHold
 from routegate.apps.support.nodes import TextToSql, desk_workers
 from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
 from routegate.apps.support.planner import SqlPlanner
@@ -72,7 +72,7 @@ from routegate.apps.support.postgres_tool import (
 from routegate.apps.support.respond import RespondNode, tokens_of
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
 from routegate.apps.support.semantic import EmbeddingLayer
-from routegate.apps.support.tenancy import acting_for, current_tenant
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.apps.support.turn import TurnInput, read_turn
 from routegate.apps.support.vector_tool import KnowledgeBase
 from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker
@@ -268,9 +268,11 @@ class SupportAgent:
         return await self.router.route_choice(check_message(message, max_chars=self.max_message_chars))
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+    def iter(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> AsyncIterator[SupportEvent]:
         """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``;
         the ``final`` event is a :class:`~routegate.core.FinalEvent` carrying the turn's :class:`TurnResult`.
+        ``tenant``: whose turn it is (the server's API key): its database connections are taken in that tenant's
+        place of the pool's fair queue (:mod:`~routegate.apps.support.fair_share`).
 
         The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
         iterator early cancels it."""
@@ -279,38 +281,36 @@ class SupportAgent:
             return _single(problem)
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
-        # the turn runs as a task of its own, started on the first read: it acts for the tenant the caller acts
-        # for now (the server's API key), which picks its place in the database pool's fair queue
-        tenant = current_tenant()
-        return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit), _is_last)
+        return stream_events(lambda emit: self._turn(message, session_id, tenant, emit), _is_last)
 
     astream = renamed_method(iter, "SupportAgent", "astream")
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
         """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message,
         :class:`~routegate.apps.support.errors.InvalidSessionIdError` for a refused session id and
         :class:`~routegate.apps.support.errors.TurnFailedError` (with the event's code) when the turn ends with an
         ``error`` event."""
         check_input(message, session_id, self.max_message_chars)
-        return await turn_result(self.iter(message, session_id=session_id))
+        return await turn_result(self.iter(message, session_id=session_id, tenant=tenant))
 
-    async def history(self, session_id: str) -> list[Message]:
-        """The session's last messages, oldest first; :class:`DatabaseUnavailableError` when the database is."""
+    async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
+        """The session's last messages, oldest first (read for ``tenant``); :class:`DatabaseUnavailableError` when
+        the database is unavailable."""
         check_session_id(session_id)
         try:
-            return await self.memory.recent(session_id)
+            return await self.memory.recent(session_id, tenant=tenant)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
-    async def reset(self, session_id: str) -> None:
+    async def reset(self, session_id: str, *, tenant: str = ANONYMOUS) -> None:
         """Forget the session's messages, after the session's running turn (if any) has ended: it holds the
         session's lock as a turn does. :class:`DatabaseUnavailableError` when the database is unavailable;
         :class:`~routegate.apps.support.advisory.LockTimeoutError` when the session stays busy for the budget's
         ``max_seconds``."""
         check_session_id(session_id)
         try:
-            async with self.memory.hold(session_id, within=self.budget.max_seconds):
-                await self.memory.clear(session_id)
+            async with self.memory.hold(session_id, within=self.budget.max_seconds, tenant=tenant) as session:
+                await session.clear()
         except LockTimeoutError:
             raise
         except (psycopg.OperationalError, RuntimeFaultError) as exc:  # the database, or the desk's own connections
@@ -343,10 +343,12 @@ class SupportAgent:
         session_id: str,
         history: tuple[Message, ...] = (),
         emit: Callable[[SupportEvent], None] | None = None,
+        tenant: str = ANONYMOUS,
     ) -> TurnInput:
         """The read-only input of one turn: ``message`` read against the session's ``history`` (a follow-up is
-        routed, and its tool called, as the question it stands for); its events go to ``emit``."""
-        return read_turn(message, session_id=session_id, history=history, emit=emit)
+        routed, and its tool called, as the question it stands for); its events go to ``emit``; it is
+        ``tenant``'s."""
+        return read_turn(message, session_id=session_id, history=history, emit=emit, tenant=tenant)
 
     async def run_turn(self, turn: TurnInput) -> TurnResult:
         """Run the desk's plan on one turn; no memory read or write (see :meth:`iter`). The plan's run is the turn:
@@ -381,11 +383,7 @@ class SupportAgent:
                 result = await plan._drive(turn.message, None, context=run)
         return _final(turn, result, started)
 
-    async def _turn_as(self, tenant: str, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
-        with acting_for(tenant):  # the turn's own task: the tenant does not leak to the caller
-            await self._turn(message, session_id, emit)
-
-    async def _turn(self, message: str, session_id: str, emit: Callable[[SupportEvent], None]) -> None:
+    async def _turn(self, message: str, session_id: str, tenant: str, emit: Callable[[SupportEvent], None]) -> None:
         """Memory read, the plan, memory write; the events go to ``emit``, the last one ``final`` or ``error``."""
         with request_scope():
             # the message's embedding (when the turn will need one) is computed while the memory read runs
@@ -396,16 +394,16 @@ class SupportAgent:
             run: RunContext[Any] = RunContext.start(None, self.budget)
             try:
                 # one turn of a session at a time, in this process and any other on the database
-                async with self.memory.hold(session_id, within=self.budget.max_seconds):
+                async with self.memory.hold(session_id, within=self.budget.max_seconds, tenant=tenant) as session:
                     try:
-                        history = tuple(await self.memory.recent(session_id))
+                        history = tuple(await session.recent())
                     except Exception as exc:
                         logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
                         emit(_unavailable(exc))
                         return
-                    turn = self.new_turn(message, session_id=session_id, history=history, emit=emit)
+                    turn = self.new_turn(message, session_id=session_id, history=history, emit=emit, tenant=tenant)
                     run.deps = turn
-                    await self._run(turn, run)
+                    await self._run(turn, run, session)
             except LockCapacityError:
                 limit = f"{self.budget.max_seconds:g} s"
                 emit(TurnError(message=f"no session lock came free within {limit}", code="session_busy"))
@@ -416,13 +414,13 @@ class SupportAgent:
                 logger.warning("taking the session failed: %s", type(exc).__name__, exc_info=True)
                 emit(_unavailable(exc))
 
-    async def _run(self, turn: TurnInput, run: RunContext[TurnInput]) -> None:
+    async def _run(self, turn: TurnInput, run: RunContext[TurnInput], session: SessionHold) -> None:
         try:
             final, observation = await self._answer(turn, run)
             if final.answer:
                 messages: list[tuple[Role, str]] = [("user", turn.said), ("assistant", final.answer)]
                 context = turn.context(final.route, observation).to_json()
-                await self.memory.extend(turn.session_id, messages, context=context)
+                await session.extend(messages, context=context)
             turn.send(FinalEvent(final))
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if

@@ -35,6 +35,7 @@ from routegate.apps.support.planner import Lookup, SqlPlanner
 from routegate.apps.support.postgres_tool import PostgresTool, SqlResult
 from routegate.apps.support.router import QueryArgs
 from routegate.apps.support.sqlguard import SqlRefusedError
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.apps.support.turn import TurnInput, turn_from
 from routegate.core import RunContext, Worker
 from routegate.errors import RunStopError
@@ -71,16 +72,17 @@ class _Found(Protocol):
 class DocumentSearch(Protocol):
     """What the VECTOR node searches: the desk's knowledge base (:class:`~.vector_tool.KnowledgeBase`)."""
 
-    async def search(self, query: str, top_k: int = 3) -> Sequence[_Found]: ...
+    async def search(self, query: str, top_k: int = 3, *, tenant: str = ANONYMOUS) -> Sequence[_Found]: ...
 
 
 def vector_worker(search: DocumentSearch, description: str, *, top_k: int = 3) -> Worker:
     """The VECTOR node: the ``top_k`` best documents for the query, ``empty`` when none scores enough."""
 
-    async def vector_node(query: str) -> dict[str, Any]:
+    async def vector_node(query: str, run: RunContext[Any] | None = None) -> dict[str, Any]:
         call = {"query": query, "top_k": top_k}
+        turn = turn_from(run)  # the gateway passes the turn's run context: whose turn takes the connection
         try:
-            documents = await search.search(query, top_k=top_k)
+            documents = await search.search(query, top_k=top_k, tenant=turn.tenant if turn is not None else ANONYMOUS)
         except ToolError as failed:
             return observation("VECTOR", "vector", call, None, f"tool_error:{failed.code}")
         result = {"documents": [d.to_dict() for d in documents]}
@@ -172,10 +174,10 @@ def desk_workers(
 ) -> tuple[Worker, ...]:
     """The tool nodes of the kinds the desk has. ``mcp``: the pool the MCP tools call through."""
 
-    async def run_lookups(lookups: list[Lookup]) -> tuple[Lookup, SqlResult]:
+    async def run_lookups(lookups: list[Lookup], tenant: str) -> tuple[Lookup, SqlResult]:
         last: tuple[Lookup, SqlResult] | None = None
         for lookup in lookups:
-            result = await sql.run(lookup.query, lookup.params)
+            result = await sql.run(lookup.query, lookup.params, tenant=tenant)
             last = (lookup, result)
             if result.row_count:
                 break
@@ -193,8 +195,9 @@ def desk_workers(
         }
 
     async def postgres_node(query: str, run: RunContext[Any] | None = None) -> dict[str, Any]:
-        turn = turn_from(run)
+        turn = turn_from(run)  # the gateway passes the turn's run context: the conversation, whose turn it is
         history = turn.user_messages() if turn is not None else []
+        tenant = turn.tenant if turn is not None else ANONYMOUS
         call: dict[str, Any] | None = None
         llm_failed: str | None = None  # the text-to-SQL model's failure, in the observation
         try:
@@ -202,7 +205,7 @@ def desk_workers(
                 try:
                     written, params = await text_to_sql.write(query, history, resolved=resolved_note(turn))
                     call = {"template": "llm", "query": written, "params": params}
-                    result = await sql.run(written, params)
+                    result = await sql.run(written, params, tenant=tenant)
                     fallback = None if result.row_count or result.truncated else "empty"
                     return observation("POSTGRES", "postgres", call, result.to_dict(), fallback)
                 except RunStopError as stop:  # the model failed: the offline planner serves the turn
@@ -213,7 +216,7 @@ def desk_workers(
                     "POSTGRES", "postgres", {"query": query}, None, "unknown_query", llm_failed=llm_failed
                 )
             call = call_dict(lookups[0])
-            lookup, result = await run_lookups(lookups)
+            lookup, result = await run_lookups(lookups, tenant)
             call = call_dict(lookup)
             if not result.row_count:  # nothing found by any reading: the answer names the named row (else the first)
                 first = call_dict(next((each for each in lookups if each.named), lookups[0]))

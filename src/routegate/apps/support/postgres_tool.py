@@ -47,6 +47,7 @@ from routegate.apps.support._stars import expand_stars
 from routegate.apps.support.db import AsyncConn, SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.sqlguard import check_sql
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import ConfigurationError
 
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
@@ -183,8 +184,9 @@ class PostgresTool:
         """Read the readable tables' columns now (once), so the first turns do not each look them up."""
         await self._readable_columns()
 
-    async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
-        """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
+    async def run(self, query: str, params: Mapping[str, Any] | None = None, *, tenant: str = ANONYMOUS) -> SqlResult:
+        """Check and run one query, on a pooled connection taken in ``tenant``'s turn. Raises ``SqlRefusedError``
+        (refused) or :class:`ToolError` (failed)."""
         columns = await self._readable_columns()
         tables = self._db.readable_tables
         if self._configured is not None:
@@ -193,7 +195,7 @@ class PostgresTool:
             query = expanded if isinstance(expanded, str) else query
         checked = check_sql(query, params, tables=tables, schema=self._db.schema, columns=columns)
         try:
-            async with self._db.connection() as conn:
+            async with self._db.connection(tenant) as conn:
                 try:
                     # the whole exchange under one client deadline: if it passes, the task is cancelled and psycopg
                     # sends PostgreSQL a cancel request for the running statement

@@ -1,5 +1,6 @@
 """What one user turn reads, fixed before the desk's plan runs: the session, the message (read against the
-conversation, :mod:`.followup`), the memory and where the turn's events go.
+conversation, :mod:`.followup`), the memory, where the turn's events go and whose turn it is (the tenant its
+database connections are taken for, :mod:`.tenancy`).
 
 :class:`TurnInput` is read-only. It is the ``deps`` of the plan's run (``ctx.run.deps``): the steps read it there,
 and so does a tool worker that declares a :class:`~routegate.core.RunContext` parameter (the Postgres node gives
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent, SupportRoute
 from routegate.apps.support.followup import FollowUp, resolve
 from routegate.apps.support.router import RouteChoice
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.apps.support.turn_context import TurnContext, context_of, contexts_of, next_turn
 from routegate.core import RunContext
 
@@ -34,6 +36,7 @@ class TurnInput(NamedTuple):
     history: tuple[Message, ...] = ()
     followup: FollowUp | None = None  # the message read against the history (``None``: not read against it)
     emit: Callable[[SupportEvent], None] | None = None  # where the turn's events go (``None``: nobody listens)
+    tenant: str = ANONYMOUS  # whose turn it is: the fair queue of the desk's database serves tenants in turn
 
     @property
     def said(self) -> str:
@@ -80,16 +83,17 @@ def read_turn(
     session_id: str,
     history: tuple[Message, ...] = (),
     emit: Callable[[SupportEvent], None] | None = None,
+    tenant: str = ANONYMOUS,
 ) -> TurnInput:
-    """The turn of ``message``: its follow-up references resolved against ``history`` (a follow-up is routed, and
-    its tool called, as the question it stands for). A fault of the resolver leaves the message as it is
-    (logged)."""
+    """The turn of ``message`` for ``tenant``: its follow-up references resolved against ``history`` (a follow-up
+    is routed, and its tool called, as the question it stands for). A fault of the resolver leaves the message as
+    it is (logged)."""
     try:
         followup = resolve(message, history)
     except Exception:
         logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
         followup = FollowUp(message, message, next_turn(history, []))
-    return TurnInput(session_id, followup.text if followup.resolved else message, history, followup, emit)
+    return TurnInput(session_id, followup.text if followup.resolved else message, history, followup, emit, tenant)
 
 
 def turn_from(ctx: RunContext[Any] | None) -> TurnInput | None:

@@ -25,6 +25,7 @@ with needs("desk"):
 
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.errors import ToolError
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.embed import Encoder, encode_async
 
 logger = logging.getLogger(__name__)
@@ -57,11 +58,18 @@ def _literal_format(n: int) -> str:
 
 
 async def nearest(
-    db: SupportDatabase, encoder: Encoder, query: str, statement: LiteralString, top_k: int, *, what: str
+    db: SupportDatabase,
+    encoder: Encoder,
+    query: str,
+    statement: LiteralString,
+    top_k: int,
+    *,
+    what: str,
+    tenant: str = ANONYMOUS,
 ) -> list[dict[str, Any]]:
     """The rows of ``statement``, a similarity search ordered by the distance to the query's vector (``%(v)s``),
     ``%(k)s`` rows at most. :class:`ToolError` ``encoder_error`` when the query cannot be embedded,
-    ``database_error`` (naming ``what``) when the search fails."""
+    ``database_error`` (naming ``what``) when the search fails. The connection is taken in ``tenant``'s turn."""
     # off the event loop (other turns keep running), in a shared pass when the encoder batches
     try:
         vector = Vector(np.asarray((await encode_async(encoder, [query]))[0]))
@@ -69,7 +77,7 @@ async def nearest(
         logger.warning("the encoder failed: %s", type(exc).__name__, exc_info=True)
         raise ToolError("encoder_error", f"the query could not be embedded ({type(exc).__name__})") from exc
     try:
-        async with db.connection() as conn:
+        async with db.connection(tenant) as conn:
             cur = conn.cursor()
             # the vector goes in pgvector's binary form (its type left to the statement's ``::vector``: the
             # extension's type has no fixed OID), not as text: formatting 384 numbers cost 0.1-0.2 ms per search
@@ -94,11 +102,13 @@ class KnowledgeBase:
         self._encoder = encoder
         self.min_score = min_score
 
-    async def search(self, query: str, top_k: int = 3) -> list[Passage]:
+    async def search(self, query: str, top_k: int = 3, *, tenant: str = ANONYMOUS) -> list[Passage]:
+        """The ``top_k`` chunks nearest ``query`` scoring at least ``min_score``, best first (for ``tenant``)."""
         if not query.strip():
             return []
         top_k = max(1, min(top_k, MAX_TOP_K))
-        rows = await nearest(self._db, self._encoder, query, _NEAREST_CHUNKS, top_k, what="knowledge search")
+        statement = _NEAREST_CHUNKS
+        rows = await nearest(self._db, self._encoder, query, statement, top_k, what="knowledge search", tenant=tenant)
         passages = [Passage(r["source"], r["heading"], r["content"], float(r["score"])) for r in rows]
         return [p for p in passages if p.score >= self.min_score]
 
