@@ -39,14 +39,14 @@ async def test_a_configured_desk_refuses_a_tool_call_its_flow_rule_forbids(shop:
     assert (plain.route, plain.stop_reason) == ("POSTGRES", "success")
     ruled = await (await _desk(shop, flows=UNMEETABLE)).ask(QUESTION, session_id="flows-ruled")
     assert (ruled.stop_reason, ruled.phase) == ("route_denied:provenance:query", "delegate")
-    assert _notes(ruled.trace, "postgres") == []  # the tool never ran
+    assert _notes(ruled.notes, "postgres") == []  # the tool never ran
     assert "1042" not in ruled.answer
 
 
 async def test_a_configured_desk_labels_the_sources_a_rule_checks(shop: SupportAgent) -> None:
     result = await (await _desk(shop, flows={"POSTGRES": {"query": From("user")}})).ask(QUESTION, session_id="f-u")
     assert (result.route, result.stop_reason) == ("POSTGRES", "success")
-    assert _notes(result.trace, "gateway")[0]["provenance"] == {"query": ["user"]}
+    assert _notes(result.notes, "gateway")[0]["provenance"] == {"query": ["user"]}
 
 
 async def test_a_configured_desk_hands_a_refusal_back_to_its_router(shop: SupportAgent) -> None:
@@ -54,7 +54,7 @@ async def test_a_configured_desk_hands_a_refusal_back_to_its_router(shop: Suppor
     desk = await _desk(shop, flows=UNMEETABLE, on_refusal="observe", budget=budget)
     result = await desk.ask(QUESTION, session_id="flows-observe")
     assert result.route != "POSTGRES" and result.stop_reason != "route_denied:provenance:query"
-    assert [n["target"] for n in _notes(result.trace, "policy")] == ["POSTGRES"]
+    assert [n["target"] for n in _notes(result.notes, "policy")] == ["POSTGRES"]
 
 
 async def test_a_rule_for_a_tool_the_desk_lacks_is_refused_at_start(shop: SupportAgent) -> None:

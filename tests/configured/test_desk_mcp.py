@@ -82,7 +82,7 @@ async def test_an_mcp_tool_is_called_with_the_arguments_of_the_message(
     async with open_support_desk(settings, desk_dir, encoder=encoder) as desk:
         result = await desk.ask("Please add 2 and 3", session_id="mcp-1")
         assert (result.route, result.stop_reason, result.answer) == ("EXTERNAL", "success", "The sum is 5.")
-        tool = next(t for t in result.trace if t.get("node") == "external")
+        tool = next(t for t in result.notes if t.get("node") == "external")
         assert tool["call"] == {"tool": "adder", "args": {"a": 2, "b": 3}, "url": "mcp:demo/add", "mock": False}
         assert _calls(log) == [{"tool": "add", "arguments": {"a": 2, "b": 3}}]
         # the other routes still work next to the MCP tool

@@ -40,7 +40,7 @@ async def test_model_written_sql_runs_through_the_guard(desk: SupportAgent, mode
     model.script(_sql("SELECT o.status FROM orders o WHERE o.id = :id", id=1042), "Order 1042 is open.")
     result = await desk.ask("What is the status of order 1042?", session_id="m-1")
     assert result.answer == "Order 1042 is open." and result.stop_reason == "success"
-    tool = next(t for t in result.trace if t.get("node") == "postgres")
+    tool = next(t for t in result.notes if t.get("node") == "postgres")
     assert tool["call"]["template"] == "llm"
     prompt = model.calls[0].content("system")
     assert prompt is not None and "customers(id integer, name text" in prompt

@@ -56,7 +56,7 @@ async def test_children_along_a_foreign_key_are_the_customers_orders(shop: Suppo
     result = await shop.ask("Show orders for customer Maria", session_id=_session())
     assert "Order 1040" in result.answer and "Order 1042" in result.answer
     assert "Order 1041" not in result.answer  # Liam's
-    tool = next(t for t in result.trace if t.get("node") == "postgres")
+    tool = next(t for t in result.notes if t.get("node") == "postgres")
     assert tool["call"]["template"] == "children" and tool["call"]["route"] == "orders"
 
 

@@ -92,7 +92,7 @@ async def test_a_mocked_tool_answers_offline(
     async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
         result = await desk.ask("Where is my parcel TRK-5502?", session_id="tool-1")
         assert result.route == "EXTERNAL" and result.stop_reason == "success"
-        tool = next(t for t in result.trace if t.get("node") == "external")
+        tool = next(t for t in result.notes if t.get("node") == "external")
         assert tool["call"] == {
             "tool": "shipping_status",
             "args": {"tracking": "TRK-5502"},

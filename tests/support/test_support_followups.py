@@ -55,7 +55,7 @@ async def _wrong_turns(desk: SupportAgent, convs: list[Conversation], prefix: st
             result = await desk.ask(turn.text, session_id=f"{prefix}-{conv.id}")
             key = f"{conv.id}#{index + 1}"
             found = problems(turn, result.route, result.answer)
-            carried = [t for t in result.trace if t.get("node") == "followup"]
+            carried = [t for t in result.notes if t.get("node") == "followup"]
             if turn.carry is False and carried:
                 found.append(f"carried {carried[0]['carried']!r} into a topic change")
             if turn.carry and not carried and key not in KNOWN_LIMITS:
@@ -123,14 +123,14 @@ async def test_the_issue_examples_and_what_the_route_event_says(
         "node": "followup",
         "carried": "customer 1, from turn 1",
         "read_as": "And which city is customer 1 from?",
-    } in final.trace
-    tool = next(t for t in final.trace if t.get("node") == "postgres")
+    } in final.notes
+    tool = next(t for t in final.notes if t.get("node") == "postgres")
     assert tool["call"]["params"] == {"id": 1}
 
     await desk.ask("status of ticket 3", session_id="issue-b")
     who = await desk.ask("who is the customer?", session_id="issue-b")
     assert who.answer == "Jane Smith (customer 2) is from London."
-    assert {"node": "followup", "carried": "customer 2, from turn 1", "read_as": "Who is customer 2?"} in who.trace
+    assert {"node": "followup", "carried": "customer 2, from turn 1", "read_as": "Who is customer 2?"} in who.notes
 
 
 @pytest.mark.integration
@@ -143,7 +143,7 @@ async def test_a_topic_change_carries_nothing(
     chosen, final = events[0], final_of(events)
     assert isinstance(chosen, RouteChosen)
     assert final.route == "VECTOR" and "follow-up" not in chosen.why
-    assert not [t for t in final.trace if t.get("node") == "followup"]
+    assert not [t for t in final.notes if t.get("node") == "followup"]
 
 
 @pytest.mark.integration
@@ -157,7 +157,7 @@ async def test_the_turn_numbers_count_past_the_memory_window(
     await desk.ask("thanks", session_id="count")
     result = await desk.ask("where does he live?", session_id="count")
     assert result.answer == "John Doe (customer 1) is from New York."
-    assert any(t.get("carried") == "customer 1, from turn 7" for t in result.trace)
+    assert any(t.get("carried") == "customer 1, from turn 7" for t in result.notes)
 
 
 @asynccontextmanager
@@ -204,7 +204,7 @@ async def test_an_old_messages_table_is_upgraded_and_its_sessions_go_on(
         first = await desk.ask("Which city is customer 3 from?", session_id="old")
         assert first.answer == "Alex Brown (customer 3) is from Toronto."
         follow = await desk.ask("does he have any tickets?", session_id="old")
-        assert any(t.get("carried") == "customer 3, from turn 2" for t in follow.trace)
+        assert any(t.get("carried") == "customer 3, from turn 2" for t in follow.notes)
         assert "couldn't find" in follow.answer
 
 
@@ -227,7 +227,7 @@ async def test_a_bad_stored_context_is_ignored(
         )
     result = await desk.ask("who is the customer?", session_id="bad")
     assert result.stop_reason == "success"
-    assert not [t for t in result.trace if t.get("node") == "followup"]
+    assert not [t for t in result.notes if t.get("node") == "followup"]
 
 
 def test_the_questions_follow_ups_become_pass_the_guard() -> None:
@@ -297,4 +297,4 @@ async def test_a_fault_of_the_resolver_routes_the_message_as_it_is(
     monkeypatch.setattr("routegate.apps.support.turn.resolve", broken)
     result = await desk.ask("Which city is customer 2 from?", session_id="fault")
     assert result.stop_reason == "success" and result.answer == "Jane Smith (customer 2) is from London."
-    assert not [t for t in result.trace if t.get("node") == "followup"]
+    assert not [t for t in result.notes if t.get("node") == "followup"]

@@ -33,7 +33,7 @@ async def desk(db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmb
 
 
 def _path(result: TurnResult) -> list[str]:
-    return [entry["target"] for entry in result.trace if entry.get("node") == "plan"]
+    return [entry["target"] for entry in result.notes if entry.get("node") == "plan"]
 
 
 async def test_the_plan_has_the_declared_shape(desk: SupportAgent) -> None:
@@ -73,23 +73,23 @@ async def test_each_route_executes_its_path(
     result = await desk.ask(query, session_id="path")
     assert (result.route, result.stop_reason, result.fallback) == (route, "success", fallback)
     assert _path(result) == path
-    steps = [entry for entry in result.trace if entry.get("node") == "plan"]
+    steps = [entry for entry in result.notes if entry.get("node") == "plan"]
     assert steps[0]["next"] == route
     assert steps[0]["why"] == f"routes_by route={route!r}"
     assert all(entry["phase"] == "step" and entry["ok"] and entry["elapsed_ms"] >= 0 for entry in steps)
-    delegations = [entry for entry in result.trace if entry.get("node") == "gateway"]
+    delegations = [entry for entry in result.notes if entry.get("node") == "gateway"]
     if route == "LLM":
         assert delegations == []  # the direct route runs no tool
     else:
         assert [(d["target"], d["phase"], d["attempt"]) for d in delegations] == [(route, "delegate", 1)]
-        tool = next(e for e in result.trace if e.get("node") in ("postgres", "vector", "external"))
+        tool = next(e for e in result.notes if e.get("node") in ("postgres", "vector", "external"))
         assert tool["fallback"] == fallback
 
 
 async def test_the_router_entry_says_which_layer_decided_with_scores(desk: SupportAgent) -> None:
     result = await desk.ask("Explain ticket escalation", session_id="layer")
-    assert result.trace[0]["node"] == "router"
-    assert result.trace[0]["layer"] == "rules" and result.trace[0]["scores"]["rules:VECTOR"] >= 1
+    assert result.notes[0]["node"] == "router"
+    assert result.notes[0]["layer"] == "rules" and result.notes[0]["scores"]["rules:VECTOR"] >= 1
 
 
 def _plan_with(desk: SupportAgent, *, policy: RoutePolicy | None = None, gateway: RouteGateway | None = None) -> Any:
@@ -116,7 +116,7 @@ async def test_the_gateway_applies_the_execution_allowlist(desk: SupportAgent) -
     result = await desk.run_turn(desk.new_turn("How do I reset my password?", session_id="denied"))
     assert result.stop_reason == "route_denied:VECTOR"
     assert _path(result) == ["router", "VECTOR"]
-    (gateway,) = [entry for entry in result.trace if entry.get("node") == "gateway"]
+    (gateway,) = [entry for entry in result.notes if entry.get("node") == "gateway"]
     assert gateway["stop_reason"] == "route_denied:VECTOR"
 
 

@@ -42,7 +42,7 @@ async def test_text_to_sql_failure_is_answered_offline_never_blaming_the_databas
     assert result.fallback == "llm_unavailable" and result.stop_reason == "success"
     assert result.answer == expected.answer and expected.fallback is None
     assert "database" not in result.answer and "language model" not in result.answer
-    assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in result.trace
+    assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in result.notes
     model.assert_consumed()
 
 

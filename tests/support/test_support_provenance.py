@@ -90,7 +90,7 @@ def fooled(desk: SupportAgent, router: FooledRouter) -> None:
 
 
 def notes(result: TurnResult, node: str) -> list[dict[str, Any]]:
-    return [dict(entry) for entry in result.trace if entry.get("node") == node]
+    return [dict(entry) for entry in result.notes if entry.get("node") == node]
 
 
 async def test_an_instruction_read_in_a_tools_output_cannot_steer_a_tools_argument(

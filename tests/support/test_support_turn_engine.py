@@ -107,10 +107,10 @@ async def test_a_node_that_never_finishes_is_cut_off_by_the_plan_deadline_with_i
     found = re.match(r"max_seconds=([0-9.]+) reached after ", final.message)
     assert found is not None and float(found.group(1)) == BUDGET.max_seconds
     assert f"step '{path[-1]}' was cut off" in final.message
-    assert [e["target"] for e in final.trace if e.get("node") == "plan"] == path
-    plan_stop = [e for e in final.trace if e.get("node") == "plan"][-1]
+    assert [e["target"] for e in final.notes if e.get("node") == "plan"] == path
+    plan_stop = [e for e in final.notes if e.get("node") == "plan"][-1]
     assert (plan_stop["ok"], plan_stop["stop_reason"]) == (False, "max_seconds")
-    assert final.trace[-1] == {"node": "respond", "mode": "composer", "stopped": "max_seconds", "why": final.message}
+    assert final.notes[-1] == {"node": "respond", "mode": "composer", "stopped": "max_seconds", "why": final.message}
     routes = [e for e in events if isinstance(e, RouteChosen)]
     assert [e.route for e in routes] == [route]  # announced once, by the router or (cut off) by the desk
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
@@ -145,7 +145,7 @@ async def test_waiting_for_the_session_counts_against_the_turns_budget(
     assert found is not None and float(found.group(1)) == BUDGET.max_seconds
     assert float(found.group(2)) >= BUDGET.max_seconds
     # ... and the hung tool got only what the wait of at least 0.5 s left of it (about 0.5 s, not 1 s)
-    cut = [e for e in final.trace if e.get("node") == "plan" and e.get("target") == "VECTOR"]
+    cut = [e for e in final.notes if e.get("node") == "plan" and e.get("target") == "VECTOR"]
     assert len(cut) == 1 and cut[0]["elapsed_ms"] < 800
 
 
@@ -248,7 +248,7 @@ async def test_a_refused_turn_sends_its_route_once_and_answers_safely(desk: Supp
     assert kinds == ["route"] + ["token"] * (len(kinds) - 2) + ["final"]
     final = final_of(events)
     assert (final.stop_reason, final.phase, final.route) == ("invalid_route:route_not_allowed:LLM", "route", "LLM")
-    assert [e["node"] for e in final.trace][:3] == ["router", "plan", "policy"]
+    assert [e["node"] for e in final.notes][:3] == ["router", "plan", "policy"]
 
 
 class _BrokenRouter(SupportRouter):

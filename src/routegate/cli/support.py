@@ -139,7 +139,7 @@ async def _ask(settings: Settings, message: str, session: str, *, as_json: bool,
     if final is None:
         return 1
     if final.fallback == LLM_UNAVAILABLE:  # the answer above is the offline one: say why
-        failed = next((t.get("llm_failed") for t in final.trace if t.get("node") == "desk"), None)
+        failed = next((t.get("llm_failed") for t in final.notes if t.get("node") == "desk"), None)
         print(f"(answered offline: the language model did not answer ({failed}))", file=sys.stderr)
     if announce:  # a new session: say how to continue it
         print(f"(session {session}: continue it with --session {session})", file=sys.stderr)

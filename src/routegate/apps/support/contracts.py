@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Mapping
+import warnings
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from routegate.core.contracts import TraceEntry
 from routegate.core.events import FinalEvent
 from routegate.core.outcome import Outcome
 from routegate.core.result import RunResult
@@ -78,22 +80,24 @@ class TurnResult(RunResult[str]):
     stream ends with a :class:`~routegate.core.FinalEvent` carrying it, like every runtime's.
 
     As every run's result: ``outcome`` (the one stop value; ``ok``, ``stop_reason``, ``phase``, ``message`` and
-    ``status`` read it), ``output``, ``run_id``, ``elapsed_ms``. The desk's own facts: ``session_id``, ``route``
-    and ``fallback`` (why the answer fell back to the LLM/Respond node, ``None`` if it did not); ``answer`` and
-    ``latency_ms`` read ``output`` and ``elapsed_ms`` under the names the desk's JSON form uses.
+    ``status`` read it), ``output``, ``trace`` (the plan's :class:`~routegate.core.TraceEntry` per step), ``run_id``,
+    ``elapsed_ms``. The desk adds only its own facts: ``session_id``, ``route``, ``fallback`` (why the answer fell
+    back to the LLM/Respond node, ``None`` if it did not) and ``notes``, the turn's record as the desk's JSON form
+    shows it, one mapping per entry (``{"node": "router", ...}``, ``{"node": "plan", ...}`` — the plan's
+    ``TraceEntry`` of each step —, ``{"node": "gateway", ...}``, the tool's call, the Respond mode): its entries carry
+    fields no ``TraceEntry`` has (the router's scores, the SQL that ran, its rows). ``answer`` and ``latency_ms``
+    read ``output`` and ``elapsed_ms`` under the names the JSON form uses.
 
-    ``trace`` is the desk's record of the turn as its JSON form shows it, one mapping per entry
-    (``{"node": "router", ...}``, ``{"node": "plan", ...}`` — the plan's own :class:`~routegate.core.TraceEntry`
-    per step —, ``{"node": "gateway", ...}``, the tool's call, the Respond mode): the desk's entries carry fields
-    no :class:`~routegate.core.TraceEntry` has (the router's scores, the SQL that ran, its rows), so they stay in
-    the form the HTTP API, ``ask --json`` and the UI read.
+    :meth:`to_dict` is the desk's wire format, a serializer of this result (the HTTP API's ``final`` event,
+    ``ask --json``): ``session_id``, ``route``, ``answer``, ``stop_reason``, ``fallback``, ``trace`` (the notes),
+    ``latency_ms``; no ``run_id``, ``phase`` or ``message``.
 
-    :meth:`to_dict` is the desk's wire format (the HTTP API's ``final`` event, ``ask --json``): ``session_id``,
-    ``route``, ``answer``, ``stop_reason``, ``fallback``, ``trace``, ``latency_ms``; no ``run_id``, ``phase`` or
-    ``message``.
+    Made with the desk's words (``TurnResult(session_id, route, answer, stop_reason, fallback, notes, latency_ms,
+    phase=, message=, run_id=, trace=)``). ``trace=`` given the desk's mappings (the form before ``notes``
+    existed) is read as ``notes`` for one more release, with a warning.
     """
 
-    __slots__ = ("_entries", "fallback", "route", "session_id")
+    __slots__ = ("fallback", "notes", "route", "session_id")
 
     def __init__(
         self,
@@ -102,28 +106,30 @@ class TurnResult(RunResult[str]):
         answer: str,
         stop_reason: str,
         fallback: str | None,
-        trace: tuple[Mapping[str, Any], ...],
-        latency_ms: float,
+        notes: Sequence[Mapping[str, Any]] = (),
+        latency_ms: float = 0.0,
         *,
         phase: Phase | None = None,
         message: str = "",
         run_id: str | None = None,
+        trace: Sequence[TraceEntry] | Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        # RunResult's fields, assigned here (its ``_trace`` holds TraceEntry objects; the desk's entries go in
-        # ``_entries``): one of these is built on every turn
-        self.outcome = Outcome.stopped(stop_reason, phase, message)
-        self.output = answer
-        self._entries = trace
-        self._run_id = run_id
-        self.elapsed_ms = latency_ms
+        entries: tuple[TraceEntry, ...] = ()
+        if trace and not all(isinstance(entry, TraceEntry) for entry in trace):
+            warnings.warn(
+                "TurnResult(trace=<the desk's mappings>) is deprecated: pass them as notes=; trace= is the run's "
+                "TraceEntry tuple, as every RunResult's. The old form goes in the next release.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            notes = tuple(dict(entry) for entry in trace if isinstance(entry, Mapping))
+        else:
+            entries = tuple(entry for entry in trace if isinstance(entry, TraceEntry))
+        super().__init__(Outcome.stopped(stop_reason, phase, message), answer, entries, run_id, latency_ms)
         self.session_id = session_id
         self.route = route
         self.fallback = fallback
-
-    @property
-    def trace(self) -> tuple[Mapping[str, Any], ...]:  # type: ignore[override]  # the desk's wire-form entries
-        """The desk's trace entries, as its JSON form shows them (see the class docstring)."""
-        return self._entries
+        self.notes: tuple[Mapping[str, Any], ...] = tuple(notes)
 
     @property
     def answer(self) -> str:
@@ -143,11 +149,12 @@ class TurnResult(RunResult[str]):
             self.output,
             self.stop_reason,
             self.fallback,
-            self.trace,
+            self.notes,
             self.elapsed_ms,
             phase=self.phase,
             message=self.message,
             run_id=self.run_id,
+            trace=self.trace,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,7 +165,7 @@ class TurnResult(RunResult[str]):
             "answer": self.output,
             "stop_reason": self.outcome.stop_reason,
             "fallback": self.fallback,
-            "trace": [dict(t) for t in self.trace],
+            "trace": [dict(note) for note in self.notes],
             "latency_ms": round(self.elapsed_ms, 3),
         }
 

@@ -140,7 +140,7 @@ class FakeSupportDesk:
                 answer=answer,
                 stop_reason="success",
                 fallback=fallback,
-                trace=({"phase": "route", "route": route},),
+                notes=({"phase": "route", "route": route},),
                 latency_ms=(time.perf_counter() - started) * 1000.0,
             )
             yield FinalEvent(result)
