@@ -85,6 +85,7 @@ PINNED: dict[str, list[str]] = {
         "PlanResult",
         "PlanRuntimeError",
         "RoutingAgent",
+        "Runtime",
         "Step",
         "StepContext",
         "StepEvent",
@@ -230,9 +231,10 @@ PINNED: dict[str, list[str]] = {
     ],
 }
 
-# The pin's bound: the public surface only shrinks or grows on purpose (one engine, a small typed API). 185: the
-# seven names of routegate.apps.configured (public before, now pinned) less the built-in desk's two tools.
-MAX_PINNED = 185
+# The pin's bound: the public surface only shrinks or grows on purpose (one engine, a small typed API). 186: +
+# routegate.plan.Runtime, the public seam a runtime is built on; + the seven names of routegate.apps.configured
+# (public before, now pinned) less the built-in desk's two tools.
+MAX_PINNED = 186
 
 # Names a package exported before and no longer does: for one release the old import still works, with a
 # DeprecationWarning naming the module that defines the name ("module:attribute" when it is defined under another

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import routegate.plan.plan as plan_module
+import routegate.plan._run as plan_module  # the clock deadlines are read on
 from routegate import RoutingAgent
 from routegate.core import Budget, FinalizeRequest, RouteDecision, RouteRequest, RunContext, TicketArgs, worker
 from routegate.errors import RunStopError

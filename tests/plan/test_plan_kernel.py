@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import routegate.plan.plan as plan_module
+import routegate.plan._run as plan_module  # the clock deadlines are read on
 from routegate.core import Budget, FinalEvent, Outcome, RunContext
 from routegate.errors import RunStopError
 from routegate.plan import (

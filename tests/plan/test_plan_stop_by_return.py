@@ -1,7 +1,8 @@
 """A runtime's step may *return* its RunStopError instead of raising it (the routing agent's and the
 dispatcher's refusals do, to save the cost of raising): the run ends exactly as if the step had raised it — the
 same stop reason, message, phase, error, path, routing decisions, trace and output — whatever the stop says.
-Only a prebuilt plan turns this on; in a user's plan a returned RunStopError is an ordinary output."""
+Only a runtime turns this on (``Runtime.returns_stops``); in a user's plan a returned RunStopError is an ordinary
+output."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from routegate.core import Budget, RunContext
 from routegate.errors import RunStopError
-from routegate.plan import Plan, PlanResult, Step, when
+from routegate.plan import Plan, PlanResult, Runtime, Step, when
 
 PHASES = st.sampled_from([None, "route", "delegate", "finalize", "step", "not-a-phase"])
 STEP_PHASES = st.sampled_from(["route", "delegate", "finalize", "step"])
@@ -21,12 +22,19 @@ TEXT = st.text(min_size=0, max_size=40)
 REASONS = st.text(min_size=1, max_size=40)
 
 
-class RuntimePlan(Plan[Any, Any]):
-    """A plan built the way a runtime builds its own: its steps may return their stops."""
+class Returning(Runtime[Any, PlanResult[Any]]):
+    """A runtime whose steps may return their stops, and whose result is the plan's own."""
 
-    def __init__(self, *steps: Step, budget: Budget | None = None) -> None:
-        super().__init__(*steps, budget=budget)
-        self._returns_stops = True
+    returns_stops = True
+
+    def result(self, state: Any, ended: PlanResult[Any], ctx: RunContext[Any]) -> PlanResult[Any]:
+        return ended
+
+
+class Raising(Returning):
+    """The same runtime, but its steps' returned stops are ordinary outputs (they raise theirs)."""
+
+    returns_stops = False
 
 
 def _timeless(value: Any) -> Any:
@@ -53,7 +61,7 @@ def _view(result: PlanResult[Any]) -> dict[str, Any]:
     }
 
 
-def _plan(stop: RunStopError, returns: bool, phase: str, routed: bool, timed: bool) -> Plan[Any, Any]:
+def _plan(stop: RunStopError, returns: bool, phase: str, routed: bool, timed: bool) -> Returning:
     """``first`` → ``stopping`` (returns or raises ``stop``) → ``last``; ``routed``: its error goes to ``caught``."""
 
     async def first(value: Any, ctx: RunContext[Any]) -> Any:
@@ -71,13 +79,16 @@ def _plan(stop: RunStopError, returns: bool, phase: str, routed: bool, timed: bo
         return ("caught", str(value))
 
     routes = {"caught": when.errored()} if routed else None
-    return RuntimePlan(
+    runtime = Returning() if returns else Raising()
+    Plan(
         Step(first, name="first"),
         Step(stopping, name="stopping", phase=phase, routes=routes),  # type: ignore[arg-type]
         Step(last, name="last"),
         Step(caught, name="caught"),
         budget=Budget(max_seconds=30) if timed else None,
+        runtime=runtime,
     )
+    return runtime
 
 
 @settings(max_examples=80, deadline=None)

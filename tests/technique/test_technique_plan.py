@@ -36,8 +36,13 @@ def tools(*arguments: dict[str, Any]) -> ClassifiedOutput:
 
 
 def plan_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The plan engine's one log line per run (``plan <name> path=... stop_reason=...``), without the latency."""
-    return [r.getMessage().rsplit(" latency_ms=", 1)[0] for r in caplog.records if r.name == "routegate.plan.plan"]
+    """The plan engine's one log line per run (``plan <name> path=... stop_reason=...``), without the latency, on
+    the dispatcher's own logger."""
+    return [
+        r.getMessage().rsplit(" latency_ms=", 1)[0]
+        for r in caplog.records
+        if r.name == "routegate.technique.dispatch" and r.getMessage().startswith("plan ")
+    ]
 
 
 # -- the structure -----------------------------------------------------------------------------------------------
@@ -56,7 +61,7 @@ def test_the_dispatcher_is_one_prebuilt_plan_validate_then_delegate() -> None:
 def test_every_dispatch_is_a_run_of_that_plan(caplog: pytest.LogCaptureFixture) -> None:
     handler = RecordingToolHandler()
     dispatcher = TechniqueDispatcher(handlers=[handler], allow=ALLOW[:2])
-    with caplog.at_level(logging.INFO, logger="routegate.plan.plan"):
+    with caplog.at_level(logging.INFO, logger="routegate.technique.dispatch"):
         ran = dispatcher.dispatch(tools({"q": 1}, {"q": 2}))
         refused = dispatcher.dispatch(tools({"q": 1}, {"q": 2}, {"q": 3}))  # mcp:a/t2 is not allowed
     assert ran.ok and handler.calls == [{"q": 1}, {"q": 2}]
@@ -71,7 +76,7 @@ def test_prose_and_a_kind_without_a_handler_run_no_plan(caplog: pytest.LogCaptur
     dispatcher = TechniqueDispatcher(handlers=[RecordingToolHandler()], allow=ALLOW)
     prose = ClassifiedOutput(OutputKind.PROSE, "just words")
     code = ClassifiedOutput(OutputKind.CODE_BLOCK, "", code_blocks=())
-    with caplog.at_level(logging.INFO, logger="routegate.plan.plan"):
+    with caplog.at_level(logging.INFO, logger="routegate.technique.dispatch"):
         assert dispatcher.dispatch(prose).outcome == Outcome.success()
         missing = dispatcher.dispatch(code)
     assert (missing.stop_reason, missing.phase) == ("route_missing:code_block", "route")
@@ -157,8 +162,8 @@ async def test_a_fault_in_a_handler_is_reported_by_its_class_only(
     )
     assert handler.calls == []
     assert SECRET not in json.dumps(result.to_dict()) and SECRET not in repr(result.trace)
-    assert SECRET in caplog.text  # the text and the traceback went to the log, through the plan's one fault path
-    assert [r.name for r in caplog.records if r.levelno >= logging.WARNING] == ["routegate.plan.envelope"]
+    assert SECRET in caplog.text  # the text and the traceback went to the log, through the one fault-to-stop conversion
+    assert [r.name for r in caplog.records if r.levelno >= logging.WARNING] == ["routegate.technique.dispatch"]
 
 
 async def test_a_handlers_stop_signal_during_validation_keeps_its_reason_in_phase_route() -> None:

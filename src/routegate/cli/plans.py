@@ -220,14 +220,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def _signature(secret: bytes, record: Any) -> str:
-    from routegate.plan._signature import verify
-    from routegate.plan.errors import CheckpointMismatchError
+    from routegate.plan.durable import signature_state
 
-    try:
-        verify(secret, record)
-    except CheckpointMismatchError:
-        return "missing" if not isinstance(record.state.get("sig"), str) else "invalid"
-    return "valid"
+    return signature_state(secret, record)
 
 
 def _plan(spec: str) -> Any:

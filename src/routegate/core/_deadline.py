@@ -25,22 +25,24 @@ if TYPE_CHECKING:
     from routegate.core.context import RunContext
 
 _INF = math.inf
-_new = object.__new__
 _current_task = asyncio.current_task
 _monotonic = time.monotonic
 _running_loop = asyncio.get_running_loop
 
 
 class Deadline:
-    """``async with Deadline(seconds):`` — the block is cancelled after ``seconds`` (``inf``: never).
+    """``async with Deadline(seconds):`` — the block is cancelled after ``seconds`` (``inf``: never);
+    ``async with Deadline.until(at):`` — at ``at`` on the ``time.monotonic()`` clock (a run's ``RunContext.deadline``).
 
-    A caller already in the task may :meth:`arm` and :meth:`disarm` it instead (what ``async with`` does, without
-    the two coroutines): ``disarm`` says whether the cancellation that ended the block was the deadline's."""
+    A caller already in the task may :meth:`arm` and :meth:`disarm` it instead of ``async with``: ``disarm`` says
+    whether the cancellation that ended the block was the deadline's."""
 
-    __slots__ = ("_at", "_cancelling", "_seconds", "_task", "_watch", "expired")
+    __slots__ = ("_at", "_cancelling", "_fixed", "_seconds", "_task", "_watch", "expired")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, at: float | None = None) -> None:
         self._seconds = seconds
+        self._fixed = at  # a fixed time on time.monotonic(); None: ``seconds`` from when it is armed
+        self._at = _INF  # when the armed deadline passes
         self.expired = False
 
     @classmethod
@@ -48,25 +50,23 @@ class Deadline:
         """The deadline of ``ctx``'s run, from now."""
         return cls(max(ctx.remaining(), 0.0))
 
+    @classmethod
+    def until(cls, at: float) -> Deadline:
+        """The deadline at ``at`` on the ``time.monotonic()`` clock (a run's ``RunContext.deadline``)."""
+        left = at - _monotonic()
+        return cls(left if left > 0.0 else 0.0, at=at)
+
     @property
     def seconds(self) -> float:
         return self._seconds
 
-    @classmethod
-    def until(cls, at: float) -> Deadline:
-        """A deadline at ``at`` on the ``time.monotonic()`` clock (a run's ``RunContext.deadline``), armed now for
-        the running task: ``Deadline(seconds left)`` and :meth:`arm` in one call."""
-        self = _new(cls)
-        left = at - _monotonic()
-        self._seconds = left if left > 0.0 else 0.0
-        self.expired = False
-        self._arm(at)
-        return self
-
     def arm(self) -> None:
         """Start the clock for the running task (it is cancelled when the deadline passes)."""
-        seconds = self._seconds
-        self._arm(_INF if seconds == _INF else _monotonic() + seconds)
+        at = self._fixed
+        if at is None:
+            seconds = self._seconds
+            at = _INF if seconds == _INF else _monotonic() + seconds
+        self._arm(at)
 
     def _arm(self, at: float) -> None:
         loop = _running_loop()  # raises RuntimeError outside a running event loop

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 _getrandbits = random.getrandbits
 _monotonic = time.monotonic
-_new = object.__new__
 
 
 class _Ask:
@@ -94,29 +93,16 @@ class RunContext(Generic[DepsT]):
         the run's tracer when the caller already asked :func:`~routegate.core.telemetry.tracer` for it."""
         if isinstance(active, _Ask):
             active = tracer()
-        if cls is not RunContext:  # a subclass's own __init__ runs, as it always did
-            return cls(
-                deps,
-                run_id or new_run_id(),
-                _monotonic() + budget.max_seconds,
-                DelegationLedger(budget.max_delegations),
-                emit,
-                active,
-                None,
-                spans_for(active),
-            )
-        # the fields __init__ would store, stored here without its tests for the defaults it would make: a context
-        # is started on every run
-        ctx = _new(cls)
-        ctx.deps = deps
-        ctx.run_id = run_id or new_run_id()
-        ctx.deadline = _monotonic() + budget.max_seconds
-        ctx.ledger = DelegationLedger(budget.max_delegations)
-        ctx.emit = emit
-        ctx.tracer = active
-        ctx.provenance = None
-        ctx.spans = spans_for(active)
-        return ctx
+        return cls(
+            deps,
+            run_id or new_run_id(),
+            _monotonic() + budget.max_seconds,
+            DelegationLedger(budget.max_delegations),
+            emit,
+            active,
+            None,
+            spans_for(active),
+        )
 
     def remaining(self) -> float:
         """Seconds left before the run's deadline (``inf`` without one; negative once it passed)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import fault_message
+from routegate.core._faults import ErrorInfo
 from routegate.core._slots import slot_setters
 from routegate.core.context import RunContext
 from routegate.core.contracts import DelegationLedger, RouteIntent
@@ -157,6 +157,7 @@ async def _answer(pending: Awaitable[object], target: str, digest: str) -> Worke
 
 
 def _worker_fault(exc: Exception, target: str) -> DelegationStop:
-    """The gateway's fault-to-stop: a worker that raised ends the run with ``route_error:<t>``, reported by its class
-    only (its text and traceback go to the log)."""
-    return DelegationStop(sr.route_error(target), fault_message(exc, f"worker {target!r}", logger))
+    """A worker that raised ends the run with ``route_error:<t>``, through the one fault-to-stop conversion
+    (:meth:`~routegate.core._faults.ErrorInfo.of`: reported by its class only, its text and traceback to the log)."""
+    stop = ErrorInfo.of(exc, f"worker {target!r}", sr.route_error(target), "delegate", logger)
+    return DelegationStop(stop.stop_reason, stop.message)

@@ -56,7 +56,7 @@ from routegate.core.contracts import (
     TraceEntry,
 )
 from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
-from routegate.core.gateway import ANSWERED, DelegationStop, RouteGateway, WorkerCalled
+from routegate.core.gateway import DelegationStop, RouteGateway, WorkerCalled
 from routegate.core.hashing import args_hash
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy, RouteRejection
@@ -72,7 +72,6 @@ ObservationCheck = Callable[[object], "tuple[str, str] | None"]
 """Checks what a worker returned: ``None`` to accept it, ``(stop_reason, message)`` to stop the run."""
 
 _perf = time.perf_counter
-_new = object.__new__
 
 
 @dataclass(slots=True)
@@ -210,25 +209,16 @@ class GovernedStep:
             previous_target = previous_status = None
         else:
             previous_target, previous_status = previous.route.target, previous.status
-        if ctx.tracer is None:  # the hot path: no span, not even a no-op one (a ``with`` costs ~0.2 µs)
+        with ctx.spans.policy(attempt) as checked:
             verdict = self.policy.validate(
                 decision.raw, previous_target=previous_target, previous_status=previous_status
             )
+            refused = None
             if self._rules is not None and isinstance(verdict, RouteIntent):
                 refused = self._flows(verdict, decision, ctx, attempt, t0)
-                if refused is not None:
-                    return refused
-        else:
-            with ctx.spans.policy(attempt) as checked:
-                verdict = self.policy.validate(
-                    decision.raw, previous_target=previous_target, previous_status=previous_status
-                )
-                _record_verdict(checked, verdict)
-                if self._rules is not None and isinstance(verdict, RouteIntent):
-                    refused = self._flows(verdict, decision, ctx, attempt, t0)
-                    if refused is not None:
-                        record_stop(checked, refused.stop_reason)
-                        return refused
+            _record_verdict(checked, verdict, refused)
+            if refused is not None:
+                return refused
         emit = ctx.emit
         if isinstance(verdict, RouteRejection):
             if emit is not None:
@@ -274,22 +264,12 @@ class GovernedStep:
             emit(DelegationEvent(attempt, intent.target, digest))
         if ctx.provenance is not None:
             ctx.provenance.index()  # what earlier workers returned, as they returned it: this one may mutate it
-        if ctx.tracer is None:  # the hot path, as in validate
-            try:
-                # the gateway's delegate without its coroutine: an inline worker's answer comes back as it is
-                called = self.gateway._call(intent, ctx.ledger, digest, ctx)
-                done = called if isinstance(called, ANSWERED) else await called
-            except RunStopError as stop:
-                return _stopped_by(stop, intent, attempt, t0, decision, digest)
-            result = self._observe(done, intent, attempt, t0, decision, digest, emit)
-            if self._rules is not None or ctx.provenance is not None:
-                self._record(result, ctx)
-            return result
         with ctx.spans.delegate(attempt, intent.target, digest) as delegated:  # the worker and the check of its answer
             try:
                 done = await self.gateway.delegate(intent, ctx.ledger, digest=digest, ctx=ctx)
             except RunStopError as stop:
-                record_stop(delegated, stop.stop_reason)
+                if delegated.is_recording():
+                    record_stop(delegated, stop.stop_reason)
                 return _stopped_by(stop, intent, attempt, t0, decision, digest)
             result = self._observe(done, intent, attempt, t0, decision, digest, emit)
             if self._rules is not None or ctx.provenance is not None:
@@ -444,13 +424,16 @@ def refusals_exhausted(refused: Sequence[Outcome], max_route_attempts: int) -> O
     return Outcome(False, last.stop_reason, last.phase, message)
 
 
-def _record_verdict(sp: Span, verdict: RouteIntent | RouteRejection) -> None:
+def _record_verdict(sp: Span, verdict: RouteIntent | RouteRejection, refused: Stopped | None) -> None:
+    """Mark the policy span with the verdict: its target, or the stop of a refusal (a flow rule's included)."""
     if not sp.is_recording():
         return
     if isinstance(verdict, RouteRejection):
         record_stop(sp, verdict.stop_reason)
     else:
         sp.set_attribute(Attr.TARGET, verdict.target)
+    if refused is not None:
+        record_stop(sp, refused.stop_reason)
 
 
 def _record_delegation(sp: Span, done: WorkerCalled | DelegationStop, result: Delegated | Stopped) -> None:
@@ -470,15 +453,8 @@ def _stopped_by(
 ) -> Stopped:
     """A worker (or the gateway) raised the run-stop signal: the step stops with its stop reason and phase."""
     entry = _entry(attempt, intent.target, t0, decision, "delegate", digest, stop.stop_reason)
-    phase = phase_of(stop.phase) or "delegate"
+    phase = sr.phase_of(stop.phase) or "delegate"
     return Stopped(Outcome(False, stop.stop_reason, phase, stop.message), entry, intent)
-
-
-def phase_of(value: str | None) -> sr.Phase | None:
-    """``value`` when it names a phase (a :class:`RunStopError` may carry any text), else ``None``."""
-    if value in ("route", "delegate", "finalize", "step"):
-        return value  # type: ignore[return-value]  # narrowed by the membership test
-    return None
 
 
 def _entry(
@@ -493,20 +469,17 @@ def _entry(
     domain: str | None = None,
     ok: bool = False,
 ) -> TraceEntry:
-    # TraceEntry's fields stored here rather than through its __init__, which would take each of them again: one
-    # is built on every route attempt
-    entry = _new(TraceEntry)
-    entry.attempt = attempt
-    entry.target = target
-    entry.ok = ok
-    entry.phase = phase
-    entry.elapsed_ms = round((_perf() - started) * 1000.0, 3)
-    entry.args_hash = digest
-    entry.stop_reason = stop
-    entry.observation_status = status
-    entry.domain = domain
-    entry.decided_by = decision.decided_by or None
-    entry.scores = decision.scores
-    entry.why = decision.why or None
-    entry.next = entry.provenance = None
-    return entry
+    return TraceEntry(
+        attempt,
+        target,
+        ok,
+        phase,
+        round((_perf() - started) * 1000.0, 3),
+        digest,
+        stop,
+        status,
+        domain,
+        decision.decided_by or None,
+        decision.scores,
+        decision.why or None,
+    )

@@ -12,6 +12,14 @@ from typing import Final, Literal
 Phase = Literal["route", "delegate", "finalize", "step"]
 """Where a run was when it stopped: routing, delegating, finalizing, or (a Plan) running a step."""
 
+_PHASES: Final[dict[str, Phase]] = {"route": "route", "delegate": "delegate", "finalize": "finalize", "step": "step"}
+
+
+def phase_of(value: str | None) -> Phase | None:
+    """``value`` when it names a phase (a :class:`~routegate.errors.RunStopError` may carry any text), else ``None``."""
+    return _PHASES.get(value) if isinstance(value, str) else None
+
+
 SUCCESS: Final = "success"
 MAX_ROUTE_ATTEMPTS: Final = "max_route_attempts"
 MAX_DELEGATIONS: Final = "max_delegations"

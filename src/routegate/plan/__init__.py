@@ -38,6 +38,7 @@ from routegate.plan.errors import (
 from routegate.plan.events import StepEvent
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
+from routegate.plan.runtime import Runtime
 from routegate.plan.sentinels import (
     from_parallel,
     from_parallel_all,
@@ -68,6 +69,7 @@ __all__ = [
     "PlanResult",
     "PlanRuntimeError",
     "RoutingAgent",
+    "Runtime",
     "Step",
     "StepContext",
     "StepEvent",

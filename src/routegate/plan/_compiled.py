@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from difflib import get_close_matches
 from enum import IntEnum
-from itertools import pairwise
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -61,7 +60,6 @@ class Compiled:
     """One step as the run loop sees it: everything precomputed."""
 
     __slots__ = (
-        "awaits_with_context",
         "band_end",
         "band_sync",
         "by_field",
@@ -71,7 +69,6 @@ class Compiled:
         "ctx_positional",
         "direct",
         "fn",
-        "following",
         "index",
         "kind",
         "name",
@@ -79,6 +76,7 @@ class Compiled:
         "phase",
         "rejoin",
         "rejoin_why",
+        "returns_stops",
         "routes",
         "source",
         "source_end",
@@ -103,8 +101,8 @@ class Compiled:
         self.phase = step.phase
         self.kind: Kind = SYNC
         self.direct = True
-        # an async callable whose second parameter is the run's context: the interpreter calls it inline
-        self.awaits_with_context = False
+        # in a runtime's plan, a RunStopError the target returns ends the run as one it raised would
+        self.returns_stops = False
         self.ctx_param: str | None = None  # the target's RunContext parameter
         self.ctx_positional = False  # the RunContext parameter is the second positional one (a run_step's: its ctx)
         self.fn: Callable[..., Any] = _identity
@@ -125,7 +123,6 @@ class Compiled:
         # the routing decision of a run that goes on linearly / ends after this step (one tuple, shared by runs)
         self.why_linear: tuple[None, str] = (None, "linear")
         self.why_end: tuple[None, str] = (None, "end")
-        self.following: Compiled | None = None  # the step after this one in the plan (None: the last)
 
 
 def _identity(value: Any) -> Any:  # placeholder fn for kinds that call none (nested plans)
@@ -210,9 +207,14 @@ def _hint(name: str, known: list[str]) -> str:
 
 
 def compile_steps(
-    steps: tuple[Step, ...], targets: Mapping[str, Any] | None, strict: bool, plan_type: type
+    steps: tuple[Step, ...],
+    targets: Mapping[str, Any] | None,
+    strict: bool,
+    plan_type: type,
+    returns_stops: bool = False,
 ) -> tuple[Compiled, ...]:
-    """Check the graph (PlanCompileError, DetourTrapWarning) and compile every step; ``plan_type`` is Plan."""
+    """Check the graph (PlanCompileError, DetourTrapWarning) and compile every step; ``plan_type`` is Plan,
+    ``returns_stops`` a runtime's (:attr:`routegate.plan.Runtime.returns_stops`)."""
     names = [step.name for step in steps]
     duplicates = sorted(name for name, times in Counter(names).items() if times > 1)
     if duplicates:
@@ -230,6 +232,7 @@ def compile_steps(
     for index, (step, c) in enumerate(zip(steps, compiled, strict=True)):
         where = f"Step {step.name!r}"
         _bind_target(step, c, targets, plan_type)
+        c.returns_stops = returns_stops
 
         # input sentinel
         context = step.context
@@ -329,8 +332,6 @@ def compile_steps(
                 end += 1
             c.band_end = end
             c.band_sync = all(is_sync(m) for m in compiled[index:end])
-    for c, after in pairwise(compiled):
-        c.following = after
     return tuple(compiled)
 
 
@@ -354,8 +355,9 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
             raise PlanCompileError(f"{where}: targets[{step.target!r}] is a string, not something to run")
     c.target = target
     if isinstance(target, plan_type):
-        owner = getattr(target, "prebuilt_by", None)
-        if owner is not None:  # a runtime's own plan takes the runtime's run state, not a payload
+        runtime = getattr(target, "runtime", None)
+        if runtime is not None:  # a runtime's own plan takes the runtime's run state, not a payload
+            owner = runtime.owner
             raise PlanCompileError(f"{where}: {target!r} is the plan of a {owner}; make the {owner} itself the step")
         c.kind = PLAN
     elif callable(getattr(target, "run_step", None)):
@@ -394,7 +396,6 @@ def _bind_target(step: Step, c: Compiled, targets: Mapping[str, Any] | None, pla
             "model with async complete(messages, *, json_mode)"
         )
     c.direct = c.kind in DIRECT
-    c.awaits_with_context = c.kind == CTX_ASYNC and c.ctx_positional
     if step.adapter is not None:
         c.validate = _validator(step.adapter)
         output = step.output

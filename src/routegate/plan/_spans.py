@@ -1,8 +1,12 @@
-"""A Plan run's OpenTelemetry spans: ``routegate.plan`` over the run, ``routegate.step`` over each step.
+"""A Plan run's OpenTelemetry spans: a root over the run (``routegate.plan``, or a runtime's own), ``routegate.step``
+over each step.
 
-The driver asks once per run whether a tracer provider is installed and picks the run's spans: :data:`NO_SPANS`
-(open none: every method is a no-op, so the engine calls them without asking again) or a :class:`TracedSpans` of
-its own. The lean branch of an untraced run never comes here at all.
+The driver reads once per run whether it is traced (from the run's context, or by asking
+:func:`~routegate.core.telemetry.tracer` when it has none) and picks the run's spans: :data:`NO_SPANS` (open none:
+every method is a no-op, so the engine calls them without asking again) or a :class:`TracedSpans` — the plan's own
+(``routegate.plan`` with a ``routegate.step`` per step) or the one a runtime asks for
+(:meth:`routegate.plan.Runtime.spans`: its root, ``routegate.run`` for the routing agent, ``routegate.dispatch``
+for the technique dispatcher, with or without step spans). The lean branch of an untraced run never comes here.
 
 A step's span is opened before its target runs, so the target's own spans (an agent run, a dispatch, an LLM call)
 hang below it, and closed once the step's routing is decided — after the target returned, in the interpreter's
@@ -14,17 +18,17 @@ reason; never a payload, and never the text of a routing decision (``why`` may q
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from opentelemetry.trace import INVALID_SPAN, Span, Tracer
 
-from routegate.core.context import RunContext
+from routegate.core.result import RunResult
 from routegate.core.telemetry import Attr, CurrentSpan, end_run, open_span, record_stop, span
 from routegate.plan._compiled import Compiled
 from routegate.plan._position import Decision
 from routegate.plan.envelope import Envelope
-from routegate.plan.result import PlanResult
 
 STEP_SPAN = "routegate.step"
 PLAN_SPAN = "routegate.plan"
@@ -45,14 +49,12 @@ class RunSpans:
 
     watching: bool = False  # the interpreter watches a traced run between steps
 
-    def nested(self) -> RunSpans:
-        """The spans of a plan run as a step of this run."""
+    def nested(self, name: str | None) -> RunSpans:
+        """The spans of a plan (named ``name``) run as a step of this run."""
         return self
 
-    def begin(
-        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
-    ) -> None:
-        """The run starts (``envelopes``/``decisions``: its path, appended to as it goes; ``ctx``: its context)."""
+    def begin(self, envelopes: list[Envelope], decisions: list[Decision]) -> None:
+        """The run starts (``envelopes``/``decisions``: its path, appended to as it goes)."""
 
     def resumed(self, resumed: bool) -> None:
         """A durable run continues from a checkpoint (or is answered from one) — or starts fresh."""
@@ -70,22 +72,52 @@ class RunSpans:
     def finish(self, iterations: int) -> None:
         """The interpreter ended after ``iterations`` steps."""
 
-    def end(self, result: PlanResult | None, exc: BaseException | None = None) -> None:
-        """The run ended with ``result`` (a prebuilt plan's: its own result type), or raised ``exc``."""
+    def end(self, result: RunResult[Any] | None, exc: BaseException | None = None) -> None:
+        """The run ended with ``result`` (a runtime's: its own result type), or raised ``exc``."""
 
 
 NO_SPANS: Final = RunSpans()
 
+Record = Callable[[Any], Mapping[str, Any]]
+"""What a run's root span records when it ends, beside its stop reason and phase: attributes read from its result."""
+
 
 class TracedSpans(RunSpans):
-    """The spans of a traced run: the ``routegate.plan`` root, the open step span and the iteration it runs."""
+    """The spans of a traced run: its root ``name`` (``routegate.plan`` unless a runtime names its own) with
+    ``attributes``; with ``steps``, a ``routegate.step`` span per step below it. When the run ends, the root records
+    its stop reason and phase (:func:`~routegate.core.telemetry.end_run`) and what ``record`` reads from the
+    result (by default a plan's step and iteration counts)."""
 
-    __slots__ = ("_decisions", "_envelopes", "_iteration", "_opened", "_opened_at", "_root", "_tracer")
+    __slots__ = (
+        "_attributes",
+        "_decisions",
+        "_envelopes",
+        "_iteration",
+        "_name",
+        "_opened",
+        "_opened_at",
+        "_record",
+        "_root",
+        "_steps",
+        "_tracer",
+    )
 
     watching = True
 
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(
+        self,
+        tracer: Tracer,
+        name: str = PLAN_SPAN,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        record: Record | None = None,
+        steps: bool = True,
+    ) -> None:
         self._tracer = tracer
+        self._name = name
+        self._attributes = attributes if attributes is not None else plan_attributes(None)
+        self._record = record
+        self._steps = steps
         self._root: CurrentSpan | None = None
         self._opened: CurrentSpan | None = None  # the span of the step whose routing is being decided
         self._opened_at = 0  # the index of that step's envelope
@@ -93,13 +125,11 @@ class TracedSpans(RunSpans):
         self._envelopes: list[Envelope] = []
         self._decisions: list[Decision] = []
 
-    def nested(self) -> RunSpans:
-        return TracedSpans(self._tracer)
+    def nested(self, name: str | None) -> RunSpans:
+        return TracedSpans(self._tracer, PLAN_SPAN, plan_attributes(name))
 
-    def begin(
-        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
-    ) -> None:
-        self._root = open_span(self._tracer, PLAN_SPAN, plan_attributes(name))
+    def begin(self, envelopes: list[Envelope], decisions: list[Decision]) -> None:
+        self._root = open_span(self._tracer, self._name, self._attributes)
         self._envelopes, self._decisions = envelopes, decisions
 
     def resumed(self, resumed: bool) -> None:
@@ -110,11 +140,13 @@ class TracedSpans(RunSpans):
         if self._opened is not None:
             self.close_step()
         self._iteration = iteration
-        if not step.band_end:  # a band's members each open their own span
+        if self._steps and not step.band_end:  # a band's members each open their own span
             self._opened_at = len(self._envelopes)
             self._opened = open_span(self._tracer, STEP_SPAN, {Attr.STEP: step.name, Attr.ITERATION: iteration})
 
     def member(self, name: str) -> AbstractContextManager[Span]:
+        if not self._steps:
+            return _NO_SPAN
         return span(self._tracer, STEP_SPAN, {Attr.STEP: name, Attr.ITERATION: self._iteration or 0})
 
     def close_step(self, exc: BaseException | None = None) -> None:
@@ -137,17 +169,18 @@ class TracedSpans(RunSpans):
         self._iteration = iterations
         self.close_step()
 
-    def end(self, result: PlanResult | None, exc: BaseException | None = None) -> None:
+    def end(self, result: RunResult[Any] | None, exc: BaseException | None = None) -> None:
         root = self._root
         assert root is not None
         if exc is not None:
             self.close_step(exc)
         elif result is not None:
-            steps = len(result.envelopes)
-            end_run(
-                root.span, result.stop_reason, result.phase, **{Attr.STEPS: steps, Attr.ITERATIONS: self._iteration}
-            )
+            if self._record is None:
+                recorded: Mapping[str, Any] = {Attr.STEPS: len(self._envelopes), Attr.ITERATIONS: self._iteration}
+            else:
+                recorded = self._record(result)
+            end_run(root.span, result.stop_reason, result.phase, **recorded)
         root.close(exc)
 
 
-__all__ = ["NO_SPANS", "PLAN_SPAN", "STEP_SPAN", "RunSpans", "TracedSpans", "plan_attributes"]
+__all__ = ["NO_SPANS", "PLAN_SPAN", "STEP_SPAN", "Record", "RunSpans", "TracedSpans", "plan_attributes"]

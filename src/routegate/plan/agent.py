@@ -7,12 +7,15 @@
       └─────────┴───────────┘
 
 Each step is a method of the agent that reads and updates the run's :class:`_State` (the goal, history, trace and
-attempts: the plan's payload). The Plan's one driver owns the run: its context, deadline (a stop reports the phase
-of the step it cut off: ``route``, ``delegate``, ``finalize``), spans, log line and final event. A step stops the
-run by raising :class:`~routegate.errors.RunStopError`; a fault of the router or the finalizer becomes
-``router_error:<Exc>`` / ``finalize_error:<Exc>`` in the plan's one fault boundary
-(:meth:`routegate.plan.ErrorInfo.from_exception`). The run's :class:`~routegate.core.AgentResult` is built from
-the plan's ending. None raises for bad model output, bad input, budgets, loops or timeouts.
+attempts: the plan's payload). The agent is a runtime on the engine's public seam (:class:`~routegate.plan.Runtime`):
+the engine owns the run — its context, deadline (a stop reports the phase of the step it cut off: ``route``,
+``delegate``, ``finalize``), stops and final event — and the agent's runtime says how it ends: an
+:class:`~routegate.core.AgentResult` made from the run's state and ending, a ``routegate.run`` root span, its log
+line, and no step events (its stream carries the governed steps' events). A step stops the run by returning its
+:class:`~routegate.errors.RunStopError` (or raising it); a fault of the router or the finalizer becomes
+``router_error:<Exc>`` / ``finalize_error:<Exc>`` in the engine's one fault-to-stop conversion
+(:meth:`routegate.plan.ErrorInfo.from_exception`). None raises for bad model output, bad input, budgets, loops or
+timeouts.
 """
 
 from __future__ import annotations
@@ -22,15 +25,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Generic, cast
+from typing import Any, Generic
 
 from opentelemetry.trace import Span, Tracer
 
 from routegate._lazy import renamed_method
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import fault_message
-from routegate.core._stream import stream_events
-from routegate.core._sync import run_sync
+from routegate.core._faults import ErrorInfo
 from routegate.core.compose import GroundedComposer
 from routegate.core.context import RunContext, RunDepsT, context_parameter
 from routegate.core.contracts import (
@@ -42,7 +43,7 @@ from routegate.core.contracts import (
     RouteSpec,
     TraceEntry,
 )
-from routegate.core.events import FinalEvent, RunEvent
+from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent, RunEvent
 from routegate.core.gateway import RouteGateway
 from routegate.core.governed import (
     GovernedStep,
@@ -59,13 +60,13 @@ from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
 from routegate.core.provenance import OutputCheck, needs_sources
 from routegate.core.result import AgentResult
-from routegate.core.telemetry import Attr, CurrentSpan, decision_attributes, end_run, open_span
+from routegate.core.telemetry import Attr, decision_attributes
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
-from routegate.plan._position import Decision
-from routegate.plan._spans import RunSpans
-from routegate.plan.envelope import Envelope, ErrorInfo, StepFailedError, payload_text
+from routegate.plan.envelope import Envelope, StepFailedError, payload_text
 from routegate.plan.plan import Plan
+from routegate.plan.result import PlanResult
+from routegate.plan.runtime import RunSpans, Runtime, TracedSpans
 from routegate.plan.step import Step
 from routegate.plan.targets import StepContext
 
@@ -78,7 +79,6 @@ _NO_FIELDS: Mapping[str, Any] = {}
 _ROUTE_FIELDS: Mapping[str, Any] = MappingProxyType({})
 _NONE_FORBIDDEN: frozenset[str] = frozenset()
 _perf = time.perf_counter
-_new = object.__new__
 
 
 class _State:
@@ -127,120 +127,49 @@ def _again(env: Envelope) -> bool:
     return env.error is None and env.payload.again
 
 
-def _ended(
-    state: _State,
-    payload: object,
-    error: ErrorInfo | None,
-    envelopes: list[Envelope],
-    decisions: list[Decision],
-    store: object,
-    elapsed_ms: float,
-    run_id: str | None,
-) -> AgentResult:
-    """The agent's result, from the plan's ending (called where the plan builds a PlanResult, with its fields)."""
-    assert run_id is not None  # an agent's run always has a context
-    if error is None:
-        # AgentResult's fields stored here rather than through its __init__, which would take each of them again:
-        # the values of a successful run (the route step checked the goal: it is text)
-        route = state.route
-        result = _new(AgentResult)
-        result.outcome = _SUCCESS
-        result.output = state.answer
-        result._trace = tuple(state.trace)
-        result._run_id = run_id
-        result.elapsed_ms = elapsed_ms
-        result.goal = state.goal
-        result.selected_route = route.target
-        result.history = tuple(state.history)
-        result.route = route
-        result.raw_route = result.received_status = result.bad_observation = ABSENT
-        result.expected_statuses = None
-        result.extra = state.extra
-        return result
-    fields = state.fields
-    if error.stop_reason == sr.MAX_SECONDS:  # a cut-off step reports none
-        fields = _NO_FIELDS
-    elif fields is _ROUTE_FIELDS:
-        fields = {"route": state.route}
-    return AgentResult(
-        Outcome(False, error.stop_reason, error.phase, error.message),
-        None,
-        tuple(state.trace),
-        run_id,
-        elapsed_ms,
-        state.goal if isinstance(state.goal, str) else "",
-        history=tuple(state.history),
-        **fields,
-    )
+class _AgentRuntime(Runtime[_State, AgentResult, DecisionEvent | DelegationEvent | ObservationEvent]):
+    """The agent's runtime: its plan's runs end with an :class:`AgentResult` made from the run's state, open a
+    ``routegate.run`` root span (the steps open the kernel's own below it: ``routegate.route``,
+    ``routegate.policy``, ``routegate.delegate``, ``routegate.finalize``; no step spans), log the agent's line and
+    stream the governed steps' events (no step events). Its steps return their stops."""
 
+    owner = "RoutingAgent"
+    logger = logger
+    step_events = False
+    returns_stops = True
 
-class _AgentSpans(RunSpans):
-    """A traced agent run's spans: its root ``routegate.run``; the steps open the kernel's own below it
-    (``routegate.route``, ``routegate.policy``, ``routegate.delegate``, ``routegate.finalize``), no step spans."""
+    def result(self, state: _State, ended: PlanResult[Any], ctx: RunContext[Any]) -> AgentResult:
+        """The agent's result, from the run's state and how its plan's run ended."""
+        run_id, elapsed_ms, trace = ended.run_id, ended.elapsed_ms, tuple(state.trace)
+        error = ended.error
+        if error is None:  # the route step checked the goal: it is text
+            route = state.route
+            return AgentResult(
+                ended.outcome, state.answer, trace, run_id, elapsed_ms, state.goal, route.target,
+                tuple(state.history), route, extra=state.extra,
+            )  # fmt: skip
+        fields = state.fields
+        if error.stop_reason == sr.MAX_SECONDS:  # a cut-off step reports none
+            fields = _NO_FIELDS
+        elif fields is _ROUTE_FIELDS:
+            fields = {"route": state.route}
+        goal = state.goal if isinstance(state.goal, str) else ""
+        return AgentResult(ended.outcome, None, trace, run_id, elapsed_ms, goal, history=tuple(state.history), **fields)
 
-    __slots__ = ("_ctx", "_root", "_tracer")
+    def spans(self, tracer: Tracer, state: _State, ctx: RunContext[Any]) -> RunSpans:
+        """A traced run's ``routegate.run`` root, which records the run's route, attempts and delegations."""
 
-    watching = True
+        def record(result: AgentResult) -> dict[str, Any]:
+            return {
+                Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
+                Attr.ATTEMPTS: len(result.trace),
+                Attr.DELEGATIONS: ctx.ledger.delegations,
+            }
 
-    def __init__(self, active: Tracer) -> None:
-        self._tracer = active
-        self._root: CurrentSpan | None = None
-        self._ctx: RunContext[Any] | None = None
+        attributes = {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id}
+        return TracedSpans(tracer, "routegate.run", attributes, record=record, steps=False)
 
-    def begin(
-        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
-    ) -> None:
-        assert ctx is not None  # an agent's plan always has a context
-        self._ctx = ctx
-        self._root = open_span(self._tracer, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: ctx.run_id})
-
-    def end(self, result: Any, exc: BaseException | None = None) -> None:
-        root, ctx = self._root, self._ctx
-        assert root is not None and ctx is not None
-        if exc is None and isinstance(result, AgentResult):
-            end_run(
-                root.span,
-                result.stop_reason,
-                result.phase,
-                **{
-                    Attr.ROUTE: result.selected_route or (result.route.target if result.route else None),
-                    Attr.ATTEMPTS: len(result.trace),
-                    Attr.DELEGATIONS: ctx.ledger.delegations,
-                },
-            )
-        root.close(exc)
-
-
-class _AgentPlan(Plan[Any, Any]):
-    """The agent's plan: its steps are the agent's, and it ends with an :class:`AgentResult`, opens the agent's
-    spans, logs the agent's line and streams the agent's events (no step events). It is not a step of another
-    plan: the agent is (``Step(agent)``)."""
-
-    prebuilt_by = "RoutingAgent"
-
-    def __init__(self, agent: RoutingAgent[Any], budget: Budget) -> None:
-        attempts = budget.max_route_attempts
-        # every attempt is at most route → govern → finalize, and one more route step ends a run that used them up
-        steps = max(budget.max_iterations, 3 * attempts + 1)
-        # only an observed refusal of the output check sends a finished answer back to the router
-        back = {"route": _again} if agent._observe and agent.output_check is not None else None
-        super().__init__(
-            Step(agent._route, name="route", phase="route"),
-            Step(agent._govern, name="govern", phase="delegate", routes={"route": _again}),
-            Step(agent._finalize, name="finalize", phase="finalize", routes=back),
-            budget=dataclasses.replace(budget, max_iterations=steps),
-            name=agent.name,
-        )
-        self._result_type = _ended
-        self._returns_stops = True  # the steps return their stops (refusals) instead of raising them
-        self._logger = logger
-        self._step_events = False
-        self._keep_no_path()  # _ended reads the run's state, not its path
-
-    def _run_spans(self, active: Tracer) -> RunSpans:
-        return _AgentSpans(active)
-
-    def _log(self, result: Any) -> None:
+    def log(self, result: AgentResult, ended: PlanResult[Any]) -> None:
         logger.info(
             "run %s route=%s stop_reason=%s latency_ms=%.2f",
             result.run_id,
@@ -248,6 +177,24 @@ class _AgentPlan(Plan[Any, Any]):
             result.stop_reason,
             result.elapsed_ms,
         )
+
+
+def _agent_plan(agent: RoutingAgent[Any], runtime: _AgentRuntime) -> Plan[Any, Any]:
+    """The agent's plan: its steps are the agent's, under its budget. It is not a step of another plan: the agent
+    is (``Step(agent)``)."""
+    budget = agent.budget
+    # every attempt is at most route → govern → finalize, and one more route step ends a run that used them up
+    steps = max(budget.max_iterations, 3 * budget.max_route_attempts + 1)
+    # only an observed refusal of the output check sends a finished answer back to the router
+    back = {"route": _again} if agent._observe and agent.output_check is not None else None
+    return Plan(
+        Step(agent._route, name="route", phase="route"),
+        Step(agent._govern, name="govern", phase="delegate", routes={"route": _again}),
+        Step(agent._finalize, name="finalize", phase="finalize", routes=back),
+        budget=dataclasses.replace(budget, max_iterations=steps),
+        name=agent.name,
+        runtime=runtime,
+    )
 
 
 def _record_decision(routed: Span, answered: object) -> None:
@@ -332,7 +279,8 @@ class RoutingAgent(Generic[RunDepsT]):
         )
         self._router_ctx = context_parameter(router.decide)
         self._finalizer_ctx = context_parameter(self.finalizer.finalize)
-        self.plan: Plan[Any, Any] = _AgentPlan(self, self.budget)
+        self._runtime = _AgentRuntime()
+        self.plan: Plan[Any, Any] = _agent_plan(self, self._runtime)
         """The agent's run as a :class:`~routegate.plan.Plan`: steps ``route``, ``govern``, ``finalize``."""
 
     # -- public API: doors into the plan's one driver ---------------------------------------------------------
@@ -344,8 +292,7 @@ class RoutingAgent(Generic[RunDepsT]):
         deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
     ) -> AgentResult:
         """Run one request to its end and return how it ended."""
-        state = _State(goal, context or _NO_FIELDS, None)
-        return await self.plan._drive(state, None, deps)  # type: ignore[return-value]  # the plan ends with one
+        return await self._runtime.arun(_State(goal, context or _NO_FIELDS, None), deps=deps)
 
     def run(
         self,
@@ -355,8 +302,7 @@ class RoutingAgent(Generic[RunDepsT]):
         deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
     ) -> AgentResult:
         """Synchronous :meth:`arun` (not from inside a running event loop)."""
-        state = _State(goal, context or _NO_FIELDS, None)
-        return run_sync(self.plan._drive(state, None, deps), "run")  # type: ignore[return-value]  # see arun
+        return self._runtime.run(_State(goal, context or _NO_FIELDS, None), deps=deps)
 
     def iter(
         self,
@@ -369,8 +315,7 @@ class RoutingAgent(Generic[RunDepsT]):
 
         Closing the iterator early cancels the run.
         """
-        state = _State(goal, context or _NO_FIELDS, None)
-        return stream_events(lambda emit: self.plan._drive(state, None, deps, cast(Any, emit)), _is_final)
+        return self._runtime.iter(_State(goal, context or _NO_FIELDS, None), deps=deps)
 
     astream = renamed_method(iter, "RoutingAgent", "astream")
 
@@ -385,22 +330,7 @@ class RoutingAgent(Generic[RunDepsT]):
         events of its own. A run that succeeds is the step's payload (its :class:`AgentResult`); a run that stops
         fails the step with its stop reason, message and phase, its result in the envelope's
         ``metadata["agent"]``. Its ``max_route_attempts`` still bounds it."""
-        state = _State(payload_text(payload), _NO_FIELDS, ctx.task)
-        outer = ctx.run
-        if outer is None:  # a StepContext built by hand, outside a plan's run: the agent's own run
-            result = cast(AgentResult, await self.plan._drive(state, None))
-        else:
-            within = RunContext(
-                outer.deps,
-                outer.run_id,
-                outer.deadline,
-                outer.ledger,
-                None,
-                outer.tracer,
-                outer.provenance,
-                outer.spans,
-            )
-            result = cast(AgentResult, await self.plan._drive(state, None, within=within))
+        result = await self._runtime.arun_step(_State(payload_text(payload), _NO_FIELDS, ctx.task), ctx)
         outcome = result.outcome
         if not outcome.ok:
             phase = outcome.phase or "step"
@@ -436,18 +366,16 @@ class RoutingAgent(Generic[RunDepsT]):
             if previous is not None and previous.status == "needs_reroute"
             else _NONE_FORBIDDEN
         )
-        # RouteRequest's fields stored here rather than through its __init__, which would take each of them again
-        request = _new(RouteRequest)
-        request.goal = state.goal
-        request.catalog = self.catalog
-        request.budget = self.budget
-        request.context = state.context
-        request.task = state.task
-        request.history = tuple(state.history)
-        request.forbidden_targets = forbidden
-        request.attempt = attempt
-        request.conversation = ()
-        request.previous_route = None
+        request = RouteRequest(
+            state.goal,
+            self.catalog,
+            history=tuple(state.history),
+            forbidden_targets=forbidden,
+            attempt=attempt,
+            budget=self.budget,
+            context=state.context,
+            task=state.task,
+        )
         param = self._router_ctx
         decided = self.router.decide(request) if param is None else self.router.decide(request, **{param: ctx})
         answered: object = await ctx.spans.route(attempt, decided, _record_decision)
@@ -503,12 +431,7 @@ class RoutingAgent(Generic[RunDepsT]):
         ``finalize_error:<Exc>``)."""
         route = state.route
         state.fields = _ROUTE_FIELDS  # a stop from here on reports the route
-        request = _new(FinalizeRequest)  # its fields stored here, as the route step's request's are
-        request.goal = state.goal
-        request.selected_route = route.target
-        request.history = tuple(state.history)
-        request.context = state.context
-        request.task = state.task
+        request = FinalizeRequest(state.goal, route.target, tuple(state.history), state.context, state.task)
         param = self._finalizer_ctx
         finishing: Awaitable[object] = (
             self.finalizer.finalize(request) if param is None else self.finalizer.finalize(request, **{param: ctx})
@@ -547,9 +470,10 @@ class RoutingAgent(Generic[RunDepsT]):
         started = _perf()
         try:
             reason = self.output_check(answer, ctx)
-        except Exception as exc:  # a check that raises refuses: the fault by its class, its text to the log
-            fault_message(exc, "the output check", logger)
-            reason = f"check_error:{type(exc).__name__}"
+        except Exception as exc:  # a check that raises refuses: the one fault-to-stop conversion names its class
+            reason = ErrorInfo.of(
+                exc, "the output check", f"check_error:{type(exc).__name__}", "finalize", logger
+            ).stop_reason
         if reason is None:
             return None
         stop = sr.output_denied(str(reason))
@@ -579,10 +503,6 @@ def _goal_refused(goal: object, refused: InvalidMessageError) -> RunStopError:
         assert problem is not None
         return RunStopError("invalid_goal:invalid_text", f"the request {problem[1]}", phase="route")
     return RunStopError("invalid_goal:empty", "the request is empty: send a non-blank text", phase="route")
-
-
-def _is_final(event: RunEvent) -> bool:
-    return isinstance(event, FinalEvent)
 
 
 __all__ = ["RoutingAgent"]

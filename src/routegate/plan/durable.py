@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from routegate.core.contracts import jsonable
 from routegate.core.stop_reasons import SUCCESS
@@ -368,6 +368,16 @@ def _stored_result(steps: tuple[StepShape, ...], record: RunRecord, store: Any) 
     return result
 
 
+def signature_state(secret: bytes, record: RunRecord) -> Literal["valid", "invalid", "missing"]:
+    """Whether ``record`` (a stored checkpoint) carries a signature by ``secret``: ``"valid"``, ``"invalid"`` (a
+    signature that does not match: another key, or tampered) or ``"missing"`` (none at all)."""
+    try:
+        verify(secret, record)
+    except CheckpointMismatchError:
+        return "missing" if not isinstance(record.state.get("sig"), str) else "invalid"
+    return "valid"
+
+
 def trust(shape: PlanShape, record: RunRecord, secret: bytes | None) -> None:
     """Refuse a stored checkpoint the plan of ``shape`` must not resume: unreadable, of an unknown format,
     unsigned or badly signed (when ``secret`` is set), written by another plan, or not consistent with this plan's
@@ -451,4 +461,4 @@ def open_run(
         raise
 
 
-__all__ = ["NO_ANSWER", "DurableRun", "interrupt", "open_run", "step_key"]
+__all__ = ["NO_ANSWER", "DurableRun", "interrupt", "open_run", "signature_state", "step_key"]

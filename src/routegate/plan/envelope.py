@@ -5,69 +5,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
-from routegate.core._faults import fault_message
+from routegate.core._faults import ErrorInfo
 from routegate.core.contracts import jsonable
-from routegate.core.governed import phase_of
 from routegate.core.stop_reasons import Phase
-from routegate.errors import RunStopError
 
-_logger = logging.getLogger(__name__)
-# the part a routing runtime's step of this phase calls, and the stop reason a fault of it is (stop_reasons.py)
-_PARTS: dict[str, tuple[str, str]] = {
-    "route": ("the router", "router_error"),
-    "finalize": ("the finalizer", "finalize_error"),
-}
+_logger = logging.getLogger(__name__)  # where a step's fault is logged, with its traceback
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """Why a step failed, or why the run stopped: the exception's class name, a message, the stop reason and
-    the phase.
-
-    ``stop_reason`` is ``step_error:<ExceptionClass>`` with phase ``"step"``, or the ``stop_reason``, message and
-    ``phase`` of a :class:`~routegate.errors.RunStopError` the target raised (or, a runtime's step, returned;
-    ``"step"`` when it names none). A fault is reported by its class only: the message of
-    ``step_error:<ExceptionClass>`` is the report of :func:`routegate.core._faults.fault_message` for
-    ``"step 'name'"``, and the exception's text and traceback go
-    to the log (``routegate.plan.envelope``, WARNING). A run that used up its budget carries one too:
-    ``max_iterations`` (a :class:`~routegate.plan.MaxIterationsExceeded`) or ``max_seconds`` (a
-    :class:`~routegate.errors.RunStopError`). A nested run (a plan or a routing agent run as a step) that stopped
-    carries its own stop reason, message and phase. ``exception`` keeps the exception, for the plan's own code
-    (it is in no JSON view).
-    """
-
-    type: str
-    message: str
-    stop_reason: str
-    exception: BaseException | None = field(default=None, repr=False, compare=False)
-    phase: Phase = "step"
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, step: str | None = None, phase: Phase = "step") -> ErrorInfo:
-        """The error of a step (named ``step``, of ``phase``) that raised ``exc``: a stop signal keeps its text
-        (and its phase, else the step's), a fault is reported by its class only
-        (:func:`routegate.core._faults.fault_message`).
-
-        The one fault-to-stop conversion of every runtime built on the Plan: a fault in a step of phase
-        ``"route"`` is the router's (``router_error:<Exc>``), of phase ``"finalize"`` the finalizer's
-        (``finalize_error:<Exc>``), of any other the step's (``step_error:<Exc>``)."""
-        if isinstance(exc, RunStopError):
-            return cls(type(exc).__name__, exc.message, exc.stop_reason, exc, phase_of(exc.phase) or phase)
-        if isinstance(exc, StepFailedError):
-            return exc.info
-        name = type(exc).__name__
-        part = _PARTS.get(phase)
-        if part is not None:
-            what, prefix = part
-            return cls(name, fault_message(exc, what, _logger), f"{prefix}:{name}", exc, phase)
-        what = "the step" if step is None else f"step {step!r}"
-        return cls(name, fault_message(exc, what, _logger), f"step_error:{name}", exc, phase)
-
-    def to_dict(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message, "stop_reason": self.stop_reason}
+def step_stop(exc: BaseException, step: str, phase: Phase) -> ErrorInfo:
+    """The stop of step ``step`` (of ``phase``) that raised ``exc`` (or, a runtime's step, returned its
+    :class:`~routegate.errors.RunStopError`): the one fault-to-stop conversion,
+    :meth:`ErrorInfo.from_exception` (``ErrorInfo`` is the core's; its name here stays), logged here."""
+    return ErrorInfo.from_exception(exc, step, phase, _logger)
 
 
 class StepFailedError(Exception):
@@ -152,3 +103,6 @@ def payload_text(payload: Any) -> str:
     if dataclasses.is_dataclass(payload) and not isinstance(payload, type):
         return json.dumps(jsonable(dataclasses.asdict(payload)), ensure_ascii=False)
     return json.dumps(jsonable(payload), ensure_ascii=False)
+
+
+__all__ = ["Envelope", "ErrorInfo", "StepFailedError", "payload_text", "step_stop"]

@@ -34,6 +34,15 @@ class PlanRuntimeError(RuntimeFaultError):
     """
 
 
+def path_text(path: Sequence[str], shown: int = _SHOWN_PATH) -> str:
+    """The executed steps (their names, in order) for a message: the last ``shown`` of them, with a count of the
+    ones left out."""
+    names = list(path[-shown:])
+    elided = len(path) - len(names)
+    text = " → ".join(names) or "(none)"
+    return f"… ({elided} earlier) → {text}" if elided else text
+
+
 class MaxIterationsExceeded(PlanRuntimeError):
     """A run executed ``limit`` steps and still had somewhere to go: a routing cycle without an exit.
 
@@ -46,13 +55,8 @@ class MaxIterationsExceeded(PlanRuntimeError):
         self.limit = limit
         self.path = tuple(path)
         self.next_step = next_step
-        shown = list(self.path[-_SHOWN_PATH:])
-        elided = len(self.path) - len(shown)
-        text = " → ".join(shown)
-        if elided:
-            text = f"… ({elided} earlier) → {text}"
         super().__init__(
-            f"Plan exceeded max_iterations={limit} before running {next_step!r}; path: {text}. "
+            f"Plan exceeded max_iterations={limit} before running {next_step!r}; path: {path_text(self.path)}. "
             "Suspect a routing cycle (a route back to an earlier step whose predicate never stops firing) "
             "or raise max_iterations."
         )

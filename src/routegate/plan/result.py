@@ -56,11 +56,8 @@ class PlanResult(RunResult[OutputT | None], Generic[OutputT]):
         elapsed_ms: float,
         run_id: str | None = None,
     ) -> None:
-        self.outcome = _SUCCESS if error is None else Outcome(False, error.stop_reason, error.phase, error.message)
-        self.output = payload
-        self._trace = None  # built from the envelopes when first read
-        self._run_id = run_id
-        self.elapsed_ms = elapsed_ms
+        outcome = _SUCCESS if error is None else Outcome(False, error.stop_reason, error.phase, error.message)
+        super().__init__(outcome, payload, None, run_id, elapsed_ms)  # the trace is built from the envelopes when read
         self.input = input
         self.error = error
         self.envelopes = envelopes

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import fault_message
+from routegate.core._faults import ErrorInfo
 from routegate.core.provenance import FlowRules, From
 from routegate.core.workers import Worker
 from routegate.errors import RunStopError
@@ -66,7 +66,9 @@ def check_returned(returned: object) -> tuple[str, str] | None:
 
 
 def _failure(target: str, exc: Exception) -> Returned:
-    return Returned(HandlerFailure(sr.route_error(target), fault_message(exc, f"the handler for {target!r}", logger)))
+    """A handler's worker raised: its part ends with ``route_error:<t>``, through the one fault-to-stop conversion."""
+    stop = ErrorInfo.of(exc, f"the handler for {target!r}", sr.route_error(target), "delegate", logger)
+    return Returned(HandlerFailure(stop.stop_reason, stop.message))
 
 
 def returned_value(returned: object) -> object:

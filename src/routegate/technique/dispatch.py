@@ -11,8 +11,8 @@ core stop reasons (``invalid_route:route_not_allowed:<t>``, ``route_denied:<t>``
 ``max_delegations``, ``loop_detected``, ``max_seconds``...), and a handler's own failures carry theirs
 (``sandbox_timeout:cpu``, ``tool_error:<t>``, ``a2a_timeout:<agent>``...).
 
-A dispatch is a run of a prebuilt :class:`~routegate.plan.Plan` (``TechniqueDispatcher.plan``, built once per
-dispatcher) on the plan engine's one driver, with two steps:
+A dispatch is a run of the dispatcher's :class:`~routegate.plan.Plan` (``TechniqueDispatcher.plan``, built once
+per dispatcher), a runtime on the engine's public seam (:class:`~routegate.plan.Runtime`), with two steps:
 
 * ``validate`` — all or none: every part of the output is checked before the first one runs — the policy
   (allowlist, argument bounds, schema), then the gateway's guards (``max_delegations``, execution allowlist,
@@ -28,10 +28,13 @@ deadline (``Budget.max_seconds``) bounds the whole dispatch, and the plan's dead
 :meth:`TechniqueDispatcher.adispatch` never raises for anything the output holds, nor for a handler that
 raises: a handler's exception while its part runs ends the part with ``route_error:<target>`` and a message
 naming only the exception's class; the exception itself goes to the log (logger
-``routegate.technique.dispatch``). A handler's ``route`` or argument check that raises is a fault of the plan's
-step, logged by the plan's fault path (``routegate.plan.envelope``), and ends the dispatch with
-``route_error:<kind>`` and a report naming the dispatch and the exception's class only; one that raises
-:class:`~routegate.errors.RunStopError` ends it with that stop reason, in phase ``route``.
+``routegate.technique.dispatch``). A handler's ``route`` or argument check that raises ends the dispatch with
+``route_error:<kind>`` and a report naming the dispatch and the exception's class only (the one fault-to-stop
+conversion, :meth:`~routegate.plan.ErrorInfo.of`; the exception to the same log); one that raises
+:class:`~routegate.errors.RunStopError` ends it with that stop reason, in phase ``route``. Each dispatch writes the
+plan engine's one line per run on that logger too (``plan dispatch path=validate>delegate stop_reason=...``).
+:meth:`TechniqueDispatcher.iter` streams a dispatch's events (each part's decision, delegation and observation),
+the last one a :class:`~routegate.core.FinalEvent` with the :class:`DispatchResult`.
 
 Argument provenance: flow rules on a target (``Annotated[..., From(...)]`` in its handler worker's or its
 ``schemas=`` model, or ``flows={target: {arg: From(...)}}``) are checked with the policy, before any part runs,
@@ -46,20 +49,21 @@ the output, ``route_denied:provenance:<arg>``; each part's outcome carries its a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
 
-from opentelemetry.trace import Span, Tracer
+from opentelemetry.trace import Tracer
 from pydantic import BaseModel
 from typing_extensions import deprecated
 
 from routegate._lazy import warn_old_attribute
 from routegate.core import stop_reasons as sr
-from routegate.core._faults import fault_report
+from routegate.core._faults import ErrorInfo, fault_report
 from routegate.core._sync import run_sync
 from routegate.core.context import RunContext
 from routegate.core.contracts import ArgLimits, Budget, RouteIntent, TraceEntry, jsonable
+from routegate.core.events import DecisionEvent, DelegationEvent, FinalEvent, ObservationEvent
 from routegate.core.gateway import DelegationStop, RouteGateway
 from routegate.core.governed import Delegated, GovernedStep, Stopped
 from routegate.core.hashing import args_hash
@@ -68,14 +72,11 @@ from routegate.core.policy import RoutePolicy, RouteRejection
 from routegate.core.protocols import RouteDecision
 from routegate.core.provenance import From
 from routegate.core.result import RunResult
-from routegate.core.telemetry import Attr, CurrentSpan, end_run, open_span
+from routegate.core.telemetry import Attr
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
-from routegate.plan._position import Decision
-from routegate.plan._spans import RunSpans
-from routegate.plan.envelope import Envelope, ErrorInfo
-from routegate.plan.plan import Plan
-from routegate.plan.step import Step
+from routegate.plan import Plan, PlanResult, Runtime, Step
+from routegate.plan.runtime import RunSpans, TracedSpans
 from routegate.technique._guard import (
     HandlerFailure,
     Returned,
@@ -88,7 +89,6 @@ from routegate.technique._guard import (
 from routegate.technique.types import ClassifiedOutput, OutputKind, TechniqueItem
 
 logger = logging.getLogger(__name__)
-_plan_logger = logging.getLogger("routegate.plan.plan")  # the plan engine's one line per run
 _SUCCESS = Outcome.success()
 
 
@@ -257,6 +257,9 @@ class _Parts:
     kind: OutputKind
     handler: TechniqueHandler
     items: tuple[TechniqueItem, ...]
+    outer: RunContext[Any] | None = None  # the run the dispatch is part of
+    request: str | None = None  # the user's request and the caller's configuration, as sources (flow rules)
+    config: Mapping[str, Any] | None = None
     checked: list[_Checked] = field(default_factory=list)
     outcomes: list[DispatchOutcome] = field(default_factory=list)
     trace: list[TraceEntry] = field(default_factory=list)
@@ -274,51 +277,72 @@ class _Parts:
         return RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
 
 
-class _DispatchSpans(RunSpans):
-    """A traced dispatch's spans: its ``routegate.dispatch`` root (the kernel's policy and delegate spans hang
-    right below it; the plan's steps open none), which ``record`` marks with how the dispatch ended."""
-
-    __slots__ = ("_attributes", "_record", "_root", "_tracer")
-
-    watching = True
-
-    def __init__(
-        self, tracer: Tracer, attributes: dict[str, str | int], record: Callable[[Span, DispatchResult], None]
-    ) -> None:
-        self._tracer, self._attributes, self._record = tracer, attributes, record
-        self._root: CurrentSpan | None = None
-
-    def begin(
-        self, name: str | None, envelopes: list[Envelope], decisions: list[Decision], ctx: RunContext[Any] | None
-    ) -> None:
-        self._root = open_span(self._tracer, "routegate.dispatch", self._attributes)
-
-    def end(self, result: Any, exc: BaseException | None = None) -> None:
-        root = self._root
-        assert root is not None
-        if isinstance(result, DispatchResult) and root.span.is_recording():
-            self._record(root.span, result)
-        root.close(exc)
+DispatchEvent = DecisionEvent | DelegationEvent | ObservationEvent | FinalEvent[DispatchResult]
+"""What :meth:`TechniqueDispatcher.iter` yields."""
 
 
-class _DispatchPlan(Plan[Any, Any]):
-    """The dispatch as a prebuilt plan, ``validate`` → ``delegate`` under the dispatcher's budget (a deadline stop
-    reports phase ``delegate`` in either step, as it always has). Its runs end with the :class:`DispatchResult`
-    itself (built where the plan builds its result: no :class:`~routegate.plan.PlanResult` to build and read
-    again), and that ending writes the plan's log line."""
+class _DispatchRuntime(Runtime[_Parts, DispatchResult, DecisionEvent | DelegationEvent | ObservationEvent]):
+    """The dispatcher's runtime: a dispatch's context (the run it is part of: its deps, run id and provenance
+    ledger; the dispatcher's budget), its :class:`DispatchResult` made from the parts' outcomes, its
+    ``routegate.dispatch`` root span (the kernel's policy and delegate spans hang right below it; no step spans) and
+    the plan engine's log line on the dispatcher's logger. Its steps return their stops."""
+
+    owner = "TechniqueDispatcher"
+    logger = logger
+    step_events = False
+    returns_stops = True
 
     def __init__(self, dispatcher: TechniqueDispatcher) -> None:
-        super().__init__(
-            Step(dispatcher._validate, name="validate", phase="delegate"),
-            Step(dispatcher._delegate, name="delegate", phase="delegate"),
-            budget=dispatcher.budget,
-            name="dispatch",
-        )
-        self._result_type = dispatcher._ended
-        self._returns_stops = True  # the steps return their stops (refusals, a failed part) instead of raising them
+        self._dispatcher = dispatcher
 
-    def _log(self, result: Any) -> None:
-        """Nothing: the dispatch's ending wrote the line (it has the path, which its result does not keep)."""
+    def context(self, parts: _Parts, deps: Any, emit: Callable[[Any], None] | None) -> RunContext[Any]:
+        """One context per dispatch, under the dispatcher's budget: the run it is part of lends its deps, run id
+        and provenance ledger (one run, one ledger); what enters the run is labelled (flow rules)."""
+        budget, outer = self._dispatcher.budget, parts.outer
+        if outer is None:
+            ctx: RunContext[Any] = RunContext.start(deps, budget, emit=emit)
+        else:
+            ctx = RunContext.start(outer.deps, budget, emit=emit, run_id=outer.run_id)
+            ctx.provenance = outer.provenance
+        self._dispatcher.step.admit(ctx, parts.request, parts.config)
+        return ctx
+
+    def result(self, parts: _Parts, ended: PlanResult[Any], ctx: RunContext[Any]) -> DispatchResult:
+        """The dispatch's result, from the parts' outcomes and how its plan's run ended."""
+        error = ended.error
+        outcome = _SUCCESS if error is None else self._dispatcher._outcome(parts, error)
+        return DispatchResult(
+            parts.kind, outcome, tuple(parts.outcomes), tuple(parts.trace), ended.run_id, ended.elapsed_ms
+        )
+
+    def spans(self, tracer: Tracer, parts: _Parts, ctx: RunContext[Any]) -> RunSpans:
+        attributes: dict[str, str | int] = {
+            Attr.RUNTIME: "dispatch",
+            Attr.RUN_ID: ctx.run_id,
+            Attr.PARTS: len(parts.items),
+            Attr.OUTPUT_KIND: parts.kind.value,
+        }
+        return TracedSpans(
+            tracer,
+            "routegate.dispatch",
+            attributes,
+            record=lambda done: {Attr.DELEGATIONS: ctx.ledger.delegations},
+            steps=False,
+        )
+
+
+def _handler_stop(exc: Exception, parts: _Parts) -> Outcome:
+    """How a dispatch ends when its handler's ``route`` or argument check raised: its stop signal's stop reason (in
+    phase ``route``), or, for any other exception, ``route_error:<kind>`` reported by its class only — the one
+    fault-to-stop conversion."""
+    kind = parts.kind.value
+    stop = ErrorInfo.of(exc, f"the {kind} dispatch", sr.route_error(kind), "route", logger)
+    return Outcome(False, stop.stop_reason, "route", stop.message)
+
+
+async def _ended_at_once(result: DispatchResult) -> AsyncIterator[DispatchEvent]:
+    """The stream of a dispatch that ended before any plan ran: its final event."""
+    yield FinalEvent(result)
 
 
 def _part(done: Delegated | Stopped) -> DispatchOutcome:
@@ -355,7 +379,7 @@ class TechniqueDispatcher:
     the prebuilt :class:`~routegate.plan.Plan` ``validate`` → ``delegate`` under ``budget``.
     """
 
-    __slots__ = ("budget", "gateway", "handlers", "plan", "policy", "step")
+    __slots__ = ("_runtime", "budget", "gateway", "handlers", "plan", "policy", "step")
 
     def __init__(
         self,
@@ -394,8 +418,15 @@ class TechniqueDispatcher:
         self.gateway = RouteGateway(allow=execution, registry=workers)
         self.step = GovernedStep(self.policy, self.gateway, check=check_returned, observed=returned_value)
         self.budget = budget or Budget()
-        # the dispatch as a prebuilt plan: a deadline stop reports phase "delegate" in either step, as it always has
-        self.plan: Plan[Any, _Parts] = _DispatchPlan(self)
+        self._runtime = _DispatchRuntime(self)
+        # a deadline stop reports phase "delegate" in either step, as it always has
+        self.plan: Plan[Any, _Parts] = Plan(
+            Step(self._validate, name="validate", phase="delegate"),
+            Step(self._delegate, name="delegate", phase="delegate"),
+            budget=self.budget,
+            name="dispatch",
+            runtime=self._runtime,
+        )
 
     @property
     def tracks_provenance(self) -> bool:
@@ -418,36 +449,10 @@ class TechniqueDispatcher:
         dispatcher's budget. ``request`` and ``config``: the user's request and the caller's configuration, the
         sources a flow rule may accept, for a dispatch with no run's ledger to read.
         """
-        kind = classified.kind
-        if kind is OutputKind.PROSE:
-            return DispatchResult(kind, _SUCCESS, (), (), None if context is None else context.run_id, 0.0)
-        handler = self.handlers.get(kind)
-        if handler is None:
-            missing = Outcome(False, sr.route_missing(kind.value), "route", f"no handler is registered for {kind}")
-            return DispatchResult(kind, missing, (), (), None if context is None else context.run_id, 0.0)
-        if context is None:
-            ctx: RunContext[Any] = RunContext.start(None, self.budget)
-        else:
-            ctx = RunContext.start(context.deps, self.budget, run_id=context.run_id)
-            ctx.provenance = context.provenance  # one run, one ledger
-        self.step.admit(ctx, request, config)
-        parts = _Parts(kind, handler, classified.items())
-
-        def traced(tracer: Tracer) -> RunSpans:
-            attributes: dict[str, str | int] = {
-                Attr.RUNTIME: "dispatch",
-                Attr.RUN_ID: ctx.run_id,
-                Attr.PARTS: len(parts.items),
-                Attr.OUTPUT_KIND: kind.value,
-            }
-
-            def ended(root: Span, done: DispatchResult) -> None:
-                end_run(root, done.stop_reason, done.phase, **{Attr.DELEGATIONS: ctx.ledger.delegations})
-
-            return _DispatchSpans(tracer, attributes, ended)
-
-        # the plan ends with the DispatchResult itself (_DispatchPlan)
-        return await self.plan._drive(parts, None, context=ctx, root=traced)  # type: ignore[return-value]
+        parts = self._parts(classified, context, request, config)
+        if isinstance(parts, DispatchResult):  # nothing to run
+            return parts
+        return await self._runtime.arun(parts)
 
     def dispatch(
         self, classified: ClassifiedOutput, *, request: str | None = None, config: Mapping[str, Any] | None = None
@@ -455,29 +460,41 @@ class TechniqueDispatcher:
         """Synchronous :meth:`adispatch` (not from inside a running event loop)."""
         return run_sync(self.adispatch(classified, request=request, config=config), what="dispatch")
 
-    def _ended(
+    def iter(
         self,
-        parts: _Parts,
-        payload: object,
-        error: ErrorInfo | None,
-        envelopes: list[Envelope],
-        decisions: list[Decision],
-        store: object,
-        elapsed_ms: float,
-        run_id: str | None,
-    ) -> DispatchResult:
-        """The dispatch's result, from its plan's ending (called where the plan builds its result, with its
-        fields), and the plan's log line for the run (``plan dispatch path=... stop_reason=...``)."""
-        if _plan_logger.isEnabledFor(logging.INFO):
-            _plan_logger.info(
-                "plan %s path=%s stop_reason=%s latency_ms=%.3f",
-                self.plan.name,
-                ">".join(env.step or "" for env in envelopes),
-                sr.SUCCESS if error is None else error.stop_reason,
-                elapsed_ms,
-            )
-        outcome = _SUCCESS if error is None else self._outcome(parts, error)
-        return DispatchResult(parts.kind, outcome, tuple(parts.outcomes), tuple(parts.trace), run_id, elapsed_ms)
+        classified: ClassifiedOutput,
+        *,
+        context: RunContext[Any] | None = None,
+        request: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[DispatchEvent]:
+        """:meth:`adispatch`, yielding the dispatch's events as they happen — each part's
+        :class:`~routegate.core.DecisionEvent` as it is validated, then its delegation and observation — the last one
+        a :class:`~routegate.core.FinalEvent` with the :class:`DispatchResult`. Closing the iterator early cancels
+        the dispatch."""
+        parts = self._parts(classified, context, request, config)
+        if isinstance(parts, DispatchResult):
+            return _ended_at_once(parts)
+        return self._runtime.iter(parts)
+
+    def _parts(
+        self,
+        classified: ClassifiedOutput,
+        context: RunContext[Any] | None,
+        request: str | None,
+        config: Mapping[str, Any] | None,
+    ) -> _Parts | DispatchResult:
+        """What a dispatch of ``classified`` runs on, or how it ends before any plan runs (prose: nothing to do; a
+        kind without a handler)."""
+        kind = classified.kind
+        run_id = None if context is None else context.run_id
+        if kind is OutputKind.PROSE:
+            return DispatchResult(kind, _SUCCESS, (), (), run_id, 0.0)
+        handler = self.handlers.get(kind)
+        if handler is None:
+            missing = Outcome(False, sr.route_missing(kind.value), "route", f"no handler is registered for {kind}")
+            return DispatchResult(kind, missing, (), (), run_id, 0.0)
+        return _Parts(kind, handler, classified.items(), context, request, config)
 
     def _outcome(self, parts: _Parts, error: ErrorInfo) -> Outcome:
         """How the dispatch ended, from how its plan's run stopped: the ending a step chose, the deadline
@@ -504,8 +521,8 @@ class TechniqueDispatcher:
         for attempt, item in enumerate(items, 1):
             try:
                 target, args = handler.route(item)
-            except RunStopError as stop:  # the handler refused the part on purpose
-                return parts.stop(Outcome(False, stop.stop_reason, "route", stop.message))
+            except Exception as exc:  # its stop signal ends the dispatch on purpose; any other is its fault
+                return parts.stop(_handler_stop(exc, parts))
             verdict = validate(RouteDecision.proposed(target, args), ctx, attempt=attempt)
             if isinstance(verdict, Stopped):
                 parts.trace.append(verdict.trace)
@@ -532,8 +549,8 @@ class TechniqueDispatcher:
             for intent, _ in checked:
                 try:
                     rejection = await check_args(intent.target, intent.args)
-                except RunStopError as stop:  # the handler's check ended the dispatch on purpose
-                    return parts.stop(Outcome(False, stop.stop_reason, "route", stop.message))
+                except Exception as exc:  # as for its route, above
+                    return parts.stop(_handler_stop(exc, parts))
                 if rejection is not None:
                     why = rejection.message
                     return parts.stop_at(self._refuse(checked, ctx, intent.target, rejection.stop_reason, "route", why))

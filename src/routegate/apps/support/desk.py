@@ -380,7 +380,7 @@ class SupportAgent:
             if run is None:
                 result = await plan.arun(turn.message, deps=turn)
             else:
-                result = await plan._drive(turn.message, None, context=run)
+                result = await plan.arun(turn.message, context=run)
         return _final(turn, result, started)
 
     async def _turn(self, message: str, session_id: str, tenant: str, emit: Callable[[SupportEvent], None]) -> None:
