@@ -16,6 +16,7 @@ from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support._names import builtin_vocabulary
 from routegate.apps.support.contracts import ROUTES, Message
 from routegate.apps.support.graph import RouterStep
+from routegate.apps.support.payloads import TurnState
 from routegate.apps.support.router import QueryArgs, SupportRouter
 from routegate.apps.support.rules import SupportRules, correct_typos
 from routegate.apps.support.semantic import (
@@ -228,10 +229,12 @@ async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))
     turn = read_turn("and in Oslo?", session_id="s", history=history)
     run = RunContext(turn, ledger=DelegationLedger(1))
-    routed = await step.run_step(turn.message, StepContext("router", None, turn.message, None, run=run))
-    assert layer.contexts == [["how warm is it in Rome?"]]
-    assert (routed.route, routed.choice.route, routed.choice.layer) == ("EXTERNAL", "EXTERNAL", "semantic")
-    assert routed.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
+    state = TurnState(turn)
+    routed = await step.run_step(state, StepContext("router", None, state, None, run=run))
+    assert routed is state and layer.contexts == [["how warm is it in Rome?"]]
+    assert state.choice is not None
+    assert (state.route, state.choice.route, state.choice.layer) == ("EXTERNAL", "EXTERNAL", "semantic")
+    assert state.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
 
 
 @pytest.mark.parametrize(

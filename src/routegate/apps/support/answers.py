@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from routegate.apps.configured.config import TEMPLATE_FIELD, DeskConfig, TableConfig, template_fields
-from routegate.apps.support.payloads import Routed
 
 _GREETING: Final = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
 _THANKS: Final = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
@@ -192,11 +191,6 @@ class DeskAnswers:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             return f"{result.get('tool')}: {text}" + (" (mock response)" if result.get("mock") else "")
         return self.unsure() if unsure else self.llm_route(message)
-
-    def answer(self, turn: Routed, route: str, observation: Mapping[str, Any]) -> str:
-        """The offline answer of a turn (the Respond node's composer)."""
-        unsure = turn.choice is not None and turn.choice.layer == "unsure"
-        return self.compose(turn.message, route, observation, unsure=unsure)
 
     def system_prompt(self) -> str:
         return (

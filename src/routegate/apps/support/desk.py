@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -42,25 +41,20 @@ from routegate.apps.configured.routes import builtin_config, present_routes
 from routegate.apps.support.advisory import LockCapacityError, LockTimeoutError
 from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import (
-    ENCODER_UNAVAILABLE,
-    LLM_UNAVAILABLE,
-    UNANSWERED_FALLBACKS,
-    AnswerToken,
     Message,
     Role,
     SupportEvent,
     SupportRoute,
     TurnError,
     TurnResult,
-    unanswered,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
 from routegate.apps.support.graph import SUPPORT_BUDGET as SUPPORT_BUDGET  # the desk's default budget
-from routegate.apps.support.graph import RouterStep, ToolStep, notes_of, support_plan
+from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
 from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore, SessionHold
 from routegate.apps.support.nodes import TextToSql, desk_workers
-from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
+from routegate.apps.support.payloads import TurnState
 from routegate.apps.support.planner import SqlPlanner
 from routegate.apps.support.postgres_tool import (
     DEFAULT_MAX_BYTES,
@@ -69,8 +63,9 @@ from routegate.apps.support.postgres_tool import (
     DEFAULT_STATEMENT_TIMEOUT_MS,
     PostgresTool,
 )
-from routegate.apps.support.respond import RespondNode, tokens_of
+from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
+from routegate.apps.support.runtime import DeskRuntime
 from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.apps.support.turn import TurnInput, read_turn
@@ -81,12 +76,11 @@ from routegate.core.events import FinalEvent
 from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.provenance import From
-from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, spans_for, tracer
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
-from routegate.plan import Plan, PlanResult
+from routegate.plan import Plan
 
 if TYPE_CHECKING:
     from routegate.technique.tools import MCPToolPool
@@ -192,7 +186,7 @@ class SupportAgent:
         self.ingested: IngestReport | None = None
         self.router: SupportRouter | None = None
         self.gateway: RouteGateway | None = None
-        self._plan: Plan[TurnInput, Answer] | None = None
+        self._plan: Plan[TurnState, TurnState] | None = None
 
     @property
     def sql(self) -> PostgresTool:
@@ -234,7 +228,7 @@ class SupportAgent:
 
     def build_plan(
         self, router: SupportRouter, workers: Sequence[Worker], *, routes: Sequence[SupportRoute], respond: RespondNode
-    ) -> Plan[TurnInput, Answer]:
+    ) -> Plan[TurnState, TurnState]:
         """The desk's plan (:func:`~routegate.apps.support.graph.support_plan`) around ``router``, the tools'
         ``workers`` and the ``respond`` node, with this desk's governance: the tools get their ``flows`` rules, the
         policy allows ``routes`` (each with one ``query`` argument), the gateway (:attr:`gateway`) executes only the
@@ -254,12 +248,21 @@ class SupportAgent:
         return support_plan(router=router_step, tool=ToolStep(step), respond=respond, budget=self.budget)
 
     @property
-    def plan(self) -> Plan[TurnInput, Answer]:
-        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`): run it on a message with the
-        turn's input as its ``deps`` (``plan.arun(turn.message, deps=turn)``, :meth:`new_turn`)."""
+    def plan(self) -> Plan[TurnState, TurnState]:
+        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`), its runtime's plan: its runs start
+        through :attr:`runtime` (``desk.runtime.arun(TurnState(turn), deps=turn)``, :meth:`new_turn`)."""
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
         return self._plan
+
+    @property
+    def runtime(self) -> DeskRuntime:
+        """The desk plan's runtime (:class:`~routegate.apps.support.runtime.DeskRuntime`): a run of it is one turn,
+        its result the turn's :class:`TurnResult`."""
+        runtime = self.plan.runtime
+        if not isinstance(runtime, DeskRuntime):
+            raise ConfigurationError("the desk's plan is not a desk runtime's: build it with support_plan(...)")
+        return runtime
 
     async def route(self, message: str) -> RouteChoice:
         """The router's decision alone (no tool runs): the dry run behind ``routegate route``."""
@@ -371,17 +374,17 @@ class SupportAgent:
     async def _played(
         self, turn: TurnInput, run: RunContext[TurnInput] | None
     ) -> tuple[TurnResult, Mapping[str, Any] | None]:
-        """The plan's run on the turn: in ``run``, the turn's own context started when the turn arrived (its
+        """The runtime's run of the turn: in ``run``, the turn's own context started when the turn arrived (its
         deadline counts the wait for the session), else in a context of its own starting now."""
-        started = time.perf_counter()
-        plan = self.plan
+        runtime = self.runtime
+        state = TurnState(turn)
         # one request scope: the router's embedding of the message is reused by the vector tool
         with request_scope():
             if run is None:
-                result = await plan.arun(turn.message, deps=turn)
+                final = await runtime.arun(state, deps=turn)
             else:
-                result = await plan.arun(turn.message, context=run)
-        return _final(turn, result, started)
+                final = await runtime.arun(state, context=run)
+        return final, state.observation
 
     async def _turn(self, message: str, session_id: str, tenant: str, emit: Callable[[SupportEvent], None]) -> None:
         """Memory read, the plan, memory write; the events go to ``emit``, the last one ``final`` or ``error``."""
@@ -429,76 +432,6 @@ class SupportAgent:
             turn.send(_unavailable(exc))
         except Exception as exc:
             turn.send(TurnError(message=fault_message(exc, "the turn", logger), code="internal_error"))
-
-
-def _final(turn: TurnInput, result: PlanResult[Answer], started: float) -> tuple[TurnResult, Mapping[str, Any] | None]:
-    """The turn's result, read from the plan's run: the router's choice, the tool's observation and the answer
-    from the steps' payloads (or from the stop a step raised), the trace notes in the order the steps ran; and
-    the tool's observation. A stopped run (a refused decision, the deadline) is answered safely here."""
-    routed: Routed | None = None
-    observed: Observed | None = None
-    choice: RouteChoice | None = None
-    notes: list[Note] = list(turn.notes())
-    for env in result.envelopes:
-        payload = env.payload
-        if isinstance(payload, Routed):
-            routed, choice = payload, payload.choice
-        elif isinstance(payload, Observed):
-            observed = payload
-        elif env.error is not None and isinstance(env.error.exception, StepStop) and env.error.exception.choice:
-            choice = env.error.exception.choice
-        notes += notes_of(env)
-    route: SupportRoute = choice.route if choice is not None else "LLM"
-    trace: list[Note] = [] if choice is None else [{"node": "router", **choice.to_dict()}]
-    trace += [{"node": "plan", **entry.to_dict()} for entry in result.trace]
-    trace += notes
-    phase: Phase | None = None
-    why = ""
-    fallback = observed.fallback if observed is not None else None
-    answer = result.output
-    if answer is not None:
-        stop_reason, text = result.stop_reason, answer.text
-        if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
-            # the answer only says the question could not be answered: that is not a success
-            stop_reason, phase = unanswered(fallback), "delegate"
-            why = f"the {route} tool gave no answer ({fallback})"
-        if choice is not None and choice.embedding_failed and fallback is None:
-            fallback = ENCODER_UNAVAILABLE
-        # the first model failure the turn answered around: the router's LLM stage, text-to-SQL, Respond
-        llm_stop = choice.llm_stop if choice is not None else None
-        if llm_stop is None and observed is not None:
-            llm_stop = observed.llm_stop
-        if llm_stop is None:
-            llm_stop = answer.llm_stop
-        if llm_stop is not None:
-            # the model failed and the offline path answered: the answer is the one given with no model
-            trace.append({"node": "desk", "answered": "offline", "llm_failed": llm_stop})
-            fallback = LLM_UNAVAILABLE
-    else:
-        # the run stopped before the Respond node finished (a refused decision, the deadline): answer safely
-        stop_reason, why, phase = result.stop_reason, result.message, result.phase
-        if routed is None:  # the router step did not announce the route: the turn does
-            turn.announce(choice)
-        text = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
-        if fallback is None:
-            fallback = f"stopped:{stop_reason}"
-        for token in tokens_of(text):
-            turn.send(AnswerToken(token))
-        trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
-    final = TurnResult(
-        session_id=turn.session_id,
-        route=route,
-        answer=text,
-        stop_reason=stop_reason,
-        fallback=fallback,
-        notes=tuple(trace),
-        trace=result.trace,
-        latency_ms=(time.perf_counter() - started) * 1000.0,
-        phase=phase,
-        message=why,
-        run_id=result.run_id,
-    )
-    return final, observed.observation if observed is not None else None
 
 
 def _turn_ended(root: Span, played: tuple[TurnResult, Mapping[str, Any] | None]) -> None:

@@ -13,7 +13,7 @@
 A result cut by the SQL tool's bounds (rows, bytes, long values) says so in the answer, either way.
 
 Either way the answer is streamed as ``token`` events (after the router's ``route`` and the tool step's ``tool``
-event) and the node returns the whole text as the plan's payload: the turn's answer.
+event) and the node records the whole text in the turn's state: the turn's answer.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from typing import Any, Final
 from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import AnswerToken
-from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
-from routegate.apps.support.turn import TurnInput, turn_from
+from routegate.apps.support.payloads import TurnState
+from routegate.apps.support.turn import TurnInput
 from routegate.core import stop_reasons
-from routegate.core._faults import fault_message
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.llm.protocol import ChatMessage, ChatModel
-from routegate.plan import StepContext
+from routegate.plan import ErrorInfo, StepContext
 
 logger = logging.getLogger(__name__)
 
@@ -115,16 +114,16 @@ def llm_messages(
 
 
 class RespondNode:
-    """The Respond (LLM Response) node, the plan's ``LLM`` step: streams ``token`` events, returns the
-    :class:`~.payloads.Answer`.
+    """The Respond (LLM Response) node, the plan's ``LLM`` step: streams ``token`` events and records the turn's
+    answer in its state (:class:`~.payloads.TurnState`).
 
-    Its input is the tool step's :class:`~.payloads.Observed`, or the router's :class:`~.payloads.Routed` on the
-    direct LLM route (no evidence). A stop signal (:class:`~routegate.errors.RunStopError`) ends the turn with its
-    stop reason; any other exception with ``finalize_error:<Exception>``; a blank answer with ``llm_empty``.
+    It answers from the state: the route the router chose and the tool's observation (none on the direct LLM route:
+    no evidence). A stop signal (:class:`~routegate.errors.RunStopError`) ends the turn with its stop reason; any
+    other exception with ``finalize_error:<Exception>`` (the engine's fault-to-stop conversion,
+    :meth:`~routegate.plan.ErrorInfo.of`); a blank answer with ``llm_empty``.
 
     ``answers`` is the desk's wording (:class:`~.answers.DeskAnswers`, the built-in desk's when ``None``): the model's
-    system prompt and the offline answer, from the router's :class:`~.payloads.Routed` (its ``message`` and
-    ``choice``), the route and the tool's observation.
+    system prompt and the offline answer.
     """
 
     def __init__(
@@ -141,54 +140,54 @@ class RespondNode:
         self.answers = answers or DeskAnswers(builtin_config())
         self.system_prompt = self.answers.system_prompt()
 
-    async def run_step(self, payload: object, ctx: StepContext) -> Answer:
-        turn = turn_from(ctx.run)
-        if turn is None:
-            raise ConfigurationError(f"the Respond node runs with deps=TurnInput (step {ctx.step!r})")
-        if isinstance(payload, Observed):
-            routed, observation = payload.routed, payload.observation
-        elif isinstance(payload, Routed):
-            routed, observation = payload, {}
-        else:
-            raise ConfigurationError(f"the Respond node takes Routed or Observed, got {type(payload).__name__}")
-        written = _Written()
+    async def run_step(self, payload: object, ctx: StepContext) -> TurnState | RunStopError:
+        state = payload
+        if not isinstance(state, TurnState):
+            raise ConfigurationError(f"the Respond node takes the turn's TurnState, got {type(payload).__name__}")
+        turn, choice = state.turn, state.choice
+        route = choice.route if choice is not None else "LLM"
+        observation = state.observation or {}
         parts: list[str] = []
         emit = turn.emit
         try:
             if self.chat_model is not None:
-                async for token in self._from_model(self.chat_model, turn, routed.route, observation, written):
+                async for token in self._from_model(self.chat_model, state, route, observation):
                     parts.append(token)
                     if emit is not None:
                         emit(AnswerToken(token))
             else:
-                written.notes.append({"node": "respond", "mode": "composer"})
+                state.notes.append({"node": "respond", "mode": "composer"})
             if not parts:  # no model, or it failed before its first token: the composer answers
+                unsure = choice is not None and choice.layer == "unsure"
                 # a plain loop, not an async generator: the offline answer's ~30 tokens are a tenth of a turn's CPU
-                for token in tokens_of(self.answers.answer(routed, routed.route, observation)):
+                for token in tokens_of(self.answers.compose(turn.message, route, observation, unsure=unsure)):
                     parts.append(token)
                     if emit is not None:
                         emit(AnswerToken(token))
         except RunStopError as stop:
-            raise StepStop(stop.stop_reason, stop.message, phase=stop.phase, notes=written.notes) from stop
-        except Exception as exc:
-            message = fault_message(exc, "the Respond node", logger)
-            stop_reason = stop_reasons.finalize_error(exc)
-            raise StepStop(stop_reason, message, phase="finalize", notes=written.notes) from exc
+            return stop
+        except Exception as exc:  # the engine's one conversion, worded for this node
+            fault = ErrorInfo.of(exc, "the Respond node", stop_reasons.finalize_error(exc), "finalize", logger)
+            return RunStopError(fault.stop_reason, fault.message, phase=fault.phase)
         text = "".join(parts).strip()
         if not text:
-            message = "the Respond node returned an empty answer"
-            raise StepStop(stop_reasons.LLM_EMPTY, message, phase="finalize", notes=written.notes)
-        return Answer(text, tuple(written.notes), written.llm_stop)
+            return RunStopError(stop_reasons.LLM_EMPTY, "the Respond node returned an empty answer", phase="finalize")
+        state.answer = text
+        return state
 
     async def _from_model(
-        self, model: ChatModel, turn: TurnInput, route: str, observation: Mapping[str, Any], written: _Written
+        self, model: ChatModel, state: TurnState, route: str, observation: Mapping[str, Any]
     ) -> AsyncIterator[str]:
         """The model's answer as it streams; nothing when it fails before its first token or answers blank (the
         trace notes why, and the composer answers). A failure after its first token ends the turn."""
         started = False
         try:
             messages = llm_messages(
-                turn, route, observation, max_evidence_chars=self.max_evidence_chars, system_prompt=self.system_prompt
+                state.turn,
+                route,
+                observation,
+                max_evidence_chars=self.max_evidence_chars,
+                system_prompt=self.system_prompt,
             )
             async for delta in model.stream(messages):
                 if delta:
@@ -197,21 +196,10 @@ class RespondNode:
         except RunStopError as stop:
             if started:
                 raise
-            written.llm_stop = stop.stop_reason
-            written.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
+            state.llm_stop = stop.stop_reason
+            state.notes.append({"node": "respond", "llm_failed": stop.stop_reason, "mode": "composer"})
         else:
             if started:
-                written.notes.append({"node": "respond", "mode": "llm"})
+                state.notes.append({"node": "respond", "mode": "llm"})
             else:
-                written.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
-
-
-class _Written:
-    """How one answer is being written (the Respond step's own, while it runs): its trace notes and the model
-    failure it answered around."""
-
-    __slots__ = ("llm_stop", "notes")
-
-    def __init__(self) -> None:
-        self.notes: list[Note] = []
-        self.llm_stop: str | None = None
+                state.notes.append({"node": "respond", "llm_failed": "llm_empty", "mode": "composer"})
