@@ -3,13 +3,15 @@ with memory around it, built from a desk configuration (``desk.toml``; the built
 
 The one desk: the built-in support desk is its configuration (``apps/configured/builtin/``), a team's own desk is
 another; both run here, with the same router (:mod:`.router`), tools (:mod:`.nodes`), answers (:mod:`.answers`)
-and plan. Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice after the
-core policy boundary accepted it; the tool steps delegate through the core gateway under the run's delegation
-ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM`` step is the Respond node,
-the direct LLM route and every fallback. One run of the plan is one turn: the plan's budget is the desk's, so the
-turn's deadline (``max_seconds``) and the phase a deadline stop reports are the engine's. Memory (the last 10
-messages, in PostgreSQL) is read before the run, under the session's lock, into the turn's read-only input
-(:class:`~.turn.TurnInput`, the run's ``deps``), and written after it with what the turn established.
+and plan. Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice
+after the core policy boundary accepted it; the tool steps delegate through the core gateway under the run's
+delegation ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM`` step is the
+Respond node, the direct LLM route and every fallback. One run of the plan is one turn of its runtime
+(:class:`~.runtime.DeskRuntime`, the engine's public seam): the plan's budget is the desk's, so the turn's deadline
+(``max_seconds``) and the phase a deadline stop reports are the engine's, and the turn's result is made from the
+turn's state. Memory (the last 10 messages, in PostgreSQL) is read before the run, under the session's lock, into
+the turn's read-only input (:class:`~.turn.TurnInput`, the run's ``deps``, with the tenant it acts for), and
+written after it, through the same holding, with what the turn established.
 """
 
 from __future__ import annotations

@@ -228,8 +228,18 @@ def desk_workers(
         fallback = None if result.row_count or result.truncated else "empty"
         return observation("POSTGRES", "postgres", call, result.to_dict(), fallback, llm_failed=llm_failed)
 
-    def named(words: Sequence[str], text: str) -> bool:
-        return any(re.search(rf"\b{re.escape(w.lower())}\b", text) for w in words)
+    def named(words: Sequence[str]) -> re.Pattern[str] | None:
+        """One pattern finding any of ``words`` as whole words (``None`` for no words), compiled once."""
+        alternatives = "|".join(re.escape(w.lower()) for w in words)
+        return re.compile(rf"\b(?:{alternatives})\b") if words else None
+
+    tool_routes = [r for r in config.routes if r.kind == "tool"]
+    not_covered = [found for r in tool_routes if (found := named(r.not_covered)) is not None]
+    keywords = [
+        (found, next(t for t in config.tools if t.name == r.target))
+        for r in tool_routes
+        if (found := named(r.keywords))
+    ]
 
     def pick_tool(query: str) -> ToolConfig | str:
         """The tool the message is for, or the fallback when no tool is called: ``empty`` when it names what a
@@ -237,12 +247,11 @@ def desk_workers(
         message has; the only tool when there is one; else ``unknown_query`` (a message the router sent to the
         tools that names none of them is not guessed at)."""
         text = query.lower()
-        routes = [r for r in config.routes if r.kind == "tool"]
-        if any(named(r.not_covered, text) for r in routes):
+        if any(words.search(text) for words in not_covered):
             return "empty"
-        for route in routes:
-            if named(route.keywords, text):
-                return next(t for t in config.tools if t.name == route.target)
+        for words, tool in keywords:
+            if words.search(text):
+                return tool
         return config.tools[0] if len(config.tools) == 1 else "unknown_query"
 
     async def external_node(query: str) -> dict[str, Any]:
