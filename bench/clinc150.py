@@ -18,7 +18,7 @@ Both use routegate's MiniLM int8 encoder (semantic-router through a ``DenseEncod
 with batched encoding (through a cache shared by both); latency is single-query calls without the cache.
 
     .venv/bin/python bench/clinc150.py --data ../shared/data/clinc150 [--latency-queries 300] [--skip-peer] \
-        [--finetune [--max-minutes 45] [--finetune-epochs 2] [--finetune-out DIR]]
+        [--finetune [--max-minutes 45] [--finetune-epochs 2] [--finetune-out DIR]] [--encoder-model FILE.onnx]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from routegate.embed import MiniLMEncoder
 from routegate.embed.protocol import Encoder, Vectors
@@ -118,6 +119,10 @@ def measure_router(
                 **{f"test_{k}": v for k, v in m.items()},
             }
         )
+    is_oos = np.array([label == "oos" for label in labels])
+    by_score = {
+        name: float(roc_auc_score(is_oos, -values)) for name, values in fast.score_table(texts).items()
+    }  # each score's separation on test: read, never used to choose
     return {
         "fit_seconds": fit_seconds,
         "calibration": {k: v for k, v in cal.to_dict().items() if k != "grid"},
@@ -127,6 +132,8 @@ def measure_router(
             "oos_precision": report.oos_precision,
             "oos_f1": report.oos_f1,
             "oos_auroc": report.oos_auroc,
+            "auroc_by_score": by_score,
+            "cascade": report.cascade.to_dict() if report.cascade else None,
         },
         "closed_set_accuracy": float(
             np.mean([d.top == label for d, label in zip(decisions, labels, strict=True) if label != "oos"])
@@ -243,9 +250,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--finetune-epochs", type=int, default=2, help="epochs of each fine-tune run (each measured)")
     parser.add_argument("--max-minutes", type=float, default=None, help="budget of the fine-tune sweep")
     parser.add_argument("--finetune-out", type=Path, help="save the fine-tuned router to this directory")
+    parser.add_argument(
+        "--encoder-model",
+        type=Path,
+        help="run this ONNX encoder instead of the shipped MiniLM (e.g. the encoder.onnx a `routegate fit "
+        "--finetune` router holds): the router is fitted and measured on its vectors",
+    )
     args = parser.parse_args(argv)
     train, val, test = (load_examples(args.data / f"{split}.jsonl") for split in ("train", "val", "test"))
-    encoder = MiniLMEncoder(intra_op_num_threads=args.threads)
+    encoder = MiniLMEncoder(intra_op_num_threads=args.threads, model_path=args.encoder_model)
     encoder.warm_up()
     cached = CachedEncoder(encoder)
     results: dict[str, Any] = {

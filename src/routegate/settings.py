@@ -34,6 +34,17 @@ class Settings(BaseSettings):
     # calls fail at once for this many seconds (the desk answers offline), then one trial call goes through; 0 = off
     llm_breaker_seconds: float = Field(default=30.0, ge=0, le=3600)
 
+    # an OpenAI-compatible embeddings endpoint (routegate fit --encoder openai; a desk's [router] / [knowledge]
+    # encoder = "openai"): the model's name, and where (unset: OPENAI_BASE_URL, then OpenAI) with which key (unset:
+    # OPENAI_API_KEY); texts per request, seconds per request, and the vectors' dimension when known (checked on
+    # every answer; unset: learnt from the first)
+    embeddings_base_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_api_key: SecretStr | None = None
+    embeddings_batch_size: int = Field(default=64, ge=1, le=4096)
+    embeddings_timeout_seconds: float = Field(default=30.0, gt=0)
+    embeddings_dimensions: int | None = Field(default=None, ge=1)
+
     # storage
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL"))
     data_dir: Path = Field(default_factory=default_data_dir)

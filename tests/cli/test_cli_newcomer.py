@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import routegate.embed
+import routegate.embed.minilm
 from cli._env import RUN_CLI, go_offline, offline_env
 from routegate.cli import build_parser, main
 from routegate.errors import ConfigurationError
@@ -186,7 +186,7 @@ class _InterruptedEncoder:
 def test_an_interrupted_fit_leaves_nothing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(routegate.embed, "MiniLMEncoder", _InterruptedEncoder)
+    monkeypatch.setattr(routegate.embed.minilm, "MiniLMEncoder", _InterruptedEncoder)  # what `fit` builds
     monkeypatch.chdir(tmp_path)
     assert main(["fit", "--train", str(CLINC_TRAIN), "-o", "router", "--no-progress"]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -199,7 +199,7 @@ def test_a_fit_into_an_existing_directory_keeps_its_other_files(
     out = tmp_path / "router"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert main(["fit", "--train", str(CLINC_TRAIN), "-o", str(out), "--no-progress"]) == 0
+    assert main(["fit", "--train", str(CLINC_TRAIN), "-o", str(out), "--no-progress", "--json"]) == 0
     assert (out / "notes.txt").read_text() == "mine" and (out / "manifest.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["router"]  # nothing left beside it
     assert json.loads(capsys.readouterr().out)["router"] == str(out)

@@ -57,6 +57,27 @@ def shop_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Path:
     return base / "shop"
 
 
+VICTIM_SECRET = "my card is 4111-SECRET-7777"
+
+
+@pytest.fixture(scope="session")
+def victim(pg_url: str, encoder: MiniLMEncoder, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The built-in desk, started on the session's PostgreSQL, with a session (``victim-session``) that told it
+    :data:`VICTIM_SECRET`: what a desk built from someone else's files must not reach."""
+    import asyncio
+
+    from routegate.apps.configured.config import builtin_desk_dir
+
+    settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin"))
+
+    async def tell() -> None:
+        async with open_support_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
+            await desk.ask(f"Hello, {VICTIM_SECRET}", session_id="victim-session")
+
+    asyncio.run(tell())
+    return VICTIM_SECRET
+
+
 @pytest.fixture
 async def shop(shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)

@@ -57,10 +57,12 @@ def test_fit_saves_the_router_in_the_desk_and_the_desk_routes_with_it(
     before = _route(desk, MONEY_BACK, capsys)
     original = (desk / "desk.toml").read_text(encoding="utf-8")
 
-    assert main(["fit", "--desk", str(desk), "--no-progress"]) == 0
+    assert main(["fit", "--desk", str(desk), "--no-progress", "--json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert summary["router"] == str(desk / "router") and summary["routes"] == 4
+    assert captured.out == json.dumps(summary, indent=2) + "\n"  # --json: the block fit always printed
+    assert set(summary) == {"router", "routes", "fit_seconds", "calibration"} and "grid" not in summary["calibration"]
     assert f"{desk / 'desk.toml'}: [router] fitted = 'router': the desk routes with it" in captured.err
 
     text = (desk / "desk.toml").read_text(encoding="utf-8")
@@ -73,7 +75,15 @@ def test_fit_saves_the_router_in_the_desk_and_the_desk_routes_with_it(
     assert f"vs threshold {threshold:.3f}" not in str(before["why"])
 
     assert main(["fit", "--desk", str(desk), "--no-progress"]) == 0  # again: the field is replaced, not repeated
-    capsys.readouterr()
+    short = capsys.readouterr().out.splitlines()  # without --json: three lines a person reads
+    assert len(short) == 3 and short[0].startswith(f"saved {desk / 'router'}: 4 routes, fitted in ")
+    cal = json.loads((desk / "router" / "manifest.json").read_text())["calibration"]
+    assert short[1] == (
+        f"calibrated on {cal['source']} ({cal['examples']} examples): in-scope accuracy "
+        f"{100 * cal['in_scope_accuracy']:.1f} %, in-scope routed {100 * cal['coverage']:.1f} %; threshold "
+        f"{cal['threshold']:.3f}"
+    )
+    assert short[2] == "(--json prints every figure of the calibration)"
     assert (desk / "desk.toml").read_text(encoding="utf-8").count("fitted =") == 1
 
 
@@ -152,7 +162,7 @@ def test_finetune_fits_on_the_desk_and_the_desk_loads_its_encoder(
     val = desk.parent / "val.jsonl"
     lines = [json.loads(line) for line in routes.read_text(encoding="utf-8").splitlines()]
     val.write_text("".join(json.dumps(r) + "\n" for r in lines if r["split"] == "dev"), encoding="utf-8")
-    args = ["fit", "--desk", str(desk), "--finetune", "--val", str(val), "--threads", "1", "--no-progress"]
+    args = ["fit", "--desk", str(desk), "--finetune", "--val", str(val), "--threads", "1", "--no-progress", "--json"]
     assert main([*args, "--finetune-objectives", "contrastive", "--finetune-epochs", "1"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["finetune"]["candidates"] == 2  # the encoder as shipped, and one fine-tuned epoch

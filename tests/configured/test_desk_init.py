@@ -20,7 +20,9 @@ def test_init_writes_a_readable_config_and_prints_what_it_found(
 ) -> None:
     config = load_config(shop_dir)
     data = tomllib.loads((shop_dir / "desk.toml").read_text(encoding="utf-8"))
-    assert data["database"] == {"source": "sql", "sql_file": "../shop.sql", "schema": "desk_shop"}
+    assert data["database"] == {"source": "sql", "sql_file": "shop.sql", "schema": "desk_shop"}  # copied in
+    assert (shop_dir / "shop.sql").read_bytes() == (SHOP / "shop.sql").read_bytes()
+    assert data["knowledge"]["paths"] == ["docs"] and (shop_dir / "docs" / "returns.md").is_file()
     assert {t.name for t in config.tables} == {"customers", "orders", "order_items", "products"}
     customers = config.table("customers")
     assert "password_hash" not in customers.columns  # a secret-looking column is left out

@@ -38,6 +38,7 @@ def test_ingest_is_incremental(
     assert _ingest(pg_url, tmp_path, desk) == 0
     assert "0 added, 0 updated, 0 removed, 4 unchanged; 0 chunks embedded" in capsys.readouterr().out
 
+    docs = desk / "docs"  # desk init copied the documents into the desk directory, which reads them there
     shipping = docs / "shipping.md"
     shipping.write_text(
         shipping.read_text(encoding="utf-8").replace("3 to 5 business days", "2 to 4 business days"), encoding="utf-8"

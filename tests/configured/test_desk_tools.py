@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import threading
@@ -14,7 +15,11 @@ from typing import ClassVar
 
 import pytest
 
+from flood_server import FloodServer, kernel_slack
+from routegate.apps.support.answers import MAX_QUOTED_CHARS
+from routegate.apps.support.contracts import TurnResult
 from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.external_tool import MAX_RESPONSE_BYTES
 from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -115,3 +120,58 @@ async def test_a_tool_calls_its_url(
         assert "at the depot" in result.answer and "mock" not in result.answer
         missing = await desk.ask("where is my parcel?", session_id="tool-3")
         assert missing.route == "EXTERNAL" and missing.fallback == "unknown_query"
+
+
+async def _ask_tool_of(
+    flood: FloodServer, shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder, extra: str = ""
+) -> TurnResult:
+    """One turn of the shop desk whose tool is ``flood`` (``extra``: more lines of the tool), once the server has
+    seen the client go; the server is closed."""
+    try:
+        desk_dir = _with_tool(shop_dir, tmp_path, flood.url + "/track/{tracking}", extra)
+        async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
+            result = await desk.ask("carrier status of TRK-5505 please", session_id="tool-flood")
+        assert flood.done.wait(60)
+        return result
+    finally:
+        flood.close()
+
+
+@pytest.mark.timeout(300)
+async def test_a_flooding_tool_answer_is_cut_while_it_streams(
+    shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
+) -> None:
+    bound = MAX_RESPONSE_BYTES + kernel_slack()
+    flood = FloodServer(4 * bound)
+    result = await _ask_tool_of(flood, shop_dir, pg_url, tmp_path, encoder)
+    # the client stopped reading at the cut and closed: the server could not push the rest of the answer
+    [sent] = flood.sent
+    assert sent <= bound < flood.body_bytes, f"the client read {sent} bytes of a {flood.body_bytes}-byte answer"
+    # the turn answers with what was read, and says it is cut
+    assert (result.route, result.stop_reason) == ("EXTERNAL", "success")
+    assert result.answer.startswith("shipping_status: xxxx")
+    assert result.answer.endswith(
+        f"(This is not the whole result: its first {MAX_QUOTED_CHARS} characters are quoted.)"
+    )
+    assert result.answer.count("x") == MAX_QUOTED_CHARS
+
+
+@pytest.mark.timeout(120)
+async def test_a_dripping_tool_answer_ends_at_the_tools_timeout(
+    shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
+) -> None:
+    # one byte every 50 ms never trips a read timeout; the tool's timeout_seconds is the whole exchange's
+    flood = FloodServer(MAX_RESPONSE_BYTES, drip=0.05)
+    result = await _ask_tool_of(flood, shop_dir, pg_url, tmp_path, encoder, "timeout_seconds = 1")
+    assert (result.route, result.fallback) == ("EXTERNAL", "tool_error:timeout")
+
+
+async def test_a_compressed_tool_answer_is_not_expanded(
+    shop_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder
+) -> None:
+    # asked for an uncompressed answer, the server sends gzip anyway: not decompressed (a small body can expand to
+    # gigabytes), a clear tool error
+    body = gzip.compress(b'{"status": "at the depot"}')
+    flood = FloodServer(len(body), headers="content-encoding: gzip\r\n", chunk=body)
+    result = await _ask_tool_of(flood, shop_dir, pg_url, tmp_path, encoder)
+    assert (result.route, result.fallback) == ("EXTERNAL", "tool_error:http_error")

@@ -189,7 +189,6 @@ print(json.dumps(outcome))
         (["ask", "What is the status of ticket 1?"], "desk"),
         (["route", "--file", "examples/queries.jsonl"], "desk"),
         (["serve"], "server"),
-        (["up"], "server"),
         (["fit", "--train", "examples/clinc150/train.jsonl", "-o", "never-written"], "embed"),
         (["eval", "examples/clinc150/test.jsonl", "--router", "no-such-router"], "embed"),
     ],
@@ -208,7 +207,6 @@ def test_a_command_that_needs_an_extra_says_which_in_one_line(argv: list[str], e
 @pytest.mark.parametrize(
     ("argv", "missing", "extra"),
     [
-        (["up"], ("streamlit",), "ui"),
         (["ui"], ("streamlit",), "ui"),
         (
             ["eval", "examples/clinc150/test.jsonl", "--router", "no-such-router", "--plot", "c.png"],
@@ -226,6 +224,44 @@ def test_an_option_whose_extra_is_missing_is_refused_before_anything_starts(
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().endswith(f"{PIP} 'routegate[{extra}]'"), done.stderr
+
+
+def _readme_install_for(command: str) -> str:
+    """The ``routegate[...]`` the README's install lines give for ``command`` (its comment names the command)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^pip install '(routegate\[[\w,]+\])'.*`" + re.escape(command) + "`", text, re.MULTILINE)
+    assert found is not None, f"README.md has no install line for {command}"
+    return found.group(1)
+
+
+@pytest.mark.parametrize(
+    ("blocked", "extra"),
+    [(EVERY_EXTRA_MODULE, "server"), (("fastapi",), "server"), (("streamlit",), "ui")],
+    ids=["nothing", "no-server", "no-ui"],
+)
+def test_up_names_the_extras_the_readme_installs_for_it(blocked: tuple[str, ...], extra: str) -> None:
+    """``routegate up`` needs ``server`` and ``ui``: whichever is missing, its pip line installs both, as the
+    README's install line for ``routegate up`` does."""
+    assert _readme_install_for("routegate up") == "routegate[server,ui]"
+    done = cli_without(["up"], blocked)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"it comes with routegate's {extra!r} extra" in lines[0], done.stderr
+    assert lines[0].endswith(f"{PIP} '{_readme_install_for('routegate up')}'")
+
+
+def test_require_names_every_extra_it_was_given_in_its_pip_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from routegate._extras import require
+    from routegate.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "streamlit", None)
+    with pytest.raises(MissingExtraError) as caught:
+        require("server", "ui")
+    assert (caught.value.extra, caught.value.name) == ("ui", "streamlit")
+    assert str(caught.value).endswith(f"{PIP} 'routegate[server,ui]'")
+    with pytest.raises(MissingExtraError) as alone:
+        require("ui")
+    assert str(alone.value).endswith(f"{PIP} 'routegate[ui]'")
 
 
 def test_the_extras_table_agrees_with_pyproject() -> None:

@@ -1,6 +1,8 @@
-"""The values an agent run builds field by field on its hot path (the requests its router and finalizer see, its trace
-entries, its result, its context) are the values their constructors build: every field set, equal, printed,
-pickled and copied the same. Observed from outside: what a router, a finalizer and a worker receive, and the result."""
+"""The values an agent run hands out (the requests its router and finalizer see, its trace entries, its result, its
+context) are complete values, equal to what their constructors build from the same facts: every field set, equal,
+printed, pickled and copied the same. Observed from outside: what a router, a finalizer and a worker receive, and
+the result. (A run builds each through its constructor: ``tests/plan/test_plan_seam.py`` refuses ``object.__new__``
+anywhere in ``src/``.)"""
 
 from __future__ import annotations
 
@@ -181,7 +183,7 @@ def test_the_context_a_run_starts_is_the_one_its_constructor_builds() -> None:
 
 
 def test_a_subclass_of_the_context_still_runs_its_own_init() -> None:
-    """``RunContext.start`` builds a plain context field by field; a subclass's own ``__init__`` still runs."""
+    """``RunContext.start`` of a subclass runs the subclass's own ``__init__``."""
     from routegate.core import Budget, RunContext
 
     seen: list[str] = []

@@ -31,3 +31,21 @@ def test_the_benchmark_runs_every_variant_and_reports_ratios(
     for variant in ("plain Python (floor)", "routegate run (sync)", "routegate arun", "lazybridge Plan", "LangGraph"):
         assert variant in out
     assert "faster than lazybridge" in out and "faster than LangGraph" in out
+
+
+def test_the_two_trees_bench_reads_the_figures_of_a_bench_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("trees_bench", BENCH.with_name("trees.py"))
+    assert spec is not None and spec.loader is not None
+    trees = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, trees)
+    spec.loader.exec_module(trees)
+    report = (
+        "python 3.11.7 on x86_64, best of 5 samples\n"
+        "variant                                           µs/run  x floor\n"
+        "routegate run (sync), routes= + when                4.73      9.1\n"
+        "plan run, routes_by + pydantic output                                  58605\n"
+        "routegate is 22.2x (sync) / 19.3x (async) faster than lazybridge Plan, async steps (its fastest)\n"
+    )
+    found, other = trees.figures(report)
+    assert found == {"routegate run (sync), routes= + when": 4.73, "plan run, routes_by + pydantic output": 58605.0}
+    assert other[-1].startswith("routegate is 22.2x")

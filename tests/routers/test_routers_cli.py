@@ -54,6 +54,21 @@ def test_eval_json_has_the_contract_keys(router_dir: Path, capsys: pytest.Captur
     assert set(report["per_route"]) >= {"weather", "translate"}
     assert report["risk_coverage"]
     assert "eval [" in captured.err  # the progress bar goes to stderr
+    # each score's AUROC, so a user sees which one the data favours; the one the router decides with among them
+    assert set(report["auroc_by_score"]) == {
+        "p_top",
+        "knn",
+        "mahalanobis",
+        "relative_mahalanobis",
+        "energy",
+        "confidence",
+    }
+    assert all(0.0 <= v <= 1.0 for v in report["auroc_by_score"].values())
+    assert report["auroc_by_score"]["confidence"] == pytest.approx(report["oos_auroc"])
+    assert report["method"] == json.loads((router_dir / "manifest.json").read_text())["calibration"]["method"]
+    band = report["cascade"]  # what a CascadeRouter over this router would send to its LLM stage
+    assert band["queries"] == band["in_scope"] + band["out_of_scope"] > 0
+    assert band["accuracy"] <= band["oracle_accuracy"] <= band["accuracy"] + band["share"] + 1e-9
 
 
 def test_eval_text_and_plot(router_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,6 +76,8 @@ def test_eval_text_and_plot(router_dir: Path, tmp_path: Path, capsys: pytest.Cap
     assert main(["eval", str(TEST), "--router", str(router_dir), "--plot", str(png), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "in-scope accuracy" in out
+    assert "OOS AUROC by score  " in out and "mahalanobis" in out
+    assert "cascade LLM band" in out and "with an oracle in the band" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

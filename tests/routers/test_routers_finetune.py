@@ -217,7 +217,7 @@ def test_finetune_needs_val_and_its_options_need_finetune(tmp_path: Path, capsys
 
 def test_the_cli_fine_tunes_saves_and_evaluates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "router"
-    args = ["fit", "--train", str(TRAIN), "--val", str(VAL), "-o", str(out), "--finetune", "--threads", "1"]
+    args = ["fit", "--train", str(TRAIN), "--val", str(VAL), "-o", str(out), "--finetune", "--threads", "1", "--json"]
     args += ["--finetune-objectives", "contrastive", "--finetune-epochs", "1"]
     assert main(args) == 0
     captured = capsys.readouterr()

@@ -59,6 +59,10 @@ FILES = [
     "char_coef.npy",
     "char_intercept.npy",
     "char_idf.npy",
+    "gauss_whiten.npy",
+    "gauss_centers.npy",
+    "gauss_background_whiten.npy",
+    "gauss_background_center.npy",
     "encoder.onnx",
 ]
 HANG_BOUND_S = 60  # a bound on a hang, not a speed requirement: a refused FIFO returns at once

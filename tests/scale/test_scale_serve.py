@@ -10,13 +10,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,6 +21,7 @@ import pytest
 
 from routegate.cli import build_parser
 from routegate.server.testing import free_port, parse_sse, wait_until_serving
+from routegate_process import start_routegate
 from server.rawhttp import descendants
 from session_chain import FIRST, FOLLOW_UP, carried_from, check_serialised
 
@@ -36,13 +34,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="routegate-ray-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_serve_ray_options_are_checked_before_anything_starts() -> None:
@@ -84,27 +75,11 @@ def test_serve_on_ray_with_two_replicas(data_dir: Path) -> None:
     port = free_port()
     env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
-    proc = subprocess.Popen(
-        [*cmd, "serve", "--ray", "--replicas", "2", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's Ctrl-C would address
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
+    # its own process group, as a terminal's Ctrl-C would address
+    proc, lines = start_routegate(["serve", "--ray", "--replicas", "2", "--port", str(port)], env, within=240)
     started: set[int] = set()
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 240
-        while not any("Ctrl-C stops everything" in line for line in lines):  # readiness, bounded
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                raise AssertionError("serve --ray exited early:\n" + "".join(lines))
-            lines.append(line)
-            assert time.monotonic() < deadline, "serve --ray did not get ready in 240 s:\n" + "".join(lines)
         started = descendants(proc.pid)
         assert len(started) >= 3, started  # Ray's daemons and workers run below the command
         replicas: set[str] = set()

@@ -8,13 +8,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,13 +29,6 @@ MIB = 1024 * 1024
 BOUND = 1  # seconds: the header and body deadlines under test
 BURST = 8
 PEAK_BOUND_KIB = BURST * 1024 // 2  # half the headers' size (as for `routegate serve`)
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="routegate-ray-limits-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _proxies(root: int) -> set[int]:

@@ -213,8 +213,7 @@ def test_the_defaults_sensitive_refuses_exactly_what_no_user_or_config_source_ho
         ledger.record_tool("read", {"text": output})
     refusal = rules.check({"secret": secret, "free": free, "anywhere": anywhere}, ledger).refusal
     trusted = any(o.source.kind in ("user", "config") for o in ledger.origins(secret))
-    blank = not ledger.origins(secret) and not any(ch.isalnum() for ch in secret)
-    if trusted or blank:
+    if trusted:
         assert refusal is None  # free and anywhere never refuse, whatever they hold
-    else:
+    else:  # a value with nothing to trace ("", ".,-") is refused too: it cannot be checked
         assert refusal is not None and refusal.arg == "secret"

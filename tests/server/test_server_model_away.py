@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +21,7 @@ from routegate.llm import OpenAIChatModel
 from routegate.server.testing import ServerThread, free_port, parse_sse, support_desk_app
 from routegate.settings import Settings
 from routegate.testing.network import CountingTransport, closed_port
+from routegate_process import start_routegate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -105,25 +103,8 @@ def test_serve_says_at_start_that_the_model_is_unreachable(pg_url: str, tmp_path
         OPENAI_BASE_URL=f"http://127.0.0.1:{closed_port()}/v1",
         PYTHONUNBUFFERED="1",
     )
-    cli = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
-    proc = subprocess.Popen(
-        [*cli, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
+    proc, lines = start_routegate(["serve", "--port", str(port)], env, within=120)
     try:
-        deadline = time.monotonic() + 120
-        while not any("Ctrl-C stops everything" in line for line in lines):  # readiness, bounded
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                raise AssertionError("routegate serve exited early:\n" + "".join(lines))
-            lines.append(line)
-            assert time.monotonic() < deadline, "routegate serve did not get ready in 120 s:\n" + "".join(lines)
         text = "".join(lines)
         assert "WARNING: the chat model 'gpt-4.1-mini'" in text and "is unreachable (llm_error:connect)" in text
         assert "The desk answers offline until it answers" in text

@@ -29,7 +29,7 @@ from routegate.apps.support.db import READER_ROLE, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.factory import open_support_desk
-from routegate.apps.support.postgres_tool import DEADLINE_GRACE_SECONDS, PostgresTool
+from routegate.apps.support.postgres_tool import CALL_MARGIN_SECONDS, DEADLINE_GRACE_SECONDS, PostgresTool
 from routegate.apps.support.respond import MAX_EVIDENCE_CHARS, evidence_json
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.apps.support.sqlguard import CheckedQuery
@@ -274,6 +274,47 @@ async def test_the_client_deadline_cancels_a_statement_the_server_does_not_stop(
     assert tool.deadline_seconds <= elapsed < tool.deadline_seconds + MARGIN_SECONDS, elapsed
     assert await _running(pg_url, marker) == 0  # cancelled on the server, not left running
     assert (await tool.run("SELECT 1 AS one")).rows == ({"one": 1},)  # and the pool's connection is usable
+
+
+# a statement PostgreSQL cannot end at once, allowed by the guard: a recursive CTE doubles a string to 8 MB, then
+# one expression applies length() to it 150 times; the server checks for a cancel (or its own timeout) between
+# steps of work, never inside one expression's function calls, so it ends seconds after statement_timeout
+UNINTERRUPTIBLE = (
+    "WITH RECURSIVE t(s, n) AS (SELECT 'x', 0 UNION ALL SELECT s || s, n + 1 FROM t WHERE n < 23) "
+    "SELECT " + "+".join(["length(s)"] * 150) + " AS total FROM t WHERE n = 23"
+)
+
+
+async def _tool_statements(admin_url: str) -> int:
+    """The SQL tool's bounded statements PostgreSQL is running now (they start with its ``rg_rows`` CTE)."""
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE %s AND pid <> pg_backend_pid()",
+            ('%"rg_rows"%',),
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_the_call_ends_at_its_deadline_while_the_server_ends_a_step_it_cannot_interrupt(
+    db: SupportDatabase, pg_url: str
+) -> None:
+    tool = PostgresTool(db, statement_timeout_ms=1000)
+    started = time.monotonic()
+    with pytest.raises(ToolError) as failed:
+        await tool.run(UNINTERRUPTIBLE)
+    elapsed = time.monotonic() - started
+    assert failed.value.code == "statement_timeout"
+    # the call did not wait for the server: the statement was still running when it ended
+    assert await _tool_statements(pg_url) == 1
+    assert elapsed < 1.0 + CALL_MARGIN_SECONDS + MARGIN_SECONDS, elapsed
+    # the cancel is pending on the server: the statement ends at its next check, and its connection comes back
+    await tool.drained()
+    assert await _tool_statements(pg_url) == 0
+    assert (await tool.run("SELECT 1 AS one")).rows == ({"one": 1},)
 
 
 # -- settings ---------------------------------------------------------------------------------------------

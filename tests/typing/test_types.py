@@ -19,7 +19,7 @@ from routegate import Plan, RoutingAgent, RunContext, RunResult, Step, worker
 from routegate.apps.support import TurnResult
 from routegate.apps.support.contracts import SupportRoute
 from routegate.core import AgentResult, FinalEvent, Outcome, TicketArgs, TraceEntry
-from routegate.plan import PlanResult
+from routegate.plan import PlanResult, Runtime
 from routegate.technique import DispatchOutcome, DispatchResult, TechniqueDispatcher, TechniqueRouter
 from routegate.testing import ScriptedRouter
 
@@ -140,3 +140,32 @@ def test_old_names_are_flagged_by_the_type_checker_and_warn() -> None:
     with pytest.warns(DeprecationWarning, match=r"^AgentResult\.answer is deprecated: read AgentResult\.output"):
         answer = result.answer  # type: ignore[deprecated]
     assert answer == result.output
+
+
+class _Counted(RunResult[str | None]):
+    __slots__ = ("words",)
+
+    def __init__(self, ended: PlanResult[Any], words: int) -> None:
+        super().__init__(ended.outcome, ended.output, ended.trace, ended.run_id, ended.elapsed_ms)
+        self.words = words
+
+
+class _Counting(Runtime[str, _Counted]):
+    def result(self, state: str, ended: PlanResult[Any], ctx: RunContext[Any]) -> _Counted:
+        return _Counted(ended, len(state.split()))
+
+
+def test_a_runtimes_doors_are_typed_by_its_state_and_result() -> None:
+    runtime = _Counting()
+    Plan(Step(str.upper, name="shout"), runtime=runtime)
+    result = runtime.run("two words")
+    assert_type(result, _Counted)
+    assert_type(result.output, str | None)
+    assert_type(result.raise_for_stop(), _Counted)
+    assert (result.output, result.words) == ("TWO WORDS", 2)
+    assert_type(asyncio.run(runtime.arun("one")), _Counted)
+
+
+def _state_is_checked(runtime: _Counting) -> None:
+    """Never called: the type checker must refuse a state of the wrong type."""
+    runtime.run(42)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""One end-to-end test in a real browser: headless Debian Chromium driven by Playwright, against the running
+"""End-to-end tests in a real browser: headless Debian Chromium driven by Playwright, against the running
 Streamlit UI, which talks to the running server (real desk, embedded PostgreSQL) over HTTP. Needs ``apt-get install -y chromium``."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,12 +58,7 @@ def test_browser_chat_shows_streamed_answer_and_route_panel(ui: str, tmp_path: P
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(30_000)
-            page.goto(ui)
-            box = page.get_by_test_id("stChatInputTextArea")
-            expect(box).to_be_visible(timeout=30_000)
-            box.fill("What is the status of ticket 1?")
-            box.press("Enter")
+            _ask(page, ui, "What is the status of ticket 1?")
             main = page.get_by_role("main")
             answer = main.get_by_test_id("stChatMessage").nth(1)
             expect(answer).to_contain_text("Login not working", timeout=30_000)  # the streamed answer, from Postgres
@@ -80,3 +76,69 @@ def test_browser_chat_shows_streamed_answer_and_route_panel(ui: str, tmp_path: P
             assert shot.stat().st_size > 0
         finally:
             browser.close()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium")
+def test_browser_turn_panel_draws_the_desks_plan_with_the_turns_path(ui: str, tmp_path: Path) -> None:
+    """The sidebar's turn panel draws the desk's plan (GET /plan) in Mermaid, rendered in the page by Streamlit's
+    own Mermaid with no network: the steps the turn ran (router, POSTGRES, LLM) are highlighted, the others not."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 1400})
+            fetched: list[str] = []
+            context.on("request", lambda request: fetched.append(request.url))
+            page = context.new_page()
+            _ask(page, ui, "What is the status of ticket 1?")
+            sidebar = page.get_by_test_id("stSidebar")
+            expect(sidebar).to_contain_text("Route: POSTGRES", timeout=30_000)
+            expect(sidebar.get_by_text("the steps this turn ran are highlighted")).to_be_visible(timeout=30_000)
+            chart = sidebar.get_by_test_id("stMermaidChart").get_by_role("img")
+            expect(chart).to_have_attribute("alt", "the desk's plan; this turn ran router → POSTGRES → LLM")
+            # Streamlit renders the Mermaid text to an SVG image in the page: read it back, node by node
+            svg = page.evaluate("async (src) => await (await fetch(src)).text()", chart.get_attribute("src"))
+            nodes = {_name(text): classes for text, classes in _svg_nodes(svg)}
+            assert set(nodes) == {"input", "router", "POSTGRES", "VECTOR", "EXTERNAL", "LLM", "end"}
+            assert {name for name, classes in nodes.items() if "taken" in classes} == {
+                "input",
+                "router",
+                "POSTGRES",
+                "LLM",
+                "end",
+            }
+            sidebar.screenshot(path=str(tmp_path / "ui-plan.png"))
+            assert all(url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")) for url in fetched)
+        finally:
+            browser.close()
+
+
+def _ask(page: Any, ui: str, message: str) -> None:
+    """Open the UI in ``page`` and send ``message`` in its chat box."""
+    from playwright.sync_api import expect
+
+    page.set_default_timeout(30_000)
+    page.goto(ui)
+    box = page.get_by_test_id("stChatInputTextArea")
+    expect(box).to_be_visible(timeout=30_000)
+    box.fill(message)
+    box.press("Enter")
+
+
+def _svg_nodes(svg: str) -> list[tuple[str, set[str]]]:
+    """The nodes of a Mermaid flowchart's SVG: each one's text and its classes."""
+    from xml.etree import ElementTree
+
+    found = []
+    for group in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}g"):
+        classes = set((group.get("class") or "").split())
+        if "node" in classes:
+            found.append(("".join(group.itertext()).strip(), classes))
+    return found
+
+
+def _name(text: str) -> str:
+    """A node's step name: its text's first line (the note, a second line, follows it without a space)."""
+    names = ("input", "router", "POSTGRES", "VECTOR", "EXTERNAL", "LLM", "end")
+    return next((name for name in names if text.startswith(name)), text)

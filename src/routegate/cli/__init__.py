@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from routegate._suggest import did_you_mean
 from routegate.cli._errors import configure_logging, debug_from_env, describe, exit_code
 from routegate.cli._signals import Terminated, exit_status, terminate_like_interrupt
 
@@ -57,7 +59,39 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-class _CommandParser(argparse.ArgumentParser):
+_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser that refuses what it does not know itself, with its own usage and the flag that was meant.
+
+    argparse hands the words a command's parser does not know back up to the top-level parser, which refuses them
+    with the top-level usage (``routegate ask --jsno`` would print ``usage: routegate [-h] ... COMMAND``). Here
+    each parser, nested commands' included, refuses its own leftovers: its usage, the error, and for a mistyped flag
+    the close one its usage offers (``--jsno (did you mean '--json'?)``). A flag hidden from the usage is never
+    suggested.
+
+    argparse's other defaults are kept on purpose: ``allow_abbrev`` (``--sess`` for ``--session``, as the commands
+    always took it; an ambiguous prefix is refused by argparse with the candidates) and ``exit_on_error`` (a bad
+    command line exits 2 after the usage, the status :func:`main` gives every bad input).
+    """
+
+    # typeshed overloads parse_known_args on the namespace's type; argparse itself calls it as below
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(self._meant(extra) for extra in extras)}")
+        return parsed, extras
+
+    def _meant(self, word: str) -> str:
+        if not word.startswith("-"):
+            return word
+        return word + did_you_mean(word.partition("=")[0], _FLAG.findall(self.format_usage()))
+
+
+class _CommandParser(_Parser):
     """The parser of a command, nested ones included (``plans`` builds its actions' parsers with this class too,
     as ``add_subparsers`` reuses its parser's class): each has the common options as a parent."""
 
@@ -66,7 +100,7 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="routegate",
         description="Governed routing of requests to specialised executors. Works offline with no API key; "
         "set OPENAI_API_KEY (and OPENAI_BASE_URL / OPENAI_MODEL) to use an OpenAI-compatible model.",

@@ -28,10 +28,10 @@ LABELLED_HELP = (
 def register(subparsers: Any) -> None:
     desk: argparse.ArgumentParser = subparsers.add_parser(
         "desk",
-        help="your own desk: `desk init DIR --from-sql SCHEMA.sql --kb DOCS/` writes DIR/desk.toml",
+        help="your own desk: `desk init DIR --from-sql SCHEMA.sql --kb DOCS/` writes DIR/desk.toml; `desk check DIR`",
         description="Create a desk configuration from your tables and documents (docs/desk.md).",
     )
-    actions = desk.add_subparsers(title="desk commands", metavar="ACTION")
+    actions = desk.add_subparsers(title="desk commands", metavar="ACTION", required=True)
     init = add_command(actions, "init", run_init)
     init.add_argument("directory", type=Path, help="the desk's directory (created)")
     source = init.add_mutually_exclusive_group(required=True)
@@ -43,6 +43,17 @@ def register(subparsers: Any) -> None:
     init.add_argument("--kb", type=Path, action="append", default=[], help="a docs folder or file (repeatable)")
     init.add_argument("--tables", help="comma-separated tables the desk may read (default: every table)")
     init.add_argument("--name", help="the desk's name (default: the directory's name)")
+    init.add_argument(
+        "--load-statement-seconds",
+        type=float,
+        default=None,
+        help="with --from-sql: the longest one batch of statements (or one COPY) may run (default 10)",
+    )
+    init.add_argument(
+        "--load-seconds", type=float, default=None, help="with --from-sql: the longest the whole file may take (120)"
+    )
+    check = add_command(actions, "check", run_check)
+    check.add_argument("directory", type=Path, help="the desk's directory")
     evaluate = add_command(actions, "eval", run_eval)
     evaluate.add_argument("directory", type=Path, help="the desk's directory")
     evaluate.add_argument("file", type=Path, help=f"labelled questions, {LABELLED_HELP}")
@@ -51,7 +62,7 @@ def register(subparsers: Any) -> None:
     kb: argparse.ArgumentParser = subparsers.add_parser(
         "kb", help="the knowledge base of your own desk: `kb ingest --desk DIR`"
     )
-    kb_actions = kb.add_subparsers(title="kb commands", metavar="ACTION")
+    kb_actions = kb.add_subparsers(title="kb commands", metavar="ACTION", required=True)
     ingest = add_command(kb_actions, "ingest", run_ingest)
     ingest.add_argument("--desk", type=Path, default=None, help=DESK_HELP)
 
@@ -59,13 +70,19 @@ def register(subparsers: Any) -> None:
 def run_init(args: argparse.Namespace) -> int:
     """introspect a SQL file or a PostgreSQL and a docs folder; write DIR/desk.toml
 
-    Load SCHEMA.sql into a scratch schema of the embedded PostgreSQL (or read --database-url), read the tables,
-    columns, keys and the docs folder, and write DIR/desk.toml: routes with example questions, the readable tables
-    and columns, the knowledge sources. DIR must not exist or be empty.
+    Load SCHEMA.sql into a scratch schema of the embedded PostgreSQL, as a role with no rights outside that schema,
+    in a transaction that is rolled back (or read --database-url); read the tables, columns, keys and the docs
+    folder; copy the SQL file and the documents (regular files only) into DIR and write DIR/desk.toml: routes with
+    example questions, the readable tables and columns, the knowledge sources. DIR must not exist or be empty.
     """
     from routegate.apps.configured.init import init_desk
+    from routegate.apps.configured.loader import DEFAULT_LIMITS, LoadLimits
 
     settings = Settings()
+    limits = LoadLimits(
+        args.load_statement_seconds or DEFAULT_LIMITS.statement_seconds,
+        args.load_seconds or DEFAULT_LIMITS.total_seconds,
+    )
     tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
     server = None
     url = None
@@ -87,6 +104,7 @@ def run_init(args: argparse.Namespace) -> int:
             kb=args.kb,
             tables=tables,
             name=args.name,
+            limits=limits,
         )
     finally:
         if server is not None:
@@ -96,6 +114,8 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 def summary(result: InitResult) -> str:
+    from routegate.apps.configured.check import command_lines
+
     config = result.config
     lines = [f"left out of the SQL file: {result.left_out}"] if result.left_out else []
     lines.append(f"found {len(result.tables)} table(s):")
@@ -109,14 +129,33 @@ def summary(result: InitResult) -> str:
         lines.append("left out as private (add them to `columns` to allow): " + ", ".join(result.private_columns))
     lines.append(f"found {len(result.documents)} document(s):")
     lines += [f"  {d.source}: {d.title}" for d in result.documents]
+    lines += [f"  not read: {skipped}" for skipped in result.skipped_documents]
+    if result.copied:
+        lines.append(f"copied into {result.directory}: {', '.join(result.copied)} (desk.toml names them there)")
     lines.append(f"wrote {result.directory / 'desk.toml'} with {len(config.routes)} route(s):")
     for route in config.routes:
         target = ", ".join(route.tables) if route.tables else route.target or route.kind
         lines.append(f"  {route.name} ({route.kind}: {target}) — {len(route.examples)} example questions")
     lines.append("readable: " + "; ".join(f"{t.name}({', '.join(t.columns)})" for t in config.tables))
+    lines += command_lines(config, result.directory)
     lines.append("every other table and column is denied. Review the file (remove what must stay private), then:")
     lines.append(f'  routegate ask --desk {result.directory} "..."')
     return "\n".join(lines)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """say what a desk directory will do before it runs: its SQL file, documents, tools and commands
+
+    Check DIR as a desk start would, without a database: desk.toml, the SQL file (split into statements; one a desk's
+    SQL file may not hold is refused with its line), the documents (symbolic links are not followed, and listed).
+    Then list what the desk will do: the schema its SQL file is loaded into and the role it runs as, the documents
+    it quotes, the URLs its HTTP tools call, and the commands its [[mcp_servers]] run on this machine. A desk
+    directory is code, like a Makefile: run only one you trust.
+    """
+    from routegate.apps.configured.check import desk_report
+
+    print("\n".join(desk_report(args.directory)))
+    return 0
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -170,6 +209,8 @@ async def _ingest(settings: Settings, where: Path) -> int:
     for label, sources in (("added", report.added), ("updated", report.updated), ("removed", report.removed)):
         for source in sources:
             print(f"{label}: {source}")
+    for skipped in report.skipped:
+        print(f"not read: {skipped}")
     print(f"knowledge base of {where}: {report.summary()}")
     return 0
 

@@ -23,12 +23,21 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from routegate._extras import needs, require
 from routegate.cli._command import add_command
+from routegate.cli._fit_report import fit_lines
 from routegate.cli.desk import LABELLED_HELP
 from routegate.errors import ConfigurationError
+
+SCORE_NAMES = ("p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy")
+"""The scores ``--scores`` names (``routegate.routers._rule.SCORES``; listed here so that ``--help`` needs no numpy)."""
 
 if TYPE_CHECKING:
     from routegate.apps.configured.config import DeskConfig
     from routegate.routers.data import LabelledExample
+
+
+ENCODERS = ("minilm", "openai", "multilingual-e5")
+"""``fit --encoder``'s names: routegate.embed.choice.ENCODER_NAMES (not imported here: the parser of every command
+is built without the embed extra)."""
 
 
 def register(subparsers: Any) -> None:
@@ -73,12 +82,35 @@ def register(subparsers: Any) -> None:
     )
     fit.add_argument("--no-char-ngrams", action="store_true", help="embedding head only (no char n-gram model)")
     fit.add_argument(
+        "--encoder",
+        choices=ENCODERS,
+        default="minilm",
+        help="the encoder to fit with (default minilm, the embedded English MiniLM): openai = any OpenAI-compatible "
+        "embeddings endpoint (ROUTEGATE_EMBEDDINGS_MODEL, _BASE_URL, _API_KEY); multilingual-e5 = the offline "
+        "multilingual encoder (the routegate[multilingual] extra). The router records it; eval uses the same",
+    )
+    fit.add_argument(
+        "--scores",
+        default=",".join(SCORE_NAMES),
+        help="the out-of-scope scores calibration may choose between, comma-separated (default: all): "
+        "p_top+beta*knn (top probability plus the similarity to that route's nearest examples), mahalanobis "
+        "(distance to the nearest route's mean under a covariance shared by all routes: strong when the encoder "
+        "keeps each route compact, e.g. fine-tuned), relative_mahalanobis (the same less the distance to the mean of all "
+        "training examples), energy (log-sum-exp of the embedding model's logits). The one "
+        "with the best in-scope accuracy at the OOS-recall floor on --val wins; with enough out-of-scope rows an "
+        "OOS detector over all of them competes too. Without out-of-scope rows only p_top+beta*knn is chosen (the "
+        "coverage objective cannot measure detection). `routegate eval` reports each score's AUROC",
+    )
+    fit.add_argument(
         "--threads",
         type=int,
         default=None,
         help="onnxruntime intra-op threads (default: all cores; fit encodes in batches)",
     )
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fit.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object (every calibration figure)"
+    )
     tune = fit.add_argument_group(
         "fine-tuning (the routegate[train] extra)",
         "--finetune fine-tunes the encoder on the routes of --train, chooses objective, epochs and learning rate on "
@@ -136,6 +168,24 @@ def register(subparsers: Any) -> None:
     )
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ray_options(ev)
+
+
+def _settings() -> Any:
+    from routegate.settings import Settings
+
+    return Settings()
+
+
+def _fitted_encoder(router: str, threads: int | None) -> Any:
+    """The encoder of the router saved at ``router``: an embeddings endpoint's from ``ROUTEGATE_EMBEDDINGS_*``
+    (loading refuses it if its model or dimension differ from the router's), else the one the router names."""
+    from routegate.routers.persist import encoder_identity, saved_encoder
+
+    if encoder_identity(router)["name"] == "openai":
+        from routegate.embed.choice import encoder_named
+
+        return encoder_named("openai", settings=_settings())
+    return saved_encoder(router, intra_op_num_threads=threads)
 
 
 def add_ray_options(parser: argparse.ArgumentParser) -> None:
@@ -258,6 +308,17 @@ class ProgressEncoder:
         return getattr(self.inner, name)
 
 
+def score_names(value: str) -> tuple[str, ...]:
+    """``--scores``: known names only; ``p_top+beta*knn`` is always a candidate (the fallback of every router)."""
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    unknown = [n for n in names if n not in SCORE_NAMES]
+    if unknown:
+        raise ConfigurationError(
+            f"--scores: unknown score(s) {', '.join(unknown)}; choose among {', '.join(SCORE_NAMES)}"
+        )
+    return (SCORE_NAMES[0], *(n for n in names if n != SCORE_NAMES[0]))
+
+
 def finetune_config(args: argparse.Namespace) -> Any:
     """The fine-tune sweep the flags ask for; misuse is refused before anything loads or trains."""
     from routegate.routers.finetune import FinetuneConfig
@@ -362,11 +423,15 @@ def run_fit(args: argparse.Namespace) -> int:
     VECTOR, EXTERNAL, LLM), --val takes the desk's labelled questions ({"text", "route"}), the router is saved in
     DIR/router (or -o) and DIR/desk.toml's [router] fitted names it.
     """
-    from routegate.embed import MiniLMEncoder
+    from routegate.embed.choice import encoder_named
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
     from routegate.routers.data import load_examples
 
     finetune = finetune_config(args) if args.finetune else None  # a missing extra is said first
+    if finetune is not None and args.encoder != "minilm":
+        raise ConfigurationError(f"--finetune fine-tunes the embedded MiniLM: leave out --encoder {args.encoder}")
+    if args.encoder == "multilingual-e5":
+        require("multilingual")  # the missing extra is said before the long part
     if args.desk is None and not args.output:
         raise ConfigurationError("fit --train needs -o DIR: the directory to write the router to")
     desk = _desk_fit(args) if args.desk is not None else None
@@ -376,6 +441,7 @@ def run_fit(args: argparse.Namespace) -> int:
         inscope_coverage=defaults.inscope_coverage if args.inscope_coverage is None else args.inscope_coverage,
         clarify_cost=args.clarify_cost,
         char_ngrams=False if args.no_char_ngrams else "auto",
+        scores=score_names(args.scores),
     )
     if desk is not None:
         train, val = desk.train, desk.val
@@ -392,7 +458,7 @@ def run_fit(args: argparse.Namespace) -> int:
     with staged_output(args.output) as stage:  # checked before fitting; renamed into place at the end
         started = time.perf_counter()
         print(f"fitting on {len(train)} examples ...", file=sys.stderr)
-        encoder: Any = MiniLMEncoder(intra_op_num_threads=args.threads)
+        encoder: Any = encoder_named(args.encoder, settings=_settings(), intra_op_num_threads=args.threads)
         if not args.no_progress:
             encoder = ProgressEncoder(encoder, sys.stderr)
         sweep: dict[str, Any] | None = None
@@ -443,7 +509,7 @@ def run_fit(args: argparse.Namespace) -> int:
     }
     if sweep is not None:
         summary["finetune"] = sweep
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2) if args.json else "\n".join(fit_lines(summary)))
     return 0
 
 
@@ -472,7 +538,11 @@ def run_eval(args: argparse.Namespace) -> int:
     """evaluate a saved router or a desk's router on labelled JSONL (accuracy, OOS detection, latency, curves)
 
     Route every line of FILE one query at a time with a saved router and report in-scope accuracy, out-of-scope
-    precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. A
+    precision/recall/F1, per-route precision/recall, confusion, latency p50/p99 and the risk-coverage curve. With
+    out-of-scope rows it also reports the OOS AUROC of each score the router computes (p_top, knn, mahalanobis,
+    relative_mahalanobis, energy, and confidence: the one it decides with, chosen at fit time on --val) so you see which one your data
+    favours, and the cascade's LLM band: how many queries a CascadeRouter over this router would send to its LLM
+    stage (outcome default or clarify) and the accuracy with an oracle there, the most a model tier can add. A
     progress bar goes to stderr. Every label of FILE must be a route of the router or the out-of-scope label:
     unknown labels are refused (listed), unless --unknown-as-oos. With --desk DIR instead of --router: the desk's
     router (rules and embedding layer, no database, no tool) on FILE's labelled questions ({"text", "route"}).
@@ -480,7 +550,6 @@ def run_eval(args: argparse.Namespace) -> int:
     from routegate.routers import SemanticRouter, evaluate
     from routegate.routers.data import load_examples
     from routegate.routers.evaluation import UnknownLabels, plot_report, progress_bar
-    from routegate.routers.persist import saved_encoder
 
     if args.desk is not None:
         return _eval_desk(args)
@@ -491,8 +560,8 @@ def run_eval(args: argparse.Namespace) -> int:
         from routegate.routers.ray_batch import import_ray
 
         import_ray()  # the missing extra is said before the long part
-    # the encoder the router was fitted with: the embedded MiniLM, or the fine-tuned model it holds
-    router = SemanticRouter.load(args.router, encoder=saved_encoder(args.router, intra_op_num_threads=args.threads))
+    # the encoder the router was fitted with: the embedded MiniLM, the fine-tuned model it holds, the endpoint's
+    router = SemanticRouter.load(args.router, encoder=_fitted_encoder(args.router, args.threads))
     data = load_examples(args.data)
     progress = None if args.no_progress else progress_bar(sys.stderr)
     unknown: UnknownLabels = "oos" if args.unknown_as_oos else "refuse"

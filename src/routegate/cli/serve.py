@@ -190,8 +190,7 @@ def run_up(args: argparse.Namespace) -> int:
     Start the whole product: the support desk on embedded PostgreSQL (or DATABASE_URL), the HTTP server and the
     Streamlit UI, print both URLs, and stop everything on Ctrl-C.
     """
-    require("server")  # the missing extras are said before any database starts
-    require("ui")
+    require("server", "ui")  # the missing extras are said before any database starts, both in the pip line
     settings = _settings(args)
     listener = _listening_socket(settings.server_host, settings.server_port)
     try:  # Streamlit binds the UI's port itself: only checked here, so that a busy one is said before any start

@@ -48,20 +48,16 @@ def _close_loops() -> None:
         _loops.clear()
 
 
-def _in_running_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 def run_sync(coro: Coroutine[Any, Any, T], what: str = "run", loopless: bool = False) -> T:
     """Run ``coro`` to completion; refuse (clearly) when called from inside a running event loop.
 
     ``loopless=True`` promises that ``coro`` never suspends (it awaits nothing that waits): it then runs right
     here, with one ``send`` and no event loop."""
-    if _in_running_loop():
+    try:  # the public way to ask (it raises when no loop runs: about 0.5 µs a call)
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
         coro.close()
         raise ConfigurationError(
             f"{what}() was called from inside a running event loop; use 'await ...a{what}(...)' there instead"

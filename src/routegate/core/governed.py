@@ -372,7 +372,7 @@ def _check_flows(
     if refusal is None:
         ledger.pending[id(intent)] = (intent, checked)
         return None
-    stop = sr.route_denied_provenance(refusal.arg)
+    stop = refusal.stop_reason
     if ctx.emit is not None:
         ctx.emit(DecisionEvent(attempt, decision, None, stop))
     entry = _entry(attempt, intent.target, t0, decision, "delegate", None, stop)

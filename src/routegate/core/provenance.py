@@ -14,7 +14,9 @@ from: the attacker's IBAN is in a tool's output, not in the user's request.
 * When a decision for such a worker arrives, every argument is matched (:mod:`routegate.core._match`: exact,
   normalised text, numbers, fields of structured outputs) to the sources it could have come from. A value no
   allowed source holds is refused before anything runs, ``route_denied:provenance:<arg>``; the evidence
-  (``recipient ← tool:read_file#2:content``) is in the trace either way.
+  (``recipient ← tool:read_file#2:content``) is in the trace either way. A value the matcher cannot check — a
+  text longer than it reads, more values or deeper nesting than its bounds, nothing to trace (no word character
+  or number: ``"../../"``) — is refused too, ``route_denied:provenance_unchecked:<why>``: a rule fails closed.
 
 A worker without rules costs nothing: no ledger is kept and no argument is matched unless some worker declares
 a rule. The design follows CaMeL (capabilities on values, data-flow tracking), FIDES (information-flow labels
@@ -32,7 +34,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
-from routegate.core._match import Fragment, Probe, fragments, leaves
+from routegate.core import stop_reasons as sr
+from routegate.core._match import Fragment, Probe, Unchecked, fragments, probes
 from routegate.core.context import RunContext
 from routegate.errors import ConfigurationError
 
@@ -153,16 +156,31 @@ Anywhere: Final = From("*")
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """A rule an argument broke: the argument, the rule, and where its failing value was found (maybe nowhere)."""
+    """A rule an argument broke: the argument, the rule, and where its failing value was found (maybe nowhere);
+    or, ``unchecked``, why its value could not be checked at all (a rule refuses what it cannot check)."""
 
     arg: str
     rule: From
     found: tuple[str, ...]
+    unchecked: Unchecked | None = None
+
+    @property
+    def stop_reason(self) -> str:
+        """``route_denied:provenance:<arg>``, or ``route_denied:provenance_unchecked:<why>``."""
+        if self.unchecked is not None:
+            return sr.route_denied_provenance_unchecked(self.unchecked.why)
+        return sr.route_denied_provenance(self.arg)
 
     def message(self, target: str) -> str:
+        allowed = ", ".join(self.rule.patterns)
+        if self.unchecked is not None:
+            return (
+                f"route to {target!r}: argument {self.arg!r} may only come from {allowed}, and its value cannot be "
+                f"checked ({self.unchecked.detail}): it is refused. Send a value that can be traced to an allowed "
+                "source, or give the argument no rule."
+            )
         where = ", ".join(self.found) if self.found else "no recorded source (not the user's request, the "
         where += "" if self.found else "configuration or any tool's output)"
-        allowed = ", ".join(self.rule.patterns)
         return (
             f"route to {target!r}: argument {self.arg!r} may only come from {allowed}; a value of it was found in "
             f"{where}. Ask the user for it or take it from an allowed source."
@@ -291,25 +309,24 @@ class FlowRules:
 
     def check(self, args: Mapping[str, Any], ledger: ProvenanceLedger) -> FlowCheck:
         """Match every argument's values to their origins; the first argument whose rule a value breaks is the
-        refusal."""
+        refusal. Under a rule, a value the matcher cannot check (:class:`~routegate.core._match.Unchecked`) breaks
+        it: it is refused, never passed. An argument without a rule keeps the origins found as evidence."""
         evidence: dict[str, tuple[str, ...]] = {}
         refusal: Refusal | None = None
         for name, value in args.items():
             rule = self.rules.get(name)
+            if rule is not None and rule.anywhere:
+                rule = None  # anything passes; the origins are still evidence
             seen: dict[str, None] = {}
-            for leaf in leaves(value):
-                probe = Probe.of(leaf)
-                if probe is None:
-                    continue  # a text without a word character carries nothing to trace
+            for probe in probes(value):
+                if isinstance(probe, Unchecked):
+                    if refusal is None and rule is not None:
+                        refusal = Refusal(name, rule, (), probe)
+                    continue
                 found = ledger.origins_of(probe)
                 for origin in found[:MAX_EVIDENCE]:
                     seen.setdefault(str(origin))
-                if (
-                    refusal is None
-                    and rule is not None
-                    and not rule.anywhere
-                    and not any(rule.allows(origin) for origin in found)
-                ):
+                if refusal is None and rule is not None and not any(rule.allows(o) for o in found):
                     refusal = Refusal(name, rule, tuple(str(o) for o in found[:MAX_EVIDENCE]))
             evidence[name] = tuple(seen)[:MAX_EVIDENCE]
         return FlowCheck(evidence, refusal)

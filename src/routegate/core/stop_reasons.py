@@ -81,6 +81,12 @@ def route_denied_provenance(arg: str) -> str:
     return f"route_denied:provenance:{safe_detail(arg)}"
 
 
+def route_denied_provenance_unchecked(why: str) -> str:
+    """``route_denied:provenance_unchecked:<why>`` — an argument with a flow rule holds a value the matcher cannot
+    check (``too_long``, ``too_large``, ``too_deep``, ``no_text``): refused, never passed unchecked."""
+    return f"route_denied:provenance_unchecked:{safe_detail(why)}"
+
+
 def output_denied(reason: str) -> str:
     """``output_denied:<reason>`` — the output check refused the final answer before it left."""
     return f"output_denied:{safe_detail(reason)}"

@@ -81,7 +81,7 @@ def packaged_int8_model(model_path: Path | None = None, ranges_path: Path | None
 
 
 class MiniLMEncoder:
-    """all-MiniLM-L6-v2 (int8 ONNX) sentence encoder: 384-dim, L2-normalised float32 rows.
+    """all-MiniLM-L6-v2 (int8 ONNX) sentence encoder: 384-dim, L2-normalised float32 rows (``name``: ``"minilm"``).
 
     ``compute``: ``"int8"`` (default, int8 products with fixed activation scales) or ``"float32"`` (the packaged
     file as it is); each has its own ``model_id``. ``model_path``: run this ONNX file as it is instead of the
@@ -91,6 +91,8 @@ class MiniLMEncoder:
     the model's own limit in sentence-transformers). Thread-safe: the session is created once under a lock and
     onnxruntime sessions may be run concurrently.
     """
+
+    name = "minilm"
 
     def __init__(
         self,

@@ -32,3 +32,10 @@ class AsyncEncoder(Encoder, Protocol):
     """An encoder that can also be awaited from a coroutine without blocking its event loop."""
 
     async def aencode(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def encoder_name(encoder: Encoder) -> str:
+    """The encoder's family, as a saved router records it: its ``name`` attribute (``"minilm"``, ``"openai"``...),
+    else its class name."""
+    name = getattr(encoder, "name", None)
+    return name if isinstance(name, str) and name else type(encoder).__name__

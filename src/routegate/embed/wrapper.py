@@ -1,10 +1,10 @@
 """The shared part of encoders that wrap another one (batching, memoising, counting): the wrapped encoder's
-``dim`` and ``model_id`` pass through, so a wrapper is interchangeable with what it wraps (saved routers and
+``dim``, ``model_id`` and ``name`` pass through, so a wrapper is interchangeable with what it wraps (saved routers and
 caches keyed by ``model_id`` still match)."""
 
 from __future__ import annotations
 
-from routegate.embed.protocol import Encoder
+from routegate.embed.protocol import Encoder, encoder_name
 
 
 class EncoderWrapper:
@@ -23,3 +23,7 @@ class EncoderWrapper:
     @property
     def model_id(self) -> str:
         return self.inner.model_id
+
+    @property
+    def name(self) -> str:
+        return encoder_name(self.inner)

@@ -1,6 +1,7 @@
 """routegate.llm: the chat-model seam and its OpenAI-compatible implementation.
 
-* :class:`ChatModel` — the protocol every LLM-backed component takes (``complete`` and ``stream``).
+* :class:`ChatModel` — the protocol every LLM-backed component takes (``complete`` and ``stream``);
+  :class:`StructuredChatModel` adds ``respond``: a tool call or JSON that fits a schema (:mod:`.structured`).
 * :class:`OpenAIChatModel` — any OpenAI-compatible endpoint through the official ``openai`` SDK; timeouts,
   retries with backoff, and every failure mapped to a stop reason (:mod:`routegate.llm.errors`).
 * :class:`LLMFinalizer` — the seed's final-answer step (``llm_empty`` on an empty answer).
@@ -19,6 +20,7 @@ from routegate.llm.errors import (
     LLMConnectError,
     LLMEmptyError,
     LLMError,
+    LLMModeRefusedError,
     LLMRateLimitedError,
     LLMTimeoutError,
     LLMUpstreamError,
@@ -26,6 +28,7 @@ from routegate.llm.errors import (
 from routegate.llm.finalizer import LLMFinalizer
 from routegate.llm.prompts import FINAL_SYSTEM_PROMPT, ROUTER_SYSTEM_PROMPT
 from routegate.llm.protocol import ChatMessage, ChatModel
+from routegate.llm.structured import StructuredChatModel
 
 if TYPE_CHECKING:
     from routegate.llm.openai_chat import OpenAIChatModel
@@ -41,10 +44,12 @@ __all__ = [
     "LLMEmptyError",
     "LLMError",
     "LLMFinalizer",
+    "LLMModeRefusedError",
     "LLMRateLimitedError",
     "LLMTimeoutError",
     "LLMUpstreamError",
     "OpenAIChatModel",
+    "StructuredChatModel",
 ]
 
 

@@ -77,13 +77,43 @@ class LLMBadRequestError(LLMError):
     reason = sr.LLM_BAD_REQUEST
 
 
+LLM_BAD_OUTPUT: Final = "llm_error:bad_output"
+"""The model answered, but not in the structure asked for (the LLM finalizer's ``extra`` that does not fit its
+schema)."""
+
+
+class LLMOutputError(LLMError):
+    """The model's structured answer does not fit what was asked (``llm_error:bad_output``); the message names the
+    field and what was wrong. The endpoint worked: not a reason to open the breaker."""
+
+    reason = LLM_BAD_OUTPUT
+
+
+class LLMModeRefusedError(LLMBadRequestError):
+    """The endpoint does not offer the structured output asked for (``mode``: ``"tools"`` or ``"json_schema"``):
+    it answered HTTP 400 / 422, or a 5xx whose message names the feature (llama.cpp's server without ``--jinja``).
+    ``remembered``: the refusal was not asked again, the model remembered an earlier one
+    (:attr:`~routegate.llm.OpenAIChatModel.refused_modes`). Callers fall back to a weaker format; if it escapes,
+    its stop reason is ``llm_error:bad_request``."""
+
+    def __init__(
+        self, message: str = "", *, mode: str, status_code: int | None = None, remembered: bool = False
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.mode = mode
+        self.remembered = remembered
+
+
 __all__ = [
+    "LLM_BAD_OUTPUT",
     "LLM_CONNECT",
     "LLMAuthError",
     "LLMBadRequestError",
     "LLMConnectError",
     "LLMEmptyError",
     "LLMError",
+    "LLMModeRefusedError",
+    "LLMOutputError",
     "LLMRateLimitedError",
     "LLMTimeoutError",
     "LLMUpstreamError",

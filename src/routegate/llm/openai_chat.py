@@ -11,6 +11,7 @@ endpoint unreachable (DNS, refused, TLS)   ``llm_error:connect``
 HTTP 401 / 403                             ``llm_error:auth``
 HTTP 429 (after the retries)               ``llm_error:rate_limited``
 HTTP 5xx (after the retries), bad answer   ``llm_error:upstream``
+an answer over ``max_response_bytes``      ``llm_error:upstream``
 any other HTTP 4xx                         ``llm_error:bad_request``
 =========================================  ==========================
 
@@ -38,7 +39,7 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
-from urllib.parse import urlsplit
+from typing import Any, Final
 
 import httpx
 import openai
@@ -51,42 +52,91 @@ from openai.types.chat import (
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from routegate._closing import ClosedOnExit
+from routegate._openai_failures import check_base_url, failure_detail, failure_kind
 from routegate.core.telemetry import span, tracer
 from routegate.errors import ConfigurationError
 from routegate.llm._breaker import CircuitBreaker
 from routegate.llm._genai import GenAI, record_completion, record_llm_error
+from routegate.llm._replies import names_the_feature, refuses_mode, reply_of, schema_param, tool_params
 from routegate.llm.errors import (
     LLMAuthError,
     LLMBadRequestError,
     LLMConnectError,
     LLMError,
+    LLMModeRefusedError,
     LLMRateLimitedError,
     LLMTimeoutError,
     LLMUpstreamError,
 )
 from routegate.llm.protocol import ChatMessage, ModelHealth
+from routegate.llm.structured import ModelReply, OutputFormat, OutputMode, ToolsFormat
 from routegate.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BREAKER_SECONDS = 30.0
-_MAX_DETAIL = 300
+
+
+MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
+"""What the client reads of one answer of the endpoint at most (a completion's body, or a whole stream): past it the
+answer is not read further and the call fails with ``llm_error:upstream`` (``max_response_bytes``)."""
+
+
+class _AnswerTooLarge(httpx.ReadError):
+    """An answer past ``max_response_bytes``, or compressed (which could expand past it): not read further."""
+
+
+class _BoundedBody(httpx.AsyncByteStream):
+    """A response body read at most ``limit`` bytes far: reading stops there, before the rest is received."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, request: httpx.Request) -> None:
+        self._inner, self._limit, self._request = inner, limit, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > self._limit:
+                raise _AnswerTooLarge(f"the answer is over {self._limit} bytes", request=self._request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class _FailFastTransport(httpx.AsyncBaseTransport):
     """Turns "could not connect" into the SDK's :class:`openai.APIConnectionError`, which the SDK raises without
     retrying: an endpoint that refuses connections will not accept one a second later, and the SDK's backoff
-    would hold the turn for seconds. Timeouts and HTTP statuses are left to the SDK's retries."""
+    would hold the turn for seconds. Timeouts and HTTP statuses are left to the SDK's retries.
 
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+    It also bounds what is read of an answer (:data:`MAX_RESPONSE_BYTES`, or the model's ``max_response_bytes``):
+    the body is read through :class:`_BoundedBody`, and asked for uncompressed (a compressed one is refused: its
+    size says nothing of what it expands to)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, *, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self._inner = inner
+        self._limit = max_response_bytes
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["accept-encoding"] = "identity"
         try:
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
         except httpx.ConnectError as exc:
             raise openai.APIConnectionError(message=f"could not connect: {exc}", request=request) from exc
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            raise _AnswerTooLarge(
+                f"the answer is compressed ({encoding[:40]}) although asked not to be", request=request
+            )
+        assert isinstance(response.stream, httpx.AsyncByteStream)  # an async transport's answer
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_BoundedBody(response.stream, self._limit, request),
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -111,49 +161,6 @@ def _to_params(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessagePar
     return params
 
 
-def check_base_url(url: str, *, name: str = "OPENAI_BASE_URL") -> str:
-    """``url`` without trailing ``/`` if it is an ``http(s)://host[:port][/path]`` URL, else
-    :class:`ConfigurationError` naming ``name`` (the setting it came from) and the value seen."""
-    text = url.strip() if isinstance(url, str) else ""
-    try:
-        parts = urlsplit(text)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        parts, port_ok = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise ConfigurationError(
-            f"{name} must be an http:// or https:// URL with a host (like https://api.openai.com/v1 or "
-            f"http://localhost:11434/v1), got {str(url)[:200]!r}; fix it or unset it to use OpenAI"
-        )
-    return text.rstrip("/")
-
-
-def _detail(exc: BaseException) -> str:
-    body = getattr(exc, "body", None)
-    message = body.get("message") if isinstance(body, dict) else None
-    text = message if isinstance(message, str) and message else str(exc)
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
-
-
-def _content(completion: object) -> str:
-    """The first choice's text; defensive, because a non-OpenAI server may answer anything with HTTP 200."""
-    choices = getattr(completion, "choices", None)
-    if not isinstance(choices, list):
-        raise LLMUpstreamError(
-            f"the model endpoint answered HTTP 200 with something that is not a chat completion "
-            f"({type(completion).__name__} without choices)"
-        )
-    if not choices:
-        return ""
-    content = getattr(getattr(choices[0], "message", None), "content", None)
-    if content is None:
-        return ""
-    if not isinstance(content, str):
-        raise LLMUpstreamError(f"the model's message content is {type(content).__name__}, not text")
-    return content
-
-
 class OpenAIChatModel(ClosedOnExit):
     """Chat completions from an OpenAI-compatible endpoint through ``openai.AsyncOpenAI``.
 
@@ -172,6 +179,7 @@ class OpenAIChatModel(ClosedOnExit):
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         breaker_seconds: float = DEFAULT_BREAKER_SECONDS,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"OpenAIChatModel needs a model name, got {model!r}")
@@ -198,10 +206,17 @@ class OpenAIChatModel(ClosedOnExit):
             )
         if http_client is not None and transport is not None:
             raise ConfigurationError("give OpenAIChatModel an http_client or a transport, not both")
+        if isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1024:
+            raise ConfigurationError(
+                f"OpenAIChatModel.max_response_bytes must be an integer >= 1024, got {max_response_bytes!r}"
+            )
         if http_client is None:
             inner = transport or httpx.AsyncHTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
-            http_client = openai.DefaultAsyncHttpxClient(transport=_FailFastTransport(inner))
+            bounded = _FailFastTransport(inner, max_response_bytes=max_response_bytes)
+            http_client = openai.DefaultAsyncHttpxClient(transport=bounded)
+        self.max_response_bytes = max_response_bytes
         self.breaker = CircuitBreaker(open_seconds=breaker_seconds)
+        self._refusals: dict[OutputMode, str] = {}
         self.model = model.strip()
         self.base_url = check_base_url(base_url) if base_url else OPENAI_BASE_URL
         self.timeout = float(timeout)
@@ -258,6 +273,13 @@ class OpenAIChatModel(ClosedOnExit):
         self.breaker.failed(stop)
         return stop
 
+    @property
+    def refused_modes(self) -> dict[OutputMode, str]:
+        """The structured formats this endpoint refused, with its message (a copy): :meth:`respond` does not ask
+        for them again. Only a refusal whose message names the format is remembered (a bare HTTP 400 may be about
+        anything else, such as a prompt too long)."""
+        return dict(self._refusals)
+
     def _refused(self) -> None:
         """Raise at once while the breaker is open (no connection attempt)."""
         stop = self.breaker.before_call()
@@ -269,6 +291,44 @@ class OpenAIChatModel(ClosedOnExit):
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
     ) -> str:
+        if json_mode:
+            completion = await self._create(messages, temperature, response_format={"type": "json_object"})
+        else:
+            completion = await self._create(messages, temperature)
+        text = reply_of(completion).text
+        logger.debug("chat completion model=%s chars=%d", self.model, len(text))
+        return text
+
+    async def respond(
+        self, messages: Sequence[ChatMessage], *, output: OutputFormat, temperature: float = 0.0
+    ) -> ModelReply:
+        """The reply in ``output``'s format (the :class:`~routegate.llm.structured.StructuredChatModel` protocol):
+        function tools with ``tool_choice``, or ``response_format={"type": "json_schema", ...}``. An endpoint that
+        refuses the format raises :class:`~routegate.llm.errors.LLMModeRefusedError` (the breaker is not touched:
+        the endpoint answered); a refusal that names the format is remembered and not asked again."""
+        earlier = self._refusals.get(output.mode)
+        if earlier is not None:
+            raise LLMModeRefusedError(
+                f"model {self.model!r} at {self.base_url} refused {output.mode} earlier: {earlier}",
+                mode=output.mode,
+                remembered=True,
+            )
+        if isinstance(output, ToolsFormat):
+            completion = await self._create(
+                messages, temperature, output.mode, tools=tool_params(output), tool_choice=output.choice
+            )
+        else:
+            completion = await self._create(messages, temperature, output.mode, response_format=schema_param(output))
+        reply = reply_of(completion)
+        logger.debug("chat completion model=%s mode=%s calls=%d", self.model, output.mode, len(reply.tool_calls))
+        return reply
+
+    async def _create(
+        self, messages: Sequence[ChatMessage], temperature: float, mode: OutputMode | None = None, **options: Any
+    ) -> object:
+        """One chat completion (``options``: the request's output format), inside the breaker, the span and the
+        timeout; every failure leaves as a stop signal (for a structured ``mode``, a refusal of it as
+        :class:`~routegate.llm.errors.LLMModeRefusedError`)."""
         params = _to_params(messages)
         self._refused()
         active = tracer()
@@ -276,24 +336,32 @@ class OpenAIChatModel(ClosedOnExit):
         with span(active, f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as llm_span:
             try:
                 async with asyncio.timeout(self.timeout):
-                    if json_mode:
-                        completion: object = await self._client.chat.completions.create(
-                            model=self.model,
-                            messages=params,
-                            temperature=temperature,
-                            response_format={"type": "json_object"},
-                        )
-                    else:
-                        completion = await self._client.chat.completions.create(
-                            model=self.model, messages=params, temperature=temperature
-                        )
+                    completion: object = await self._client.chat.completions.create(
+                        model=self.model, messages=params, temperature=temperature, **options
+                    )
+            except openai.APIStatusError as exc:
+                detail = failure_detail(exc)
+                if mode is None or not refuses_mode(mode, exc.status_code, detail):
+                    raise self._failed(exc, llm_span) from exc
+                raise self._refusal(mode, exc.status_code, detail, llm_span) from exc
             except (openai.OpenAIError, httpx.HTTPError, TimeoutError, ValueError) as exc:
                 raise self._failed(exc, llm_span) from exc
             self.breaker.succeeded()
             record_completion(llm_span, completion)
-            text = _content(completion)
-        logger.debug("chat completion model=%s chars=%d", self.model, len(text))
-        return text
+        return completion
+
+    def _refusal(self, mode: OutputMode, status: int, detail: str, llm_span: Span) -> LLMModeRefusedError:
+        """The endpoint refused ``mode``: it is up (the breaker closes), and a refusal naming the format is kept."""
+        self.breaker.succeeded()
+        refused = LLMModeRefusedError(
+            f"model {self.model!r} at {self.base_url} refused {mode} (HTTP {status}: {detail})",
+            mode=mode,
+            status_code=status,
+        )
+        record_llm_error(llm_span, refused)
+        if names_the_feature(mode, detail):
+            self._refusals[mode] = f"HTTP {status}: {detail}"
+        return refused
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         params = _to_params(messages)
@@ -362,30 +430,34 @@ class OpenAIChatModel(ClosedOnExit):
     def _stop(self, exc: BaseException) -> LLMError:
         """The stop signal for one SDK / transport failure."""
         where = f"model {self.model!r} at {self.base_url}"
-        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
-            stop: LLMError = LLMTimeoutError(
-                f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)"
+        kind = failure_kind(exc)
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        answered = f"{where} answered HTTP {status}: {failure_detail(exc)}"
+        too_large = exc if isinstance(exc, _AnswerTooLarge) else exc.__cause__
+        stop: LLMError
+        if isinstance(too_large, _AnswerTooLarge):  # raised while the SDK read: it may have wrapped it
+            stop = LLMUpstreamError(
+                f"{where} gave an answer that is not read: {too_large} (max_response_bytes={self.max_response_bytes})"
             )
-        elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        elif kind == "timeout" and status is None:
+            stop = LLMTimeoutError(f"{where} did not answer within timeout={self.timeout:g}s (OPENAI_TIMEOUT_SECONDS)")
+        elif kind == "connect":
             stop = LLMConnectError(
-                f"{where} could not be reached: {_detail(exc)} (check OPENAI_BASE_URL and that the server is up)"
+                f"{where} could not be reached: {failure_detail(exc)} (check OPENAI_BASE_URL and that the server is up)"
             )
-        elif isinstance(exc, openai.APIStatusError):
-            stop = self._status_stop(exc.status_code, f"{where} answered HTTP {exc.status_code}: {_detail(exc)}")
+        elif status is None:
+            stop = LLMUpstreamError(f"{where} gave an unusable answer ({type(exc).__name__}): {failure_detail(exc)}")
+        elif kind == "auth":
+            stop = LLMAuthError(answered, status_code=status)
+        elif kind == "rate_limited":
+            stop = LLMRateLimitedError(f"{answered} (after {self.max_retries} retries)", status_code=status)
+        elif kind == "timeout":
+            stop = LLMTimeoutError(answered, status_code=status)
+        elif kind == "bad_request":
+            stop = LLMBadRequestError(answered, status_code=status)
+        elif status >= 500:
+            stop = LLMUpstreamError(f"{answered} (after {self.max_retries} retries)", status_code=status)
         else:
-            stop = LLMUpstreamError(f"{where} gave an unusable answer ({type(exc).__name__}): {_detail(exc)}")
+            stop = LLMUpstreamError(answered, status_code=status)
         logger.debug("llm stop %s (%s)", stop.stop_reason, type(exc).__name__)
         return stop
-
-    def _status_stop(self, status: int, message: str) -> LLMError:
-        if status in (401, 403):
-            return LLMAuthError(message, status_code=status)
-        if status == 429:
-            return LLMRateLimitedError(f"{message} (after {self.max_retries} retries)", status_code=status)
-        if status == 408:
-            return LLMTimeoutError(message, status_code=status)
-        if status >= 500:
-            return LLMUpstreamError(f"{message} (after {self.max_retries} retries)", status_code=status)
-        if 400 <= status < 500:
-            return LLMBadRequestError(message, status_code=status)
-        return LLMUpstreamError(message, status_code=status)

@@ -1,4 +1,5 @@
-"""The system prompts of the routing-agent seed (exact text: they are part of its specification)."""
+"""The system prompts: the routing-agent seed's (``ROUTER_SYSTEM_PROMPT``, ``FINAL_SYSTEM_PROMPT``: exact text, they are
+part of its specification) and the LLM router's for its structured modes (tools, one JSON schema)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,21 @@ Write a short final answer in English for a US customer.
 Use only evidence from delegated specialist observation.
 Include: selected specialist, final decision, and one reason.
 For billing refunds, include amount in USD when available."""
+
+ROUTER_TOOLS_PROMPT: Final = """You are a routing decision engine.
+Each tool is one route; its parameters are that route's arguments.
+Call exactly one tool: the route for the goal.
+
+Rules:
+- Choose the route that fits the goal; the routes you may not take are not offered.
+- Keep arguments minimal and valid for that route.
+- If previous attempts failed with needs_reroute, choose a different route.
+- Respect routing budgets and avoid unnecessary retries.
+- Do not answer the user directly."""
+"""The LLM router's instructions when the routes are offered as tools (``LLMRouter(mode="tools")``)."""
+
+ROUTER_SCHEMA_PROMPT: Final = ROUTER_SYSTEM_PROMPT.replace(
+    'Return only one JSON object in this exact shape:\n{"kind":"route","target":"<route_name>","args":{"ticket":"..."}}',
+    'Answer with one JSON object that fits the response schema:\n{"route":{"kind":"route","target":"<route_name>","args":{...}}}',
+)
+"""The LLM router's instructions when it asks for one strict JSON schema (``LLMRouter(mode="json_schema")``)."""

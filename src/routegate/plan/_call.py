@@ -38,17 +38,17 @@ async def call_step(step: Compiled, given: Any, run: RunState | None, store: Any
     t0 = _perf()
     try:
         kind = step.kind
-        if kind == SYNC:
+        if kind is SYNC:
             out = step.fn(given)
-        elif kind == CTX_ASYNC:
+        elif kind is CTX_ASYNC:
             out = await _with_context(step, given, run)
-        elif kind == ASYNC:
+        elif kind is ASYNC:
             out = await step.fn(given)
-        elif kind == CTX_SYNC:
+        elif kind is CTX_SYNC:
             out = _with_context(step, given, run)
-        elif kind == PROTO_ASYNC:
+        elif kind is PROTO_ASYNC:
             out = await _run_step(step, given, run)
-        elif kind == PROTO_SYNC:
+        elif kind is PROTO_SYNC:
             out = _run_step(step, given, run)
         else:  # PLAN: a nested plan's run is a part of this one
             nested = await step.target._run_nested(given, store, run)
@@ -60,21 +60,17 @@ async def call_step(step: Compiled, given: Any, run: RunState | None, store: Any
             raise _returned_coroutine(step, out)
         if step.returns_stops and isinstance(out, RunStopError):
             # a runtime's step ended the run by returning its stop: it ends exactly as if the step had raised it
-            return Envelope(None, step_stop(out, step.name, step.phase), meta, step.name, _ms(t0))
+            return Envelope(None, step_stop(out, step.name, step.phase), meta, step.name, (_perf() - t0) * 1000.0)
         validate = step.validate
         if validate is not None and type(out) is not step.out_cls:
             out = validate(out)
-        return Envelope(out, None, meta, step.name, _ms(t0))
+        return Envelope(out, None, meta, step.name, (_perf() - t0) * 1000.0)
     except PlanRuntimeError:
         raise
     except StepFailedError as failed:  # a nested run's stop (its result in the metadata), or a misused target
-        return Envelope(None, failed.info, failed.metadata, step.name, _ms(t0))
+        return Envelope(None, failed.info, failed.metadata, step.name, (_perf() - t0) * 1000.0)
     except Exception as exc:
-        return Envelope(None, step_stop(exc, step.name, step.phase), meta, step.name, _ms(t0))
-
-
-def _ms(t0: float) -> float:
-    return (_perf() - t0) * 1000.0
+        return Envelope(None, step_stop(exc, step.name, step.phase), meta, step.name, (_perf() - t0) * 1000.0)
 
 
 def _with_context(step: Compiled, given: Any, run: RunState | None) -> Any:

@@ -19,6 +19,7 @@ Whether a run is traced is read once: from its context when it has one (a runtim
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,7 +33,7 @@ from routegate.core.events import FinalEvent
 from routegate.core.result import RunResult
 from routegate.core.telemetry import spans_for, tracer
 from routegate.errors import ConfigurationError
-from routegate.plan._interpreter import interpret
+from routegate.plan._interpreter import Finish, interpret
 from routegate.plan._run import RunState, deadline_after
 from routegate.plan._spans import NO_SPANS, PLAN_SPAN, RunSpans, TracedSpans, plan_attributes
 from routegate.plan.durable import NO_ANSWER, DurableRun, open_run
@@ -42,9 +43,6 @@ if TYPE_CHECKING:
     from routegate.plan.plan import Plan
 
 R = TypeVar("R", bound=RunResult[Any])
-Finish = Callable[[PlanResult[Any], RunContext[Any] | None], R]
-"""What a run's ending (in its context, if it has one) becomes: the plan's own result (logged), or its runtime's
-(``Runtime.result``, logged)."""
 
 _perf = time.perf_counter
 
@@ -83,7 +81,7 @@ def drive(
     else:
         active = tracer()  # the run's one question about tracing
         if active is None and plan._lean and emit is None and key is None and answer is NO_ANSWER:
-            return _lean(plan, finish, value, store, started)
+            return interpret(plan, None, value, store, started, finish)
         if plan._wants_ctx:
             ctx = start_context(deps, budget, emit, active)
     spans: RunSpans
@@ -114,7 +112,7 @@ def drive_nested(
     under its deadline (the outer run's timer cuts it off), with its spans; no events of its own."""
     started = _perf()
     if outer is None or not outer.shares():
-        return _lean(plan, plan._ended, value, plan._store_for(store), started)
+        return interpret(plan, None, value, plan._store_for(store), started, plan._ended)
     spans = outer.spans.nested(plan.name)
     run = RunState(plan, value, plan._store_for(store), outer.ctx, outer.deadline, outer.max_seconds, None, spans)
     return _run(run, started, plan._ended, False, None, NO_ANSWER, None)
@@ -130,11 +128,6 @@ def start_context(
     return RunContext.start(deps, budget, emit=emit, active=active)
 
 
-async def _lean(plan: Plan[Any, Any], finish: Finish[R], value: Any, store: Any, started: float) -> R:
-    """A run with nothing to watch: the interpreter alone."""
-    return finish(await interpret(plan, None, value, store, started), None)
-
-
 async def _run(
     run: RunState, started: float, finish: Finish[R], timed: bool, key: str | None, answer: Any, given: Any
 ) -> R:
@@ -145,7 +138,9 @@ async def _run(
     from a finished one), checkpoint before every step, record how the run ended; ``given`` is the store the
     caller passed (where the checkpoints are)."""
     spans = run.spans
-    spans.begin(run.envelopes, run.decisions)
+    tracing = spans.watching
+    if tracing:
+        spans.begin(run.envelopes, run.decisions)
     try:
         ended: PlanResult[Any] | None = None
         durable: DurableRun | None = None
@@ -158,8 +153,23 @@ async def _run(
         elif answer is not NO_ANSWER:
             raise ConfigurationError("answer= resumes a durable run: give the plan (or this run) a checkpoint_key")
         if ended is None:
+            # under the budget's timer: a step still running when the deadline passes is cancelled
+            timer = Deadline.until(run.deadline) if timed and run.deadline is not None else None
             try:
-                ended = await _steps(run, started, timed)
+                if timer is not None:
+                    timer.arm()
+                try:
+                    ended = await interpret(run.plan, run, run.input, run.store, started, _as_ended)
+                except BaseException as exc:
+                    if timer is None:
+                        raise
+                    cut = timer.disarm(type(exc) is asyncio.CancelledError)
+                    if not (cut or (timer.expired and isinstance(exc, TimeoutError))):
+                        raise  # not the deadline's: a cancellation from elsewhere, or a bug of the plan
+                    ended = run.cut_off(started)  # the run ends with max_seconds, the cut-off step with it
+                else:
+                    if timer is not None:
+                        timer.disarm(False)
                 if run.events is not None:
                     run.flush()
             except BaseException as exc:
@@ -173,28 +183,19 @@ async def _run(
                 durable.finish(ended)
         result = finish(ended, run.ctx)
     except BaseException as exc:  # a plan bug or a cancellation: the open spans end with it
-        spans.end(None, exc)
+        if tracing:
+            spans.end(None, exc)
         raise
-    spans.end(result)
+    if tracing:
+        spans.end(result)
     if run.emit is not None:
         run.emit(FinalEvent(result))
     return result
 
 
-async def _steps(run: RunState, started: float, timed: bool) -> PlanResult[Any]:
-    """The interpreter on ``run``; ``timed``: under the deadline's timer, which cuts off a step still running when
-    the deadline passes (the run then ends with ``max_seconds``)."""
-    if not timed:  # no budget, or a plan of synchronous steps: it never yields to a timer
-        return await interpret(run.plan, run, run.input, run.store, started)
-    assert run.deadline is not None
-    timer = Deadline.until(run.deadline)
-    try:
-        async with timer:
-            return await interpret(run.plan, run, run.input, run.store, started)
-    except TimeoutError:
-        if not timer.expired:  # not the deadline's: a step's own ends its step, so this is the plan's bug
-            raise
-        return run.cut_off(started)
+def _as_ended(ended: PlanResult[Any], ctx: RunContext[Any] | None) -> PlanResult[Any]:
+    """A watched run's ending, as it is: the driver finishes it once its checkpoint is recorded."""
+    return ended
 
 
 def _open(run: RunState, key: str, answer: Any, given: Any) -> DurableRun | PlanResult[Any]:

@@ -14,13 +14,15 @@ runs its steps back to back.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from routegate.core.context import RunContext
 from routegate.plan._bands import run_band
 from routegate.plan._call import call_step
 from routegate.plan._compiled import PREV, START, Compiled
 from routegate.plan._inputs import from_step
-from routegate.plan._position import Decision, Position
+from routegate.plan._position import Decision
 from routegate.plan._run import RunState, iterations_stop
 from routegate.plan._spans import NO_SPANS, RunSpans
 from routegate.plan.envelope import Envelope, ErrorInfo
@@ -32,14 +34,18 @@ if TYPE_CHECKING:
     from routegate.plan.plan import Plan
 
 _perf = time.perf_counter
+R = TypeVar("R")
+Finish = Callable[[PlanResult[Any], RunContext[Any] | None], R]
+"""What a run's ending (in its context, if it has one) becomes: the plan's own result (logged), or its runtime's
+(``Runtime.result``, logged)."""
 
 
 async def interpret(
-    plan: Plan[Any, Any], run: RunState | None, value: Any, store: Any, started: float
-) -> PlanResult[Any]:
+    plan: Plan[Any, Any], run: RunState | None, value: Any, store: Any, started: float, finish: Finish[R]
+) -> R:
     """Run ``plan``'s steps on ``value`` from the first (or a durable run's checkpoint) until the plan ends or
-    stops, in ``run`` (``None``: the lean branch); return how it ended, as the plan's own result (the driver makes a
-    runtime's result of it)."""
+    stops, in ``run`` (``None``: the lean branch); return ``finish`` of how it ended (the plan's own result: a lean
+    run's result, or what the driver finishes a watched run with)."""
     compiled = plan._compiled
     names = plan._names
     count = len(compiled)
@@ -80,13 +86,13 @@ async def interpret(
     while True:
         step = compiled[i]
         if iterations == limit:
-            if durable is not None:  # the resume point of the stopped run: the step it did not run
-                durable.save(Position(i, prev, iterations, _index(rejoin_next), envelopes, decisions), store)
+            if run is not None and durable is not None:  # the resume point of the stopped run: the step it did not run
+                run.checkpoint(step, prev, iterations, rejoin_next)
             error = iterations_stop(limit, [env.step or "" for env in envelopes], step.name)
             break
         if watched:
             assert run is not None
-            error = run.between(step, prev, iterations, _index(rejoin_next))
+            error = run.between(step, prev, iterations, rejoin_next)
             if error is not None:
                 break
         iterations += 1
@@ -101,7 +107,7 @@ async def interpret(
             continue
 
         source = step.source
-        given = prev if source == PREV else value if source == START else from_step(step, latest, envelopes)
+        given = prev if source is PREV else value if source is START else from_step(step, latest, envelopes)
         env = await call_step(step, given, run, store)
         envelopes.append(env)
         if latest is not None:
@@ -115,8 +121,25 @@ async def interpret(
             error = err
             break
 
-        # -- routing: routes= / routes_by=, then the rejoin of an exclusive branch, then linear --------------
-        target, why = _routed(step, env, out, err)
+        # -- routing: routes= (the first predicate that holds) / routes_by=, then the rejoin of an exclusive
+        # branch, then linear ------------------------------------------------------------------------------------
+        target = -1
+        why = ""
+        routes = step.routes
+        if routes is not None:
+            for target_index, predicate, description, target_name in routes:
+                try:
+                    hit = predicate(env)
+                except Exception as exc:
+                    raise _predicate_error(step, target_name, exc, err) from exc
+                if hit:
+                    target, why = target_index, description
+                    break
+        elif step.by_field is not None and err is None:
+            chosen = read_field(out, step.by_field)
+            found = step.by_map.get(chosen) if isinstance(chosen, str) else None
+            if found is not None:
+                target, why = found, step.by_why[chosen]
         pending, rejoin_next = rejoin_next, None
         if target >= 0:
             if step.rejoin >= 0 and target != step.rejoin:
@@ -139,35 +162,13 @@ async def interpret(
             decisions.append(step.why_end if step.by_field is None else (None, _by_miss(step, out, "end")))
             break
         decisions.append(step.why_linear if step.by_field is None else (None, _by_miss(step, out, "linear")))
-    spans.finish(iterations)
-    run_id = None if run is None or run.ctx is None else run.ctx.run_id  # without a context: an id when read
+    if spans.watching:
+        spans.finish(iterations)
+    ctx = None if run is None else run.ctx
+    run_id = None if ctx is None else ctx.run_id  # a run without a context gets its id when it is read
     elapsed_ms = (_perf() - started) * 1000.0
-    return PlanResult(
-        value, None if error is not None else prev, error, envelopes, decisions, store, elapsed_ms, run_id
-    )
-
-
-def _routed(step: Compiled, env: Envelope, out: Any, err: ErrorInfo | None) -> tuple[int, str]:
-    """Where ``step``'s own routing sends the run after ``env`` — the index of the step and why — or ``-1``."""
-    routes = step.routes
-    if routes is not None:
-        for target, predicate, description, target_name in routes:
-            try:
-                hit = predicate(env)
-            except Exception as exc:
-                raise _predicate_error(step, target_name, exc, err) from exc
-            if hit:
-                return target, description
-    elif step.by_field is not None and err is None:
-        chosen = read_field(out, step.by_field)
-        found = step.by_map.get(chosen) if isinstance(chosen, str) else None
-        if found is not None:
-            return found, step.by_why[chosen]
-    return -1, ""
-
-
-def _index(step: Compiled | None) -> int:
-    return -1 if step is None else step.index
+    payload = None if error is not None else prev
+    return finish(PlanResult(value, payload, error, envelopes, decisions, store, elapsed_ms, run_id), ctx)
 
 
 def _predicate_error(step: Compiled, target: str, exc: Exception, err: ErrorInfo | None) -> PlanRuntimeError:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from routegate._extras import needs
-from routegate.plan.checkpoint import Lease, SqlRunTable
+from routegate.plan.checkpoint import HistoryKeep, Lease, SqlRunTable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS routegate_plan_runs (
@@ -22,11 +24,26 @@ CREATE TABLE IF NOT EXISTS routegate_plan_runs (
     state JSONB NOT NULL
 )
 """
+_HISTORY = """
+CREATE TABLE routegate_plan_history (
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    stop_reason TEXT NOT NULL,
+    updated DOUBLE PRECISION NOT NULL,
+    state JSONB NOT NULL,
+    PRIMARY KEY (key, seq)
+)
+"""
 
 
 def _lock_id(key: str) -> int:
     """A stable signed 64-bit advisory-lock id for ``key``."""
     return int.from_bytes(hashlib.sha256(b"routegate.plan:" + key.encode()).digest()[:8], "big", signed=True)
+
+
+# the advisory lock of the history migration: hashed apart from every run key's
+_MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"routegate.plan.migration:history").digest()[:8], "big", signed=True)
 
 
 class _SessionLease:
@@ -51,25 +68,81 @@ class PostgresCheckpoints(SqlRunTable):
     A lease is a session advisory lock on that connection: PostgreSQL drops it when the process (or the
     connection) dies, so a crashed run never blocks its resume."""
 
-    _LOAD_SQL = "SELECT status, stop_reason, updated, state FROM routegate_plan_runs WHERE key = %s"
+    # the document as text: psycopg's JSON decoding of one odd value (a number of 5,000 digits) would raise for the
+    # whole listing; read_row reads it and names a problem instead
+    _LOAD_SQL = "SELECT status, stop_reason, updated, state::text FROM routegate_plan_runs WHERE key = %s"
     _SAVE_SQL = (
         "INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
         "VALUES (%s, %s, %s, %s, %s::jsonb) ON CONFLICT (key) DO UPDATE SET status = EXCLUDED.status, "
         "stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, state = EXCLUDED.state"
     )
-    _RUNS_SQL = "SELECT key, status, stop_reason, updated, state FROM routegate_plan_runs ORDER BY key"
+    _RUNS_SQL = "SELECT key, status, stop_reason, updated, state::text FROM routegate_plan_runs ORDER BY key"
     _DELETE_SQL = "DELETE FROM routegate_plan_runs WHERE key = %s"
+    _NEXT_SQL = "SELECT COALESCE(MAX(seq), 0) + 1 FROM routegate_plan_history WHERE key = %s"
+    _APPEND_SQL = (
+        "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
+        "VALUES (%s, %s, %s, %s, %s, %s::jsonb)"
+    )
+    _APPEND_NEXT_SQL = (
+        "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
+        "SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s::jsonb FROM routegate_plan_history WHERE key = %s"
+    )
+    _HISTORY_SQL = (
+        "SELECT seq, status, stop_reason, updated, state FROM routegate_plan_history WHERE key = %s ORDER BY seq"
+    )
+    _PRUNE_SQL = "DELETE FROM routegate_plan_history WHERE key = %s AND seq < %s"
+    _FORGET_SQL = "DELETE FROM routegate_plan_history WHERE key = %s"
+    # the latest checkpoint and the next history row in one statement: one round trip, atomic in autocommit
+    _SAVE_AND_APPEND_SQL = (
+        "WITH head AS (INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
+        "VALUES (%(key)s, %(status)s, %(reason)s, %(updated)s, %(doc)s::jsonb) ON CONFLICT (key) DO UPDATE SET "
+        "status = EXCLUDED.status, stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, "
+        "state = EXCLUDED.state) "
+        "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
+        "SELECT %(key)s, COALESCE(MAX(seq), 0) + 1, %(status)s, %(reason)s, %(updated)s, %(row)s::jsonb "
+        "FROM routegate_plan_history WHERE key = %(key)s"
+    )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, keep: HistoryKeep = None) -> None:
         with needs("desk"):
             import psycopg
 
         self._psycopg = psycopg
         self.url = url
+        self.keep = keep
         self._mutex = threading.Lock()
         self._conn: psycopg.Connection[tuple[Any, ...]] = psycopg.connect(url, autocommit=True)
         self._conn.execute(_SCHEMA)
+        self._migrate()
         self._held: set[str] = set()
+
+    def _migrate(self) -> None:
+        """Create the history table if the database has none (written before history existed, or new), each
+        run's latest checkpoint becoming its first history row; one store at a time (a transaction lock)."""
+        present = "SELECT to_regclass('routegate_plan_history') IS NOT NULL"
+        if self._exists(present):
+            return
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if not self._exists(present):
+                self._conn.execute(_HISTORY)
+                self._conn.execute(
+                    "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
+                    "SELECT key, 1, status, stop_reason, updated, state FROM routegate_plan_runs"
+                )
+
+    def _exists(self, query: str) -> bool:
+        row = self._conn.execute(query).fetchone()
+        return bool(row and row[0])
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        with self._conn.transaction():
+            yield
+
+    def _save_and_append(self, key: str, status: str, stop_reason: str, now: float, doc: str, row: str) -> None:
+        values = {"key": key, "status": status, "reason": stop_reason, "updated": now, "doc": doc, "row": row}
+        self._conn.execute(self._SAVE_AND_APPEND_SQL, values)
 
     def acquire(self, key: str) -> Lease | None:
         with self._mutex:

@@ -96,20 +96,29 @@ class RunState:
         """Does a plan nested in this run share its context, deadline and spans (else it runs lean)?"""
         return self.ctx is not None or self.deadline is not None or self.spans.watching
 
-    def between(self, step: Compiled, prev: Any, iterations: int, rejoin: int) -> ErrorInfo | None:
-        """What a watched run does before ``step`` runs: checkpoint the run (durable), send the step events
-        decided so far, stop at the deadline (the stop, when it passed), and open the step's span."""
+    def between(self, step: Compiled, prev: Any, iterations: int, rejoin: Compiled | None) -> ErrorInfo | None:
+        """What a watched run does before ``step`` runs: checkpoint the run (durable; ``rejoin``: the routing step
+        whose rejoin is pending), send the step events decided so far, stop at the deadline (the stop, when it
+        passed), and open the step's span."""
         durable = self.durable
         if durable is not None:
-            durable.save(Position(step.index, prev, iterations, rejoin, self.envelopes, self.decisions), self.store)
+            self.checkpoint(step, prev, iterations, rejoin)
         if self.events is not None:
             self.flush()
         deadline = self.deadline
         if deadline is not None and _monotonic() >= deadline:
             return self.out_of_time(step.index)
         self.at = step.index
-        self.spans.step(step, iterations + 1)
+        spans = self.spans
+        if spans.watching:
+            spans.step(step, iterations + 1)
         return None
+
+    def checkpoint(self, step: Compiled, prev: Any, iterations: int, rejoin: Compiled | None) -> None:
+        """A durable run's checkpoint: where it stands before ``step`` runs."""
+        assert self.durable is not None
+        at = -1 if rejoin is None else rejoin.index
+        self.durable.save(Position(step.index, prev, iterations, at, self.envelopes, self.decisions), self.store)
 
     def out_of_time(self, at: int, started: float | None = None) -> ErrorInfo:
         """The one deadline handler: the run's ``max_seconds`` passed before step ``at`` ran, or while it ran —

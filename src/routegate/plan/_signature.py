@@ -63,14 +63,18 @@ def _number(match: re.Match[str]) -> str:
     return _float_text(match.group())
 
 
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON text: the same whichever backend stored it (see the module docstring)."""
+    parts = _STRING.split(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True))
+    # the even parts lie outside strings (structure and numbers) and hold no quote: rewrite them in one pass
+    parts[::2] = _FLOAT.sub(_number, '"'.join(parts[::2])).split('"')
+    return "".join(parts)
+
+
 def canonical(key: str, status: str, stop_reason: str, state: Mapping[str, Any]) -> bytes:
     """The bytes a checkpoint's signature covers."""
     doc = {k: v for k, v in state.items() if k != SIG}
-    body = {"key": key, "status": status, "stop_reason": stop_reason, "state": doc}
-    parts = _STRING.split(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True))
-    # the even parts lie outside strings (structure and numbers) and hold no quote: rewrite them in one pass
-    parts[::2] = _FLOAT.sub(_number, '"'.join(parts[::2])).split('"')
-    return "".join(parts).encode()
+    return canonical_json({"key": key, "status": status, "stop_reason": stop_reason, "state": doc}).encode()
 
 
 def sign(secret: bytes, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
@@ -102,4 +106,4 @@ def verify(secret: bytes, record: RunRecord) -> None:
         )
 
 
-__all__ = ["MIN_KEY_BYTES", "canonical", "sign", "signing_key", "verify"]
+__all__ = ["MIN_KEY_BYTES", "canonical", "canonical_json", "sign", "signing_key", "verify"]

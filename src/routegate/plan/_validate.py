@@ -21,7 +21,7 @@ from routegate.plan._shape import StepShape
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, RunRecord
 from routegate.plan.errors import CheckpointMismatchError
 
-FORMATS = (1, 2)  # 2: format 1 plus the optional HMAC "sig"
+FORMATS = (1, 2, 3)  # 2: format 1 plus the optional HMAC "sig"; 3: format 2 plus "parent", a fork's origin
 
 _Int = Annotated[int, Strict()]
 _Text = Annotated[str, Strict()]
@@ -61,6 +61,12 @@ class _Result(_Model):
     elapsed_ms: float = Field(default=0.0, allow_inf_nan=False)
 
 
+class _Parent(_Model):
+    key: _Text
+    at: _Int = Field(ge=1)
+    edited: bool = False
+
+
 class _Document(_Model):
     format: _Int
     fingerprint: _Text
@@ -79,6 +85,7 @@ class _Document(_Model):
     asked: _Text | None = None
     result: _Result | None = None
     sig: _Text | None = None
+    parent: _Parent | None = None
 
 
 class _Refusal(Exception):
@@ -151,6 +158,8 @@ def _check(compiled: tuple[StepShape, ...], record: RunRecord, doc: _Document) -
     status = record.status
     if status not in (RUNNING, ENDED, INTERRUPTED):
         _refuse(f"status {status!r} is none of running, ended, interrupted")
+    if (doc.parent is not None) != (doc.format == 3):
+        _refuse(f"format {doc.format} {'holds' if doc.parent is not None else 'lacks'} a fork's parent")
     if doc.at >= count or doc.rejoin >= count:
         _refuse(f"it resumes at step {doc.at} (rejoin {doc.rejoin}) of a plan of {count} steps")
     step = compiled[doc.at]

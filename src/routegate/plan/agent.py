@@ -1,4 +1,4 @@
-"""The routing agent: a prebuilt :class:`~routegate.plan.Plan` — route → govern → finalize, with reroute.
+"""The routing agent: a runtime on the :class:`~routegate.plan.Plan` engine — route → govern → finalize, with reroute.
 
 ::
 
@@ -218,8 +218,8 @@ class RoutingAgent(Generic[RunDepsT]):
     (``invalid_route:route_not_allowed:<t>``); ``execution_allow`` is the gateway's, applied again at
     execution (``route_denied:<t>``). Both default to the workers' names; anything else is denied.
 
-    A run is one run of :attr:`plan`, the agent's prebuilt :class:`~routegate.plan.Plan`: ``route`` (the router
-    decides) → ``govern`` (one :class:`~routegate.core.governed.GovernedStep`: validate → delegate → check →
+    A run is one run of :attr:`plan`, the agent's :class:`~routegate.plan.Plan` (the agent is its
+    :class:`~routegate.plan.Runtime`): ``route`` (the router decides) → ``govern`` (one :class:`~routegate.core.governed.GovernedStep`: validate → delegate → check →
     trace) → ``finalize``; ``needs_reroute`` goes back to ``route``, within ``budget.max_route_attempts``. A
     worker, the router or the finalizer that declares a :class:`~routegate.core.RunContext` parameter gets the
     run's context (``deps=`` of :meth:`arun` is its ``deps``).
@@ -283,7 +283,7 @@ class RoutingAgent(Generic[RunDepsT]):
         self.plan: Plan[Any, Any] = _agent_plan(self, self._runtime)
         """The agent's run as a :class:`~routegate.plan.Plan`: steps ``route``, ``govern``, ``finalize``."""
 
-    # -- public API: doors into the plan's one driver ---------------------------------------------------------
+    # -- public API: its runtime's doors ----------------------------------------------------------------------
     async def arun(
         self,
         goal: str,

@@ -1,7 +1,12 @@
 """Where durable plan runs keep their checkpoints: one small protocol, three backends.
 
 A checkpoint is one JSON document per ``checkpoint_key`` (see :mod:`routegate.plan.durable` for what it holds),
-overwritten after every step. A backend also hands out *leases*: at most one live run per key. A lease is tied
+overwritten after every step: the run's latest. Every checkpoint is also appended to the run's *history*
+(:meth:`CheckpointLog.append`, :mod:`routegate.plan.history`), kept until the run is deleted unless the store keeps
+less (``Store(history=...)``); history rows are numbered from 1 per key and stored as the changes since the row
+before (:mod:`routegate.plan._deltas`). Tables written before history existed are migrated when a store opens
+them: the history table is created and each run's latest checkpoint becomes its first history row. A backend also
+hands out *leases*: at most one live run per key. A lease is tied
 to the process that holds it and disappears when that process dies, so a crashed run never blocks its resume:
 
 * :class:`MemoryCheckpoints` — a dict in this process (``Store()``); leases are a set of keys.
@@ -23,11 +28,14 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from routegate.errors import RuntimeFaultError
+from routegate.plan._deltas import Kept, pruned_below, stored_row, whole_at
 
 RUNNING, ENDED, INTERRUPTED = "running", "ended", "interrupted"
 
@@ -48,13 +56,30 @@ class RunRecord:
     problem: str | None = None
 
 
+MAX_INT_DIGITS = 4_000
+"""The longest integer a stored document is read with (Python reads at most 4,300 digits): a longer one, which
+routegate never writes (:func:`~routegate.core.contracts.jsonable` writes a marker instead) but another writer of
+the store may, is read as a marker string too."""
+
+
+def _int(text: str) -> int | str:
+    digits = len(text) - text.startswith("-")
+    return int(text) if digits <= MAX_INT_DIGITS else f"<integer of {digits} digits>"
+
+
+def loads(doc: str | bytes) -> Any:
+    """A stored document: JSON whose integers of more than :data:`MAX_INT_DIGITS` digits are read as markers."""
+    return json.loads(doc, parse_int=_int)
+
+
 def read_row(key: object, status: object, stop_reason: object, updated: object, state: object) -> RunRecord:
     """A stored row as a :class:`RunRecord`; a row that does not parse comes back with its ``problem`` named
-    instead of raising, so one damaged row never hides the others."""
+    instead of raising, so one damaged row never hides the others. ``state`` is the document's text (a backend
+    reads it as text, never through its driver's JSON decoding, which would raise for the whole listing)."""
     shown = key if isinstance(key, str) else repr(key)
     if isinstance(state, str | bytes):
         try:
-            state = json.loads(state)
+            state = loads(state)
         except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             return RunRecord(shown, str(status), str(stop_reason), 0.0, {}, f"its document is not JSON ({exc})")
     problem = None
@@ -95,6 +120,27 @@ class Checkpoints(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class CheckpointLog(Protocol):
+    """A backend that keeps a run's history: every checkpoint, not only the latest (the three backends here)."""
+
+    def append(self, key: str, status: str, stop_reason: str, state: dict[str, Any], kept: Kept | None) -> None:
+        """Save ``state`` as the run's latest checkpoint and append it to its history, in one transaction.
+        ``kept``: the first envelopes and decisions of ``state`` are those of the checkpoint this writer appended
+        before (``None``: it is the first of this attempt, stored whole)."""
+        ...
+
+    def history(self, key: str) -> list[tuple[int, RunRecord]]:
+        """The history rows of ``key`` in order, numbered (:func:`routegate.plan.history.read_history` rebuilds
+        the checkpoints from them)."""
+        ...
+
+
+HistoryKeep = int | None
+"""How much history a backend keeps: ``None`` every checkpoint until the run is deleted, ``0`` none (only the
+latest checkpoint), ``N`` at least the latest ``N`` of each run (pruned a block of ``N`` at a time)."""
+
+
 def dumps(state: dict[str, Any]) -> str:
     return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
 
@@ -124,10 +170,12 @@ class _KeyLease:
 class MemoryCheckpoints:
     """Checkpoints in a dict of this process (documents kept as JSON text, so they are copies)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: HistoryKeep = None) -> None:
         self._rows: dict[str, tuple[str, str, float, str]] = {}
+        self._log: dict[str, list[tuple[int, str, str, float, str]]] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
+        self.keep = keep
 
     def load(self, key: str) -> RunRecord | None:
         row = self._rows.get(key)
@@ -139,11 +187,32 @@ class MemoryCheckpoints:
     def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
         self._rows[key] = (status, stop_reason, time.time(), dumps(state))
 
+    def append(self, key: str, status: str, stop_reason: str, state: dict[str, Any], kept: Kept | None) -> None:
+        now, doc = time.time(), dumps(state)
+        with self._lock:
+            self._rows[key] = (status, stop_reason, now, doc)
+            keep = self.keep
+            if keep == 0:
+                return
+            rows = self._log.setdefault(key, [])
+            seq = rows[-1][0] + 1 if rows else 1
+            row = stored_row(state, None if whole_at(seq, keep) else kept)
+            rows.append((seq, status, stop_reason, now, doc if row is state else dumps(row)))
+            if keep is not None and whole_at(seq, keep):
+                rows[:] = [r for r in rows if r[0] >= pruned_below(seq, keep)]
+
+    def history(self, key: str) -> list[tuple[int, RunRecord]]:
+        with self._lock:
+            rows = list(self._log.get(key, ()))
+        return [(seq, read_row(key, status, reason, updated, doc)) for seq, status, reason, updated, doc in rows]
+
     def runs(self) -> list[RunRecord]:
         return [r for r in (self.load(k) for k in sorted(self._rows)) if r is not None]
 
     def delete(self, key: str) -> None:
-        self._rows.pop(key, None)
+        with self._lock:
+            self._rows.pop(key, None)
+            self._log.pop(key, None)
 
     def acquire(self, key: str) -> Lease | None:
         with self._lock:
@@ -177,18 +246,44 @@ CREATE TABLE IF NOT EXISTS plan_runs (
     state TEXT NOT NULL
 )
 """
+_SQLITE_HISTORY = """
+CREATE TABLE plan_history (
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    stop_reason TEXT NOT NULL,
+    updated REAL NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (key, seq)
+) WITHOUT ROWID
+"""
 
 
 class SqlRunTable:
-    """The row logic the SQL backends share: load, save, list and delete a run's row under one mutex. A backend
-    sets the four statements in its own dialect (table name, placeholders) and ``_conn`` / ``_mutex``."""
+    """The row logic the SQL backends share: load, save, list and delete a run's row, append to and read its history,
+    under one mutex. A backend sets the statements in its own dialect (table names, placeholders), ``_conn``,
+    ``_mutex`` and ``keep``, and says how it runs statements as one transaction (:meth:`_atomic`)."""
 
     _LOAD_SQL: str  # (key) -> status, stop_reason, updated, state
     _SAVE_SQL: str  # (key, status, stop_reason, updated, state): insert, or update the row of that key
     _RUNS_SQL: str  # () -> key, status, stop_reason, updated, state, ordered by key
     _DELETE_SQL: str  # (key)
+    _NEXT_SQL: str  # (key) -> the number of the key's next history row
+    _APPEND_SQL: str  # (key, seq, status, stop_reason, updated, state)
+    _APPEND_NEXT_SQL: (
+        str  # (key, status, stop_reason, updated, state, key): the key's next row, numbered in the statement
+    )
+    _HISTORY_SQL: str  # (key) -> seq, status, stop_reason, updated, state, ordered by seq
+    _PRUNE_SQL: str  # (key, seq): delete the key's history rows numbered below seq
+    _FORGET_SQL: str  # (key): delete the key's history
     _conn: _SqlConnection
     _mutex: threading.Lock
+    keep: HistoryKeep = None
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """The statements run inside as one transaction."""
+        raise NotImplementedError  # pragma: no cover
 
     def load(self, key: str) -> RunRecord | None:
         with self._mutex:
@@ -202,14 +297,48 @@ class SqlRunTable:
         with self._mutex:
             self._conn.execute(self._SAVE_SQL, (key, status, stop_reason, time.time(), doc))
 
+    def append(self, key: str, status: str, stop_reason: str, state: dict[str, Any], kept: Kept | None) -> None:
+        doc, now, keep = dumps(state), time.time(), self.keep
+        if keep == 0:
+            with self._mutex:
+                self._conn.execute(self._SAVE_SQL, (key, status, stop_reason, now, doc))
+            return
+        if keep is None:  # whole or not does not depend on the row's number
+            row = stored_row(state, kept)
+            with self._mutex:
+                self._save_and_append(key, status, stop_reason, now, doc, doc if row is state else dumps(row))
+            return
+        with self._mutex, self._atomic():
+            self._conn.execute(self._SAVE_SQL, (key, status, stop_reason, now, doc))
+            seq = int(self._conn.execute(self._NEXT_SQL, (key,)).fetchone()[0])
+            row = stored_row(state, None if whole_at(seq, keep) else kept)
+            text = doc if row is state else dumps(row)
+            self._conn.execute(self._APPEND_SQL, (key, seq, status, stop_reason, now, text))
+            if whole_at(seq, keep):
+                self._conn.execute(self._PRUNE_SQL, (key, pruned_below(seq, keep)))
+
+    def _save_and_append(self, key: str, status: str, stop_reason: str, now: float, doc: str, row: str) -> None:
+        """Save ``doc`` as the latest checkpoint of ``key`` and append ``row`` as its next history row, atomically
+        (the caller holds the mutex)."""
+        with self._atomic():
+            self._conn.execute(self._SAVE_SQL, (key, status, stop_reason, now, doc))
+            self._conn.execute(self._APPEND_NEXT_SQL, (key, status, stop_reason, now, row, key))
+
+    def history(self, key: str) -> list[tuple[int, RunRecord]]:
+        with self._mutex:
+            rows = self._conn.execute(self._HISTORY_SQL, (key,)).fetchall()
+        return [(seq, read_row(key, status, reason, updated, state)) for seq, status, reason, updated, state in rows]
+
     def runs(self) -> list[RunRecord]:
         with self._mutex:
             rows = self._conn.execute(self._RUNS_SQL).fetchall()
         return [read_row(*row) for row in rows]
 
     def delete(self, key: str) -> None:
-        with self._mutex:
+        """Delete the run of ``key``: its latest checkpoint and its history."""
+        with self._mutex, self._atomic():
             self._conn.execute(self._DELETE_SQL, (key,))
+            self._conn.execute(self._FORGET_SQL, (key,))
 
 
 class SqliteCheckpoints(SqlRunTable):
@@ -223,9 +352,19 @@ class SqliteCheckpoints(SqlRunTable):
     )
     _RUNS_SQL = "SELECT key, status, stop_reason, updated, state FROM plan_runs ORDER BY key"
     _DELETE_SQL = "DELETE FROM plan_runs WHERE key = ?"
+    _NEXT_SQL = "SELECT COALESCE(MAX(seq), 0) + 1 FROM plan_history WHERE key = ?"
+    _APPEND_SQL = "INSERT INTO plan_history (key, seq, status, stop_reason, updated, state) VALUES (?, ?, ?, ?, ?, ?)"
+    _APPEND_NEXT_SQL = (
+        "INSERT INTO plan_history (key, seq, status, stop_reason, updated, state) "
+        "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM plan_history WHERE key = ?"
+    )
+    _HISTORY_SQL = "SELECT seq, status, stop_reason, updated, state FROM plan_history WHERE key = ? ORDER BY seq"
+    _PRUNE_SQL = "DELETE FROM plan_history WHERE key = ? AND seq < ?"
+    _FORGET_SQL = "DELETE FROM plan_history WHERE key = ?"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, keep: HistoryKeep = None) -> None:
         self.path = path
+        self.keep = keep
         self._locks = Path(path + ".locks")
         self._mutex = threading.Lock()
         self._conn: sqlite3.Connection = sqlite3.connect(
@@ -234,6 +373,31 @@ class SqliteCheckpoints(SqlRunTable):
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(_SQLITE_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Create the history table if this file has none (written before history existed, or new), each run's
+        latest checkpoint becoming its first history row."""
+        present = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'plan_history'"
+        if self._conn.execute(present).fetchone() is not None:
+            return
+        with self._atomic():  # another process may be migrating the same file: look again under the write lock
+            if self._conn.execute(present).fetchone() is None:
+                self._conn.execute(_SQLITE_HISTORY)
+                self._conn.execute(
+                    "INSERT INTO plan_history (key, seq, status, stop_reason, updated, state) "
+                    "SELECT key, 1, status, stop_reason, updated, state FROM plan_runs"
+                )
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def acquire(self, key: str) -> Lease | None:
         """Lock ``<db>.locks/<first 32 hex digits of sha256(key)>``. Neither the directory nor the file is

@@ -25,16 +25,18 @@ from typing import Any, Literal
 from routegate.core.contracts import jsonable
 from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
+from routegate.plan._deltas import Kept
 from routegate.plan._position import Position
 from routegate.plan._shape import PlanShape, StepShape
 from routegate.plan._signature import sign, verify
 from routegate.plan._validate import check_checkpoint, check_readable, damaged
-from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, Checkpoints, Lease, RunRecord
+from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, CheckpointLog, Checkpoints, Lease, RunRecord
 from routegate.plan.envelope import Envelope, ErrorInfo
 from routegate.plan.errors import CheckpointConflictError, CheckpointMismatchError, Interrupt
 from routegate.plan.result import PlanResult
 
 FORMAT = 2  # format 1 and an optional "sig": the HMAC of a store with a signing key (routegate.plan._signature)
+FORK_FORMAT = 3  # format 2 and "parent": the run and checkpoint a fork started from (routegate.plan.history)
 NO_ANSWER: Any = object()
 
 
@@ -143,6 +145,10 @@ class DurableRun(_Codec):
     def __init__(self, shape: PlanShape, backend: Checkpoints, key: str, lease: Lease, secret: bytes | None) -> None:
         super().__init__(shape.steps)
         self.backend = backend
+        # a backend that keeps the run's history gets each checkpoint with what it shares with the one before
+        self.log = backend if isinstance(backend, CheckpointLog) else None
+        self.kept: Kept | None = None  # None: this attempt has not written yet (its first row is whole)
+        self.parent: dict[str, Any] | None = None  # a fork's origin, carried into every checkpoint it writes
         self.key = key
         self.lease = lease
         self.fp = shape.fingerprint
@@ -183,7 +189,12 @@ class DurableRun(_Codec):
     def _put(self, status: str, stop_reason: str, doc: dict[str, Any]) -> None:
         if self.secret is not None:
             sign(self.secret, self.key, status, stop_reason, doc)
-        self.backend.save(self.key, status, stop_reason, doc)
+        log = self.log
+        if log is None:
+            self.backend.save(self.key, status, stop_reason, doc)
+            return
+        log.append(self.key, status, stop_reason, doc, self.kept)
+        self.kept = (len(doc["envelopes"]), len(doc["decisions"]))
 
     # -- the interpreter's hooks -----------------------------------------------------------------------------
     def restore(self, value: Any, store: Any) -> Position:
@@ -208,6 +219,8 @@ class DurableRun(_Codec):
         if value is None:
             value = state.get("input")
         self.input = value
+        parent = state.get("parent")
+        self.parent = parent if isinstance(parent, dict) else None
         envelopes: list[Envelope] = []
         for doc in state.get("envelopes", []):
             envelopes.append(self._decoded(doc))
@@ -258,7 +271,7 @@ class DurableRun(_Codec):
         scope.key, scope.answers, scope.used = key, live.get(key, []), 0
         to_dict = getattr(store, "to_dict", None)
         self.doc = {
-            "format": FORMAT,
+            "format": FORMAT if self.parent is None else FORK_FORMAT,
             "fingerprint": self.fp,
             "input": jsonable(self.input),
             "at": at,
@@ -273,6 +286,8 @@ class DurableRun(_Codec):
             "band": self.band,
             "answers": live,
         }
+        if self.parent is not None:
+            self.doc["parent"] = self.parent
         self._put(RUNNING, "", self.doc)
 
     def member_key(self, name: str) -> str:

@@ -15,7 +15,7 @@ and starts its runs through the runtime's doors.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Generic
 
 from routegate._lazy import renamed_method
@@ -28,11 +28,14 @@ from routegate.core.result import OutputT
 from routegate.errors import ConfigurationError
 from routegate.plan._compiled import STEP, compile_steps, is_sync, shape_of, wants_context
 from routegate.plan._driver import drive, drive_nested
+from routegate.plan._fork import fork
 from routegate.plan._run import RunState, plan_line
 from routegate.plan._shape import PlanShape
+from routegate.plan.diagram import Diagram, diagram_of
 from routegate.plan.durable import NO_ANSWER
 from routegate.plan.errors import PlanCompileError
 from routegate.plan.events import PlanEvent
+from routegate.plan.history import NO_PAYLOAD, RunHistory, read_history
 from routegate.plan.result import PlanResult
 from routegate.plan.runtime import Runtime
 from routegate.plan.step import Step
@@ -153,6 +156,68 @@ class Plan(Generic[RunDepsT, OutputT]):
     def step_names(self) -> tuple[str, ...]:
         return self._names
 
+    def diagram(self, path: Iterable[str] = (), stop_reason: str | None = None) -> Diagram:
+        """The plan's graph as a :class:`~routegate.plan.diagram.Diagram`: plain data (``to_dict()``), drawn as
+        Mermaid (``mermaid()``) or Graphviz (``dot()``). ``path``: the steps a run executed (``result.path``),
+        drawn on it, with ``stop_reason`` (``result.stop_reason``) saying whether it reached the end or stopped
+        at its last step. See docs/plan.md, "Seeing a plan"."""
+        drawn = diagram_of(self)
+        names = tuple(path)
+        return drawn.with_path(names, stop_reason) if names else drawn
+
+    # -- a durable run's history, and re-running from it -------------------------------------------------------
+    def history(self, key: str, *, store: Any = None) -> RunHistory:
+        """The checkpoints the durable run ``key`` wrote, in order (:class:`~routegate.plan.history.RunHistory`):
+        each one's number, time, the step about to run, how the run got there, the payload handed to it and its
+        hashes. Read from ``store``'s checkpoints, else the plan's (as a run of ``key`` would). See docs/plan.md,
+        "Run history and time travel"."""
+        backend, _ = self._backend(store)
+        return read_history(backend, key)
+
+    async def afork(
+        self,
+        key: str,
+        *,
+        at: int | None = None,
+        step: str | None = None,
+        payload: Any = NO_PAYLOAD,
+        answer: Any = NO_ANSWER,
+        store: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
+        checkpoint_key: str | None = None,
+    ) -> PlanResult[OutputT]:
+        """Re-run the durable run ``key`` from its checkpoint number ``at`` (or from the latest checkpoint about
+        to run ``step``) as a new run, and return how the new run ended. The new run's key is ``checkpoint_key``,
+        else ``"<key>/at-<at>-<8 hex digits>"`` (``result.checkpoint_key``); its checkpoints name their parent
+        (``plan.history(new_key).parent``); the run ``key`` is not touched and keeps resuming as before.
+
+        ``payload`` replaces what the step about to run receives from the step before it (the run's input, at the
+        first checkpoint): it must validate as the producing step's ``output=`` type and the receiving function's
+        annotated input type (:class:`~routegate.errors.ConfigurationError` otherwise). ``answer`` answers the
+        question of a paused run's checkpoint. The checkpoint is checked like any resumed one (signature, plan,
+        graph): a tampered one raises :class:`~routegate.plan.CheckpointMismatchError`."""
+        if self.runtime is not None:
+            raise self._refused("afork")
+        return await fork(self, key, at, step, payload, answer, store, deps, checkpoint_key)
+
+    def fork(
+        self,
+        key: str,
+        *,
+        at: int | None = None,
+        step: str | None = None,
+        payload: Any = NO_PAYLOAD,
+        answer: Any = NO_ANSWER,
+        store: Any = None,
+        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
+        checkpoint_key: str | None = None,
+    ) -> PlanResult[OutputT]:
+        """Synchronous :meth:`afork` (not from inside a running event loop)."""
+        if self.runtime is not None:
+            raise self._refused("fork")
+        coroutine = fork(self, key, at, step, payload, answer, store, deps, checkpoint_key)
+        return run_sync(coroutine, "fork", self._all_sync)
+
     def __repr__(self) -> str:
         label = f"{self.name!r}, " if self.name else ""
         return f"Plan({label}steps={list(self._names)}, max_iterations={self.max_iterations})"
@@ -177,9 +242,13 @@ class Plan(Generic[RunDepsT, OutputT]):
         caller started earlier (so that what it waited for counts against the run's deadline): the run is in it —
         its deps, run id, ledgers, tracer and clock (the budget's deadline is ``context.deadline``).
         """
+        if self.runtime is not None:
+            raise self._refused("arun")
         if context is not None and deps is not None:
             raise ConfigurationError("arun() takes deps= or context= (whose deps the run uses), not both")
-        return await self._start(payload, store, deps, None, checkpoint_key, answer, "arun", context)
+        return await drive(
+            self, self._ended, payload, store, deps=deps, key=checkpoint_key, answer=answer, context=context
+        )
 
     def run(
         self,
@@ -196,7 +265,13 @@ class Plan(Generic[RunDepsT, OutputT]):
         loop; the deadline of its budget is then checked between steps (a running synchronous step cannot be cut
         off). Any other plan runs on the per-thread loop of :func:`routegate.core._sync.run_sync`.
         """
-        return run_sync(self._start(payload, store, deps, None, checkpoint_key, answer, "run"), "run", self._all_sync)
+        if self.runtime is not None:
+            raise self._refused("run")
+        return run_sync(
+            drive(self, self._ended, payload, store, deps=deps, key=checkpoint_key, answer=answer),
+            "run",
+            self._all_sync,
+        )
 
     def iter(
         self,
@@ -210,39 +285,23 @@ class Plan(Generic[RunDepsT, OutputT]):
         """Run the plan, yielding a :class:`~routegate.plan.StepEvent` per executed step as its routing is
         decided, then a :class:`~routegate.core.FinalEvent` with the result. Closing the iterator early
         cancels the run."""
-        self._own("iter")
+        if self.runtime is not None:
+            raise self._refused("iter")
 
         def start(emit: Callable[[PlanEvent], None]) -> Coroutine[Any, Any, PlanResult[OutputT]]:
-            return self._start(payload, store, deps, emit, checkpoint_key, answer, "iter")
+            return drive(self, self._ended, payload, store, deps=deps, emit=emit, key=checkpoint_key, answer=answer)
 
         return stream_events(start, _is_final)
 
     astream = renamed_method(iter, "Plan", "astream")
 
-    def _start(
-        self,
-        payload: Any,
-        store: Any,
-        deps: Any,
-        emit: Callable[[PlanEvent], None] | None,
-        key: str | None,
-        answer: Any,
-        door: str,
-        context: RunContext[Any] | None = None,
-    ) -> Coroutine[Any, Any, PlanResult[OutputT]]:
-        """A run of the plan's own, through the one driver."""
-        self._own(door)
-        return drive(self, self._ended, payload, store, deps=deps, emit=emit, key=key, answer=answer, context=context)
-
-    def _own(self, door: str) -> None:
-        """Refuse a door of the plan's own when its runs are a runtime's."""
-        runtime = self.runtime
-        if runtime is not None:
-            owner = runtime.owner
-            raise ConfigurationError(
-                f"{door}() of {self!r}: this is the plan of a {owner}, whose runs end with its own result; "
-                f"run the {owner} instead"
-            )
+    def _refused(self, door: str) -> ConfigurationError:
+        """A door of the plan's own, used on a plan whose runs are a runtime's."""
+        owner = self.runtime.owner if self.runtime is not None else "runtime"
+        return ConfigurationError(
+            f"{door}() of {self!r}: this is the plan of a {owner}, whose runs end with its own result; "
+            f"run the {owner} instead"
+        )
 
     # -- what the engine's modules read of the plan ------------------------------------------------------------
     def _ended(self, ended: PlanResult[Any], ctx: RunContext[Any] | None) -> PlanResult[Any]:

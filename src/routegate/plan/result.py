@@ -57,7 +57,9 @@ class PlanResult(RunResult[OutputT | None], Generic[OutputT]):
         run_id: str | None = None,
     ) -> None:
         outcome = _SUCCESS if error is None else Outcome(False, error.stop_reason, error.phase, error.message)
-        super().__init__(outcome, payload, None, run_id, elapsed_ms)  # the trace is built from the envelopes when read
+        # the base's constructor, named (a zero-argument super() builds a proxy object on every run); the trace is
+        # built from the envelopes when first read
+        RunResult.__init__(self, outcome, payload, None, run_id, elapsed_ms)
         self.input = input
         self.error = error
         self.envelopes = envelopes

@@ -114,6 +114,8 @@ class Runtime(Generic[StateT, ResultT, EventT]):
         (``context``: a desk turn's, started when the turn arrived so that waiting for its session counts): then the
         run is in it — its deps, run id, ledgers, tracer and clock (the plan's budget bounds the run on
         ``context.deadline``) — and sends no final event (the caller sends its own, when it is done)."""
+        if context is not None and deps is not None:
+            raise ConfigurationError("arun() takes deps= or context= (whose deps the run uses), not both")
         return await drive(self.plan, self._finish, state, deps=deps, context=context)
 
     def run(self, state: StateT, *, deps: Any = None) -> ResultT:

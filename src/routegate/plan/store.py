@@ -6,8 +6,9 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from routegate.errors import ConfigurationError
 from routegate.plan._signature import signing_key as signing_key_bytes
-from routegate.plan.checkpoint import Checkpoints, MemoryCheckpoints, SqliteCheckpoints
+from routegate.plan.checkpoint import Checkpoints, HistoryKeep, MemoryCheckpoints, SqliteCheckpoints
 from routegate.plan.envelope import payload_text
 
 
@@ -26,9 +27,14 @@ class Store:
     ``signing_key=`` (at least 16 bytes; text is UTF-8) signs every checkpoint written through this store with
     HMAC-SHA256, and a resume through it refuses a checkpoint that is unsigned or whose signature does not match:
     whoever can write the database but has not the key cannot forge an interrupt's answer, a route or a position.
+
+    ``history=`` is how much of each durable run's history the store keeps (``plan.history(key)``,
+    ``plan.fork(key, at=...)``): ``True`` (the default) every checkpoint until the run is deleted, ``False`` only
+    the latest (a run can then only be resumed, not re-run from an earlier step), ``N`` at least the latest ``N``
+    checkpoints of each run (older ones are deleted ``N`` at a time).
     """
 
-    __slots__ = ("_checkpoints", "_data", "_signing_key", "db")
+    __slots__ = ("_checkpoints", "_data", "_keep", "_signing_key", "db")
 
     def __init__(
         self,
@@ -36,10 +42,12 @@ class Store:
         *,
         db: str | os.PathLike[str] | None = None,
         signing_key: str | bytes | None = None,
+        history: bool | int = True,
     ) -> None:
         self._data: dict[str, Any] = dict(initial) if initial else {}
         self.db = db
         self._signing_key = signing_key_bytes(signing_key)
+        self._keep = history_keep(history)
         self._checkpoints: Checkpoints | None = None
 
     @property
@@ -51,7 +59,7 @@ class Store:
     def checkpoints(self) -> Checkpoints:
         """The checkpoint backend of this store (opened on first use)."""
         if self._checkpoints is None:
-            self._checkpoints = open_checkpoints(self.db)
+            self._checkpoints = open_checkpoints(self.db, self._keep)
         return self._checkpoints
 
     def close(self) -> None:
@@ -111,18 +119,33 @@ class Store:
         return f"Store({self._data!r})"
 
 
-def open_checkpoints(db: str | os.PathLike[str] | None) -> Checkpoints:
+def history_keep(history: object) -> HistoryKeep:
+    """``Store(history=...)`` as what a backend keeps: ``None`` all, ``0`` none, ``N`` the latest ``N``."""
+    if history is True:
+        return None
+    if history is False:
+        return 0
+    if isinstance(history, int) and history >= 1:
+        return history
+    raise ConfigurationError(
+        f"Store(history={history!r}): give True (keep every checkpoint of a run), False (only the latest) or a "
+        "number of checkpoints to keep per run (>= 1)"
+    )
+
+
+def open_checkpoints(db: str | os.PathLike[str] | None, keep: HistoryKeep = None) -> Checkpoints:
     """The backend for ``Store(db=...)``: memory for ``None``, PostgreSQL for a ``postgresql://`` URL, else a
-    SQLite file path. The PostgreSQL backend (and psycopg) is imported only when asked for."""
+    SQLite file path; keeping ``keep`` of each run's history. The PostgreSQL backend (and psycopg) is imported only
+    when asked for."""
     if db is None:
-        return MemoryCheckpoints()
+        return MemoryCheckpoints(keep)
     text = os.fspath(db)
     if text.startswith(("postgresql://", "postgres://")):
         from routegate.plan._pg import PostgresCheckpoints
 
-        return PostgresCheckpoints(text)
+        return PostgresCheckpoints(text, keep)
     if not text or text == ":memory:":
         raise ValueError(
             f"Store(db={text!r}): give a SQLite file path or a postgresql:// URL; for an in-memory store use Store()"
         )
-    return SqliteCheckpoints(text)
+    return SqliteCheckpoints(text, keep)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import json
 import math
@@ -179,11 +180,12 @@ def _nested_deeper(value: object, limit: int) -> bool:
     return False
 
 
-def read_router_array(directory: Path, name: object, *, what: str) -> np.ndarray[Any, Any]:
+def read_router_array(directory: Path, name: object, *, what: str, sha256: str | None = None) -> np.ndarray[Any, Any]:
     """The numeric array in the ``.npy`` file ``directory/name``, read without pickle.
 
     The header's shape x dtype must account for exactly the bytes after it, so a forged header (a 1.4 TiB shape in a
-    small file) is refused before anything is allocated; only plain bool, integer and float dtypes are accepted."""
+    small file) is refused before anything is allocated; only plain bool, integer and float dtypes are accepted.
+    ``sha256``: the file's digest as saved; a file whose bytes differ (changed or corrupted since) is refused."""
     data = read_router_file(directory, name, ARRAY_MAX_BYTES, what=what)
     file = directory / str(name)
     stream = io.BytesIO(data[:_NPY_HEADER_WINDOW])  # the header: numpy reads at most 10,000 bytes of it
@@ -209,6 +211,11 @@ def read_router_array(directory: Path, name: object, *, what: str) -> np.ndarray
         raise ConfigurationError(
             f"{file} ({what}): its header declares shape {shape} of {dtype} ({declared} bytes) but {held} bytes "
             f"follow it — the file is truncated or forged; {_REMEDY}"
+        )
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ConfigurationError(
+            f"{file} ({what}): its SHA-256 differs from the one the manifest recorded when it was saved — the file "
+            f"was changed or corrupted since; {_REMEDY}"
         )
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
     return flat.reshape(shape, order="F" if fortran else "C")  # a view of the bytes read: the file is read once

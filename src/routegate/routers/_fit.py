@@ -19,7 +19,7 @@ with needs("embed"):
 from routegate.errors import ConfigurationError
 from routegate.routers import _head
 from routegate.routers._head import F32, Head
-from routegate.routers._rule import Calibration, apply_rule
+from routegate.routers._rule import SCORES, Calibration, apply_rule, feature_scores_of
 from routegate.routers.calibration import fit_clarify_margin, fit_threshold
 
 
@@ -32,6 +32,8 @@ class FitConfig:
     route. ``clarify_cost``: cost of asking relative to a wrong guess (``None`` = never clarify).
     ``char_ngrams``: ``"auto"`` trains the char n-gram model and lets calibration decide whether it is used.
     ``min_examples_per_route``: fewer training examples for any route is refused (degenerate data).
+    ``scores``: the confidences calibration may choose between (``"p_top+beta*knn"``, always; ``"mahalanobis"``,
+    ``"energy"``); the OOS detector, when measured, reads all of them.
     """
 
     c_embed: float = 10.0
@@ -50,6 +52,7 @@ class FitConfig:
     detector_c: float = 1.0
     detector_min_examples: int = 20
     min_examples_per_route: int = 2
+    scores: tuple[str, ...] = SCORES
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -63,6 +66,8 @@ class FitConfig:
             raise ConfigurationError(f"knn_k must be >= 1, got {self.knn_k}")
         if self.cv_folds < 2:
             raise ConfigurationError(f"cv_folds must be >= 2, got {self.cv_folds}")
+        if SCORES[0] not in self.scores or set(self.scores) - set(SCORES):
+            raise ConfigurationError(f"scores must include {SCORES[0]!r} and name only {SCORES}, got {self.scores}")
         if self.min_examples_per_route < 1:
             raise ConfigurationError(f"min_examples_per_route must be >= 1, got {self.min_examples_per_route}")
 
@@ -107,8 +112,9 @@ def folds(labels: Sequence[str], k: int, seed: int) -> list[np.ndarray[Any, np.d
 
 def out_of_fold(
     vectors: F32, texts: Sequence[str], labels: Sequence[str], config: FitConfig, train_kwargs: Mapping[str, Any]
-) -> tuple[F32, F32 | None, F32, list[str], int]:
-    """Out-of-fold probabilities over the training examples (the calibration data when there is no ``val``)."""
+) -> tuple[F32, F32 | None, dict[str, F32]]:
+    """Out-of-fold probabilities and feature scores over the training examples (the calibration data when there is
+    no ``val``)."""
     routes = sorted(set(labels))
     counts = {r: labels.count(r) for r in routes}
     if len(routes) > 1 and min(counts.values()) < 2:
@@ -122,6 +128,7 @@ def out_of_fold(
     n = len(texts)
     p_embed = np.zeros((n, len(routes)), dtype=np.float32)
     p_char: F32 | None = None
+    scores = {name: np.zeros(n, dtype=np.float32) for name in _head.FEATURE_SCORES}
     index = {r: i for i, r in enumerate(routes)}
     for fold in fold_sets:
         rest = np.setdiff1d(np.arange(n), fold)
@@ -135,7 +142,9 @@ def out_of_fold(
             if p_char is None:
                 p_char = np.zeros((n, len(routes)), dtype=np.float32)
             p_char[np.ix_(fold, cols)] = pc
-    return p_embed, p_char, vectors, list(labels), len(fold_sets)
+        for name, values in feature_scores_of(fold_head, vectors[fold]).items():
+            scores[name][fold] = values
+    return p_embed, p_char, scores
 
 
 def calibrate(
@@ -147,23 +156,32 @@ def calibrate(
     oos_label: str,
     config: FitConfig,
     source: str,
+    feature_scores: Mapping[str, F32] | None = None,
 ) -> Calibration:
+    """Choose the confidence (``p(top) + beta * knn`` over the grid of ``alpha`` x ``beta``, a feature score, or
+    the detector over all of them) and its threshold on the calibration data, by the objective. The feature scores
+    compete only with out-of-scope rows to measure them on: the coverage objective (no such rows) would pick the
+    score that best rejects the head's own errors, not the one that detects queries unlike the training data.
+    ``feature_scores``: the rows' ``_head.FEATURE_SCORES`` when already known (out of fold), else computed."""
     index = {r: i for i, r in enumerate(head.routes)}
     is_oos = np.array([label == oos_label for label in labels], dtype=bool)
     y = np.array([index.get(label, -1) for label in labels], dtype=np.int64)
     alphas = config.alphas if p_char is not None else (1.0,)
+    extra = dict(feature_scores) if feature_scores is not None else feature_scores_of(head, vectors)
     # ties (common on small data) go to the larger beta: distance to the examples is the signal that generalises
-    # to out-of-scope queries unlike any seen in calibration
+    # to out-of-scope queries unlike any seen in calibration; then to p(top) + beta * knn over the feature scores
     best: tuple[tuple[bool, float, float, float], Calibration] | None = None
-    grid: list[dict[str, float]] = []
+    grid: list[dict[str, float | str]] = []
     for alpha in alphas:
         probs = _head.fuse(head, p_embed, p_char, alpha)
         top = probs.argmax(axis=1).astype(np.int64)
         p1 = probs[np.arange(len(probs)), top]
         knn = _head.knn_to(head, vectors, top)
         correct = (top == y) & ~is_oos
-        for beta in config.betas:
-            confidence = p1 + beta * knn
+        candidates = [(SCORES[0], beta, p1 + beta * knn) for beta in config.betas]
+        if is_oos.any():  # without out-of-scope rows the objective (coverage) cannot tell which score detects them
+            candidates += [(name, -1.0, extra[name]) for name in SCORES[1:] if name in config.scores]
+        for score, beta, confidence in candidates:
             fit = fit_threshold(
                 confidence,
                 correct,
@@ -175,6 +193,7 @@ def calibrate(
                 {
                     "alpha": alpha,
                     "beta": beta,
+                    "score": score,
                     "threshold": fit.threshold,
                     "in_scope_accuracy": fit.in_scope_accuracy,
                     "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
@@ -185,7 +204,7 @@ def calibrate(
                 cal = Calibration(
                     threshold=fit.threshold if np.isfinite(fit.threshold) else (-1e9 if fit.threshold < 0 else 1e9),
                     alpha=alpha,
-                    beta=beta,
+                    beta=max(beta, 0.0),
                     objective=fit.objective,
                     target=fit.target,
                     source=source,
@@ -194,15 +213,20 @@ def calibrate(
                     oos_recall=fit.oos_recall,
                     coverage=fit.coverage,
                     feasible=fit.feasible,
+                    score=score,
                 )
                 best = (key, cal)
     assert best is not None  # alphas and betas are non-empty (FitConfig checks)
     cal = replace(best[1], grid=tuple(grid))
     n_oos, n_in = int(is_oos.sum()), int((~is_oos).sum())
     if config.oos_detector and min(n_oos, n_in) >= config.detector_min_examples and len(head.routes) > 1:
-        cal = try_detector(head, cal, p_embed, p_char, vectors, y, is_oos, config, grid)
+        # two detectors compete: over the head's scores alone, and with the feature scores too (more inputs can
+        # fit the calibration rows worse out of fold, as on CLINC150 with the frozen encoder)
+        with_features = _head.DETECTOR_FEATURES + tuple(n for n in _head.FEATURE_SCORES if n in config.scores)
+        for inputs in dict.fromkeys((_head.DETECTOR_FEATURES, with_features)):
+            cal = try_detector(head, cal, p_embed, p_char, vectors, y, is_oos, config, grid, extra, inputs)
     if config.clarify_cost is not None and len(head.routes) > 1:
-        rule = apply_rule(head.with_mix(cal.alpha, cal.beta), cal, p_embed, p_char, vectors, None)
+        rule = apply_rule(head.with_mix(cal.alpha, cal.beta), cal, p_embed, p_char, vectors, None, extra)
         accepted = (rule.confidence >= cal.threshold) & ~is_oos
         margin = (rule.p1 - rule.p2)[accepted]
         clarify = fit_clarify_margin(
@@ -221,18 +245,30 @@ def try_detector(
     y: np.ndarray[Any, np.dtype[np.int64]],
     is_oos: np.ndarray[Any, np.dtype[np.bool_]],
     config: FitConfig,
-    grid: list[dict[str, float]],
+    grid: list[dict[str, float | str]],
+    feature_scores: Mapping[str, F32],
+    inputs: tuple[str, ...],
 ) -> Calibration:
-    """Fit the out-of-scope detector on the calibration data and keep it if its out-of-fold threshold does
-    better on the objective than the best ``p(top) + beta * knn`` rule."""
+    """Fit the out-of-scope detector over ``inputs`` on the calibration data and keep it if its out-of-fold
+    threshold does better on the objective than ``cal`` (the best confidence so far)."""
     with needs("embed"):
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-    rule = apply_rule(head, replace(cal, beta=0.0), p_embed, p_char, vectors, None)
+    rule = apply_rule(
+        head, replace(cal, beta=0.0, score=SCORES[0], detector_weights=()), p_embed, p_char, vectors, None
+    )
     knn_mean, knn_max = _head.knn_stats(head, vectors, rule.top)
     feats = _head.detector_features(
-        rule.probs, p_embed, p_char if cal.alpha < 1.0 else None, rule.top, rule.p2, knn_mean, knn_max
+        rule.probs,
+        p_embed,
+        p_char if cal.alpha < 1.0 else None,
+        rule.top,
+        rule.p2,
+        knn_mean,
+        knn_max,
+        dict(feature_scores),
+        inputs,
     )
     mean = feats.mean(axis=0)
     scale = feats.std(axis=0) + 1e-6
@@ -251,7 +287,8 @@ def try_detector(
     grid.append(
         {
             "alpha": cal.alpha,
-            "beta": -1.0,  # the detector row
+            "beta": -1.0,
+            "score": "oos-detector" if inputs == _head.DETECTOR_FEATURES else "oos-detector+features",
             "threshold": fit.threshold,
             "in_scope_accuracy": fit.in_scope_accuracy,
             "oos_recall": -1.0 if fit.oos_recall is None else fit.oos_recall,
@@ -266,6 +303,7 @@ def try_detector(
         cal,
         threshold=fit.threshold,
         beta=0.0,
+        score=SCORES[0],
         in_scope_accuracy=fit.in_scope_accuracy,
         oos_recall=fit.oos_recall,
         coverage=fit.coverage,
@@ -275,4 +313,5 @@ def try_detector(
         detector_bias=float(np.asarray(model.intercept_)[0]),
         detector_mean=tuple(float(v) for v in mean),
         detector_scale=tuple(float(v) for v in scale),
+        detector_inputs=inputs,
     )

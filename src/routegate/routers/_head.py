@@ -6,27 +6,30 @@ Three parts, all plain arrays (saved as ``.npy``, loaded without pickle):
 * optionally a logistic regression over character n-gram TF-IDF of the text, averaged with the first
   (weight ``1 - alpha``) — it catches spellings and rare words the embedding blurs;
 * the route's example bank: the mean similarity of the query to its ``k`` nearest examples *of the predicted
-  route* (a distance-to-training-data signal; out-of-scope queries are far from every route's examples).
+  route* (a distance-to-training-data signal; out-of-scope queries are far from every route's examples);
+* the routes as Gaussians with a shared covariance (:mod:`routegate.routers._gauss`): the Mahalanobis distance to
+  the nearest route's mean, a class-conditional score on the features themselves.
 
-``confidence = p(top) + beta * knn`` decides out-of-scope, ``margin = p(top) - p(runner-up)`` decides clarify.
-``alpha`` and ``beta`` are chosen on held-out data by :mod:`routegate.routers.calibration`'s objective.
+Scores that say how much a query is in scope (higher = more): ``p_top + beta * knn`` (the default), ``mahalanobis``,
+``relative_mahalanobis``, ``energy`` (the log-sum-exp of the embedding model's logits, Liu et al. 2020), and the out-of-scope detector over
+all of them; calibration chooses one on held-out data by :mod:`routegate.routers.calibration`'s objective, together
+with ``alpha`` and ``beta``. ``margin = p(top) - p(runner-up)`` decides clarify.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from routegate._extras import needs
 
 with needs("embed"):
     import numpy as np
-    import numpy.typing as npt
 
 from routegate.routers._charngrams import CharNgrams
-
-F32 = npt.NDArray[np.float32]
-I64 = npt.NDArray[np.int64]
+from routegate.routers._gauss import F32 as F32  # the array types live in the lowest module; re-exported here
+from routegate.routers._gauss import I64 as I64
+from routegate.routers._gauss import Gaussian
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +50,11 @@ class Head:
     alpha: float = 1.0
     beta: float = 0.0
     knn_k: int = 5
+    gauss: Gaussian | None = None  # None: a router saved before the class-conditional scores
 
     def with_mix(self, alpha: float, beta: float) -> Head:
         char = self.char if alpha < 1.0 else None
-        return Head(self.routes, self.coef, self.intercept, self.bank, self.offsets, char, alpha, beta, self.knn_k)
+        return replace(self, char=char, alpha=alpha, beta=beta)
 
 
 def softmax(logits: F32) -> F32:
@@ -60,10 +64,32 @@ def softmax(logits: F32) -> F32:
     return out
 
 
+def embed_logits(head: Head, vectors: F32) -> F32:
+    out: F32 = vectors @ head.coef.T + head.intercept
+    return out
+
+
 def embed_probs(head: Head, vectors: F32) -> F32:
     if len(head.routes) == 1:
         return np.ones((len(vectors), 1), dtype=np.float32)
-    return softmax(vectors @ head.coef.T + head.intercept)
+    return softmax(embed_logits(head, vectors))
+
+
+def energy(head: Head, vectors: F32) -> F32:
+    """Minus the free energy of the embedding model's logits, ``log sum_r exp(logit_r)`` (higher = more in scope)."""
+    logits = embed_logits(head, vectors)
+    top = logits.max(axis=1)
+    out: F32 = (top + np.log(np.exp(logits - top[:, None]).sum(axis=1))).astype(np.float32)
+    return out
+
+
+def mahalanobis(head: Head, vectors: F32) -> tuple[F32, F32] | None:
+    """Minus the squared Mahalanobis distance to the nearest route, and the same relative to the background
+    Gaussian (:mod:`routegate.routers._gauss`); ``None`` for a head without the Gaussians."""
+    if head.gauss is None:
+        return None
+    nearest = head.gauss.distances(vectors).min(axis=1)
+    return -nearest, head.gauss.background_distance(vectors) - nearest
 
 
 def char_probs(head: Head, texts: Sequence[str]) -> F32 | None:
@@ -113,20 +139,42 @@ DETECTOR_FEATURES = (
     "p_embed_top",
     "p_char_top",
 )
+"""The out-of-scope detector's inputs in a router saved before the class-conditional scores."""
+FEATURE_SCORES = ("mahalanobis", "relative_mahalanobis", "energy")
+"""Scores on the encoder's features: each a confidence of its own and an input of the detector."""
+DETECTOR_INPUTS = DETECTOR_FEATURES + FEATURE_SCORES
 
 
 def detector_features(
-    probs: F32, p_embed: F32, p_char: F32 | None, top: I64, p2: F32, knn_mean: F32, knn_max: F32
+    probs: F32,
+    p_embed: F32,
+    p_char: F32 | None,
+    top: I64,
+    p2: F32,
+    knn_mean: F32,
+    knn_max: F32,
+    feature_scores: dict[str, F32] | None = None,
+    inputs: tuple[str, ...] = DETECTOR_FEATURES,
 ) -> F32:
-    """The out-of-scope detector's inputs (see ``DETECTOR_FEATURES``); ``p_char`` ``None`` = embedding model only."""
+    """The out-of-scope detector's ``inputs`` (names from ``DETECTOR_INPUTS``) as columns; ``p_char`` ``None`` =
+    embedding model only; ``feature_scores``: the ``FEATURE_SCORES`` of each row, when ``inputs`` name them."""
     idx = np.arange(len(probs))
     pc = p_embed if p_char is None else p_char
     p1 = probs[idx, top]
-    entropy = -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=1)
-    agree = (p_embed.argmax(axis=1) == pc.argmax(axis=1)).astype(np.float32)
-    columns = [p1, p1 - p2, knn_mean, knn_max, entropy, p_embed.max(axis=1), pc.max(axis=1), agree]
-    columns += [p_embed[idx, top], pc[idx, top]]
-    out: F32 = np.column_stack(columns).astype(np.float32)
+    columns = {
+        "p_top": p1,
+        "margin": p1 - p2,
+        "knn_mean": knn_mean,
+        "knn_max": knn_max,
+        "entropy": -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=1),
+        "p_embed_max": p_embed.max(axis=1),
+        "p_char_max": pc.max(axis=1),
+        "models_agree": (p_embed.argmax(axis=1) == pc.argmax(axis=1)).astype(np.float32),
+        "p_embed_top": p_embed[idx, top],
+        "p_char_top": pc[idx, top],
+        **(feature_scores or {}),
+    }
+    out: F32 = np.column_stack([columns[name] for name in inputs]).astype(np.float32)
     return out
 
 
@@ -153,10 +201,11 @@ def train_head(
     bank = np.ascontiguousarray(vectors[order], dtype=np.float32)
     offsets = np.searchsorted(y[order], np.arange(len(routes) + 1)).astype(np.int64)
     dim = vectors.shape[1]
+    gauss = Gaussian.fit(vectors, y, len(routes))
     if len(routes) == 1:
         coef = np.zeros((1, dim), dtype=np.float32)
         intercept = np.zeros(1, dtype=np.float32)
-        return Head(routes, coef, intercept, bank, offsets, knn_k=knn_k)
+        return Head(routes, coef, intercept, bank, offsets, knn_k=knn_k, gauss=gauss)
     model = LogisticRegression(C=c_embed, max_iter=2000, random_state=seed).fit(vectors, y)
     coef, intercept = _multinomial(model, len(routes))
     char: CharHead | None = None
@@ -165,7 +214,7 @@ def train_head(
         char_model = LogisticRegression(C=c_char, max_iter=1000, random_state=seed).fit(matrix, y)
         char_coef, char_intercept = _multinomial(char_model, len(routes))
         char = CharHead(ngrams, char_coef, char_intercept)
-    return Head(routes, coef, intercept, bank, offsets, char, knn_k=knn_k)
+    return Head(routes, coef, intercept, bank, offsets, char, knn_k=knn_k, gauss=gauss)
 
 
 def _multinomial(model: object, n_routes: int) -> tuple[F32, F32]:

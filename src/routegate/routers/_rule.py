@@ -7,9 +7,10 @@ runner-up and confidence for a batch — the one implementation used both by cal
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
@@ -21,6 +22,10 @@ with needs("embed"):
 from routegate.errors import ConfigurationError
 from routegate.routers import _head
 from routegate.routers._head import F32, Head
+
+Score = Literal["p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy"]
+SCORES: tuple[Score, ...] = ("p_top+beta*knn", "mahalanobis", "relative_mahalanobis", "energy")
+"""The confidences calibration may choose without the detector."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +45,25 @@ class Calibration:
     coverage: float | None = None
     clarify_rate: float = 0.0
     feasible: bool = True
-    grid: tuple[Mapping[str, float], ...] = ()
-    # the out-of-scope detector (empty = confidence is p(top) + beta * knn): a logistic regression over
-    # standardised ``_head.DETECTOR_FEATURES``; confidence = its in-scope logit
+    grid: tuple[Mapping[str, float | str], ...] = ()
+    # the out-of-scope detector (empty = confidence is ``score``): a logistic regression over standardised
+    # ``detector_inputs`` (names of ``_head.DETECTOR_INPUTS``; empty = ``_head.DETECTOR_FEATURES``, a router saved
+    # before the feature scores); confidence = its in-scope logit
     detector_weights: tuple[float, ...] = ()
     detector_bias: float = 0.0
     detector_mean: tuple[float, ...] = ()
     detector_scale: tuple[float, ...] = ()
+    detector_inputs: tuple[str, ...] = ()
+    score: Score = "p_top+beta*knn"  # the confidence without the detector
 
     @property
     def method(self) -> str:
-        return "oos-detector" if self.detector_weights else "p_top+beta*knn"
+        return "oos-detector" if self.detector_weights else self.score
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The detector's inputs, by name."""
+        return self.detector_inputs or _head.DETECTOR_FEATURES
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -68,10 +81,21 @@ class Calibration:
             raise ConfigurationError(f"calibration: {exc.error_count()} bad field(s): {_first_error(exc)}") from exc
         lengths = {len(calibration.detector_weights), len(calibration.detector_mean), len(calibration.detector_scale)}
         if len(lengths) != 1 or (
-            calibration.detector_weights and len(calibration.detector_weights) != len(_head.DETECTOR_FEATURES)
+            calibration.detector_weights and len(calibration.detector_weights) != len(calibration.inputs)
         ):
             raise ConfigurationError("calibration: the OOS detector's weights, mean and scale do not match")
+        unknown = sorted(set(calibration.detector_inputs) - set(_head.DETECTOR_INPUTS))
+        if unknown:
+            raise ConfigurationError(f"calibration: unknown OOS detector inputs {unknown[:3]}")
+        values = (calibration.threshold, calibration.detector_bias, *calibration.detector_weights)
+        if not all(math.isfinite(v) for v in (*values, *calibration.detector_mean, *calibration.detector_scale)):
+            raise ConfigurationError("calibration: a threshold or OOS detector parameter is not a finite number")
         return calibration
+
+    def needs_feature_scores(self) -> bool:
+        """Whether the confidence reads ``_head.FEATURE_SCORES`` (a standalone score, or the detector's inputs)."""
+        used = set(self.inputs) if self.detector_weights else {self.score}
+        return bool(used & set(_head.FEATURE_SCORES))
 
 
 def _first_error(exc: pydantic.ValidationError) -> str:
@@ -102,8 +126,11 @@ def apply_rule(
     p_char: F32 | None,
     vectors: F32,
     mask: np.ndarray[Any, np.dtype[np.bool_]] | None,
+    feature_scores: Mapping[str, F32] | None = None,
 ) -> Rule:
-    """``head`` is mixed for ``cal`` (``p_char`` is ignored when ``cal.alpha`` is 1)."""
+    """``head`` is mixed for ``cal`` (``p_char`` is ignored when ``cal.alpha`` is 1). ``feature_scores``: the
+    ``_head.FEATURE_SCORES`` of the rows when already known (out-of-fold calibration), else computed here when
+    the confidence needs them."""
     p_char = p_char if cal.alpha < 1.0 else None
     probs = _head.fuse(head, p_embed, p_char, cal.alpha)
     n = len(probs)
@@ -123,14 +150,47 @@ def apply_rule(
     else:
         p2 = np.zeros(n, dtype=np.float32)
         runner = np.full(n, -1, dtype=np.int64)
+    if cal.needs_feature_scores() and feature_scores is None:
+        feature_scores = feature_scores_of(head, vectors)
     if cal.detector_weights:
         knn_mean, knn_max = _head.knn_stats(head, vectors, top)
-        feats = _head.detector_features(probs, p_embed, p_char, top, p2, knn_mean, knn_max)
+        feats = _head.detector_features(
+            probs, p_embed, p_char, top, p2, knn_mean, knn_max, dict(feature_scores or {}), cal.inputs
+        )
         z = (feats - np.asarray(cal.detector_mean, dtype=np.float32)) / np.asarray(cal.detector_scale, np.float32)
         weights = np.asarray(cal.detector_weights, dtype=np.float32)
         confidence: F32 = (-(z @ weights) - np.float32(cal.detector_bias)).astype(np.float32)
+    elif cal.score != "p_top+beta*knn":
+        assert feature_scores is not None  # needs_feature_scores() said so
+        confidence = feature_scores[cal.score]
     elif cal.beta > 0:
         confidence = p1 + np.float32(cal.beta) * _head.knn_to(head, vectors, top)
     else:
         confidence = p1
     return Rule(probs, ranked, top, runner, p1, p2, confidence.astype(np.float32))
+
+
+def feature_scores_of(head: Head, vectors: F32) -> dict[str, F32]:
+    """``_head.FEATURE_SCORES`` of ``vectors`` under ``head`` (a head saved without the Gaussians: Mahalanobis is
+    refused, with what to do)."""
+    maha = _head.mahalanobis(head, vectors)
+    if maha is None:
+        raise ConfigurationError(
+            "this router has no class-conditional Gaussians (saved before they existed): fit it again "
+            "(routegate fit) to use the mahalanobis score"
+        )
+    return {"mahalanobis": maha[0], "relative_mahalanobis": maha[1], "energy": _head.energy(head, vectors)}
+
+
+def score_table(head: Head, cal: Calibration, p_embed: F32, p_char: F32 | None, vectors: F32) -> dict[str, F32]:
+    """Every in-scope score the router can compute for a batch (higher = more in scope), by name: ``p_top``,
+    ``knn`` (mean similarity to the top route's nearest examples), ``mahalanobis`` and ``relative_mahalanobis`` (not
+    for a router saved without the Gaussians), ``energy``, and ``confidence`` — the one the router decides with (``cal.method``)."""
+    rule = apply_rule(head, cal, p_embed, p_char, vectors, None)
+    table = {"p_top": rule.p1, "knn": _head.knn_to(head, vectors, rule.top)}
+    maha = _head.mahalanobis(head, vectors)
+    if maha is not None:
+        table["mahalanobis"], table["relative_mahalanobis"] = maha
+    table["energy"] = _head.energy(head, vectors)
+    table["confidence"] = rule.confidence
+    return table

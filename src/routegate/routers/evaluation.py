@@ -6,6 +6,11 @@
 * out-of-scope precision / recall / F1: ``default`` outcomes vs. rows labelled ``oos``; OOS AUROC / AUPR: how well
   the router's confidence separates out-of-scope from in-scope queries over every threshold (threshold-free), and
   ``threshold`` — the operating point the figures above were measured at;
+* OOS AUROC of each score the router computes (``auroc_by_score``: ``p_top``, ``knn``, ``mahalanobis``, ``energy``
+  and ``confidence``, the one it decides with), so a user sees which one their data favours;
+* the cascade's unsure band (``cascade``): the queries a :class:`~routegate.routers.cascade.CascadeRouter` over this
+  router would send to its LLM stage (outcome ``default`` or ``clarify``), how many are in scope, and the accuracy
+  over all queries without that stage and with an oracle in it — the most a model tier there can add;
 * per-route precision / recall and the confusion counts (label → predicted → count, non-zero cells only);
 * latency p50 / p99 of single-query :meth:`~routegate.routers.semantic.SemanticRouter.route` calls;
 * the risk–coverage curve (queries sorted by confidence; risk = share of wrong among those routed) and the
@@ -63,6 +68,49 @@ def progress_bar(stream: TextIO = sys.stderr, *, width: int = 30, label: str = "
 
 
 @dataclass(frozen=True, slots=True)
+class CascadeBand:
+    """The queries a cascade over this router would send to its LLM stage (outcome ``default`` or ``clarify``).
+
+    ``accuracy``: over all queries, an in-scope query routed to its label or an out-of-scope one sent to the default
+    route (a ``clarify`` counts as wrong); ``oracle_accuracy``: the same when every query in the band is answered
+    right — the ceiling an LLM stage can reach; the gap is what a model tier can add, at ``share`` of the calls."""
+
+    queries: int
+    share: float
+    in_scope: int
+    out_of_scope: int
+    accuracy: float
+    oracle_accuracy: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def summary_lines(self) -> list[str]:
+        return [
+            f"cascade LLM band    {self.queries} queries ({self.share:.4f}): {self.in_scope} in scope, "
+            f"{self.out_of_scope} out of scope",
+            f"accuracy (all)      {self.accuracy:.4f} without an LLM stage, {self.oracle_accuracy:.4f} with an oracle "
+            "in the band",
+        ]
+
+
+def cascade_band(
+    outcome: np.ndarray[Any, Any], right: np.ndarray[Any, Any], is_oos: np.ndarray[Any, Any]
+) -> CascadeBand:
+    """The band of ``default`` and ``clarify`` outcomes; ``right``: the query's outcome is right on its own."""
+    band = (outcome == "default") | (outcome == "clarify")
+    n = len(outcome)
+    return CascadeBand(
+        queries=int(band.sum()),
+        share=float(band.mean()) if n else 0.0,
+        in_scope=int((band & ~is_oos).sum()),
+        out_of_scope=int((band & is_oos).sum()),
+        accuracy=float(right.mean()) if n else 0.0,
+        oracle_accuracy=float((right | band).mean()) if n else 0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class EvalReport:
     n: int
     n_in_scope: int
@@ -85,6 +133,9 @@ class EvalReport:
     oos_aupr: float | None = None
     threshold: float | None = None
     undefined: dict[str, str] = field(default_factory=dict)  # metric -> why the data does not define it
+    auroc_by_score: dict[str, float] = field(default_factory=dict)
+    method: str | None = None  # the score the router decides with (its calibration's method)
+    cascade: CascadeBand | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +155,9 @@ class EvalReport:
             "latency_ms_p50": self.latency_ms_p50,
             "latency_ms_p99": self.latency_ms_p99,
             "undefined": self.undefined,
+            "method": self.method,
+            "auroc_by_score": self.auroc_by_score,
+            "cascade": None if self.cascade is None else self.cascade.to_dict(),
             "per_route": self.per_route,
             "confusion": self.confusion,
             "risk_coverage": [list(p) for p in self.risk_coverage],
@@ -125,10 +179,15 @@ class EvalReport:
             f"OOS recall          {shown('oos_recall', self.oos_recall)}",
             f"OOS F1              {shown('oos_f1', self.oos_f1)}",
             f"OOS AUROC / AUPR    {shown('oos_auroc', self.oos_auroc)} / {shown('oos_aupr', self.oos_aupr)}",
-            f"threshold           {threshold}",
+            f"threshold           {threshold}{f' ({self.method})' if self.method else ''}",
             f"clarify rate        {self.clarify_rate:.4f}",
             f"latency p50 / p99   {self.latency_ms_p50:.2f} / {self.latency_ms_p99:.2f} ms per query",
         ]
+        if self.auroc_by_score:
+            ranked = sorted(self.auroc_by_score.items(), key=lambda kv: -kv[1])
+            lines.append("OOS AUROC by score  " + ", ".join(f"{name} {value:.4f}" for name, value in ranked))
+        if self.cascade is not None:
+            lines += self.cascade.summary_lines()
         if self.unknown_as_oos:
             counted = ", ".join(f"{label} {n}" for label, n in sorted(self.unknown_as_oos.items()))
             lines.append(f"unknown labels      scored as out of scope: {counted}")
@@ -184,7 +243,12 @@ def evaluate(
     if progress is not None:
         progress(total, total)
     report = score_decisions(decisions, labels, router.default_route, latencies, oos_label=oos_label)
-    return replace(report, unknown_as_oos=unknown)
+    is_oos = np.array([label == oos_label for label in labels], dtype=bool)
+    by_score: dict[str, float] = {}
+    if is_oos.any() and not is_oos.all():
+        table = router.score_table(texts)  # batched: the timed loop above measured the routing itself
+        by_score = {name: _separation(values.astype(np.float64), is_oos)[0] for name, values in table.items()}
+    return replace(report, unknown_as_oos=unknown, auroc_by_score=by_score, method=router.calibration.method)
 
 
 def known_labels(
@@ -230,6 +294,7 @@ def score_decisions(
     confidence = np.array([d.confidence for d in decisions], dtype=np.float64)
     routed_ok = (outcome == "route") & (predicted == y)
     n_in, n_oos = int((~is_oos).sum()), int(is_oos.sum())
+    band = cascade_band(outcome, (routed_ok & ~is_oos) | ((outcome == "default") & is_oos), is_oos)
     undefined: dict[str, str] = {}
     said_oos = outcome == "default"
     acc = top1 = default_rate = oos_p = oos_r = auroc = aupr = None
@@ -317,6 +382,7 @@ def score_decisions(
         oos_aupr=aupr,
         threshold=float(decisions[0].threshold) if decisions else None,
         undefined=undefined,
+        cascade=band,
     )
 
 

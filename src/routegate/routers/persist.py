@@ -7,6 +7,17 @@ checked against their size), so a router directory from elsewhere can neither ru
 loader; every shape is checked against the manifest. Loading takes milliseconds (the encoder model itself loads
 lazily on the first query).
 
+The manifest's ``encoder`` entry is the encoder's identity: its family (``name``: ``minilm``, ``openai``,
+``multilingual-e5``...), ``model_id`` and ``dim`` (``identity``: the version of these fields, 1). A router loads only
+with an encoder of the same model id and dimension; without one given, the family says which to build (an
+embeddings endpoint's cannot be built from the manifest: it needs its URL and key, so it is asked for). Routers saved
+before the family was recorded are MiniLM's.
+
+Each array's entry in the manifest holds its SHA-256 (format version 2): an array changed after it was saved (a
+disk error, a hand edit) is refused on load, naming the file. Version 2 also holds the class-conditional Gaussians
+(``gauss_*``: :mod:`routegate.routers._gauss`) and names the calibration's chosen score;
+version 1 directories (saved before them) still load, without the Mahalanobis score.
+
 A router fitted on a fine-tuned encoder (:mod:`routegate.routers.finetune`) also holds that encoder's int8 ONNX
 model (``encoder.onnx``); the manifest's ``encoder`` entry names the file, its hash and its provenance
 (``finetune``: base model, data hashes, hyper-parameters, validation figures). Loading it needs onnxruntime only.
@@ -26,7 +37,7 @@ from routegate._extras import needs
 with needs("embed"):
     import numpy as np
 
-from routegate.embed.protocol import Encoder
+from routegate.embed.protocol import Encoder, encoder_name
 from routegate.errors import ConfigurationError
 from routegate.routers._charngrams import CharNgrams
 from routegate.routers._files import (
@@ -37,6 +48,7 @@ from routegate.routers._files import (
     read_router_array,
     read_router_json,
 )
+from routegate.routers._gauss import Gaussian
 from routegate.routers._head import CharHead, Head
 from routegate.routers._rule import Calibration
 
@@ -44,7 +56,11 @@ if TYPE_CHECKING:
     from routegate.routers.semantic import SemanticRouter
 
 FORMAT = "routegate.semantic_router"
-VERSION = 1
+ENCODER_IDENTITY = 1  # the version of the manifest's encoder fields (name, model_id, dim)
+MINILM = "minilm"  # the family of routers saved before it was recorded
+VERSION = 2
+READS = (1, 2)
+"""Format versions this module loads: 1 (no Gaussians, no array hashes) and 2."""
 MANIFEST = "manifest.json"
 _REFIT = "save or fit the router again"
 _MAX_NGRAM = 64
@@ -59,6 +75,13 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
         "bank": head.bank,
         "offsets": head.offsets,
     }
+    if head.gauss is not None:
+        gauss = head.gauss
+        arrays |= {"gauss_whiten": gauss.whiten, "gauss_centers": gauss.centers}
+        arrays |= {
+            "gauss_background_whiten": gauss.background_whiten,
+            "gauss_background_center": gauss.background_center,
+        }
     char_meta: dict[str, Any] | None = None
     if head.char is not None:
         arrays |= {"char_coef": head.char.coef, "char_intercept": head.char.intercept, "char_idf": head.char.ngrams.idf}
@@ -66,12 +89,19 @@ def save_router(router: SemanticRouter, path: Path) -> Path:
             json.dumps(head.char.ngrams.ordered_vocabulary(), ensure_ascii=False), encoding="utf-8"
         )
         char_meta = {"lo": head.char.ngrams.lo, "hi": head.char.ngrams.hi, "vocabulary": "char_vocab.json"}
-    encoder_meta: dict[str, Any] = {"model_id": router.encoder.model_id, "dim": router.encoder.dim}
+    encoder_meta: dict[str, Any] = {
+        "name": encoder_name(router.encoder),
+        "model_id": router.encoder.model_id,
+        "dim": router.encoder.dim,
+        "identity": ENCODER_IDENTITY,
+    }
     encoder_meta |= _save_finetuned_model(router.encoder, path)
     files = {}
     for name, array in arrays.items():
-        np.save(path / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
-        files[name] = {"file": f"{name}.npy", "shape": list(array.shape), "dtype": str(array.dtype)}
+        file = path / f"{name}.npy"
+        np.save(file, np.ascontiguousarray(array), allow_pickle=False)
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+        files[name] = {"file": file.name, "shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest}
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -102,10 +132,15 @@ def _save_finetuned_model(encoder: Encoder, path: Path) -> dict[str, Any]:
     return {"file": MODEL_FILE, "sha256": digest, "finetune": finetuned.card}
 
 
-def _load_array(path: Path, spec: object, name: str) -> np.ndarray[Any, Any]:
+def _load_array(path: Path, spec: object, name: str, version: int) -> np.ndarray[Any, Any]:
     if not isinstance(spec, dict):
         raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no file entry")
-    array = read_router_array(path, spec.get("file"), what=f"array {name!r}")
+    expected = spec.get("sha256")
+    if version >= 2 and not isinstance(expected, str):
+        raise ConfigurationError(f"{path / MANIFEST}: array {name!r} has no sha256 entry; {_REFIT}")
+    array = read_router_array(
+        path, spec.get("file"), what=f"array {name!r}", sha256=expected if isinstance(expected, str) else None
+    )
     if list(array.shape) != spec.get("shape"):
         raise ConfigurationError(
             f"{path / str(spec.get('file'))}: shape {list(array.shape)} differs from the manifest's {spec.get('shape')}"
@@ -123,9 +158,10 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     manifest = read_router_json(path, MANIFEST, MANIFEST_MAX_BYTES, what="the manifest")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ConfigurationError(f"{manifest_file}: not a routegate semantic router (format != {FORMAT!r})")
-    if manifest.get("version") != VERSION:
+    if manifest.get("version") not in READS:
         raise ConfigurationError(
-            f"{manifest_file}: version {manifest.get('version')!r}, this routegate reads {VERSION}"
+            f"{manifest_file}: version {manifest.get('version')!r}, this routegate reads versions "
+            f"{', '.join(map(str, READS))}; upgrade routegate or fit the router again with this one"
         )
     if not isinstance(manifest.get("encoder"), dict):
         raise ConfigurationError(f"{manifest_file}: no encoder entry; {_REFIT}")
@@ -141,6 +177,19 @@ def saved_encoder(path: str | Path, *, intra_op_num_threads: int | None = None) 
     return _encoder_of(path, _read_manifest(path).get("encoder"), intra_op_num_threads)
 
 
+def encoder_identity(path: str | Path) -> dict[str, Any]:
+    """The encoder the router saved at ``path`` was fitted with: ``{"name", "model_id", "dim"}`` (``name``
+    ``"minilm"`` for a router saved before the family was recorded)."""
+    path = Path(path)
+    entry = _read_manifest(path)["encoder"]
+    return {"name": _family(entry), "model_id": entry.get("model_id"), "dim": entry.get("dim")}
+
+
+def _family(entry: dict[str, Any]) -> str:
+    name = entry.get("name")
+    return name if isinstance(name, str) and name else MINILM
+
+
 def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) -> Encoder:
     if isinstance(expected, dict) and "file" in expected:
         from routegate.routers.finetune._encoder import FinetunedEncoder
@@ -154,9 +203,14 @@ def _encoder_of(path: Path, expected: object, intra_op_num_threads: int | None) 
             intra_op_num_threads=intra_op_num_threads,
             sha256=sha256 if isinstance(sha256, str) else None,
         )
+    family = _family(expected) if isinstance(expected, dict) else MINILM
+    model_id = expected.get("model_id") if isinstance(expected, dict) else None
+    if family != MINILM:
+        from routegate.embed.choice import saved_family_encoder
+
+        return saved_family_encoder(family, str(model_id), path, intra_op_num_threads=intra_op_num_threads)
     from routegate.embed.minilm import MODEL_IDS, Compute, MiniLMEncoder
 
-    model_id = expected.get("model_id") if isinstance(expected, dict) else None
     compute: Compute | None = next((c for c in ("int8", "float32") if MODEL_IDS[c] == model_id), None)
     return MiniLMEncoder(intra_op_num_threads=intra_op_num_threads, compute=compute)
 
@@ -171,7 +225,8 @@ def load_router(
     expected: dict[str, Any] = manifest["encoder"]
     try:
         routes = tuple(str(r) for r in manifest["routes"])
-        arrays = {name: _load_array(path, spec, name) for name, spec in manifest["arrays"].items()}
+        version = int(manifest["version"])
+        arrays = {name: _load_array(path, spec, name, version) for name, spec in manifest["arrays"].items()}
         head_meta = manifest["head"]
         char: CharHead | None = None
         if head_meta.get("char"):
@@ -186,6 +241,7 @@ def load_router(
             float(head_meta["alpha"]),
             float(head_meta["beta"]),
             int(head_meta["knn_k"]),
+            _gaussian(arrays),
         )
         calibration = Calibration.from_dict(manifest["calibration"])
         options: dict[str, Any] = {
@@ -208,8 +264,9 @@ def load_router(
             encoder = _encoder_of(path, expected, None)  # its own fine-tuned model, or MiniLM computing in float32
     if encoder.model_id != expected.get("model_id") or encoder.dim != expected.get("dim"):
         raise ConfigurationError(
-            f"{path} was fitted with encoder {expected.get('model_id')!r} ({expected.get('dim')}-dim); "
-            f"got {encoder.model_id!r} ({encoder.dim}-dim) — refit the router or pass the matching encoder"
+            f"{path} was fitted with encoder {expected.get('model_id')!r} ({expected.get('dim')}-dim, "
+            f"{_family(expected)}); got {encoder.model_id!r} ({encoder.dim}-dim, {encoder_name(encoder)}) — refit "
+            "the router or pass the matching encoder"
         )
     options.update(kwargs)
     return router(head, calibration, encoder=encoder, **options)
@@ -226,6 +283,17 @@ def _char_head(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray[An
         raise ConfigurationError(f"{path / str(meta.get('vocabulary'))}: the char n-gram vocabulary is not a list")
     ngrams = CharNgrams({str(g): i for i, g in enumerate(vocab_list)}, arrays["char_idf"].astype(np.float32), lo, hi)
     return CharHead(ngrams, arrays["char_coef"].astype(np.float32), arrays["char_intercept"].astype(np.float32))
+
+
+def _gaussian(arrays: dict[str, np.ndarray[Any, Any]]) -> Gaussian | None:
+    names = ("gauss_whiten", "gauss_centers", "gauss_background_whiten", "gauss_background_center")
+    if not any(name in arrays for name in names):
+        return None  # saved before the class-conditional scores (format version 1)
+    return Gaussian(*(arrays[name].astype(np.float32) for name in names))
+
+
+def _gauss_arrays(gauss: Gaussian) -> tuple[np.ndarray[Any, Any], ...]:
+    return gauss.whiten, gauss.centers, gauss.background_whiten, gauss.background_center
 
 
 def _optional_str(value: object) -> str | None:
@@ -256,3 +324,9 @@ def _check_consistent(manifest_file: Path, head: Head) -> None:
         raise ConfigurationError(f"{manifest_file}: char n-gram arrays do not match the vocabulary; {_REFIT}")
     if char is not None and char.intercept.shape != (k,):
         raise ConfigurationError(f"{manifest_file}: char n-gram intercepts do not match {k} routes; {_REFIT}")
+    gauss = head.gauss
+    shapes = ((d, d), (k, d), (d, d), (d,))
+    if gauss is not None and tuple(a.shape for a in _gauss_arrays(gauss)) != shapes:
+        raise ConfigurationError(f"{manifest_file}: the Gaussians' arrays do not match {k} routes of dimension {d}")
+    if gauss is not None and not all(np.isfinite(a).all() for a in _gauss_arrays(gauss)):
+        raise ConfigurationError(f"{manifest_file}: the Gaussians' arrays hold NaN or infinite values; {_REFIT}")

@@ -13,6 +13,7 @@ or joins the one ``RAY_ADDRESS`` names.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import pickle
@@ -32,8 +33,22 @@ BatchWorker = Callable[[list[Any]], list[Any]]
 """Routes a batch of items; returns one result per item, in order."""
 
 
+LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for a single-machine cluster (its default on macOS and Windows): set to ``0``, the node's address
+is loopback and Ray binds every server of the node there. Ray reads it when it is imported."""
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+"""Ray's authentication switch: ``token`` (a new local cluster's default since Ray 2.5x) makes every call to the
+cluster's servers carry the cluster's token (``~/.ray/auth_token``)."""
+
+
 def import_ray() -> Any:
-    """``ray``, or :class:`~routegate.errors.MissingExtraError` naming the extra to install."""
+    """``ray``, or :class:`~routegate.errors.MissingExtraError` naming the extra to install. When no
+    ``RAY_ADDRESS`` names a cluster to join, Ray's single-machine switch (:data:`LOCAL_ONLY_ENV`) and its token
+    authentication (:data:`AUTH_MODE_ENV`) are set first, unless the environment sets them: a cluster
+    :func:`ray_session` starts then stays on loopback, and asks for its token."""
+    if not os.environ.get("RAY_ADDRESS"):
+        os.environ.setdefault(LOCAL_ONLY_ENV, "0")
+        os.environ.setdefault(AUTH_MODE_ENV, "token")
     with needs("ray"):
         import ray
     return ray
@@ -43,20 +58,53 @@ def import_ray() -> Any:
 def ray_session(*, num_cpus: int | None = None) -> Iterator[Any]:
     """Ray, initialised for the block: joins ``RAY_ADDRESS`` when it is set, else starts a local cluster on
     loopback (``num_cpus`` CPUs, default all; no dashboard) and shuts it down at the end. A Ray already
-    initialised in this process (a test fixture, a notebook) is used as it is and left running."""
-    ray = import_ray()
+    initialised in this process (a test fixture, a notebook) is used as it is and left running.
+
+    The local cluster listens on loopback only — its GCS, raylet, object manager, agents, dashboard, every
+    worker's port: Ray's head runs whatever jobs it is sent, so it must not be reachable from the network unless the
+    user says so (``ray start --head`` on an address of their choosing, then ``RAY_ADDRESS``).
+    ``ray.init(_node_ip_address="127.0.0.1")`` is not enough: Ray replaces a loopback node address with the
+    machine's own, and binds its servers to every interface. Ray's single-machine switch (:data:`LOCAL_ONLY_ENV` =
+    ``0``, set by :func:`import_ray`) keeps the node on loopback; it must be set before Ray is imported, so a local
+    cluster whose node address is not loopback anyway is refused rather than kept. One server Ray does not let us
+    place: each Ray Serve replica's inter-deployment gRPC server (Ray 2.5x and later) is bound to every interface in
+    Ray's code; it refuses calls without the cluster's token, so a local cluster is not started with Ray's token
+    authentication switched off (``RAY_AUTH_MODE=disabled``)."""
+    ray = import_ray()  # sets the single-machine switch when there is no cluster to join
     if ray.is_initialized():
         yield ray
         return
     address = os.environ.get("RAY_ADDRESS") or None
+    if address is None and os.environ.get(AUTH_MODE_ENV, "").strip().lower() == "disabled":
+        raise ConfigurationError(
+            f"{AUTH_MODE_ENV}=disabled: routegate does not start a local Ray cluster without Ray's token "
+            "authentication, because Ray Serve's replicas listen on every interface (an address Ray fixes); unset "
+            f"{AUTH_MODE_ENV} (or set it to token), or start a cluster yourself and set RAY_ADDRESS"
+        )
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": "WARNING"}
     if address is None:  # a cluster of our own (joining one, these are the cluster's to set)
-        options.update(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, _node_ip_address="127.0.0.1")
+        options.update(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, dashboard_host="127.0.0.1")
     ray.init(address=address, **options)
     try:
+        if address is None:
+            _check_loopback(ray)
         yield ray
     finally:
         ray.shutdown()
+
+
+def _check_loopback(ray: Any) -> None:
+    """Refuse a local cluster whose node is not on loopback (Ray was imported before the switch was set, or the
+    environment sets it otherwise): its servers would listen on every interface."""
+    node = str(ray.util.get_node_ip_address())
+    if ipaddress.ip_address(node).is_loopback:
+        return
+    raise ConfigurationError(
+        f"the local Ray cluster came up on {node}, not on loopback, so its servers are reachable from the network; "
+        f"routegate sets {LOCAL_ONLY_ENV}=0 before importing Ray to keep it on this machine: import Ray after "
+        f"routegate starts it (or unset {LOCAL_ONLY_ENV}), or start a cluster yourself (ray start --head) on the "
+        "address you choose and set RAY_ADDRESS"
+    )
 
 
 class _BatchActor:

@@ -37,7 +37,7 @@ from routegate.errors import ConfigurationError, RunStopError
 from routegate.routers import _head
 from routegate.routers._fit import FitConfig, calibrate, check_training_data, out_of_fold
 from routegate.routers._head import F32, Head
-from routegate.routers._rule import Calibration, apply_rule
+from routegate.routers._rule import Calibration, apply_rule, feature_scores_of, score_table
 from routegate.routers._stepped import Routing, RoutingQuery, SteppedRouter
 from routegate.routers.data import OOS_LABEL, LabelledExample
 from routegate.routers.rules import ArgsBuilder, ticket_args
@@ -245,11 +245,11 @@ class SemanticRouter(SteppedRouter[SemanticDecision]):
             cal_vectors = encoder.encode(cal_texts)
             p_embed = _head.embed_probs(head, cal_vectors)
             p_char = _head.char_probs(head, cal_texts)
+            scores = feature_scores_of(head, cal_vectors)
             source = "val"
         else:
-            p_embed, p_char, cal_vectors, cal_labels, fold_heads = out_of_fold(
-                vectors, texts, [e.label for e in in_scope], config, train_kwargs
-            )
+            cal_vectors, cal_labels = vectors, [e.label for e in in_scope]
+            p_embed, p_char, scores = out_of_fold(vectors, texts, cal_labels, config, train_kwargs)
             if oos_train:
                 oos_texts = [e.text for e in oos_train]
                 oos_vectors = encoder.encode(oos_texts)
@@ -257,11 +257,12 @@ class SemanticRouter(SteppedRouter[SemanticDecision]):
                 extra_char = _head.char_probs(head, oos_texts)
                 if p_char is not None and extra_char is not None:
                     p_char = np.vstack([p_char, extra_char])
+                oos_scores = feature_scores_of(head, oos_vectors)
+                scores = {name: np.concatenate([scores[name], oos_scores[name]]) for name in scores}
                 cal_vectors = np.vstack([cal_vectors, oos_vectors])
                 cal_labels = cal_labels + [oos_label] * len(oos_train)
             source = f"{config.cv_folds}-fold cross-validation on train"
-            del fold_heads
-        calibration = calibrate(head, p_embed, p_char, cal_vectors, cal_labels, oos_label, config, source)
+        calibration = calibrate(head, p_embed, p_char, cal_vectors, cal_labels, oos_label, config, source, scores)
         router = cls(head, calibration, encoder=encoder, default_route=default_route, **kwargs)
         logger.info(
             "semantic router fitted: %d routes, %d examples, alpha=%.2f beta=%.2f threshold=%.3f in %.1fs",
@@ -358,6 +359,16 @@ class SemanticRouter(SteppedRouter[SemanticDecision]):
                 )
             )
         return out
+
+    def score_table(self, texts: Sequence[str]) -> dict[str, F32]:
+        """Every in-scope score of each text (one encoder pass; higher = more in scope), by name: ``p_top``,
+        ``knn``, ``mahalanobis``, ``energy`` and ``confidence``, the one this router decides with
+        (``calibration.method``). What ``routegate eval`` measures each score's OOS AUROC with."""
+        texts = [str(t) for t in texts]
+        vectors = self.encoder.encode(texts)
+        head = self.head
+        p_char = _head.char_probs(head, texts) if head.alpha < 1.0 else None
+        return score_table(head, self.calibration, _head.embed_probs(head, vectors), p_char, vectors)
 
     def route_many(self, texts: Sequence[str], *, allowed: Collection[str] | None = None) -> list[SemanticDecision]:
         """Route a batch of single-turn queries (one encoder pass)."""

@@ -16,7 +16,7 @@ with needs("server"):
 
 from routegate import __version__
 from routegate.apps.support.contracts import SupportDesk, takes_tenant
-from routegate.server import _chat, _openai
+from routegate.server import _chat, _openai, _plan
 from routegate.server._auth import KeyRing
 from routegate.server._errors import error_response, install_error_handlers
 from routegate.server._guard import BodyGuard
@@ -35,6 +35,8 @@ DESCRIPTION = """The routegate support desk over HTTP.
 * `GET` / `DELETE /sessions/{id}`: a conversation's history, or forget it.
 * `POST /v1/chat/completions`, `GET /v1/models`: OpenAI-compatible; the session is the `user` field or the
   `X-Session-Id` header.
+* `GET /plan`: the desk's plan as a diagram's data (nodes, edges with their conditions); a turn's path is the
+  `plan` entries of its `final` event's trace.
 * `GET /healthz` (no key needed), `GET /metrics` (Prometheus).
 
 When the server has API keys, send one as `Authorization: Bearer <key>` on everything but `/healthz`; each key
@@ -89,6 +91,7 @@ def create_app(
     app.include_router(_chat.public)
     app.include_router(_chat.protected)
     app.include_router(_openai.router)
+    app.include_router(_plan.router)
 
     # Outermost last: metrics see every request (413s included); CORS headers go on every answer; the shutdown
     # guard is innermost, so its answers pass through all the others.

@@ -223,7 +223,7 @@ class DispatchResult(RunResult[tuple[DispatchOutcome, ...]]):
         run_id: str | None,
         elapsed_ms: float,
     ) -> None:
-        super().__init__(outcome, output, trace, run_id, elapsed_ms)
+        RunResult.__init__(self, outcome, output, trace, run_id, elapsed_ms)  # named: super() builds a proxy a run
         self.kind = kind
 
     @property
@@ -376,7 +376,8 @@ class TechniqueDispatcher:
     Every part is one :class:`~routegate.core.governed.GovernedStep` (``step``): validated against the policy before
     any part runs, then delegated through the gateway under the dispatch's :class:`~routegate.core.RunContext`,
     which a handler's worker receives if it declares a ``RunContext`` parameter. A dispatch is a run of ``plan``,
-    the prebuilt :class:`~routegate.plan.Plan` ``validate`` → ``delegate`` under ``budget``.
+    the dispatcher's :class:`~routegate.plan.Plan` ``validate`` → ``delegate`` under ``budget`` (a runtime on the
+    engine's public seam, :class:`~routegate.plan.Runtime`).
     """
 
     __slots__ = ("_runtime", "budget", "gateway", "handlers", "plan", "policy", "step")

@@ -3,12 +3,16 @@
 It runs the real client path (the ``openai`` SDK, httpx, sockets) against answers a test scripts in advance.
 Stdlib only (``http.server.ThreadingHTTPServer`` in a background thread, a free port). Endpoints:
 
-* ``POST /v1/chat/completions`` — plain and ``stream: true`` (SSE chunks in the OpenAI format), with usage;
+* ``POST /v1/chat/completions`` — plain and ``stream: true`` (SSE chunks in the OpenAI format), with usage; text
+  answers (:class:`Reply`, also for ``json_object`` and ``json_schema`` requests) and tool calls
+  (:class:`ToolCallReply`, streamed as the API streams them: one delta per call head, then argument pieces);
 * ``GET /v1/models`` and ``GET /v1/models/<id>`` — the one scripted model (answered without using a step);
 * ``POST /v1/embeddings`` — float or base64 vectors.
 
 Each chat / embeddings request takes the next step of the script (:mod:`routegate.testing.steps`) and every
-request is recorded. The double fails loudly: a request beyond the script (without a ``fallback``) gets HTTP 500
+request is recorded. ``lacks=("tools",)`` (or ``"json_schema"``) plays a server without that output format: such a
+request is refused as ``dialect``'s server refuses it (:mod:`routegate.testing.dialects`; no step is used), or, for
+a server that ignores the format, answered by the next step as if it had not been asked. The double fails loudly: a request beyond the script (without a ``fallback``) gets HTTP 500
 with ``x-should-retry: false`` and is recorded in :attr:`ScriptedOpenAIServer.failures`; :meth:`assert_consumed`
 (also run when the ``with`` block ends without an exception) raises if a step was not used or a request failed.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import array
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -33,11 +38,12 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from routegate.testing.dialects import Dialect, LackedMode, refusal
 from routegate.testing.steps import (
     EmbeddingReply,
     ErrorReply,
@@ -47,6 +53,7 @@ from routegate.testing.steps import (
     Reply,
     ScriptItem,
     ServerStep,
+    ToolCallReply,
 )
 
 logger = logging.getLogger(__name__)
@@ -120,6 +127,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._unexpected(400, f"POST {path}: the body is not a JSON object ({raw[:80]!r})")
             return
+        lacked = next((mode for mode in scripted.lacks if mode == record.output_mode), None)
+        if path == CHAT_PATH and lacked is not None:
+            refused = refusal(scripted.dialect, lacked, scripted.model)
+            if refused is not None:  # refused before any generation: no step is used
+                self._answer(record, refused)
+                return
+            # a server that ignores the format answers as if it had not been asked for
+            record = dataclasses.replace(record, body={k: v for k, v in body.items() if k != "response_format"})
         try:
             step = scripted._next_step(record)
         except Exception as exc:  # a scripted responder failed: report it as a test failure, answer 500
@@ -162,7 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._unexpected(500, f"POST {EMBEDDINGS_PATH} got scripted {type(step).__name__}")
                 return
             self._embeddings(record, step)
-        elif not isinstance(step, Reply):
+        elif not isinstance(step, Reply | ToolCallReply):
             self._unexpected(500, f"POST {CHAT_PATH} got scripted {type(step).__name__}")
         elif record.stream:
             self._stream(record, step)
@@ -196,7 +211,7 @@ class _Handler(BaseHTTPRequestHandler):
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         self._json(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
-    def _stream(self, record: RecordedRequest, step: Reply) -> None:
+    def _stream(self, record: RecordedRequest, step: Reply | ToolCallReply) -> None:
         scripted = self.server.scripted
         ident, created, model = scripted._ids(record)
 
@@ -209,8 +224,18 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
             }
 
-        events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""}, None)]
-        events += [chunk({"content": piece}, None) for piece in step.pieces()]
+        if isinstance(step, ToolCallReply):
+            events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": step.content}, None)]
+            for index, (name, arguments) in enumerate(step.arguments()):
+                head = {"index": index, "id": f"call_{ident}_{index}", "type": "function"}
+                events.append(chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}, None))
+                size = max(1, step.piece_chars)
+                for start in range(0, len(arguments), size):
+                    piece = {"index": index, "function": {"arguments": arguments[start : start + size]}}
+                    events.append(chunk({"tool_calls": [piece]}, None))
+        else:
+            events = [chunk({"role": "assistant", "content": ""}, None)]
+            events += [chunk({"content": piece}, None) for piece in step.pieces()]
         events.append(chunk({}, step.finish_reason))
         options = record.body.get("stream_options") if isinstance(record.body, dict) else None
         if isinstance(options, dict) and options.get("include_usage"):
@@ -276,7 +301,14 @@ class ScriptedOpenAIServer:
         api_key: str = "test-key",
         fallback: ScriptItem | None = None,
         host: str = "127.0.0.1",
+        lacks: Collection[LackedMode] = (),
+        dialect: Dialect = "vllm",
     ) -> None:
+        unknown = set(lacks) - {"tools", "json_schema"}
+        if unknown:
+            raise ValueError(f"lacks takes 'tools' and 'json_schema', got {sorted(unknown)}")
+        self.lacks = frozenset(lacks)
+        self.dialect = dialect
         self.model = model
         self.api_key = api_key
         self.host = host
@@ -401,13 +433,25 @@ class ScriptedOpenAIServer:
     def _ids(self, record: RecordedRequest) -> tuple[str, int, str]:
         return f"chatcmpl-scripted-{next(self._counter)}", int(time.time()), record.model or self.model
 
-    def _usage(self, record: RecordedRequest, step: Reply) -> dict[str, int]:
+    def _usage(self, record: RecordedRequest, step: Reply | ToolCallReply) -> dict[str, int]:
         prompt = sum(_tokens(str(m.get("content") or "")) for m in record.messages)
-        completion = _tokens(step.text or "")
+        if isinstance(step, ToolCallReply):
+            completion = sum(_tokens(f"{name} {args}") for name, args in step.arguments()) + _tokens(step.content or "")
+        else:
+            completion = _tokens(step.text or "")
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
-    def _completion(self, record: RecordedRequest, step: Reply) -> dict[str, Any]:
+    def _completion(self, record: RecordedRequest, step: Reply | ToolCallReply) -> dict[str, Any]:
         ident, created, model = self._ids(record)
+        message: dict[str, Any]
+        if isinstance(step, ToolCallReply):
+            calls = [
+                {"id": f"call_{ident}_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+                for i, (name, args) in enumerate(step.arguments())
+            ]
+            message = {"role": "assistant", "content": step.content, "refusal": None, "tool_calls": calls}
+        else:
+            message = {"role": "assistant", "content": step.text, "refusal": None}
         return {
             "id": ident,
             "object": "chat.completion",
@@ -417,7 +461,7 @@ class ScriptedOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": step.text, "refusal": None},
+                    "message": message,
                     "finish_reason": step.finish_reason,
                     "logprobs": None,
                 }

@@ -14,10 +14,12 @@ from typing import Generic, TypeAlias, TypeVar
 
 from routegate.core.protocols import RouteDecision, RouteRequest
 from routegate.llm.protocol import ChatMessage
+from routegate.llm.structured import ModelReply, OutputFormat
 
-ChatStep: TypeAlias = str | BaseException | Callable[[Sequence[ChatMessage]], str]
-"""A scripted chat answer: the text, an exception to raise (e.g. ``LLMTimeoutError()``), or a function of the
-messages that returns the text."""
+ChatStep: TypeAlias = str | ModelReply | BaseException | Callable[[Sequence[ChatMessage]], str | ModelReply]
+"""A scripted chat answer: the text, a :class:`~routegate.llm.structured.ModelReply` (tool calls: for
+``respond``), an exception to raise (e.g. ``LLMTimeoutError()``, ``LLMModeRefusedError(mode="tools")``), or a
+function of the messages that returns the text or the reply."""
 
 RouteStep: TypeAlias = object
 """A scripted router output: any raw value (dict, JSON text, garbage), a ready :class:`RouteDecision`, an
@@ -39,6 +41,8 @@ class ChatCall:
     json_mode: bool
     temperature: float
     stream: bool
+    output: OutputFormat | None = None
+    """What ``respond`` asked for (tools or a JSON schema); ``None`` for ``complete`` and ``stream``."""
 
     def content(self, role: str) -> str | None:
         for message in reversed(self.messages):
@@ -79,27 +83,43 @@ class _Scripted(Generic[StepT]):
 
 
 class ScriptedChatModel(_Scripted[ChatStep]):
-    """A :class:`~routegate.llm.protocol.ChatModel` that answers from a script, for fast unit tests."""
+    """A :class:`~routegate.llm.structured.StructuredChatModel` that answers from a script, for fast unit tests.
+
+    ``complete`` and ``stream`` take text steps; ``respond`` takes a text step (the reply's text) or a
+    :class:`~routegate.llm.structured.ModelReply` (tool calls). Every call is kept in :attr:`calls`.
+    """
 
     def __init__(self, steps: Iterable[ChatStep] = ()) -> None:
         super().__init__("ScriptedChatModel", steps)
         self.calls: list[ChatCall] = []
 
-    def _answer(self, call: ChatCall) -> str:
+    def _step(self, call: ChatCall) -> str | ModelReply:
         self.calls.append(call)
         step: object = self._next(len(self.calls))
         if isinstance(step, BaseException):
             raise step
         if callable(step):
             step = step(call.messages)
+        if not isinstance(step, str | ModelReply):
+            raise TypeError(f"a scripted chat step must give a str or a ModelReply, got {type(step).__name__}")
+        return step
+
+    def _answer(self, call: ChatCall) -> str:
+        step = self._step(call)
         if not isinstance(step, str):
-            raise TypeError(f"a scripted chat step must give a str, got {type(step).__name__}")
+            raise TypeError(f"a scripted text answer must be a str, got {type(step).__name__} (respond takes those)")
         return step
 
     async def complete(
         self, messages: Sequence[ChatMessage], *, json_mode: bool = False, temperature: float = 0.0
     ) -> str:
         return self._answer(ChatCall(tuple(messages), json_mode, temperature, stream=False))
+
+    async def respond(
+        self, messages: Sequence[ChatMessage], *, output: OutputFormat, temperature: float = 0.0
+    ) -> ModelReply:
+        step = self._step(ChatCall(tuple(messages), False, temperature, stream=False, output=output))
+        return ModelReply(text=step) if isinstance(step, str) else step
 
     async def stream(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0) -> AsyncIterator[str]:
         text = self._answer(ChatCall(tuple(messages), False, temperature, stream=True))

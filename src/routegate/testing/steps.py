@@ -53,6 +53,24 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallReply:
+    """Answer a chat completion with tool calls: ``calls`` are ``(name, arguments)`` pairs, the arguments a dict
+    (sent as its JSON) or the exact text (a model may write anything there); ``content`` goes beside them.
+
+    Streamed requests get each call as the OpenAI API streams it: a first delta with the call's index, id, type and
+    name, then its arguments in pieces of ``piece_chars`` characters; the finish reason comes last."""
+
+    calls: tuple[tuple[str, Mapping[str, Any] | str], ...]
+    content: str | None = None
+    finish_reason: str = "tool_calls"
+    piece_chars: int = 8
+
+    def arguments(self) -> list[tuple[str, str]]:
+        """``(name, arguments text)`` of each call."""
+        return [(name, args if isinstance(args, str) else json.dumps(args)) for name, args in self.calls]
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorReply:
     """Answer with HTTP ``status`` and an OpenAI-style error body ``{"error": {message, type, param, code}}``.
 
@@ -126,6 +144,35 @@ class RecordedRequest:
         fmt = self.body.get("response_format") if isinstance(self.body, dict) else None
         return isinstance(fmt, dict) and fmt.get("type") == "json_object"
 
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The function tools offered (their ``function`` objects: name, description, parameters)."""
+        tools = self.body.get("tools") if isinstance(self.body, dict) else None
+        if not isinstance(tools, list):
+            return []
+        return [t["function"] for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [str(tool.get("name")) for tool in self.tools]
+
+    @property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The ``response_format``'s ``json_schema`` object (name, schema, strict) when one was asked for."""
+        fmt = self.body.get("response_format") if isinstance(self.body, dict) else None
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("json_schema"), dict):
+            return dict(fmt["json_schema"])
+        return None
+
+    @property
+    def output_mode(self) -> str:
+        """What the request asks for: ``"tools"``, ``"json_schema"``, ``"json"`` (a JSON object) or ``"text"``."""
+        if self.tools:
+            return "tools"
+        if self.json_schema is not None:
+            return "json_schema"
+        return "json" if self.json_mode else "text"
+
     def content(self, role: str) -> str | None:
         """The text of the last message with ``role``."""
         for message in reversed(self.messages):
@@ -145,7 +192,7 @@ class RecordedRequest:
         return json.loads(text)
 
 
-ServerStep: TypeAlias = Reply | ErrorReply | Hang | RawReply | EmbeddingReply
+ServerStep: TypeAlias = Reply | ToolCallReply | ErrorReply | Hang | RawReply | EmbeddingReply
 """One scripted answer of :class:`~routegate.testing.ScriptedOpenAIServer` (as ``ChatStep`` is one of the
 scripted chat model's and ``RouteStep`` one of the scripted router's)."""
 Responder: TypeAlias = Callable[[RecordedRequest], ServerStep]

@@ -1,5 +1,6 @@
 """The Streamlit chat page: streamed answers, a per-turn panel (route, deciding layer and scores, tool
-evidence, fallback reason, latency) in the sidebar and under each answer, new session / reset.
+evidence, fallback reason, latency, the desk's plan with the steps the turn ran) in the sidebar and under each
+answer, new session / reset.
 Everything goes through the server over HTTP (:class:`~routegate.ui.client.ChatClient`)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ with needs("ui"):
     from streamlit.runtime.state import SessionStateProxy
 
 from routegate.settings import Settings
+from routegate.ui._plan import plan_chart
 from routegate.ui.client import ChatClient, ChatClientError, ServerEvent
 
 TITLE = "routegate support desk"
@@ -98,6 +100,7 @@ def turn_panel(turn: dict[str, Any]) -> None:
             f"**Latency:** {float(final.get('latency_ms', 0.0)):.1f} ms in the desk, "
             f"{float(turn.get('round_trip_ms', 0.0)):.0f} ms round trip"
         )
+    plan_chart(turn, st.session_state.get("plan"))  # the desk's plan, with the steps this turn ran
 
 
 def _sidebar(client: ChatClient, state: SessionStateProxy) -> None:
@@ -168,6 +171,8 @@ def run_page(settings: Settings) -> None:
         _new_session(state)
     key = settings.server_keys[0] if settings.server_keys else None  # ROUTEGATE_SERVER_API_KEY, else the first of _KEYS
     with ChatClient(settings.ui_server_url, api_key=key) as client:
+        if "plan" not in state:  # the desk's plan, once per session
+            state["plan"] = client.plan()
         st.title(TITLE)
         for turn in state["turns"]:
             with st.chat_message("user"):

@@ -1,5 +1,5 @@
 """The UI's HTTP client for the routegate server: ``POST /chat`` as a stream of decoded SSE events, history,
-reset and health. Synchronous (Streamlit scripts are), one :class:`httpx.Client` per :class:`ChatClient`."""
+reset, health and the desk's plan. Synchronous (Streamlit scripts are), one :class:`httpx.Client` per :class:`ChatClient`."""
 
 from __future__ import annotations
 
@@ -91,6 +91,21 @@ class ChatClient:
 
     def reset(self, session_id: str) -> None:
         self._call("DELETE", f"/sessions/{session_id}")
+
+    def plan(self) -> dict[str, Any] | None:
+        """The desk's plan as a diagram's data (``GET /plan``), or ``None`` when the desk has none or the server
+        cannot say (the page then draws no plan)."""
+        try:
+            response = self._http.get("/plan")
+        except httpx.TransportError:
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
 
     def health(self) -> dict[str, Any]:
         try:

@@ -8,6 +8,7 @@ with a :class:`DeskConfigError` naming the file, the field and the fix.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from pathlib import Path
@@ -15,9 +16,12 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from routegate._suggest import did_you_mean
+from routegate.apps.configured._paths import OutsideError, inside
+from routegate.apps.configured.mistakes import CONFIG_FILE as CONFIG_FILE
+from routegate.apps.configured.mistakes import config_file, fields_at, missing_desk
 from routegate.errors import ConfigurationError
 
-CONFIG_FILE: Final = "desk.toml"
 IDENTIFIER: Final = r"^[a-z_][a-z0-9_]{0,62}$"
 _IDENTIFIER = re.compile(IDENTIFIER)
 
@@ -47,6 +51,10 @@ class DatabaseConfig(_Strict):
     """Where the desk keeps its own state (conversations, the knowledge base's chunks): default
     ``desk_<name>_state``. The built-in desk's configuration keeps it in ``support``, where the built-in desk always
     kept its conversations."""
+    load_statement_seconds: float = Field(default=10.0, gt=0, le=3600)
+    """``source = "sql"``: how long one round trip of the load (a batch of statements, or one ``COPY``) may take."""
+    load_seconds: float = Field(default=120.0, gt=0, le=86400)
+    """``source = "sql"``: how long loading the whole file may take."""
 
     @model_validator(mode="after")
     def _sql_file_for_sql(self) -> DatabaseConfig:
@@ -95,13 +103,22 @@ class TableConfig(_Strict):
         known = set(self.columns)
         for field, column in (("primary_key", self.primary_key), ("name_column", self.name_column)):
             if column is not None and column not in known:
-                raise ValueError(f"{field} {column!r} is not one of the readable columns {sorted(known)}")
+                raise ValueError(
+                    f"{field} {column!r} is not one of the readable columns {sorted(known)}"
+                    f"{did_you_mean(column, known)}"
+                )
         for fk in self.foreign_keys:
             if fk.column not in known:
-                raise ValueError(f"foreign key column {fk.column!r} is not one of the readable columns")
+                raise ValueError(
+                    f"foreign key column {fk.column!r} is not one of the readable columns"
+                    f"{did_you_mean(fk.column, known)}"
+                )
         for column in self.filters:
             if column not in known:
-                raise ValueError(f"filter column {column!r} is not one of the readable columns {sorted(known)}")
+                raise ValueError(
+                    f"filter column {column!r} is not one of the readable columns {sorted(known)}"
+                    f"{did_you_mean(column, known)}"
+                )
         return self
 
 
@@ -194,7 +211,7 @@ class AnswersConfig(_Strict):
             unknown = [f for f in template_fields(template or "") if f not in allowed]
             if unknown:
                 has = f"it has {', '.join('{' + a + '}' for a in allowed)}" if allowed else "it has no {field}"
-                raise ValueError(f"{name}: unknown field {{{unknown[0]}}}; {has}")
+                raise ValueError(f"{name}: unknown field {{{unknown[0]}}}{did_you_mean(unknown[0], allowed)}; {has}")
         return self
 
 
@@ -223,6 +240,9 @@ class RouterConfig(_Strict):
     routes' ``keywords``; ``false``: only the routes' own ``rules``."""
     typo_words: list[str] = Field(default_factory=list)
     """Words whose misspellings are corrected before the rules match (``tikcet`` → ``ticket``)."""
+    mode: Literal["json", "tools", "json_schema", "auto"] = "json"
+    """How the LLM router stage asks the model for a route: a JSON object (default), a tool call, one strict JSON
+    schema, or the strongest the endpoint accepts (docs/models.md)."""
 
 
 class RulePhrase(_Strict):
@@ -296,17 +316,21 @@ class DeskConfig(_Strict):
                     if unknown:
                         raise ValueError(
                             f"tables[{index}] (name = {table.name!r}).{key}[{number}]: {{{unknown[0]}}} is not a "
-                            f"field of its rows ({', '.join(self.row_fields(table))}); use one of them"
+                            f"field of its rows ({', '.join(self.row_fields(table))})"
+                            f"{did_you_mean(unknown[0], self.row_fields(table))}; use one of them"
                         )
             where = f"tables[{index}] (name = {table.name!r}).foreign_keys"
             for fk in table.foreign_keys:
                 if fk.references not in tables:
                     raise ValueError(
-                        f"{where}: {fk.column} references {fk.references!r}, which is not a readable table "
-                        "(add it to [[tables]] or remove the foreign key)"
+                        f"{where}: {fk.column} references {fk.references!r}, which is not a readable table"
+                        f"{did_you_mean(fk.references, tables)} (add it to [[tables]] or remove the foreign key)"
                     )
                 if fk.ref_column not in tables[fk.references].columns:
-                    raise ValueError(f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable")
+                    raise ValueError(
+                        f"{where}: {fk.column} references {fk.references}.{fk.ref_column}, not readable"
+                        f"{did_you_mean(fk.ref_column, tables[fk.references].columns)}"
+                    )
         tools = {t.name for t in self.tools}
         servers = [m.name for m in self.mcp_servers]
         if len(set(servers)) != len(servers):
@@ -315,7 +339,8 @@ class DeskConfig(_Strict):
             if tool.mcp_server is not None and tool.mcp_server not in servers:
                 raise ValueError(
                     f"tools[{index}] (name = {tool.name!r}).mcp_server: {tool.mcp_server!r} is not one of "
-                    f"[[mcp_servers]] {sorted(servers)}; add the server or fix the name"
+                    f"[[mcp_servers]] {sorted(servers)}{did_you_mean(tool.mcp_server, servers)}; add the server or "
+                    "fix the name"
                 )
         names = [r.name for r in self.routes]
         if len(set(names)) != len(names):
@@ -325,15 +350,24 @@ class DeskConfig(_Strict):
             for name in route.tables:
                 if name not in tables:
                     raise ValueError(
-                        f"{where}.tables: {name!r} is not in [[tables]] (readable tables: {sorted(tables)}); "
-                        "add the table or remove it from the route"
+                        f"{where}.tables: {name!r} is not in [[tables]] (readable tables: {sorted(tables)})"
+                        f"{did_you_mean(name, tables)}; add the table or remove it from the route"
                     )
             if route.kind == "tool" and route.target not in tools:
-                raise ValueError(f"{where}.target: {route.target!r} is not one of [[tools]] {sorted(tools)}")
+                raise ValueError(
+                    f"{where}.target: {route.target!r} is not one of [[tools]] {sorted(tools)}"
+                    f"{did_you_mean(route.target or '', tools)}"
+                )
             if route.kind == "kb" and not self.knowledge.paths:
                 raise ValueError(f'{where}: a route of kind "kb" needs [knowledge] paths = [...]')
         if not any(r.kind == "llm" for r in self.routes):
             raise ValueError('routes: one route needs kind = "llm" (where a message no other route fits goes); add it')
+        own = data_schema(self.desk.name)
+        if self.database.source == "sql" and self.database.schema_name != own:
+            raise ValueError(
+                f'database.schema {self.database.schema_name!r}: with source = "sql" a desk loads its tables into '
+                f"its own schema, {own!r} (desk_<name>), and never creates or drops another's; set schema = {own!r}"
+            )
         return self
 
     def table(self, name: str) -> TableConfig:
@@ -387,7 +421,8 @@ def describe_validation(path: Path, error: ValidationError, data: object = None)
         loc = tuple(x for x in problem["loc"] if not (isinstance(x, str) and x.startswith("function-")))
         message = str(problem["msg"]).removeprefix("Value error, ")
         if problem["type"] == "extra_forbidden":
-            message = "unknown field: remove it or check its spelling (docs/desk.md lists every field)"
+            meant = did_you_mean(str(loc[-1]), fields_at(DeskConfig, loc[:-1])) if loc else ""
+            message = f"unknown field{meant}: remove it or check its spelling (docs/desk.md lists every field)"
         elif problem["type"] == "missing":
             message = "required field is missing: add it (docs/desk.md lists every field)"
         lines.append(f"{path}: {_field(loc, data)}: {message}" if loc else f"{path}: {message}")
@@ -406,20 +441,19 @@ def parse_config(text: str, path: Path) -> DeskConfig:
 
 
 def load_config(desk_dir: Path) -> DeskConfig:
-    """``DIR/desk.toml``, checked (also that its SQL file and docs paths can be read)."""
+    """``DIR/desk.toml``, checked (also that its SQL file and docs paths are in the desk directory, reached through
+    no symbolic link, and exist)."""
     desk_dir = Path(desk_dir)
-    path = desk_dir / CONFIG_FILE
+    path = config_file(desk_dir)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DeskConfigError(
-            f"{path} does not exist: create the desk with `routegate desk init {desk_dir} --from-sql SCHEMA.sql`"
-        ) from None
+        raise DeskConfigError(missing_desk(desk_dir)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DeskConfigError(f"{path} cannot be read ({exc}); give a readable UTF-8 file") from None
     config = parse_config(text, path)
     if config.database.sql_file is not None:
-        sql_path = resolve(desk_dir, config.database.sql_file)
+        sql_path = desk_path(desk_dir, config.database.sql_file, f"{path}: database.sql_file")
         if not sql_path.is_file():
             raise DeskConfigError(
                 f"{path}: database.sql_file: {sql_path} is not a readable file; point it at the SQL file "
@@ -431,13 +465,22 @@ def load_config(desk_dir: Path) -> DeskConfig:
             f"fit one with `routegate fit --desk {desk_dir}` or remove the field"
         )
     for index, entry in enumerate(config.knowledge.paths):
-        where = resolve(desk_dir, entry)
+        where = desk_path(desk_dir, entry, f"{path}: knowledge.paths[{index}]")
         if not where.exists():
             raise DeskConfigError(
                 f"{path}: knowledge.paths[{index}]: {where} does not exist; point it at a docs folder or file "
                 "(relative to the desk directory) or remove it"
             )
     return config
+
+
+def desk_path(desk_dir: Path, entry: str, field: str) -> Path:
+    """A path of the configuration that a desk reads (its SQL file, its documents): in the desk directory, reached
+    through no symbolic link (:func:`inside`); refused with ``field`` and what to do otherwise."""
+    try:
+        return inside(Path(desk_dir), entry)
+    except OutsideError as exc:
+        raise DeskConfigError(f"{field}: {entry!r} {exc}") from None
 
 
 def resolve(desk_dir: Path, entry: str) -> Path:
@@ -454,3 +497,15 @@ def builtin_desk_dir() -> Path:
 
 def is_identifier(name: str) -> bool:
     return bool(_IDENTIFIER.match(name))
+
+
+def short_identifier(name: str) -> str:
+    """Identifiers stay within PostgreSQL's 63 bytes: a long one keeps its start and gets a hash."""
+    if len(name) <= 63:
+        return name
+    return name[:50] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def data_schema(desk: str) -> str:
+    """The schema a desk with ``source = "sql"`` loads its tables into: ``desk_<name>``, its own."""
+    return short_identifier(f"desk_{desk}")

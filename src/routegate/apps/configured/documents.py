@@ -1,5 +1,8 @@
 """The knowledge sources of a desk: Markdown, plain text and HTML files, read and cut into chunks.
 
+Only regular files are read, each at most :data:`MAX_FILE_BYTES` (checked before it is read); a symbolic link in a
+docs folder is passed by and said, never followed (:mod:`._files`).
+
 A document's title is its first Markdown heading (or HTML ``<title>`` / ``<h1>``), else its file name. Chunks
 follow the document's sections (a heading starts one) and its paragraphs, at most ``chunk_chars`` characters each;
 every chunk keeps the heading it sits under, so an answer can say where its quote comes from.
@@ -9,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+import stat
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
 
+from routegate.apps.configured._files import read_regular, regular_files
 from routegate.apps.configured.config import DeskConfigError
 
 SUFFIXES: Final = frozenset({".md", ".markdown", ".txt", ".text", ".html", ".htm"})
@@ -89,52 +93,67 @@ def _html_text(raw: str) -> tuple[str, str]:
     return text, " ".join(parser.title.split())
 
 
-def read_document(path: Path, source: str) -> Document:
-    data = path.read_bytes()
-    if len(data) > MAX_FILE_BYTES:
-        raise DeskConfigError(
-            f"{path} is {len(data)} bytes, over the {MAX_FILE_BYTES}-byte limit of a document; split it"
-        )
+def document(data: bytes, *, name: str, source: str, shown: str) -> Document:
+    """A document from its file's bytes: ``name`` the file's name (its suffix says HTML), ``shown`` where it is."""
     try:
         raw = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DeskConfigError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+            f"{shown} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
         ) from None
     title = ""
-    if path.suffix.lower() in (".html", ".htm"):
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix in (".html", ".htm"):
         text, title = _html_text(raw)
     else:
         text = raw.replace("\r\n", "\n").strip()
     if not title:
         heading = next((m.group(2) for line in text.splitlines() if (m := _HEADING.match(line))), None)
-        title = heading or path.stem.replace("_", " ").replace("-", " ").strip().capitalize()
+        stem = PurePosixPath(name).stem
+        title = heading or stem.replace("_", " ").replace("-", " ").strip().capitalize()
     return Document(source=source, title=title, text=text, digest=hashlib.sha256(data).hexdigest())
 
 
-def document_files(root: Path) -> Iterator[tuple[Path, str]]:
-    """The documents under ``root`` (a folder, searched recursively, or one file), with their source names."""
-    if root.is_file():
-        yield root, root.name
-        return
-    if not root.is_dir():
-        raise DeskConfigError(f"{root} is not a folder or a file; give the docs folder")
-    for path in sorted(root.rglob("*")):
-        hidden = any(part.startswith(".") for part in path.relative_to(root).parts)
-        if path.is_file() and path.suffix.lower() in SUFFIXES and not hidden:
-            yield path, f"{root.name}/{path.relative_to(root).as_posix()}"
+def is_document(name: str) -> bool:
+    """Markdown, plain text and HTML, by the file's suffix."""
+    return PurePosixPath(name).suffix.lower() in SUFFIXES
 
 
-def read_documents(roots: list[Path]) -> list[Document]:
+@dataclass(frozen=True, slots=True)
+class DocumentFiles:
+    """The documents of some knowledge paths, and what was passed by (a symbolic link, a special file): ``skipped``
+    holds ``source (why)`` lines to show. ``files`` keeps each document's bytes (``desk init`` copies them)."""
+
+    documents: tuple[Document, ...]
+    skipped: tuple[str, ...] = ()
+    files: tuple[bytes, ...] = ()
+
+
+def read_documents(roots: list[Path]) -> DocumentFiles:
+    """The documents under ``roots`` (folders, searched recursively, or files): regular files only, at most
+    :data:`MAX_FILE_BYTES` each (refused before it is read), symbolic links passed by (:mod:`._files`)."""
     documents: list[Document] = []
+    files: list[bytes] = []
+    skipped: list[str] = []
     for root in roots:
         try:
-            documents += [read_document(path, source) for path, source in document_files(root)]
+            mode = root.lstat().st_mode
+            if stat.S_ISDIR(mode):
+                folder = regular_files(root, wanted=is_document, limit=MAX_FILE_BYTES)
+                found = [(f"{root.name}/{path}", path.name, data) for path, data in folder.files]
+                skipped += [f"{root.name}/{path} ({why})" for path, why in folder.skipped]
+            elif stat.S_ISREG(mode):
+                found = [(root.name, root.name, read_regular(root, limit=MAX_FILE_BYTES))]
+            else:
+                raise DeskConfigError(f"{root} is not a folder or a regular file; give the docs folder")
         except OSError as exc:
             raise DeskConfigError(
-                f"{root}: cannot read the documents ({exc}); check the path and its permissions"
+                f"{root}: cannot read the documents ({exc.strerror or exc}); check the path and its permissions"
             ) from None
-    return documents
+        for source, name, data in found:
+            documents.append(document(data, name=name, source=source, shown=str(root.parent / source)))
+            files.append(data)
+    return DocumentFiles(tuple(documents), tuple(skipped), tuple(files))
 
 
 def chunks_of(document: Document, max_chars: int) -> list[Chunk]:

@@ -1,10 +1,10 @@
 """What a database holds, read from PostgreSQL's own catalog: tables, columns and their types, primary keys,
 foreign keys, and the few values of low-cardinality text columns (the filters a question may name).
 
-``desk init --from-sql`` loads the SQL file into a scratch schema of the embedded PostgreSQL (:func:`load_sql`)
-and reads it back from there; ``--database-url`` reads an existing database the same way. PostgreSQL runs the
-file (split into statements and moved into the scratch schema by :mod:`.script`), and its catalog says what the
-file made.
+``desk init --from-sql`` loads the SQL file into a scratch schema of the embedded PostgreSQL
+(:func:`~.loader.scratch_load`) and reads it back from there; ``--database-url`` reads an existing database the
+same way. PostgreSQL runs the file (split into statements and moved into the scratch schema by :mod:`.script`),
+and its catalog says what the file made.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ with needs("desk"):
     import psycopg
     from psycopg import sql
 
-from routegate.apps.configured.config import DeskConfigError
-from routegate.apps.configured.loader import run_script
-from routegate.apps.configured.script import SqlScript
 
 MAX_FILTER_VALUES: Final = 12
 """A text column with at most this many distinct values (some of them repeated) is a filter: its values are
@@ -77,23 +74,6 @@ class Table:
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
-
-
-def load_sql(conn: psycopg.Connection[Any], schema: str, text: str, *, source: str) -> SqlScript:
-    """Run ``text`` (the SQL file: plain statements or a ``pg_dump`` file, :mod:`.script`) with ``schema`` first on
-    the ``search_path`` (where its tables go); on error nothing stays (the transaction is rolled back) and the error
-    names the file, the line and PostgreSQL's message."""
-    with conn.transaction():
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        conn.execute(sql.SQL("SET LOCAL search_path = {}, public").format(sql.Identifier(schema)))
-        script = run_script(conn, text, source=source)
-        cur = conn.execute(_TABLES_SQL, (schema,))
-        if not cur.fetchall():
-            raise DeskConfigError(
-                f"{source}: the SQL file created no table in the desk's schema; it needs CREATE TABLE statements "
-                "(tables of public, or of a schema the file creates, land in the desk's; others do not)"
-            )
-    return script
 
 
 def table_names(conn: psycopg.Connection[Any], schema: str) -> list[str]:

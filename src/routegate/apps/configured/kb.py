@@ -1,7 +1,8 @@
 """The knowledge base of a desk, in pgvector: incremental ingest (the search is the desk's vector tool,
 :class:`~routegate.apps.support.vector_tool.KnowledgeBase`).
 
-:func:`ingest` reads the configured documents (:mod:`.documents`), compares each file's sha256 (and the encoder's
+:func:`ingest` reads the configured documents (:mod:`.documents`: the regular files of the desk directory's docs
+paths, no symbolic link followed, each size-checked before it is read), compares each file's sha256 (and the encoder's
 model id) with what was ingested before, and re-chunks and re-embeds only the files that changed; files that
 are gone are removed with their chunks. One transaction: a failed ingest leaves the previous knowledge base.
 """
@@ -16,7 +17,7 @@ from routegate._extras import needs
 with needs("desk"):
     from psycopg import sql
 
-from routegate.apps.configured.config import DeskConfig, resolve
+from routegate.apps.configured.config import DeskConfig, desk_path
 from routegate.apps.configured.documents import chunks_of, read_documents
 from routegate.apps.support.db import SupportDatabase, embedding_type
 from routegate.apps.support.vector_tool import vector_literal
@@ -30,6 +31,8 @@ class IngestReport:
     removed: tuple[str, ...]
     unchanged: tuple[str, ...]
     chunks: int  # chunks embedded by this run
+    skipped: tuple[str, ...] = ()
+    """Files of the docs folders passed by and not read (``docs/x.md (a symbolic link: ...)``)."""
 
     def summary(self) -> str:
         return (
@@ -63,7 +66,9 @@ async def ensure_tables(db: SupportDatabase, dim: int) -> None:
 async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encoder: Encoder) -> IngestReport:
     """Bring the knowledge base in line with the documents on disk (only what changed is embedded)."""
     await ensure_tables(db, encoder.dim)
-    documents = read_documents([resolve(desk_dir, p) for p in config.knowledge.paths])
+    paths = config.knowledge.paths
+    found = read_documents([desk_path(desk_dir, p, f"knowledge.paths[{i}]") for i, p in enumerate(paths)])
+    documents = found.documents
     async with db.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('routegate.desk.kb.' || %s))", (db.schema,))
         cur = await conn.execute("SELECT source, digest, model_id FROM kb_files")
@@ -100,4 +105,4 @@ async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encode
         if removed:
             await conn.execute("DELETE FROM kb_chunks WHERE source = ANY(%s)", (removed,))
             await conn.execute("DELETE FROM kb_files WHERE source = ANY(%s)", (removed,))
-    return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded)
+    return IngestReport(tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded, found.skipped)

@@ -1,16 +1,19 @@
 """A desk's SQL file as statements to run in the desk's own schema: plain ``CREATE TABLE`` / ``INSERT`` files and
 the plain-text files ``pg_dump`` writes alike.
 
-What ``pg_dump`` writes that a desk cannot run as it stands is taken apart here, statement by statement (the file
-is lexed by sqlglot's PostgreSQL tokenizer: quotes, ``E''`` strings, dollar quotes and comments are its business):
+The file is read once from start to end (:mod:`._statements` finds where each statement ends, as psql does), and
+each statement is lexed once by sqlglot's PostgreSQL tokenizer. A statement a desk's SQL file may not hold (a
+server file or program, an untrusted language, a role, an event trigger, ``SET ROLE``...: :mod:`._refusals`) is
+refused with its line before anything runs. What ``pg_dump`` writes that a desk cannot run as it stands is taken
+apart here, statement by statement:
 
 * names qualified with ``public`` (or with a schema the file creates) lose the qualifier, so that they land in the
   desk's schema, which the loader puts first on the ``search_path``; the same for the ``'public.orders_id_seq'``
   string of a ``nextval``/``setval``/``::regclass``;
-* ``COPY ... FROM stdin`` keeps its rows (the lines up to ``\\.``) for the copy protocol;
-* ``SET x = v`` becomes ``SET LOCAL`` (the load is one transaction: nothing leaks to the pool's connections), and
-  ``set_config(..., false)`` local the same way; ``search_path``, ``client_encoding``, roles, and settings this
-  server does not know are left out;
+* ``COPY ... FROM stdin`` keeps its rows (the lines up to ``\\.``) and where they go (:class:`CopyInto`);
+* ``SET x = v`` becomes ``SET LOCAL`` (the load is one transaction), and pg_dump's ``SELECT
+  pg_catalog.set_config(..., false)`` line local the same way; ``search_path``, ``client_encoding`` and settings
+  this server does not know are left out;
 * what a desk does not take from a dump is left out and counted: owners and privileges (``ALTER ... OWNER TO``,
   ``GRANT``, ``REVOKE``, ``ALTER DEFAULT PRIVILEGES``, ``SECURITY LABEL``), schema statements, comments on
   extensions, ``DROP`` (the desk's schema starts empty: a ``DROP`` could only reach a table of another schema),
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Final
@@ -37,6 +40,8 @@ with needs("desk"):
     # defined in sqlglot.tokenizer_core by recent sqlglot, in sqlglot.tokens before; tokens re-exports them
     from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
+from routegate.apps.configured._refusals import STRINGS, refusal
+from routegate.apps.configured._statements import Span, Unfinished, skip_between, statement_at
 from routegate.apps.configured.config import DeskConfigError
 
 _KEEP_SCHEMAS: Final = frozenset({"pg_catalog", "information_schema", "pg_toast"})
@@ -48,13 +53,31 @@ _PSQL_SKIPPED: Final = frozenset({"\\restrict", "\\unrestrict"})
 
 
 @dataclass(frozen=True, slots=True)
+class CopyInto:
+    """Where a ``COPY ... FROM stdin`` puts its rows: the table's ``name`` and ``schema`` (``None``: the desk's; a
+    remapped schema's qualifier is dropped), its ``columns`` (``None``: every column), and the ``options`` after
+    ``FROM stdin``."""
+
+    schema: str | None
+    name: str
+    columns: tuple[str, ...] | None
+    options: str
+
+    @property
+    def table(self) -> str:
+        """The table as SQL, each name quoted."""
+        return quoted(self.name) if self.schema is None else f"{quoted(self.schema)}.{quoted(self.name)}"
+
+
+@dataclass(frozen=True, slots=True)
 class Statement:
     """One statement to run, as the desk runs it. ``copy_rows``: a ``COPY ... FROM stdin``'s data (text format,
-    without the ``\\.`` line). ``line``: where it starts in the file (1-based), for errors."""
+    without the ``\\.`` line), ``copy_into`` where they go. ``line``: where it starts in the file (1-based)."""
 
     sql: str
     line: int
     copy_rows: str | None = None
+    copy_into: CopyInto | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +111,8 @@ def sql_text(data: bytes, *, source: str) -> str:
 
 def parse_script(text: str, *, source: str, known_settings: Iterable[str] | None = None) -> SqlScript:
     """The statements of ``text`` (a SQL file) as the desk runs them in its own schema. ``known_settings``: the
-    server's settings (``pg_settings.name``); a ``SET`` of another one (a newer ``pg_dump``'s) is left out."""
+    server's settings (``pg_settings.name``); a ``SET`` of another one (a newer ``pg_dump``'s) is left out. A
+    statement a desk's SQL file may not hold (:mod:`._refusals`) is refused with its line."""
     known = frozenset(s.lower() for s in known_settings) if known_settings is not None else None
     reader = _Reader(text, source)
     chunks = list(reader.chunks())
@@ -96,12 +120,19 @@ def parse_script(text: str, *, source: str, known_settings: Iterable[str] | None
     skipped: Counter[str] = Counter()
     out: list[Statement] = []
     for chunk in chunks:
-        kind = _skip_kind(chunk.tokens, known)
+        kind = _never_run(chunk.tokens)
+        if kind is None:
+            found = refusal(chunk.text, chunk.tokens, setting_line=_setting_line(chunk.tokens))
+            if found is not None:
+                line = chunk.line + chunk.text.count("\n", 0, found.offset)
+                raise DeskConfigError(f"{source} line {line}: {found.message}")
+            kind = _skip_kind(chunk.tokens, known)
         if kind is not None:
             skipped[kind] += 1
             continue
         sql = _rewrite(chunk.text, chunk.tokens, schemas)
-        out.append(Statement(sql, chunk.line, chunk.copy_rows))
+        into = _copy_into(chunk, schemas, source) if chunk.copy_rows is not None else None
+        out.append(Statement(sql, chunk.line, chunk.copy_rows, into))
     skipped.update(reader.skipped)
     return SqlScript(tuple(out), dict(skipped))
 
@@ -114,62 +145,64 @@ class _Chunk:
     copy_rows: str | None = None
 
 
+_COPY_END: Final = re.compile(r"^\\\.\r?$", re.MULTILINE)
+
+
 class _Reader:
-    """Line by line: a statement ends at a ``;`` the tokenizer sees at its top level; after ``COPY ... FROM
-    stdin;`` the lines up to ``\\.`` are its rows, never lexed."""
+    """The file from start to end, once (:mod:`._statements`): between statements, blanks and ``--`` comments go and
+    a psql command line (``\\...`` at a line's start) is handled; each statement is lexed once by sqlglot; after
+    ``COPY ... FROM stdin;`` the lines up to ``\\.`` are its rows, never lexed."""
 
     def __init__(self, text: str, source: str) -> None:
-        parts = text.split("\n")  # only "\n" ends a line (as for psql; str.splitlines knows other breaks)
-        self.lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        self.text = text
         self.source = source
         self.skipped: Counter[str] = Counter()
         self._tokenizer = Postgres().tokenizer_class()
 
-    def chunks(self) -> Iterable[_Chunk]:
-        pending: list[str] = []
-        start = 0
-        index = 0
-        while index < len(self.lines):
-            line = self.lines[index]
-            index += 1
-            if not pending:  # between statements: blank lines and -- comments go, a psql command is handled
-                stripped = line.strip()
-                if not stripped or stripped.startswith("--"):
-                    continue
-                if line.startswith("\\"):
-                    self._psql_command(line, index)
-                    continue
-                start = index
-            pending.append(line)
-            if not _may_end(line):
+    def chunks(self) -> Iterator[_Chunk]:
+        text = self.text
+        length = len(text)
+        position = 0
+        line = 1  # the line of `position`
+        while True:
+            start = skip_between(text, position)
+            line += text.count("\n", position, start)
+            if start >= length:
+                return
+            if text[start] == "\\" and (start == 0 or text[start - 1] == "\n"):
+                end = text.find("\n", start)
+                position = length if end < 0 else end + 1
+                self._psql_command(text[start:position], line)
+                line += text.count("\n", start, position)
                 continue
-            text = "".join(pending)
-            split = self._split(text)
-            if split is None:
-                continue  # the ';' is inside a string, a comment or a function body: read on
-            pending = []
-            for position, (chunk_text, tokens, offset) in enumerate(split):
-                chunk = _Chunk(chunk_text, tokens, start + text.count("\n", 0, offset))
-                if _is_copy_from_stdin(tokens):
-                    if position != len(split) - 1:
-                        raise DeskConfigError(
-                            f"{self.source} line {chunk.line}: COPY ... FROM stdin must end its line (its rows "
-                            "follow on the next lines); put the next statement after the \\. line"
-                        )
-                    index, chunk.copy_rows = self._copy_rows(index, chunk.line)
-                yield chunk
-        if pending:  # the last statement may go without its ';' (as psql runs it)
-            text = "".join(pending) + "\n;"
-            split = self._split(text)
-            if split is None:
+            try:
+                span = statement_at(text, start)
+            except Unfinished:
                 raise DeskConfigError(
-                    f"{self.source} line {start}: the last statement does not end (an unclosed quote, comment or "
-                    "$$ body); close it and end it with ';'"
+                    f"{self.source} line {line}: the last statement does not end (an unclosed quote, comment, "
+                    "parenthesis or $$ body); close it and end it with ';'"
+                ) from None
+            body = text[span.start : span.end]
+            tokens = self._tokens(body, line)
+            position = span.after
+            if tokens:
+                begin, finish = tokens[0].start, tokens[-1].end + 1
+                chunk = _Chunk(
+                    body[begin:finish], [_moved(t, begin) for t in tokens], line + body.count("\n", 0, begin)
                 )
-            for chunk_text, tokens, offset in split:
                 if _is_copy_from_stdin(tokens):
-                    raise DeskConfigError(f"{self.source}: the file ends after COPY ... FROM stdin, with no rows")
-                yield _Chunk(chunk_text, tokens, start + text.count("\n", 0, offset))
+                    position, chunk.copy_rows = self._copy_rows(span, chunk.line)
+                yield chunk
+            line += text.count("\n", start, position)
+
+    def _tokens(self, body: str, line: int) -> list[Token]:
+        try:
+            return list(self._tokenizer.tokenize(body))
+        except TokenError:
+            raise DeskConfigError(
+                f"{self.source} line {line}: this statement cannot be read as PostgreSQL's SQL (a quote or a "
+                "comment that does not close where PostgreSQL would close it?); fix it or remove it"
+            ) from None
 
     def _psql_command(self, line: str, number: int) -> None:
         command = line.split(maxsplit=1)[0]
@@ -181,75 +214,31 @@ class _Reader:
             "script?); dump one database with `pg_dump --no-owner DBNAME > FILE.sql` or remove the line"
         )
 
-    def _copy_rows(self, index: int, line: int) -> tuple[int, str]:
-        rows: list[str] = []
-        while index < len(self.lines):
-            row = self.lines[index]
-            index += 1
-            if row.rstrip("\r\n") == "\\.":
-                return index, "".join(rows)
-            rows.append(row)
-        raise DeskConfigError(
-            f"{self.source} line {line}: the rows of COPY ... FROM stdin have no end (a line \\.); the file is cut "
-            "short: dump it again"
-        )
-
-    def _tokens(self, text: str) -> list[Token] | None:
-        try:
-            return list(self._tokenizer.tokenize(text))
-        except TokenError:
-            return None
-
-    def _split(self, text: str) -> list[tuple[str, list[Token], int]] | None:
-        """``text`` as complete statements (text, tokens relative to it, its offset), or ``None`` when it ends
-        inside one."""
-        tokens = self._tokens(text)
-        if not tokens or tokens[-1].token_type != TokenType.SEMICOLON:
-            return None
-        out: list[tuple[str, list[Token], int]] = []
-        current: list[Token] = []
-        depth = 0
-        for token in tokens:
-            if token.token_type == TokenType.SEMICOLON and depth == 0:
-                if current:
-                    out.append(_statement(text, current))
-                current = []
-                continue
-            current.append(token)
-            depth = _body_depth(current, depth)
-        return out if depth == 0 and not current else None
-
-
-def _statement(text: str, tokens: list[Token]) -> tuple[str, list[Token], int]:
-    begin, end = tokens[0].start, tokens[-1].end + 1
-    moved = [_moved(t, begin) for t in tokens]
-    return text[begin:end], moved, begin
+    def _copy_rows(self, span: Span, line: int) -> tuple[int, str]:
+        """Where reading goes on after the rows of the ``COPY ... FROM stdin`` of ``span``, and the rows."""
+        text = self.text
+        if span.end == len(text):
+            raise DeskConfigError(f"{self.source}: the file ends after COPY ... FROM stdin, with no rows")
+        eol = text.find("\n", span.after)
+        rest = text[span.after : len(text) if eol < 0 else eol].strip()
+        if rest and not rest.startswith("--"):
+            raise DeskConfigError(
+                f"{self.source} line {line}: COPY ... FROM stdin must end its line (its rows follow on the next "
+                "lines); put the next statement after the \\. line"
+            )
+        rows_start = len(text) if eol < 0 else eol + 1
+        end = _COPY_END.search(text, rows_start)
+        if end is None:
+            raise DeskConfigError(
+                f"{self.source} line {line}: the rows of COPY ... FROM stdin have no end (a line \\.); the file is "
+                "cut short: dump it again"
+            )
+        after = text.find("\n", end.end())
+        return (len(text) if after < 0 else after + 1), text[rows_start : end.start()]
 
 
 def _moved(token: Token, by: int) -> Token:
     return Token(token.token_type, token.text, token.line, token.col, token.start - by, token.end - by, token.comments)
-
-
-def _body_depth(tokens: list[Token], depth: int) -> int:
-    """``BEGIN ATOMIC ... END`` of a SQL-standard function body holds ``;`` (as psql counts it: ``BEGIN`` and,
-    inside one, ``CASE`` open; ``END`` closes)."""
-    first = [t.text.upper() for t in tokens[:5]]
-    if not (first[:1] == ["CREATE"] and ("FUNCTION" in first or "PROCEDURE" in first)):
-        return depth
-    word = tokens[-1].text.upper()
-    if word == "BEGIN" or (word == "CASE" and depth > 0):
-        return depth + 1
-    if word == "END" and depth > 0:
-        return depth - 1
-    return depth
-
-
-def _may_end(line: str) -> bool:
-    """Worth lexing: the line ends with ';' (perhaps followed by a ``--`` comment)."""
-    code = line.rstrip()
-    if code.endswith(";"):
-        return True
-    return ";" in code and code.split(";")[-1].lstrip().startswith("--")
 
 
 def _words(tokens: Sequence[Token], count: int) -> list[str]:
@@ -259,7 +248,7 @@ def _words(tokens: Sequence[Token], count: int) -> list[str]:
 def _is_copy_from_stdin(tokens: Sequence[Token]) -> bool:
     if not tokens or tokens[0].text.upper() != "COPY":
         return False
-    texts = [t.text.upper() for t in tokens]
+    texts = [t.text.upper() if t.token_type not in STRINGS else "" for t in tokens]
     return any(a == "FROM" and b == "STDIN" for a, b in pairwise(texts))
 
 
@@ -275,8 +264,9 @@ def _name(token: Token) -> str:
     return token.text if token.token_type == TokenType.IDENTIFIER else token.text.lower()
 
 
-def _skip_kind(tokens: Sequence[Token], known: frozenset[str] | None) -> str | None:
-    """Why the statement is left out, or ``None`` when it runs."""
+def _never_run(tokens: Sequence[Token]) -> str | None:
+    """What a dump holds that a desk never runs (and so never refuses): owners and privileges, schema statements,
+    transaction control."""
     words = _words(tokens, 4)
     texts = [t.text.upper() for t in tokens[-4:]]
     first = words[0] if words else ""
@@ -289,10 +279,16 @@ def _skip_kind(tokens: Sequence[Token], known: frozenset[str] | None) -> str | N
         ["COMMENT", "ON", "EXTENSION"],
     ):
         return "schema statements"
-    if first == "DROP":
-        return "DROP statements"
     if first in _TRANSACTION and words[1:2] != ["ATOMIC"]:
         return "transaction statements"
+    return None
+
+
+def _skip_kind(tokens: Sequence[Token], known: frozenset[str] | None) -> str | None:
+    """Why a statement that may run is left out, or ``None`` when it runs."""
+    first = tokens[0].text.upper()
+    if first == "DROP":
+        return "DROP statements"
     if first in {"SET", "RESET"}:
         return _setting_skip(tokens, known)
     name = _set_config_name(tokens)
@@ -306,8 +302,6 @@ def _owner_to(texts: Sequence[str]) -> bool:
 
 def _setting_skip(tokens: Sequence[Token], known: frozenset[str] | None) -> str | None:
     words = [t.text.upper() for t in tokens[:3]]
-    if words[1:3] == ["SESSION", "AUTHORIZATION"] or words[1:2] == ["ROLE"]:
-        return "owner and privileges"
     if words[1:2] == ["TRANSACTION"] or words[1:3] == ["SESSION", "CHARACTERISTICS"]:
         return "transaction statements"
     if words[0] == "RESET":
@@ -335,6 +329,67 @@ def _set_config_name(tokens: Sequence[Token]) -> str | None:
     if len(texts) <= at + 1 or texts[at - 1] != "set_config" or texts[at] != "(":
         return None
     return tokens[at + 1].text.lower() if tokens[at + 1].token_type == TokenType.STRING else None
+
+
+def _setting_line(tokens: Sequence[Token]) -> bool:
+    """pg_dump's line, exactly: ``SELECT [pg_catalog.]set_config('name', 'value', true|false)``."""
+    if not tokens or tokens[0].text.upper() != "SELECT":
+        return False
+    rest = list(tokens[1:])
+    if [t.text.lower() for t in rest[:2]] == ["pg_catalog", "."]:
+        rest = rest[2:]
+    shape = [t.token_type for t in rest[1:]]
+    return (
+        len(rest) == 8
+        and rest[0].text.lower() == "set_config"
+        and shape[:5] == [TokenType.L_PAREN, TokenType.STRING, TokenType.COMMA, TokenType.STRING, TokenType.COMMA]
+        and rest[6].text.lower() in {"true", "false"}
+        and shape[-1] == TokenType.R_PAREN
+    )
+
+
+def _copy_into(chunk: _Chunk, schemas: set[str], source: str) -> CopyInto:
+    """The table, columns and options of a ``COPY table [(column, ...)] FROM stdin [options]``."""
+    tokens = chunk.tokens
+    names: list[str] = []
+    index = 1
+    while index < len(tokens) and _is_name(tokens[index]):
+        names.append(_name(tokens[index]))
+        if index + 1 < len(tokens) and tokens[index + 1].token_type == TokenType.DOT:
+            index += 2
+            continue
+        index += 1
+        break
+    columns: list[str] | None = None
+    if index < len(tokens) and tokens[index].token_type == TokenType.L_PAREN:
+        columns = []
+        index += 1
+        while index < len(tokens) and _is_name(tokens[index]):
+            columns.append(_name(tokens[index]))
+            index += 1
+            if index < len(tokens) and tokens[index].token_type == TokenType.COMMA:
+                index += 1
+        index += 1 if index < len(tokens) and tokens[index].token_type == TokenType.R_PAREN else len(tokens)
+    words = [t.text.upper() for t in tokens[index : index + 2]]
+    if not 1 <= len(names) <= 2 or words != ["FROM", "STDIN"]:
+        raise DeskConfigError(
+            f"{source} line {chunk.line}: cannot read the table and columns of this COPY; write it as "
+            "COPY table (column, ...) FROM stdin"
+        )
+    schema = names[0] if len(names) == 2 and (names[0] not in schemas or names[0] in _KEEP_SCHEMAS) else None
+    options = chunk.text[tokens[index + 1].end + 1 :].strip()
+    return CopyInto(schema, names[-1], tuple(columns) if columns is not None else None, options)
+
+
+def _is_name(token: Token) -> bool:
+    return token.token_type == TokenType.IDENTIFIER or (
+        token.token_type not in STRINGS and _WORD.fullmatch(token.text) is not None
+    )
+
+
+def quoted(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _rewrite(text: str, tokens: Sequence[Token], schemas: set[str]) -> str:
@@ -408,6 +463,6 @@ def batches(script: SqlScript) -> list[list[Statement]]:
     return out
 
 
-def batch_sql(batch: Sequence[Statement]) -> bytes:
-    """One simple-protocol query of plain statements."""
-    return ";\n".join(s.sql for s in batch).encode("utf-8")
+def batch_sql(batch: Sequence[Statement]) -> str:
+    """Plain statements as one text, run at once."""
+    return ";\n".join(s.sql for s in batch)

@@ -20,6 +20,8 @@ _GREETING: Final = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|e
 _THANKS: Final = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
 _BYE: Final = re.compile(r"\b(bye|goodbye|see you)\b", re.IGNORECASE)
 MAX_LISTED: Final = 20
+MAX_QUOTED_CHARS: Final = 16_000
+"""What an offline answer quotes of a tool's answer, at most (the rest is left out, and the answer says so)."""
 
 
 class DeskAnswers:
@@ -189,7 +191,12 @@ class DeskAnswers:
             if tool is not None and tool.answer is not None and isinstance(value, Mapping):
                 return _filled(tool.answer, value)
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            return f"{result.get('tool')}: {text}" + (" (mock response)" if result.get("mock") else "")
+            cut: Mapping[str, Any] = result
+            if len(text) > MAX_QUOTED_CHARS:  # an answer is stored in the conversation's memory: it stays short
+                text = text[:MAX_QUOTED_CHARS]
+                cut = {"truncated": True, "truncation": f"its first {MAX_QUOTED_CHARS} characters are quoted"}
+            mock = " (mock response)" if result.get("mock") else ""
+            return f"{result.get('tool')}: {text}{mock}" + truncation_note(cut)
         return self.unsure() if unsure else self.llm_route(message)
 
     def system_prompt(self) -> str:

@@ -367,12 +367,15 @@ MEMORY_DDL: Final = (
     " WHERE attrelid = 'support_messages'::regclass AND attname = 'context' AND NOT attisdropped)"
     " THEN ALTER TABLE support_messages ADD COLUMN context jsonb; END IF; END $$",
     # the history read that comes with a session lock's take, on the locks' connection (no search path of the
-    # desk's there: the function names its table with the schema it is created in)
+    # desk's there: the function names its table with the schema it is created in). Its own search path: on a
+    # database where other roles may create in public (the default before PostgreSQL 15), the caller's path would
+    # let another role's better-matching overload (of jsonb_build_array, say) run as the desk's login, with the
+    # session's messages; the functions it calls are named with their schema too
     "DO $$ BEGIN EXECUTE format("
     "'CREATE OR REPLACE FUNCTION %1$I." + HISTORY_FUNCTION + "(session text, max_messages integer) RETURNS jsonb"
-    " LANGUAGE plpgsql VOLATILE STRICT AS $body$ BEGIN"
+    " LANGUAGE plpgsql VOLATILE STRICT SET search_path = pg_catalog, pg_temp AS $body$ BEGIN"
     " LOCK TABLE %1$I.support_messages IN ACCESS SHARE MODE NOWAIT;"
-    " RETURN (SELECT coalesce(jsonb_agg(jsonb_build_array(last.role, last.content,"
+    " RETURN (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(last.role, last.content,"
     " extract(epoch FROM last.created_at)::float8, last.context) ORDER BY last.id), ''[]'') FROM ("
     + _HISTORY_LAST.format(table="%1$I.support_messages", session="session", limit="max_messages")
     + ") AS last); EXCEPTION WHEN lock_not_available THEN RETURN NULL; END $body$', current_schema());"

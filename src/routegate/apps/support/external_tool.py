@@ -1,7 +1,9 @@
 """Tools from the configuration: one call each, its arguments taken from the message and checked against the tool's
 ``args`` (``string`` / ``integer``).
 
-* An HTTP tool fills its URL from them and sends one request, bounded by ``timeout_seconds``.
+* An HTTP tool fills its URL from them and sends one request; ``timeout_seconds`` bounds the whole exchange, and
+  at most :data:`MAX_RESPONSE_BYTES` of the answer are read (a longer one is cut while it streams in, and says so;
+  a compressed one is not read: it is asked for uncompressed).
 * An MCP tool (``mcp_server``) goes through the shared :class:`~routegate.technique.MCPToolPool`: the arguments
   are checked against the tool's ``inputSchema`` (as the server lists it) before anything is sent, then the call is
   bounded by the server's ``call_timeout_seconds``.
@@ -10,8 +12,10 @@ A tool with a ``mock`` answers with it and calls nothing (offline demos, tests).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
     from routegate.technique.tools import MCPToolPool
 
 MAX_RESPONSE_BYTES: Final = 64 * 1024
+"""What an HTTP tool reads of an answer: the rest is not received (the answer is cut, and says so)."""
+_IDENTITY: Final = {"accept-encoding": "identity"}
 _CODE: Final = re.compile(r"\b[A-Za-z]{0,6}-?\d[\w-]{2,}\b")
 _NUMBER: Final = re.compile(r"\b\d{1,12}\b")
 
@@ -81,24 +87,53 @@ async def _run_http(tool: ToolConfig, call: ToolCall) -> dict[str, Any]:
 
     assert tool.url is not None  # one of url / mcp_server (config)
     query = {k: v for k, v in call.args.items() if "{" + k + "}" not in tool.url}
+    sent: dict[str, Any] = {"params": query} if tool.method == "GET" else {"json": query}
     try:
-        async with httpx.AsyncClient(timeout=tool.timeout_seconds, follow_redirects=False) as client:
-            if tool.method == "GET":
-                response = await client.get(call.url, params=query)
-            else:
-                response = await client.post(call.url, json=query)
-    except httpx.TimeoutException as exc:
+        # one deadline for the whole exchange (httpx's timeout bounds each read, not a slow drip of many)
+        async with asyncio.timeout(tool.timeout_seconds):
+            async with (
+                httpx.AsyncClient(timeout=tool.timeout_seconds, follow_redirects=False) as client,
+                client.stream(tool.method, call.url, headers=_IDENTITY, **sent) as response,
+            ):
+                if response.status_code >= 400:
+                    raise ToolError("http_error", f"{tool.name} answered HTTP {response.status_code}")
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise ToolError(
+                        "http_error",
+                        f"{tool.name} answered with Content-Encoding {encoding[:40]!r} although asked for an "
+                        "uncompressed answer (a compressed answer is not read: it could expand past the "
+                        f"{MAX_RESPONSE_BYTES} bytes the tool reads)",
+                    )
+                body, cut = await _read_at_most(response.aiter_raw(), MAX_RESPONSE_BYTES)
+    except (TimeoutError, httpx.TimeoutException) as exc:
         raise ToolError("timeout", f"{tool.name} did not answer within {tool.timeout_seconds:g} s") from exc
     except httpx.HTTPError as exc:
         raise ToolError("http_error", f"{tool.name} failed: {type(exc).__name__}") from exc
-    if response.status_code >= 400:
-        raise ToolError("http_error", f"{tool.name} answered HTTP {response.status_code}")
-    body = response.content[:MAX_RESPONSE_BYTES]
+    if cut:
+        return {
+            "tool": tool.name,
+            "response": body.decode(errors="replace"),
+            "mock": False,
+            "truncated": True,
+            "truncation": f"the tool's answer was cut at {MAX_RESPONSE_BYTES} bytes",
+        }
     try:
-        value: Any = response.json() if len(response.content) <= MAX_RESPONSE_BYTES else body.decode(errors="replace")
+        value: Any = json.loads(body)
     except ValueError:
         value = body.decode(errors="replace")
     return {"tool": tool.name, "response": value, "mock": False}
+
+
+async def _read_at_most(chunks: AsyncIterator[bytes], limit: int) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of a body, and whether there was more: reading stops there (the rest is never
+    received into memory; the connection is closed with the response)."""
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk[: limit + 1 - len(body)]
+        if len(body) > limit:
+            return bytes(body[:limit]), True
+    return bytes(body), False
 
 
 async def _run_mcp(tool: ToolConfig, call: ToolCall, mcp: MCPToolPool | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, builtin_desk_dir, load_config
 from routegate.apps.configured.database import state_schema
+from routegate.apps.configured.mistakes import config_file
 from routegate.apps.configured.routes import desk_directory
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.db import SupportDatabase
@@ -81,11 +82,14 @@ def desk_database(
     )
 
 
-def _databases(config: DeskConfig, url: str, settings: Settings) -> tuple[SupportDatabase, SupportDatabase]:
+def _databases(
+    config: DeskConfig, desk_dir: Path, url: str, settings: Settings
+) -> tuple[SupportDatabase, SupportDatabase]:
     """The pools of a desk: on its readable tables' schema, and on its own (state) schema."""
     if config.database.source == "url" and not settings.database_url:
         raise DeskConfigError(
-            'desk.toml: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its URL'
+            f'{config_file(desk_dir)}: database.source = "url" reads an existing PostgreSQL: set DATABASE_URL to its '
+            "URL"
         )
     readable = frozenset(t.name for t in config.tables)
     data = desk_database(settings, url, schema=config.database.schema_name, readable_tables=readable)
@@ -154,7 +158,7 @@ async def open_support_desk(
         if schema is not None:
             data = state = desk_database(settings, url, schema=schema)
         else:
-            data, state = _databases(config, url, settings)
+            data, state = _databases(config, where, url, settings)
         mcp = None
         if config.mcp_servers:
             mcp = _mcp_pool(config, where)

@@ -10,9 +10,18 @@ desk table), as the restricted reader role when the database has one. An empty r
 
 The result is bounded at the server, before it leaves PostgreSQL (:mod:`._bounded`): at most ``row_cap`` rows,
 every value longer than ``max_field_chars`` characters cut to that length, and rows only while their running total
-stays within ``max_bytes``. A cut result says so (``truncated`` and a ``truncation`` sentence). A client-side
-deadline (the statement timeout plus a short grace) cancels the statement on the server if PostgreSQL's own
-timeout has not ended it by then.
+stays within ``max_bytes``. A cut result says so (``truncated`` and a ``truncation`` sentence).
+
+**The statement timeout is a deadline for the call.** PostgreSQL's ``statement_timeout`` ends most statements on
+time, but it acts only where the server checks for interrupts: one step of work (a function applied to a value of
+hundreds of megabytes, a chain of them in one expression) runs to its end first, seconds past the timeout. So the
+call does not wait for the server: :data:`DEADLINE_GRACE_SECONDS` after the timeout it sends PostgreSQL a cancel
+request for the statement (:meth:`psycopg.AsyncConnection.cancel_safe`) and gives the server
+:data:`CANCEL_GRACE_SECONDS` to end it; then it ends with ``statement_timeout`` whatever the server does. A
+statement still running then keeps its connection, out of the pool, until the server has ended it (the cancel is
+pending there: it ends at the server's next interrupt check) and the transaction is rolled back; only then does the
+connection go back to the pool (:meth:`PostgresTool.drained` waits for that). A call therefore ends at most
+``statement_timeout`` + :data:`CALL_MARGIN_SECONDS` after it has its pooled connection.
 
 One call is four statements in one round trip, sent as one psycopg pipeline with one ``Sync``: ``BEGIN READ ONLY``,
 one settings statement (``SELECT set_config(..., true)`` for the timeout, the search path and the role, local to
@@ -28,6 +37,7 @@ kept, with the rendered statement, for the next call of the same query (at most
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -57,7 +67,13 @@ DEFAULT_MAX_BYTES: Final = 64 * 1024
 DEFAULT_MAX_FIELD_CHARS: Final = 2000
 DEFAULT_STATEMENT_TIMEOUT_MS: Final = 2000
 DEADLINE_GRACE_SECONDS: Final = 0.25
-"""How long after ``statement_timeout`` the client stops waiting and cancels the statement itself."""
+"""How long after ``statement_timeout`` the client stops waiting and cancels the statement itself (PostgreSQL's own
+timeout usually ends the statement first: this is the time for its error to arrive)."""
+CANCEL_GRACE_SECONDS: Final = 0.25
+"""How long the client then gives the cancel request (a new connection to the server's port) and the server to end
+the statement before the call ends anyway."""
+CALL_MARGIN_SECONDS: Final = DEADLINE_GRACE_SECONDS + CANCEL_GRACE_SECONDS
+"""A call ends at most this long after ``statement_timeout`` (counted from when it has its connection)."""
 PLAN_CACHE_SIZE: Final = 256
 """How many checked queries keep their column names and rendered bounded statement (the oldest goes first)."""
 _BEGIN: Final = b"BEGIN READ ONLY"
@@ -136,6 +152,7 @@ class PostgresTool:
         self._columns: dict[str, tuple[str, ...]] | None = self._configured
         self._setup: tuple[str | None, bytes] | None = None  # (reader role, the settings statement)
         self._plans: dict[str, _Plan] = {}  # checked SQL -> its column names and bounded statement
+        self._draining: set[asyncio.Task[tuple[_Plan, BoundedRows]]] = set()  # statements past their call's end
 
     @property
     def deadline_seconds(self) -> float:
@@ -195,17 +212,11 @@ class PostgresTool:
             query = expanded if isinstance(expanded, str) else query
         checked = check_sql(query, params, tables=tables, schema=self._db.schema, columns=columns)
         try:
-            async with self._db.connection(tenant) as conn:
-                try:
-                    # the whole exchange under one client deadline: if it passes, the task is cancelled and psycopg
-                    # sends PostgreSQL a cancel request for the running statement
-                    async with asyncio.timeout(self.deadline_seconds):
-                        plan, fetched = await self._exchange(conn, checked.sql, checked.params)
-                finally:
-                    # a failed or cancelled statement leaves the transaction open (the server skips the pipeline's
-                    # ROLLBACK after an error); nothing to do if the connection is gone: the pool discards it
-                    if conn.info.transaction_status in _OPEN and not conn.closed:
-                        await conn.execute(_ROLLBACK)
+            async with contextlib.AsyncExitStack() as stack:
+                conn = await stack.enter_async_context(self._db.connection(tenant))
+                # the statement's task gives the connection back, when the server has ended the statement
+                statement = asyncio.ensure_future(self._statement(conn, stack.pop_all(), checked.sql, checked.params))
+            plan, fetched = await self._within_deadline(conn, statement)
         except (psycopg.errors.QueryCanceled, TimeoutError) as exc:
             raise ToolError(
                 "statement_timeout", f"the query ran longer than statement_timeout={self.statement_timeout_ms} ms"
@@ -223,6 +234,62 @@ class PostgresTool:
         return SqlResult(
             rows=rows, row_count=len(rows), truncated=fetched.truncation is not None, truncation=fetched.truncation
         )
+
+    async def _statement(
+        self, conn: AsyncConn, held: contextlib.AsyncExitStack, checked: str, params: Mapping[str, Any] | None
+    ) -> tuple[_Plan, BoundedRows]:
+        """The exchange on ``conn``, then the connection given back (``held``) once nothing runs on it."""
+        async with held:
+            try:
+                return await self._exchange(conn, checked, params)
+            finally:
+                # a failed or cancelled statement leaves the transaction open (the server skips the pipeline's
+                # ROLLBACK after an error); nothing to do if the connection is gone: the pool discards it
+                if conn.info.transaction_status in _OPEN and not conn.closed:
+                    await conn.execute(_ROLLBACK)
+
+    async def _within_deadline(
+        self, conn: AsyncConn, statement: asyncio.Task[tuple[_Plan, BoundedRows]]
+    ) -> tuple[_Plan, BoundedRows]:
+        """``statement``'s result, or :class:`TimeoutError` at its deadline. The statement's own task is never
+        cancelled mid-statement (psycopg would then wait, unbounded by this call, for the server to end it): at the
+        deadline, or when this call is cancelled, the server is asked to cancel the statement, given
+        :data:`CANCEL_GRACE_SECONDS`, and a statement still running is left to end there (:attr:`_draining`)."""
+        asked = False
+        try:
+            done, _ = await asyncio.wait((statement,), timeout=self.deadline_seconds)
+            if not done:
+                asked = True
+                await self._cancel(conn, statement)
+                if not statement.done():
+                    raise TimeoutError
+            return statement.result()
+        finally:
+            if not statement.done():  # past the deadline, or this call was cancelled
+                if not asked:
+                    await self._cancel(conn, statement)
+                if not statement.done():
+                    self._draining.add(statement)
+                    statement.add_done_callback(self._drained_one)
+
+    async def _cancel(self, conn: AsyncConn, statement: asyncio.Task[tuple[_Plan, BoundedRows]]) -> None:
+        """Ask the server to cancel ``conn``'s statement and wait for it to end, :data:`CANCEL_GRACE_SECONDS` at
+        most in all."""
+        with contextlib.suppress(TimeoutError, psycopg.Error):
+            async with asyncio.timeout(CANCEL_GRACE_SECONDS):
+                await conn.cancel_safe(timeout=CANCEL_GRACE_SECONDS)
+                await asyncio.wait((statement,))
+
+    def _drained_one(self, statement: asyncio.Task[tuple[_Plan, BoundedRows]]) -> None:
+        self._draining.discard(statement)
+        if not statement.cancelled():
+            statement.exception()  # retrieved: the call that ran it has ended with statement_timeout already
+
+    async def drained(self) -> None:
+        """Wait until every statement that outlived its call has ended on the server and its connection is back
+        in the pool (see the module's description)."""
+        while self._draining:
+            await asyncio.wait(tuple(self._draining))
 
     async def _exchange(
         self, conn: AsyncConn, checked: str, params: Mapping[str, Any] | None

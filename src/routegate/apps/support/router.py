@@ -131,7 +131,9 @@ class SupportRouter(CascadeRouter):
         # the gate's margin: the embedding layer's own (tuned for its scores) unless given
         margin = getattr(semantic, "unsure_margin", 0.0) if unsure_margin is None else unsure_margin
         self.unsure_margin = float(margin) if isinstance(margin, int | float) else 0.0
-        llm = LLMRouter(chat_model, system_prompt=router_prompt(config)) if chat_model else None
+        llm = (
+            LLMRouter(chat_model, system_prompt=router_prompt(config), mode=config.router.mode) if chat_model else None
+        )
         super().__init__(
             semantic=semantic, rules=rules or SupportRules.of(config), llm=llm, llm_policy=self.policy, name="support"
         )
