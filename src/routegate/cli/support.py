@@ -62,6 +62,10 @@ async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
     Offline, the database starts on a background thread first, so that its start overlaps those imports. With an
     LLM configured the factory checks the LLM settings before any database starts, as it always does.
     """
+    if settings.desk is not None:  # your own desk: its configuration is checked before anything starts
+        from routegate.apps.configured.config import load_config
+
+        load_config(settings.desk)
     database = None
     if not settings.llm_enabled:
         from routegate.apps.support.embedded import DatabaseStart
