@@ -20,7 +20,9 @@ from routegate.apps.support.contracts import (
     SupportDesk,
     SupportEvent,
     TurnResult,
+    takes_tenant,
 )
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import RuntimeFaultError
 from routegate.server.app import create_app
 from routegate.settings import Settings
@@ -34,9 +36,11 @@ class DeferredDesk:
 
     def __init__(self) -> None:
         self._desk: SupportDesk | None = None
+        self._tenanted = True
 
     def bind(self, desk: SupportDesk | None) -> None:
         self._desk = desk
+        self._tenanted = desk is None or takes_tenant(desk)
 
     @property
     def desk(self) -> SupportDesk:
@@ -44,17 +48,20 @@ class DeferredDesk:
             raise RuntimeFaultError("the support desk of this worker is not started")
         return self._desk
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
-        return self.desk.iter(message, session_id=session_id)
+    def _tenant(self, tenant: str) -> dict[str, str]:
+        return {"tenant": tenant} if self._tenanted else {}
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
-        return await self.desk.ask(message, session_id=session_id)
+    def iter(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> AsyncIterator[SupportEvent]:
+        return self.desk.iter(message, session_id=session_id, **self._tenant(tenant))
 
-    async def history(self, session_id: str) -> list[Message]:
-        return await self.desk.history(session_id)
+    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
+        return await self.desk.ask(message, session_id=session_id, **self._tenant(tenant))
 
-    async def reset(self, session_id: str) -> None:
-        await self.desk.reset(session_id)
+    async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
+        return await self.desk.history(session_id, **self._tenant(tenant))
+
+    async def reset(self, session_id: str, *, tenant: str = ANONYMOUS) -> None:
+        await self.desk.reset(session_id, **self._tenant(tenant))
 
     async def healthy(self) -> bool:
         return self._desk is not None and await self._desk.healthy()
@@ -75,10 +82,10 @@ class DeferredDesk:
 def open_serving_desk(settings: Settings) -> AbstractAsyncContextManager[SupportAgent]:
     """The desk one server process opens: your own (``settings.desk``, from ``--desk`` / ``ROUTEGATE_DESK``) or the
     built-in desk's configuration, with the serving encoder. Used by the ``--workers N`` workers and the Ray Serve replicas."""
-    from routegate.apps.configured.factory import desk_directory, open_configured_desk
+    from routegate.apps.support.factory import open_support_desk
     from routegate.server.encoder import serving_encoder
 
-    return open_configured_desk(settings, desk_directory(settings), encoder=serving_encoder(settings))
+    return open_support_desk(settings, encoder=serving_encoder(settings))
 
 
 def app_from_environment() -> FastAPI:
