@@ -31,7 +31,6 @@ from typing import Any, TypedDict
 from routegate.apps.support.contracts import ROUTES
 from routegate.apps.support.db import EmbeddedPostgres, SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.respond import compose
 from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.core import RouteRequest
@@ -133,6 +132,8 @@ def langgraph_peer(desk: SupportAgent) -> Any:
 
         return run
 
+    compose = desk.answers.compose
+
     async def respond_node(state: GraphState) -> GraphState:
         return {"answer": compose(state["message"], state["route"], state.get("observation") or {})}
 
@@ -222,7 +223,7 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"  encoder load: {encoder_load:.2f} s")
         print(f"  fit the SemanticRouter on the route examples (first start only): {fit_time:.2f} s")
         print(f"  load the fitted router from its cache (later starts): {load_time * 1000:.0f} ms")
-        print(f"  desk start (schema + seed + embed 3 articles + pool): {desk_start:.2f} s")
+        print(f"  desk start (schema + seed + ingest the 3 articles + pool): {desk_start:.2f} s")
         assert desk.router is not None
         await accuracy(rows, desk.router, SupportRouter(semantic=thin_layer), thin_layer)
         await routing_latency(rows, desk.router, args.route_passes)

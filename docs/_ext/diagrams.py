@@ -41,6 +41,8 @@ def _desk() -> Any:
     from routegate.apps.support.graph import support_plan
 
     class StandIn:
+        max_route_attempts = 1  # the router step's: the plan's step bound is read from it
+
         def run_step(self, payload: Any, ctx: Any) -> Any:
             return payload
 

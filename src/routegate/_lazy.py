@@ -31,6 +31,7 @@ def lazy_exports(
     *,
     renamed: Mapping[str, tuple[str, str]] | None = None,
     moved: Mapping[str, str] | None = None,
+    removed: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``.
 
@@ -45,7 +46,11 @@ def lazy_exports(
     so every use warns.
 
     ``moved`` maps a name the package no longer exports to the place (as in ``where``) that defines it: a
-    ``renamed`` entry whose warning names that place, for the one release the old import keeps working."""
+    ``renamed`` entry whose warning names that place, for the one release the old import keeps working.
+
+    ``removed`` maps a name that is gone, with nothing that could stand in for it, to what to use instead: looking
+    it up (``from package import name`` too) raises :class:`ImportError` with that text, not a bare "cannot
+    import name", for the one release after it went."""
     namespace = vars(sys.modules[package])
     old = {name: (place, _moved_warning(package, name, place)) for name, place in (moved or {}).items()}
     old.update(renamed or {})
@@ -62,6 +67,8 @@ def lazy_exports(
                 place, warning = old[name]
                 warnings.warn(warning, DeprecationWarning, stacklevel=2)
                 return load(place, name)
+            if removed is not None and name in removed:
+                raise ImportError(f"{package}.{name} was removed: {removed[name]}", name=package)
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = load(place, name)
         namespace[name] = value  # once: later lookups do not come here

@@ -11,9 +11,9 @@ from unittest import mock
 
 import pytest
 
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.embedded import EmbeddedPostgres
+from routegate.apps.support.factory import open_support_desk
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -71,7 +71,7 @@ def victim(pg_url: str, encoder: MiniLMEncoder, tmp_path_factory: pytest.TempPat
     settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin"))
 
     async def tell() -> None:
-        async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
+        async with open_support_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
             await desk.ask(f"Hello, {VICTIM_SECRET}", session_id="victim-session")
 
     asyncio.run(tell())
@@ -79,7 +79,7 @@ def victim(pg_url: str, encoder: MiniLMEncoder, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture
-async def shop(shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
+async def shop(shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, shop_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, shop_dir, encoder=encoder) as desk:
         yield desk

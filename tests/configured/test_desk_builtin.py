@@ -13,21 +13,21 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.configured.config import builtin_desk_dir, load_config
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
 from routegate.apps.support.data import ARTICLES, CRYPTO_ANSWER, CUSTOMERS, TICKETS, WEATHER_ANSWER
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
 
 @pytest.fixture
-async def builtin(pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
+async def builtin(pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
+    async with open_support_desk(settings, builtin_desk_dir(), encoder=encoder) as desk:
         yield desk
 
 
-async def test_the_shipped_configuration_holds_the_built_in_data(builtin: ConfiguredDesk) -> None:
+async def test_the_shipped_configuration_holds_the_built_in_data(builtin: SupportAgent) -> None:
     async with builtin.data.connection() as conn:
         customers = await (await conn.execute("SELECT id, name, city FROM customers ORDER BY id")).fetchall()
         tickets = await (
@@ -60,7 +60,7 @@ async def test_the_shipped_configuration_holds_the_built_in_data(builtin: Config
     ],
 )
 async def test_the_contract_examples_reach_the_same_route_and_content(
-    builtin: ConfiguredDesk, query: str, route: str, expected: list[str]
+    builtin: SupportAgent, query: str, route: str, expected: list[str]
 ) -> None:
     result = await builtin.ask(query, session_id="contract")
     assert (result.route, result.stop_reason, result.fallback) == (route, "success", None)
@@ -77,13 +77,13 @@ async def test_the_contract_examples_reach_the_same_route_and_content(
     ],
 )
 async def test_the_external_tool_answers_the_built_in_strings_exactly(
-    builtin: ConfiguredDesk, query: str, answer: str
+    builtin: SupportAgent, query: str, answer: str
 ) -> None:
     result = await builtin.ask(query, session_id="external")
     assert (result.route, result.stop_reason, result.answer) == ("EXTERNAL", "success", answer)
 
 
-async def test_a_tool_message_naming_no_tool_is_not_guessed(builtin: ConfiguredDesk) -> None:
+async def test_a_tool_message_naming_no_tool_is_not_guessed(builtin: SupportAgent) -> None:
     result = await builtin.ask("What is the price of Ethereum?", session_id="coin")
     assert result.route == "EXTERNAL" and result.fallback == "empty"  # as the built-in mock answers it
     assert WEATHER_ANSWER not in result.answer and CRYPTO_ANSWER not in result.answer

@@ -1,8 +1,9 @@
-"""The built-in desk's configuration (``apps/configured/builtin/desk.toml``) answers as ``apps.support`` does: every
-example question of the contract, and every conversation whose answer text ``tests/support`` checks, runs through
-both desks (the same encoder, the same embedding-layer kind — each desk's fitted layer, then the nearest examples —
-each on its own schema of the same PostgreSQL); the route, the answer text, the stop reason and the fallback are the
-same turn by turn — and on the 204 labelled messages of ``tests/data/support_routes.jsonl``, every one of them."""
+"""The built-in desk answers as it always did: every example question of the contract, every conversation whose
+answer text ``tests/support`` checks, and the 204 labelled messages of ``tests/data/support_routes.jsonl`` get the
+route, the answer text, the stop reason and the fallback recorded in ``tests/data/support_builtin_answers.jsonl``
+(what the built-in desk answered before it became a configuration of the one desk), turn by turn, with each kind of
+embedding layer (the fitted one, the configuration's ``[router] fit_at_start``; the nearest examples). The desk runs
+as the command line opens it (its configuration's two schemas) and on one database (``SupportAgent(db=...)``)."""
 
 from __future__ import annotations
 
@@ -14,60 +15,31 @@ from pathlib import Path
 
 import pytest
 
-from routegate.apps.configured.config import builtin_desk_dir, load_config
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.configured.router import route_examples
-from routegate.apps.configured.rules import KIND_ROUTE
-from routegate.apps.support.contracts import ROUTES, TurnResult
+from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.support.contracts import TurnResult
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.rules import ABOUT, PATTERNS, VOCABULARY
-from routegate.apps.support.semantic import EXAMPLES, EmbeddingLayer, ExampleEmbeddingLayer, FittedSemanticLayer
+from routegate.apps.support.factory import open_support_desk
+from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
-CONTRACT = [  # the contract's eleven example questions (tests/support/test_support_desk.py)
-    "Show tickets for customer John",
-    "Which city is customer 3 from?",
-    "How do I reset my password?",
-    "What is your refund policy?",
-    "Explain ticket escalation",
-    "What’s the weather today?",
-    "What is the price of Bitcoin?",
-    "Give me today’s temperature in London",
-    "Can you help me?",
-    "What can you do?",
-    "Explain this system",
-]
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "support_builtin_answers.jsonl"
+"""One line per turn: ``layer`` (``fitted`` | ``examples``), ``group`` (``contract`` | ``conversation`` |
+``labelled``), ``session`` (a number: the turns of one session in order), ``message`` and what was answered."""
 
-CONVERSATIONS = [  # what tests/support asserts of answers, one session each
-    ["What is the status of ticket 12?"],  # not found
-    ["How do I change my email address?"],  # no help article
-    ["What is the price of Ethereum?"],  # the external source knows nothing of it
-    ["What's the weather today?"],
-    ["What is the status of ticket 1?"],
-    ["What is the status of ticket 99?"],
-    ["hello there"],
-    ["purple elephants dancing"],
-    ["Which city is customer 2 from?", "Which tickets does she have?"],
-    ["What is the status of ticket 1?", "And which city is he from?"],
-    ["status of ticket 3", "who is the customer?"],
-    ["hello", "status of ticket 2", "thanks", "where does he live?"],
-    ["What is the status of ticket 1?", "How do I reset my password?"],
-    ["What is the status of ticket 1?", "Which city is customer 2 from?"],
-    ["Which city is customer 3 from?", "does he have any tickets?"],
-    ["Who is customer 1?", "Which city is Jane Smith from?", "goodbye"],
-    ["What's the price of gold today?"],  # no tool is about it
-    ["crypto price of ethereum"],  # a coin the mock does not price
-    ["How hot is it outside?", "thnks", "helo"],
-]
+
+def _recorded(layer: str) -> dict[int, list[dict[str, object]]]:
+    sessions: dict[int, list[dict[str, object]]] = {}
+    for line in RECORDED.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["layer"] == layer:
+            sessions.setdefault(row["session"], []).append(row)
+    return sessions
 
 
 @pytest.fixture(scope="module", params=["fitted", "examples"])
 def layer_kind(request: pytest.FixtureRequest) -> str:
-    """The embedding-layer kind both desks route with: ``fitted``, each desk's production layer (the built-in desk's
-    fitted router; the configuration's ``[router] fit_at_start``), or ``examples``, the nearest examples."""
     kind: str = request.param
     return kind
 
@@ -91,12 +63,11 @@ def builtin_dir(layer_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture
-async def builtin(pg_url: str, encoder: MiniLMEncoder, semantic: EmbeddingLayer) -> AsyncIterator[SupportAgent]:
+async def on_one_database(pg_url: str, encoder: MiniLMEncoder, semantic: EmbeddingLayer) -> AsyncIterator[SupportAgent]:
     schema = f"w_{uuid.uuid4().hex[:12]}"
     db = SupportDatabase(pg_url, schema=schema, max_size=2)
     await db.open()
     try:
-        await db.ensure_schema(embedding_dim=encoder.dim)
         desk = SupportAgent(db=db, encoder=encoder, semantic=semantic)
         await desk.start()
         yield desk
@@ -107,79 +78,48 @@ async def builtin(pg_url: str, encoder: MiniLMEncoder, semantic: EmbeddingLayer)
 
 
 @pytest.fixture
-async def configured(
+async def as_configured(
     pg_url: str, encoder: MiniLMEncoder, builtin_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[ConfiguredDesk]:
+) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("builtin-wording"))
-    async with open_configured_desk(settings, builtin_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, builtin_dir, encoder=encoder) as desk:
         yield desk
 
 
-def test_the_builtin_configuration_carries_apps_support_rules_and_examples() -> None:
-    """desk.toml's rules, typo words and examples are ``apps.support``'s, phrase for phrase (so they cannot drift)."""
-    config = load_config(builtin_desk_dir())
-    phrases: dict[str, dict[str, str]] = {route: {} for route in ROUTES}
-    for route in config.routes:
-        phrases[KIND_ROUTE[route.kind]].update({rule.name: rule.pattern for rule in route.rules})
-    assert phrases == {route: dict(PATTERNS[route]) for route in ROUTES}
-    assert {rule.name for route in config.routes for rule in route.rules if rule.about} == set(ABOUT)
-    assert config.router.typo_words == list(VOCABULARY) and not config.router.generated_rules
-    examples = route_examples(config)
-    assert {route: list(examples[route]) for route in ROUTES} == {route: list(EXAMPLES[route]) for route in ROUTES}
+def _seen(result: TurnResult) -> dict[str, object]:
+    return {
+        "route": result.route,
+        "answer": result.answer,
+        "stop_reason": result.stop_reason,
+        "fallback": result.fallback,
+    }
 
 
-def _seen(result: TurnResult) -> tuple[str, str, str, str | None]:
-    return result.route, result.answer, result.stop_reason, result.fallback
+async def _differences(desk: SupportAgent, layer: str) -> list[str]:
+    run = uuid.uuid4().hex[:8]
+    differences: list[str] = []
+    for session, turns in _recorded(layer).items():
+        for turn in turns:
+            got = _seen(await desk.ask(str(turn["message"]), session_id=f"{run}-{session}"))
+            expected = {key: turn[key] for key in got}
+            if got != expected:
+                differences.append(f"{turn['group']} {turn['message']!r}: recorded {expected}, now {got}")
+    return differences
 
 
-async def test_the_contract_examples_are_answered_word_for_word(
-    builtin: SupportAgent, configured: ConfiguredDesk
-) -> None:
-    session = uuid.uuid4().hex[:8]
-    for index, message in enumerate(CONTRACT):
-        expected = await builtin.ask(message, session_id=f"b{session}{index}")
-        got = await configured.ask(message, session_id=f"c{session}{index}")
-        assert _seen(got) == _seen(expected), message
-        assert expected.stop_reason == "success" and expected.fallback is None
+def test_the_recording_holds_every_message() -> None:
+    rows = [json.loads(line) for line in RECORDED.read_text(encoding="utf-8").splitlines()]
+    for layer in ("fitted", "examples"):
+        groups = [row["group"] for row in rows if row["layer"] == layer]
+        assert groups.count("contract") == 11 and groups.count("labelled") == 204 and groups.count("conversation") > 19
+        assert {row["stop_reason"] for row in rows if row["group"] == "contract"} == {"success"}
 
 
-async def test_the_conversations_tests_support_checks_are_answered_word_for_word(
-    builtin: SupportAgent, configured: ConfiguredDesk
-) -> None:
-    session = uuid.uuid4().hex[:8]
-    for number, turns in enumerate(CONVERSATIONS):
-        for message in turns:
-            expected = await builtin.ask(message, session_id=f"b{session}{number}")
-            got = await configured.ask(message, session_id=f"c{session}{number}")
-            assert _seen(got) == _seen(expected), f"{turns}: {message}"
+async def test_the_desk_as_configured_answers_as_recorded(as_configured: SupportAgent, layer_kind: str) -> None:
+    differences = await _differences(as_configured, layer_kind)
+    assert not differences, "\n".join(differences)
 
 
-LABELLED = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
-
-
-def _labelled_messages() -> list[str]:
-    with LABELLED.open(encoding="utf-8") as lines:
-        return [json.loads(line)["text"] for line in lines if line.strip()]
-
-
-KNOWN: dict[str, str] = {}
-"""The messages the two desks still answer differently, and why (any other difference fails the test)."""
-
-
-async def test_every_labelled_message_is_answered_alike(builtin: SupportAgent, configured: ConfiguredDesk) -> None:
-    """All the messages of ``tests/data/support_routes.jsonl``, each in a session of its own: the same route,
-    answer, stop reason and fallback from both desks, but for the :data:`KNOWN` ones."""
-    session = uuid.uuid4().hex[:8]
-    differences: dict[str, str] = {}
-    messages = _labelled_messages()
-    for number, message in enumerate(messages):
-        expected = await builtin.ask(message, session_id=f"b{session}{number}")
-        got = await configured.ask(message, session_id=f"c{session}{number}")
-        if _seen(got) != _seen(expected):
-            differences[message] = f"built-in {_seen(expected)} / configured {_seen(got)}"
-    assert len(messages) == 204
-    unexplained = {m: d for m, d in differences.items() if m not in KNOWN}
-    assert not unexplained, f"{len(differences)} of {len(messages)} differ:\n" + "\n".join(
-        f"{m!r}: {d}" for m, d in unexplained.items()
-    )
-    assert set(differences) == set(KNOWN)  # a known difference that is gone: remove it from KNOWN
+async def test_the_desk_on_one_database_answers_as_recorded(on_one_database: SupportAgent, layer_kind: str) -> None:
+    differences = await _differences(on_one_database, layer_kind)
+    assert not differences, "\n".join(differences)

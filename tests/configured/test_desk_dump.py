@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from routegate.apps.configured.config import DeskConfigError, load_config
-from routegate.apps.configured.factory import open_configured_desk
 from routegate.apps.configured.introspect import Table, introspect, table_names
 from routegate.apps.configured.loader import load_connection, scratch_load
 from routegate.apps.configured.script import parse_script
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -80,7 +80,7 @@ def _relations(pg_url: str, schema: str) -> set[str]:
 
 
 async def _answers(settings_: Settings, desk: Path, encoder: MiniLMEncoder) -> dict[str, str]:
-    async with open_configured_desk(settings_, desk, encoder=encoder) as opened:
+    async with open_support_desk(settings_, desk, encoder=encoder) as opened:
         return {q: (await opened.ask(q, session_id=f"dump-{i}")).answer for i, q in enumerate(QUESTIONS)}
 
 

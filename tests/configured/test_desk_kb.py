@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.factory import open_support_desk
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -51,7 +51,7 @@ def test_ingest_is_incremental(
 
     async def answers() -> None:
         settings = Settings(database_url=pg_url, data_dir=tmp_path)
-        async with open_configured_desk(settings, desk, encoder=encoder, ingest_on_start=False) as opened:
+        async with open_support_desk(settings, desk, encoder=encoder, ingest_on_start=False) as opened:
             assert list(await opened.kb.sources()) == ["docs/payments.txt", "docs/returns.md", "docs/shipping.md"]
             result = await opened.ask("How long does shipping take?", session_id="kb-1")
             assert "From docs/shipping.md" in result.answer and "2 to 4 business days" in result.answer

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.configured.config import DeskConfigError, parse_config
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -79,10 +79,10 @@ async def test_an_mcp_tool_is_called_with_the_arguments_of_the_message(
 ) -> None:
     desk_dir, log = mcp_desk
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, desk_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, desk_dir, encoder=encoder) as desk:
         result = await desk.ask("Please add 2 and 3", session_id="mcp-1")
         assert (result.route, result.stop_reason, result.answer) == ("EXTERNAL", "success", "The sum is 5.")
-        tool = next(t for t in result.trace if t.get("node") == "external")
+        tool = next(t for t in result.notes if t.get("node") == "external")
         assert tool["call"] == {"tool": "adder", "args": {"a": 2, "b": 3}, "url": "mcp:demo/add", "mock": False}
         assert _calls(log) == [{"tool": "add", "arguments": {"a": 2, "b": 3}}]
         # the other routes still work next to the MCP tool
@@ -94,7 +94,7 @@ async def test_arguments_the_input_schema_refuses_never_reach_the_server(
 ) -> None:
     desk_dir, log = mcp_desk
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, desk_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, desk_dir, encoder=encoder) as desk:
         result = await desk.ask("greet 42", session_id="mcp-2")  # greet's name is a string; the desk sends 42
     assert result.route == "EXTERNAL" and result.fallback == "tool_error:invalid_arguments"
     assert result.stop_reason.startswith("unanswered:tool_error:invalid_arguments")

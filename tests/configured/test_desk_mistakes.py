@@ -13,7 +13,7 @@ import pytest
 
 from cli._env import RUN_CLI, offline_env
 from routegate.apps.configured.config import DeskConfigError, load_config
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -157,7 +157,7 @@ def _replace(desk: Path, old: str, new: str) -> None:
 
 async def _open(desk: Path, pg_url: str, encoder: MiniLMEncoder, data_dir: Path) -> str:
     with pytest.raises(DeskConfigError) as caught:
-        async with open_configured_desk(Settings(database_url=pg_url, data_dir=data_dir), desk, encoder=encoder):
+        async with open_support_desk(Settings(database_url=pg_url, data_dir=data_dir), desk, encoder=encoder):
             pass
     return str(caught.value)
 

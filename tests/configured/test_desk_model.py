@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.llm.errors import LLMTimeoutError
 from routegate.settings import Settings
@@ -25,9 +25,9 @@ def model() -> ScriptedChatModel:
 @pytest.fixture
 async def desk(
     shop_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path, model: ScriptedChatModel
-) -> AsyncIterator[ConfiguredDesk]:
+) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, shop_dir, encoder=encoder, chat_model=model) as opened:
+    async with open_support_desk(settings, shop_dir, encoder=encoder, chat_model=model) as opened:
         yield opened
     model.assert_consumed()
 
@@ -36,11 +36,11 @@ def _sql(query: str, **params: object) -> str:
     return json.dumps({"query": query, "params": params})
 
 
-async def test_model_written_sql_runs_through_the_guard(desk: ConfiguredDesk, model: ScriptedChatModel) -> None:
+async def test_model_written_sql_runs_through_the_guard(desk: SupportAgent, model: ScriptedChatModel) -> None:
     model.script(_sql("SELECT o.status FROM orders o WHERE o.id = :id", id=1042), "Order 1042 is open.")
     result = await desk.ask("What is the status of order 1042?", session_id="m-1")
     assert result.answer == "Order 1042 is open." and result.stop_reason == "success"
-    tool = next(t for t in result.trace if t.get("node") == "postgres")
+    tool = next(t for t in result.notes if t.get("node") == "postgres")
     assert tool["call"]["template"] == "llm"
     prompt = model.calls[0].content("system")
     assert prompt is not None and "customers(id integer, name text" in prompt
@@ -49,7 +49,7 @@ async def test_model_written_sql_runs_through_the_guard(desk: ConfiguredDesk, mo
     assert evidence is not None and '"status": "open"' in evidence
 
 
-async def test_model_sql_reading_an_excluded_column_is_refused(desk: ConfiguredDesk, model: ScriptedChatModel) -> None:
+async def test_model_sql_reading_an_excluded_column_is_refused(desk: SupportAgent, model: ScriptedChatModel) -> None:
     model.script(_sql("SELECT c.password_hash FROM customers c WHERE c.id = :id", id=1), "I could not look that up.")
     result = await desk.ask("What is the password of customer 1?", session_id="m-2")
     assert result.fallback is not None and result.fallback.startswith("sql_refused:")
@@ -58,7 +58,7 @@ async def test_model_sql_reading_an_excluded_column_is_refused(desk: ConfiguredD
     assert evidence is not None and "x1$" not in evidence  # no hash reached the model
 
 
-async def test_a_failing_model_leaves_the_offline_planner(desk: ConfiguredDesk, model: ScriptedChatModel) -> None:
+async def test_a_failing_model_leaves_the_offline_planner(desk: SupportAgent, model: ScriptedChatModel) -> None:
     model.script(LLMTimeoutError("no answer"), LLMTimeoutError("no answer"))
     result = await desk.ask("Who placed order 1042?", session_id="m-3")
     assert result.answer == "The customer of order 1042: Maria Garcia (customer 1)."

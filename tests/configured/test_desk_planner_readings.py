@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from routegate.apps.configured.config import DeskConfig
-from routegate.apps.configured.planner import Lookup, SqlPlanner
-from routegate.apps.configured.respond import DeskAnswers
+from routegate.apps.support.answers import DeskAnswers
+from routegate.apps.support.planner import Lookup, SqlPlanner
 from routegate.apps.support.sqlguard import check_sql
 
 SHOP = """

@@ -16,7 +16,7 @@ from unittest import mock
 import psycopg
 import pytest
 
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.factory import open_support_desk
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -121,7 +121,7 @@ def test_a_schema_an_earlier_version_loaded_is_loaded_again_as_the_owner_role(
 
     async def start() -> None:
         settings = Settings(database_url=pg_url, data_dir=tmp_path)
-        async with open_configured_desk(settings, directory, encoder=encoder, ingest_on_start=False):
+        async with open_support_desk(settings, directory, encoder=encoder, ingest_on_start=False):
             pass
 
     asyncio.run(start())

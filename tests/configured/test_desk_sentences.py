@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from routegate.apps.configured.respond import DeskAnswers
 
 from routegate.apps.configured.config import DeskConfig, builtin_desk_dir
 from routegate.apps.configured.desk import ConfiguredDesk
 from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.configured.respond import DeskAnswers
 from routegate.apps.configured.words import column_question, fact, filter_questions
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings

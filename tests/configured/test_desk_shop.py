@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.sqlguard import SqlRefusedError
 
 ROUTES = Path(__file__).resolve().parents[1] / "data" / "shop_routes.jsonl"
@@ -19,7 +19,7 @@ def _session() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
-async def test_routing_accuracy_on_the_labelled_shop_questions(shop: ConfiguredDesk) -> None:
+async def test_routing_accuracy_on_the_labelled_shop_questions(shop: SupportAgent) -> None:
     rows = [json.loads(line) for line in ROUTES.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(rows) >= 100
     examples = {e.lower() for r in shop.config.routes for e in r.examples}
@@ -46,21 +46,21 @@ async def test_routing_accuracy_on_the_labelled_shop_questions(shop: ConfiguredD
         ("List the customers in Dublin", "Liam Murphy (customer 2): city is Dublin."),
     ],
 )
-async def test_answers_name_the_right_rows(shop: ConfiguredDesk, question: str, expected: str) -> None:
+async def test_answers_name_the_right_rows(shop: SupportAgent, question: str, expected: str) -> None:
     result = await shop.ask(question, session_id=_session())
     assert result.route == "POSTGRES" and result.stop_reason == "success"
     assert expected in result.answer
 
 
-async def test_children_along_a_foreign_key_are_the_customers_orders(shop: ConfiguredDesk) -> None:
+async def test_children_along_a_foreign_key_are_the_customers_orders(shop: SupportAgent) -> None:
     result = await shop.ask("Show orders for customer Maria", session_id=_session())
     assert "Order 1040" in result.answer and "Order 1042" in result.answer
     assert "Order 1041" not in result.answer  # Liam's
-    tool = next(t for t in result.trace if t.get("node") == "postgres")
+    tool = next(t for t in result.notes if t.get("node") == "postgres")
     assert tool["call"]["template"] == "children" and tool["call"]["route"] == "orders"
 
 
-async def test_a_follow_up_takes_the_person_from_the_conversation(shop: ConfiguredDesk) -> None:
+async def test_a_follow_up_takes_the_person_from_the_conversation(shop: SupportAgent) -> None:
     session = _session()
     await shop.ask("Which country is Maria Garcia from?", session_id=session)
     result = await shop.ask("And which city is she from?", session_id=session)
@@ -68,12 +68,12 @@ async def test_a_follow_up_takes_the_person_from_the_conversation(shop: Configur
     assert "Madrid" in result.answer
 
 
-async def test_an_unknown_id_is_said_not_found(shop: ConfiguredDesk) -> None:
+async def test_an_unknown_id_is_said_not_found(shop: SupportAgent) -> None:
     result = await shop.ask("What is the status of order 9999?", session_id=_session())
     assert result.fallback == "empty" and "couldn't find order 9999" in result.answer
 
 
-async def test_a_count_for_an_unknown_name_is_not_a_zero(shop: ConfiguredDesk) -> None:
+async def test_a_count_for_an_unknown_name_is_not_a_zero(shop: SupportAgent) -> None:
     result = await shop.ask("How many orders does Zed Nobody have?", session_id=_session())
     assert result.fallback == "empty" and "There" not in result.answer
 
@@ -88,7 +88,7 @@ async def test_a_count_for_an_unknown_name_is_not_a_zero(shop: ConfiguredDesk) -
     ],
 )
 async def test_the_knowledge_base_quotes_the_best_chunk_and_names_its_file(
-    shop: ConfiguredDesk, question: str, source: str, quote: str
+    shop: SupportAgent, question: str, source: str, quote: str
 ) -> None:
     result = await shop.ask(question, session_id=_session())
     assert result.route == "VECTOR" and result.stop_reason == "success"
@@ -96,7 +96,7 @@ async def test_the_knowledge_base_quotes_the_best_chunk_and_names_its_file(
     assert quote in result.answer
 
 
-async def test_the_chat_route_says_what_this_desk_can_do(shop: ConfiguredDesk) -> None:
+async def test_the_chat_route_says_what_this_desk_can_do(shop: SupportAgent) -> None:
     result = await shop.ask("What can you do?", session_id=_session())
     assert result.route == "LLM"
     assert "shop desk" in result.answer and "orders" in result.answer
@@ -115,12 +115,12 @@ async def test_the_chat_route_says_what_this_desk_can_do(shop: ConfiguredDesk) -
         "DELETE FROM orders",
     ],
 )
-async def test_the_guard_refuses_what_the_allowlist_excludes(shop: ConfiguredDesk, query: str) -> None:
+async def test_the_guard_refuses_what_the_allowlist_excludes(shop: SupportAgent, query: str) -> None:
     with pytest.raises(SqlRefusedError):
         await shop.sql.run(query)
 
 
-async def test_the_reader_role_cannot_read_the_excluded_column_either(shop: ConfiguredDesk) -> None:
+async def test_the_reader_role_cannot_read_the_excluded_column_either(shop: SupportAgent) -> None:
     """Below the guard: the desk's reader role has SELECT on the readable columns only."""
     import psycopg
 
@@ -133,12 +133,12 @@ async def test_the_reader_role_cannot_read_the_excluded_column_either(shop: Conf
             await conn.execute('SELECT "password_hash" FROM desk_shop."customers"')
 
 
-async def test_a_star_select_sees_only_the_readable_columns(shop: ConfiguredDesk) -> None:
+async def test_a_star_select_sees_only_the_readable_columns(shop: SupportAgent) -> None:
     result = await shop.sql.run("SELECT * FROM customers WHERE id = 1")
     assert result.rows and "password_hash" not in result.rows[0] and result.rows[0]["name"] == "Maria Garcia"
 
 
-async def test_the_http_server_runs_the_configured_desk(shop: ConfiguredDesk, pg_url: str, tmp_path: Path) -> None:
+async def test_the_http_server_runs_the_configured_desk(shop: SupportAgent, pg_url: str, tmp_path: Path) -> None:
     """``serve --desk`` builds the same app on the configured desk: /v1 and /healthz answer from the shop."""
     import httpx
 

@@ -12,7 +12,7 @@ from unittest import mock
 
 import psycopg
 
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.factory import open_support_desk
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -39,7 +39,7 @@ def test_a_desk_on_an_existing_database_only_reads_it(tmp_path: Path, pg_url: st
 
     async def ask() -> str:
         settings = Settings(database_url=pg_url, data_dir=tmp_path)
-        async with open_configured_desk(settings, desk, encoder=encoder) as opened:
+        async with open_support_desk(settings, desk, encoder=encoder) as opened:
             return (await opened.ask("Who placed order 1046?", session_id="ext-1")).answer
 
     try:
@@ -61,7 +61,7 @@ def test_a_changed_sql_file_is_loaded_again_and_memory_stays(
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
 
     async def ask(question: str) -> tuple[str, int]:
-        async with open_configured_desk(settings, desk, encoder=encoder) as opened:
+        async with open_support_desk(settings, desk, encoder=encoder) as opened:
             answer = (await opened.ask(question, session_id="reload-1")).answer
             return answer, len(await opened.history("reload-1"))
 

@@ -1,5 +1,5 @@
 """A desk's SQL file, from someone else, attacks the machine and the other desks through the desk's start
-(``open_configured_desk``, what ``routegate ask --desk`` runs): it runs as the desk's owner role, which holds — even
+(``open_support_desk``, what ``routegate ask --desk`` runs): it runs as the desk's owner role, which holds — even
 with the up-front refusals switched off, even through statements built at run time — and the effect is read from
 the catalog, the file system and the other sessions. A file that fails leaves nothing behind."""
 
@@ -17,7 +17,7 @@ from psycopg.conninfo import make_conninfo
 
 from routegate.apps.configured import script
 from routegate.apps.configured.config import DeskConfigError
-from routegate.apps.configured.factory import open_configured_desk
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -28,7 +28,7 @@ from .hostile import TABLE_SQL, desk_name, hostile_desk, outside, relations_of
 def _start(pg_url: str, directory: Path, encoder: MiniLMEncoder, tmp_path: Path) -> None:
     async def run() -> None:
         settings = Settings(database_url=pg_url, data_dir=tmp_path)
-        async with open_configured_desk(settings, directory, encoder=encoder, ingest_on_start=False):
+        async with open_support_desk(settings, directory, encoder=encoder, ingest_on_start=False):
             pass
 
     asyncio.run(run())
@@ -270,7 +270,7 @@ def test_no_setting_of_the_file_reaches_a_pooled_connection(
 
     async def settings_seen() -> set[tuple[str | None, str | None]]:
         settings = Settings(database_url=pg_url, data_dir=tmp_path)
-        async with open_configured_desk(settings, directory, encoder=encoder, ingest_on_start=False) as desk:
+        async with open_support_desk(settings, directory, encoder=encoder, ingest_on_start=False) as desk:
             seen: set[tuple[str | None, str | None]] = set()
             for pool in (desk.db, desk.data):
                 held = [pool.connection() for _ in range(4)]  # every connection of the pool at once

@@ -16,11 +16,11 @@ from typing import ClassVar
 import pytest
 
 from flood_server import FloodServer, kernel_slack
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.configured.respond import MAX_QUOTED_CHARS
-from routegate.apps.configured.tools import MAX_RESPONSE_BYTES
+from routegate.apps.support.answers import MAX_QUOTED_CHARS
 from routegate.apps.support.contracts import TurnResult
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.external_tool import MAX_RESPONSE_BYTES
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -82,9 +82,9 @@ def _with_tool(shop_dir: Path, tmp_path: Path, url: str, mock: str) -> Path:
 
 
 @asynccontextmanager
-async def _open(desk_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder) -> AsyncIterator[ConfiguredDesk]:
+async def _open(desk_dir: Path, pg_url: str, tmp_path: Path, encoder: MiniLMEncoder) -> AsyncIterator[SupportAgent]:
     settings = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings, desk_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings, desk_dir, encoder=encoder) as desk:
         yield desk
 
 
@@ -97,7 +97,7 @@ async def test_a_mocked_tool_answers_offline(
     async with _open(desk_dir, pg_url, tmp_path, encoder) as desk:
         result = await desk.ask("Where is my parcel TRK-5502?", session_id="tool-1")
         assert result.route == "EXTERNAL" and result.stop_reason == "success"
-        tool = next(t for t in result.trace if t.get("node") == "external")
+        tool = next(t for t in result.notes if t.get("node") == "external")
         assert tool["call"] == {
             "tool": "shipping_status",
             "args": {"tracking": "TRK-5502"},

@@ -1,5 +1,5 @@
 """A desk's own wording (``[answers]``, ``[[tables]] row`` / ``line``): which template words a row, that a value from
-the database is only ever text in it, and that the built-in desk's configuration says what ``apps.support`` says."""
+the database is only ever text in it, and that the built-in desk's configuration says what the built-in desk always said."""
 
 from __future__ import annotations
 
@@ -10,8 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from routegate.apps.configured.config import DeskConfig, builtin_desk_dir, load_config
-from routegate.apps.configured.respond import DeskAnswers
-from routegate.apps.support.respond import CAPABILITIES, UNSURE_ANSWER
+from routegate.apps.support.answers import DeskAnswers
+
+CAPABILITIES = (
+    "I'm the support desk assistant. I can look up customers and tickets (for example "
+    "“What is the status of ticket 1?” or “Show tickets for customer John”), answer questions from our help "
+    "articles (password reset, ticket escalation, refunds), and give the weather or the Bitcoin price from a "
+    "mock service. Every question goes to exactly one of these sources; when none fits, I answer directly."
+)
+"""What the built-in desk says it can do (its words before its wording was its configuration's)."""
+UNSURE_ANSWER = (
+    "I'm not sure what you're asking, so I haven't looked anything up. " + CAPABILITIES + " Could you ask again "
+    "in English, in your own words (for example with a ticket number or a customer name)?"
+)
 
 SHOP = tomllib.loads(
     """

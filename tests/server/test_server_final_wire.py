@@ -6,6 +6,7 @@ id) differs from the client's and the result must be renamed to the client's."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -38,7 +39,7 @@ def _turn(message: str, session_id: str) -> TurnResult:
             answer="Use «Forgot password» — naïve café.",
             stop_reason="success",
             fallback=None,
-            trace=(
+            notes=(
                 {
                     "node": "router",
                     "route": "VECTOR",
@@ -71,7 +72,7 @@ def _turn(message: str, session_id: str) -> TurnResult:
         answer="Sorry, I couldn't finish answering that (max_seconds). Please try again.",
         stop_reason="unanswered:tool_error:database_error",
         fallback="tool_error:database_error",
-        trace=(
+        notes=(
             {
                 "node": "gateway",
                 "attempt": 1,
@@ -97,7 +98,7 @@ class ScriptedDesk:
         self.bare = bare
         self.sessions: list[str] = []
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]:
+    def iter(self, message: str, *, session_id: str, tenant: str = "") -> AsyncIterator[SupportEvent]:
         self.sessions.append(session_id)
         return self._events(_turn(message, session_id), message)
 
@@ -107,13 +108,13 @@ class ScriptedDesk:
         yield AnswerToken(turn.answer)
         yield turn if self.bare else FinalEvent(turn)  # bare: a desk of the old form
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+    async def ask(self, message: str, *, session_id: str, tenant: str = "") -> TurnResult:
         return _turn(message, session_id)
 
-    async def history(self, session_id: str) -> list[Message]:
+    async def history(self, session_id: str, *, tenant: str = "") -> list[Message]:
         return []
 
-    async def reset(self, session_id: str) -> None:
+    async def reset(self, session_id: str, *, tenant: str = "") -> None:
         return None
 
     async def healthy(self) -> bool:
@@ -209,3 +210,22 @@ def test_a_desk_that_ends_with_a_bare_result_is_served_the_same_bytes_with_a_dep
     finally:
         server.stop()
     assert _final_block(response.content) == f"event: final\ndata: {SUCCESS_FINAL}}}".encode()
+
+
+def test_a_result_made_the_old_way_is_the_same_on_the_wire() -> None:
+    """``TurnResult(trace=<the desk's mappings>)`` (the form before ``notes``) still gives the same wire JSON, for
+    one release, with a warning; ``trace`` is then the run's (empty) TraceEntry tuple, as every result's."""
+    new = _turn("ok", "s-1")
+    with pytest.warns(DeprecationWarning, match=r"TurnResult\(trace=<the desk's mappings>\) is deprecated"):
+        old = TurnResult(
+            session_id="s-1",
+            route="VECTOR",
+            answer=new.answer,
+            stop_reason="success",
+            fallback=None,
+            trace=new.notes,
+            latency_ms=new.latency_ms,
+            run_id=new.run_id,
+        )
+    assert old.to_dict() == new.to_dict() and old.notes == new.notes and old.trace == ()
+    assert json.dumps(old.to_dict(), ensure_ascii=False, separators=(",", ":")) == SUCCESS_FINAL + "}"

@@ -351,7 +351,7 @@ async def test_two_desks_over_one_database_run_a_session_one_turn_at_a_time(
     async with _desks(pg_url, encoder, semantic, 2) as (_, desks):
         await desks[0].ask(FIRST, session_id="chain")
         results = await asyncio.gather(*(desks[n % 2].ask(FOLLOW_UP.format(n), session_id="chain") for n in range(12)))
-        seen = {n: carried_from(r.trace) for n, r in enumerate(results)}
+        seen = {n: carried_from(r.notes) for n, r in enumerate(results)}
         stored = [m.to_dict() for m in await desks[1].history("chain")]
         check_serialised(seen, stored, {n: r.answer for n, r in enumerate(results)})
 

@@ -40,7 +40,7 @@ async def _seeded_database(
     database = SupportDatabase(pg_url, schema=schema, min_size=min_size, max_size=max_size)
     await database.open()
     try:
-        await database.ensure_schema(embedding_dim=dim)
+        await database.ensure_schema()
         yield database
     finally:
         async with database.connection() as conn:

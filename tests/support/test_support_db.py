@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
+from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.configured.kb import ensure_tables, ingest
+from routegate.apps.configured.routes import builtin_config
+from routegate.apps.support.data import CUSTOMERS, TICKETS
 from routegate.apps.support.db import READER_ROLE, SupportDatabase, check_schema_name
+from routegate.embed import MiniLMEncoder
 from routegate.errors import ConfigurationError
 
 pytestmark = pytest.mark.integration
@@ -17,7 +21,6 @@ async def test_seed_is_the_spec_data_exactly(db: SupportDatabase) -> None:
         tickets = await (
             await conn.execute("SELECT id, customer_id, issue, status FROM tickets ORDER BY id")
         ).fetchall()
-        articles = await (await conn.execute("SELECT id, title, content FROM kb_articles ORDER BY id")).fetchall()
     assert [(r["id"], r["name"], r["city"]) for r in customers] == [
         (1, "John Doe", "New York"),
         (2, "Jane Smith", "London"),
@@ -28,35 +31,40 @@ async def test_seed_is_the_spec_data_exactly(db: SupportDatabase) -> None:
         (2, 1, "Password reset issue", "closed"),
         (3, 2, "Billing question", "open"),
     ]
-    assert [(r["id"], r["title"], r["content"]) for r in articles] == [(a.id, a.title, a.content) for a in ARTICLES]
     assert len(CUSTOMERS) == 3 and len(TICKETS) == 3
 
 
 async def test_ensure_schema_is_idempotent(db: SupportDatabase) -> None:
-    await db.ensure_schema(embedding_dim=384)
-    await db.ensure_schema(embedding_dim=384)
+    await db.ensure_schema()
+    await db.ensure_schema()
     async with db.connection() as conn:
         counts = await (
-            await conn.execute(
-                "SELECT (SELECT count(*) FROM customers) AS c, (SELECT count(*) FROM tickets) AS t,"
-                " (SELECT count(*) FROM kb_articles) AS a"
-            )
+            await conn.execute("SELECT (SELECT count(*) FROM customers) AS c, (SELECT count(*) FROM tickets) AS t")
         ).fetchone()
-    assert counts == {"c": 3, "t": 3, "a": 3}
+    assert counts == {"c": 3, "t": 3}
 
 
-async def test_changing_the_embedding_size_rebuilds_the_article_table(db: SupportDatabase) -> None:
-    await db.ensure_schema(embedding_dim=8)
+async def test_the_embedding_size_is_no_longer_asked_for(db: SupportDatabase) -> None:
+    """The help articles are the desk's knowledge base now: ``embedding_dim`` is ignored, with a warning."""
+    with pytest.warns(DeprecationWarning, match="embedding_dim"):
+        await db.ensure_schema(embedding_dim=8)
+
+
+async def test_changing_the_embedding_size_rebuilds_the_knowledge_base(
+    db: SupportDatabase, encoder: MiniLMEncoder
+) -> None:
+    await ingest(builtin_config(), builtin_desk_dir(), db, encoder)
+    await ensure_tables(db, 8)
     async with db.connection() as conn:
         row = await (
             await conn.execute(
                 "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute "
-                "WHERE attrelid = 'kb_articles'::regclass AND attname = 'embedding'"
+                "WHERE attrelid = 'kb_chunks'::regclass AND attname = 'embedding'"
             )
         ).fetchone()
-        count = await (await conn.execute("SELECT count(*) AS n FROM kb_articles")).fetchone()
+        count = await (await conn.execute("SELECT (SELECT count(*) FROM kb_files) AS n")).fetchone()
     assert row == {"t": "vector(8)"}
-    assert count == {"n": 3}
+    assert count == {"n": 0}  # every document is embedded again on the next ingest
 
 
 async def test_the_reader_role_exists_on_the_embedded_server(db: SupportDatabase) -> None:

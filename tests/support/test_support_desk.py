@@ -76,10 +76,10 @@ async def test_missing_ticket_falls_back_to_the_respond_node(desk: SupportAgent)
     assert result.fallback == "empty"
     assert result.stop_reason == "success"
     assert "ticket 12" in result.answer
-    nodes = [entry.get("node") for entry in result.trace]
+    nodes = [entry.get("node") for entry in result.notes]
     assert nodes[0] == "router"
     assert "postgres" in nodes
-    assert {"node": "respond", "mode": "composer"} in result.trace
+    assert {"node": "respond", "mode": "composer"} in result.notes
 
 
 async def test_irrelevant_help_question_falls_back(desk: SupportAgent) -> None:
@@ -98,13 +98,13 @@ async def test_unknown_external_query_falls_back(desk: SupportAgent) -> None:
 
 async def test_trace_says_which_layer_decided_with_scores(desk: SupportAgent) -> None:
     ruled = await desk.ask("Explain ticket escalation", session_id="tr")
-    router = ruled.trace[0]
+    router = ruled.notes[0]
     assert router["node"] == "router" and router["layer"] == "rules"
     assert router["scores"]["rules:VECTOR"] >= 1
-    gateway = next(e for e in ruled.trace if e.get("node") == "gateway")
+    gateway = next(e for e in ruled.notes if e.get("node") == "gateway")
     assert gateway["decided_by"] == "rules" and gateway["target"] == "VECTOR" and gateway["phase"] == "delegate"
     semantic = await desk.ask("I want my money back, is that possible?", session_id="tr2")
-    assert semantic.trace[0]["layer"] in ("rules", "semantic")
+    assert semantic.notes[0]["layer"] in ("rules", "semantic")
 
 
 async def test_events_arrive_in_order(desk: SupportAgent) -> None:
@@ -163,8 +163,8 @@ async def test_a_semantic_vector_turn_embeds_the_message_once(db: SupportDatabas
     await agent.start()
     message = "I cannot log in to my account"
     result = await agent.ask(message, session_id="memo-1")
-    router, *_ = (entry for entry in result.trace if entry.get("node") == "router")
-    vector, *_ = (entry for entry in result.trace if entry.get("node") == "vector")
+    router, *_ = (entry for entry in result.notes if entry.get("node") == "router")
+    vector, *_ = (entry for entry in result.notes if entry.get("node") == "vector")
     assert (result.route, router["layer"]) == ("VECTOR", "semantic")  # the router embedded it ...
     assert vector["call"]["query"] == message  # ... and the vector tool searched with it
     assert counting.texts.count(message) == 1

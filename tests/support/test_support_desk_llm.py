@@ -45,7 +45,7 @@ async def test_llm_answer_is_streamed_from_the_evidence(
     assert evidence["route"] == "VECTOR"
     documents = evidence["result"]["documents"]  # type: ignore[index]  # JSON evidence
     assert documents[0]["title"] == "Password Reset Guide"
-    assert {"node": "respond", "mode": "llm"} in final.trace
+    assert {"node": "respond", "mode": "llm"} in final.notes
     model.assert_consumed()
 
 
@@ -69,7 +69,7 @@ async def test_model_failure_before_the_first_token_falls_back_to_the_composer(
     result = await desk.ask("What's the weather today?", session_id="llm-fail")
     assert result.stop_reason == "success"
     assert result.answer == "The weather today is sunny with a temperature of 25°C."
-    assert {"node": "respond", "llm_failed": "llm_timeout", "mode": "composer"} in result.trace
+    assert {"node": "respond", "llm_failed": "llm_timeout", "mode": "composer"} in result.notes
 
 
 async def test_text_to_sql_runs_through_the_guard(

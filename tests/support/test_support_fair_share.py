@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from psycopg_pool import PoolTimeout
 
 from routegate.apps.support.fair_share import FairShare
-from routegate.apps.support.tenancy import ANONYMOUS, acting_for, current_tenant
 
 
 def run(coro: object) -> object:
@@ -137,19 +136,6 @@ def test_a_slot_granted_to_a_caller_that_was_cancelled_passes_on() -> None:
 def test_bad_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="capacity >= 1"):
         FairShare(0, stall_seconds=1, max_wait_seconds=1)
-
-
-def test_the_tenant_is_set_for_a_block_and_the_tasks_it_starts() -> None:
-    async def main() -> tuple[str, str, str]:
-        async def read() -> str:
-            return current_tenant()
-
-        with acting_for("key:abc"):
-            task = asyncio.create_task(read())
-        return current_tenant(), await task, ANONYMOUS
-
-    outside, inside_task, anonymous = run(main())  # type: ignore[misc]
-    assert outside == anonymous == "" and inside_task == "key:abc"
 
 
 # -- the invariants under any interleaving -----------------------------------------------------------------------

@@ -13,13 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support.contracts import Message, RouteChosen
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.followup import resolve
 from routegate.apps.support.memory import MessageStore
+from routegate.apps.support.planner import SqlPlanner
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
-from routegate.apps.support.sql_templates import TEMPLATES, select_query
 from routegate.apps.support.sqlguard import check_sql
 from routegate.embed import MiniLMEncoder
 from routegate.llm.openai_chat import OpenAIChatModel
@@ -54,7 +55,7 @@ async def _wrong_turns(desk: SupportAgent, convs: list[Conversation], prefix: st
             result = await desk.ask(turn.text, session_id=f"{prefix}-{conv.id}")
             key = f"{conv.id}#{index + 1}"
             found = problems(turn, result.route, result.answer)
-            carried = [t for t in result.trace if t.get("node") == "followup"]
+            carried = [t for t in result.notes if t.get("node") == "followup"]
             if turn.carry is False and carried:
                 found.append(f"carried {carried[0]['carried']!r} into a topic change")
             if turn.carry and not carried and key not in KNOWN_LIMITS:
@@ -122,14 +123,14 @@ async def test_the_issue_examples_and_what_the_route_event_says(
         "node": "followup",
         "carried": "customer 1, from turn 1",
         "read_as": "And which city is customer 1 from?",
-    } in final.trace
-    tool = next(t for t in final.trace if t.get("node") == "postgres")
+    } in final.notes
+    tool = next(t for t in final.notes if t.get("node") == "postgres")
     assert tool["call"]["params"] == {"id": 1}
 
     await desk.ask("status of ticket 3", session_id="issue-b")
     who = await desk.ask("who is the customer?", session_id="issue-b")
     assert who.answer == "Jane Smith (customer 2) is from London."
-    assert {"node": "followup", "carried": "customer 2, from turn 1", "read_as": "Who is customer 2?"} in who.trace
+    assert {"node": "followup", "carried": "customer 2, from turn 1", "read_as": "Who is customer 2?"} in who.notes
 
 
 @pytest.mark.integration
@@ -142,7 +143,7 @@ async def test_a_topic_change_carries_nothing(
     chosen, final = events[0], final_of(events)
     assert isinstance(chosen, RouteChosen)
     assert final.route == "VECTOR" and "follow-up" not in chosen.why
-    assert not [t for t in final.trace if t.get("node") == "followup"]
+    assert not [t for t in final.notes if t.get("node") == "followup"]
 
 
 @pytest.mark.integration
@@ -156,7 +157,7 @@ async def test_the_turn_numbers_count_past_the_memory_window(
     await desk.ask("thanks", session_id="count")
     result = await desk.ask("where does he live?", session_id="count")
     assert result.answer == "John Doe (customer 1) is from New York."
-    assert any(t.get("carried") == "customer 1, from turn 7" for t in result.trace)
+    assert any(t.get("carried") == "customer 1, from turn 7" for t in result.notes)
 
 
 @asynccontextmanager
@@ -190,7 +191,7 @@ async def test_an_old_messages_table_is_upgraded_and_its_sessions_go_on(
 ) -> None:
     async with _old_schema(pg_url) as db:
         desk = await _desk(db, encoder, semantic)
-        await db.ensure_schema(embedding_dim=encoder.dim)  # twice: idempotent
+        await db.ensure_schema()  # twice: idempotent
         async with db.connection() as conn:
             cur = await conn.execute(
                 "SELECT data_type FROM information_schema.columns WHERE table_schema = %s"
@@ -203,7 +204,7 @@ async def test_an_old_messages_table_is_upgraded_and_its_sessions_go_on(
         first = await desk.ask("Which city is customer 3 from?", session_id="old")
         assert first.answer == "Alex Brown (customer 3) is from Toronto."
         follow = await desk.ask("does he have any tickets?", session_id="old")
-        assert any(t.get("carried") == "customer 3, from turn 2" for t in follow.trace)
+        assert any(t.get("carried") == "customer 3, from turn 2" for t in follow.notes)
         assert "couldn't find" in follow.answer
 
 
@@ -226,19 +227,22 @@ async def test_a_bad_stored_context_is_ignored(
         )
     result = await desk.ask("who is the customer?", session_id="bad")
     assert result.stop_reason == "success"
-    assert not [t for t in result.trace if t.get("node") == "followup"]
+    assert not [t for t in result.notes if t.get("node") == "followup"]
 
 
-def test_new_templates_pass_the_guard() -> None:
-    for message, template, params in (
-        ("Show the tickets of customer 1 other than ticket 1", "tickets_by_customer_id_except", {"customer_id": 1}),
-        ("Show the open tickets of customer 2", "tickets_by_customer_id_and_status", {"status": "open"}),
-        ("What tickets has customer 1 opened?", "tickets_by_customer_id", {"customer_id": 1}),
+def test_the_questions_follow_ups_become_pass_the_guard() -> None:
+    """The questions a follow-up is read as: the offline planner's SQL for each passes the guard."""
+    config = builtin_config()
+    planner = SqlPlanner(config)
+    for message, kind, params in (
+        ("Show the open tickets of customer 2", "children", {"id": 2}),
+        ("What tickets has customer 1 opened?", "children", {"id": 1}),
+        ("Who is customer 2?", "by_id", {"id": 2}),
     ):
-        call = select_query(message)
-        assert call.template == template and dict(params).items() <= dict(call.params).items()
-        assert check_sql(call.query, dict(call.params)).tables <= {"customers", "tickets"}
-        assert call.query == TEMPLATES[template]
+        lookup = planner.plan(message)[0]
+        assert lookup.kind == kind and dict(params).items() <= dict(lookup.params).items()
+        checked = check_sql(lookup.query, dict(lookup.params), columns=config.readable_columns())
+        assert checked.tables <= {"customers", "tickets"}
 
 
 _json = st.recursive(
@@ -277,7 +281,7 @@ def test_any_message_against_any_stored_context_reads_safely(message: str, conte
         assert found.text == message
     else:
         assert found.text.strip() and found.carried.rsplit(", from turn ", 1)[1].isdigit()
-        select_query(found.text)  # whatever it reads as, the offline SQL source takes it
+        SqlPlanner(builtin_config()).plan(found.text)  # whatever it reads as, the offline SQL source takes it
 
 
 @pytest.mark.integration
@@ -293,4 +297,4 @@ async def test_a_fault_of_the_resolver_routes_the_message_as_it_is(
     monkeypatch.setattr("routegate.apps.support.turn.resolve", broken)
     result = await desk.ask("Which city is customer 2 from?", session_id="fault")
     assert result.stop_reason == "success" and result.answer == "Jane Smith (customer 2) is from London."
-    assert not [t for t in result.trace if t.get("node") == "followup"]
+    assert not [t for t in result.notes if t.get("node") == "followup"]

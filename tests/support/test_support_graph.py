@@ -11,14 +11,15 @@ from routegate.apps.support.contracts import ROUTES, AnswerToken, RouteChosen, T
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SUPPORT_BUDGET, SupportAgent
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.payloads import Routed
+from routegate.apps.support.payloads import TurnState
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs
+from routegate.apps.support.runtime import DeskRuntime
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.core import Budget, RouteGateway, RoutePolicy
 from routegate.core.governed import GovernedStep
 from routegate.embed import MiniLMEncoder
-from routegate.plan import Plan, Step, from_step
+from routegate.plan import Plan, Step
 from support.hung_nodes import hang_vector
 from support.turn_events import final_of
 
@@ -33,25 +34,27 @@ async def desk(db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmb
 
 
 def _path(result: TurnResult) -> list[str]:
-    return [entry["target"] for entry in result.trace if entry.get("node") == "plan"]
+    return [entry["target"] for entry in result.notes if entry.get("node") == "plan"]
 
 
 async def test_the_plan_has_the_declared_shape(desk: SupportAgent) -> None:
     plan = desk.plan
     assert plan.name == "support-desk"
-    assert plan.step_names == ("router", "POSTGRES", "VECTOR", "EXTERNAL", "LLM")
+    assert plan.step_names == ("router", "POSTGRES", "VECTOR", "EXTERNAL", "refused", "LLM")
     shape = [(s.name, s.routes_by, s.after_branches, s.route_targets) for s in plan.steps]
     assert shape == [
-        ("router", "route", "LLM", ROUTES),
+        ("router", "route", "LLM", (*ROUTES, "refused")),
         ("POSTGRES", None, None, ()),
         ("VECTOR", None, None, ()),
         ("EXTERNAL", None, None, ()),
+        ("refused", None, None, ("router",)),  # a refusal handed back (on_refusal="observe"): the route back
         ("LLM", None, None, ()),
     ]
-    assert plan.max_iterations == 3
+    assert plan.max_iterations == 3  # one route attempt: the router, a tool, Respond
+    assert isinstance(plan.runtime, DeskRuntime) and desk.runtime is plan.runtime
     # the plan's run is the turn: the desk's budget is the plan's, and each step names its phase
     assert plan.budget is not None and plan.budget.max_seconds == SUPPORT_BUDGET.max_seconds
-    assert [s.phase for s in plan.steps] == ["route", "delegate", "delegate", "delegate", "finalize"]
+    assert [s.phase for s in plan.steps] == ["route", "delegate", "delegate", "delegate", "route", "finalize"]
     assert desk.gateway is not None and desk.gateway.allow == {"POSTGRES", "VECTOR", "EXTERNAL"}
 
 
@@ -73,23 +76,23 @@ async def test_each_route_executes_its_path(
     result = await desk.ask(query, session_id="path")
     assert (result.route, result.stop_reason, result.fallback) == (route, "success", fallback)
     assert _path(result) == path
-    steps = [entry for entry in result.trace if entry.get("node") == "plan"]
+    steps = [entry for entry in result.notes if entry.get("node") == "plan"]
     assert steps[0]["next"] == route
     assert steps[0]["why"] == f"routes_by route={route!r}"
     assert all(entry["phase"] == "step" and entry["ok"] and entry["elapsed_ms"] >= 0 for entry in steps)
-    delegations = [entry for entry in result.trace if entry.get("node") == "gateway"]
+    delegations = [entry for entry in result.notes if entry.get("node") == "gateway"]
     if route == "LLM":
         assert delegations == []  # the direct route runs no tool
     else:
         assert [(d["target"], d["phase"], d["attempt"]) for d in delegations] == [(route, "delegate", 1)]
-        tool = next(e for e in result.trace if e.get("node") in ("postgres", "vector", "external"))
+        tool = next(e for e in result.notes if e.get("node") in ("postgres", "vector", "external"))
         assert tool["fallback"] == fallback
 
 
 async def test_the_router_entry_says_which_layer_decided_with_scores(desk: SupportAgent) -> None:
     result = await desk.ask("Explain ticket escalation", session_id="layer")
-    assert result.trace[0]["node"] == "router"
-    assert result.trace[0]["layer"] == "rules" and result.trace[0]["scores"]["rules:VECTOR"] >= 1
+    assert result.notes[0]["node"] == "router"
+    assert result.notes[0]["layer"] == "rules" and result.notes[0]["scores"]["rules:VECTOR"] >= 1
 
 
 def _plan_with(desk: SupportAgent, *, policy: RoutePolicy | None = None, gateway: RouteGateway | None = None) -> Any:
@@ -103,10 +106,10 @@ def _plan_with(desk: SupportAgent, *, policy: RoutePolicy | None = None, gateway
 async def test_a_refused_decision_stops_at_the_policy_boundary(desk: SupportAgent) -> None:
     plan = _plan_with(desk, policy=RoutePolicy(["POSTGRES", "VECTOR", "EXTERNAL"]))
     turn = desk.new_turn("What can you do?", session_id="policy")
-    result = await plan.arun(turn.message, deps=turn)
+    result = await plan.runtime.arun(TurnState(turn), deps=turn)
     assert result.stop_reason == "invalid_route:route_not_allowed:LLM"
-    assert result.path == ("router",)  # no tool step ran: nothing was delegated
-    assert result.output is None and result.phase == "route"
+    assert _path(result) == ["router"]  # no tool step ran: nothing was delegated
+    assert result.phase == "route" and result.answer.startswith("Sorry, I couldn't finish answering that")
 
 
 async def test_the_gateway_applies_the_execution_allowlist(desk: SupportAgent) -> None:
@@ -116,7 +119,7 @@ async def test_the_gateway_applies_the_execution_allowlist(desk: SupportAgent) -
     result = await desk.run_turn(desk.new_turn("How do I reset my password?", session_id="denied"))
     assert result.stop_reason == "route_denied:VECTOR"
     assert _path(result) == ["router", "VECTOR"]
-    (gateway,) = [entry for entry in result.trace if entry.get("node") == "gateway"]
+    (gateway,) = [entry for entry in result.notes if entry.get("node") == "gateway"]
     assert gateway["stop_reason"] == "route_denied:VECTOR"
 
 
@@ -126,18 +129,20 @@ async def test_one_delegation_per_turn(desk: SupportAgent) -> None:
     assert desk.router is not None and desk.gateway is not None
     step = GovernedStep(RoutePolicy(ROUTES, dict.fromkeys(ROUTES, QueryArgs)), desk.gateway, statuses=("done",))
     tool = ToolStep(step)
-    plan: Plan[object, object] = Plan(
-        Step(RouterStep(desk.router, step), name="router", output=Routed),
+    runtime = DeskRuntime()
+    Plan(
+        Step(RouterStep(desk.router, step), name="router", output=TurnState),
         Step(tool, name="POSTGRES"),
-        Step(tool, name="again", context=from_step("router")),
+        Step(tool, name="again"),
         budget=SUPPORT_BUDGET,
+        runtime=runtime,
     )
     turn = desk.new_turn("What is the status of ticket 1?", session_id="ledger")
-    again = await plan.arun(turn.message, deps=turn)
+    again = await runtime.arun(TurnState(turn), deps=turn)
     assert again.stop_reason == "max_delegations"
-    assert again.path == ("router", "POSTGRES", "again")
-    assert (await desk.plan.arun(turn.message, deps=turn)).ok
-    assert (await desk.plan.arun(turn.message, deps=turn)).ok
+    assert _path(again) == ["router", "POSTGRES", "again"]
+    assert (await desk.runtime.arun(TurnState(turn), deps=turn)).ok
+    assert (await desk.runtime.arun(TurnState(turn), deps=turn)).ok
 
 
 async def test_the_deadline_stops_the_turn_and_the_desk_answers_safely(

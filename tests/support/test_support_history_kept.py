@@ -9,7 +9,6 @@ locks' connection, so its advisory locks are another PostgreSQL backend's, as an
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -50,13 +49,13 @@ async def test_turns_alternating_between_two_processes_each_read_the_others(
     for turn in range(6):
         store = mine if turn % 2 == 0 else theirs
         # the other process's lock may still wait for its release: the take waits for it (the lock is the order)
-        async with store.hold(session, within=10.0):
-            history = await store.recent(session)
+        async with store.hold(session, within=10.0) as held:
+            history = await held.recent()
             assert _said(history) == said[-4:], f"turn {turn} did not see the turns before it"
-            await store.extend(session, [("user", f"question {turn}"), ("assistant", f"answer {turn}")])
+            await held.extend([("user", f"question {turn}"), ("assistant", f"answer {turn}")])
             said += [("user", f"question {turn}"), ("assistant", f"answer {turn}")]
             # what the holder keeps is what the database holds (timestamps and all)
-            assert await store.recent(session) == await fresh.recent(session)
+            assert await held.recent() == await fresh.recent(session)
 
 
 async def test_a_follow_up_sees_the_turn_another_desk_ran_in_between(
@@ -148,16 +147,13 @@ async def test_turns_queued_in_the_process_each_see_the_one_before(
 async def test_a_write_outside_the_hold_is_seen_by_the_holder(db: SupportDatabase) -> None:
     store = MessageStore(db)
     session = f"misuse-{uuid.uuid4().hex[:8]}"
-    async with store.hold(session, within=5.0):
-        assert await store.recent(session) == []
+    async with store.hold(session, within=5.0) as held:
+        assert await held.recent() == []
         # a writer that does not hold the session (not the desk's way): what the holder kept is dropped
-        outside = asyncio.get_running_loop().create_task(
-            store.extend(session, [("user", "hello")]), context=contextvars.Context()
-        )
-        await outside
-        assert _said(await store.recent(session)) == [("user", "hello")]
-        await store.clear(session)
-        assert await store.recent(session) == []
+        await store.extend(session, [("user", "hello")])
+        assert _said(await held.recent()) == [("user", "hello")]
+        await held.clear()
+        assert await held.recent() == []
 
 
 async def test_a_take_while_the_release_waits_keeps_the_lock_from_every_other_process(

@@ -111,15 +111,15 @@ async def test_turns_alternating_between_two_processes_read_each_others_with_the
         for turn in range(7):
             store, pool = (mine, pools[0]) if turn % 2 == 0 else (theirs, pools[1])
             with traced(pool, tmp_path / f"turn-{turn}.trace") as on_pool:
-                async with store.hold(session, within=10.0):
-                    history = await store.recent(session)
+                async with store.hold(session, within=10.0) as held:
+                    history = await held.recent()
             pooled = on_pool()
             assert _said(history) == said[-4:], f"turn {turn} did not see the turns before it"
             assert pooled.statements == 0, pooled.sent  # the history came with the lock's take
-            async with store.hold(session, within=10.0):
-                await store.extend(session, [("user", f"question {turn}"), ("assistant", f"answer {turn}")])
+            async with store.hold(session, within=10.0) as held:
+                await held.extend([("user", f"question {turn}"), ("assistant", f"answer {turn}")])
                 # what came with the take, and what the holder kept since, is what the database holds
-                assert await store.recent(session) == await fresh.recent(session)
+                assert await held.recent() == await fresh.recent(session)
             said += [("user", f"question {turn}"), ("assistant", f"answer {turn}")]
         assert len(locks_connections) == 2  # one locks' connection per process
 
@@ -163,14 +163,14 @@ async def test_many_takes_with_reads_share_a_statement_and_each_gets_its_own_row
     stores = MessageStore(db, limit=3)
     sessions = [f"many-{uuid.uuid4().hex[:8]}-{i}" for i in range(8)]
     for i, session in enumerate(sessions):
-        async with stores.hold(session, within=5):
-            await stores.extend(session, [("user", f"q{i}.{n}") for n in range(i % 5)])
+        async with stores.hold(session, within=5) as held:
+            await held.extend([("user", f"q{i}.{n}") for n in range(i % 5)])
     other = MessageStore(db, limit=3)
     [conn] = locks_connections
 
     async def turn(session: str) -> list[Message]:
-        async with other.hold(session, within=5):
-            return await other.recent(session)
+        async with other.hold(session, within=5) as held:
+            return await held.recent()
 
     with traced(conn, tmp_path / "many.trace") as many:
         histories = await asyncio.gather(*(turn(session) for session in sessions))
@@ -190,13 +190,13 @@ async def test_the_history_read_with_the_take_is_the_desks_own_schemas(
     async with seeded_database(pg_url, encoder.dim) as elsewhere:
         for database, said in ((db, "in one"), (elsewhere, "in the other")):
             store = MessageStore(database)
-            async with store.hold(session, within=5):
-                await store.extend(session, [("user", said)])
+            async with store.hold(session, within=5) as held:
+                await held.extend([("user", said)])
         for database, said in ((db, "in one"), (elsewhere, "in the other")):
             async with SupportDatabase(database.url, schema=database.schema) as again:
                 store = MessageStore(again)
-                async with store.hold(session, within=5):
-                    assert _said(await store.recent(session)) == [("user", said)]
+                async with store.hold(session, within=5) as held:
+                    assert _said(await held.recent()) == [("user", said)]
 
 
 async def test_the_read_sees_what_the_previous_holder_committed_before_letting_go(
@@ -252,8 +252,8 @@ async def test_a_memory_table_locked_by_another_session_stops_no_take(db: Suppor
     there as it did before, and is right once the table is free."""
     store = MessageStore(db)
     session = f"locked-{uuid.uuid4().hex[:8]}"
-    async with store.hold(session, within=5):
-        await store.extend(session, [("user", "before the lock")])
+    async with store.hold(session, within=5) as held:
+        await held.extend([("user", "before the lock")])
     fresh = MessageStore(db)  # another store: no history kept for it
     async with await psycopg.AsyncConnection.connect(pg_url) as admin:
         await admin.execute(
@@ -261,10 +261,10 @@ async def test_a_memory_table_locked_by_another_session_stops_no_take(db: Suppor
         )
         try:
             # a new tenure, taken while the table is locked (a waiting read would hold up every take behind it)
-            async with fresh.hold(session, within=5):
+            async with fresh.hold(session, within=5) as holding:
                 async with db.locks.hold(f"{session}-other", within=5):  # the locks' connection still answers
                     pass
-                reading = asyncio.create_task(fresh.recent(session))
+                reading = asyncio.create_task(holding.recent())
                 async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as look:
                     for _ in range(2000):  # bounded: until the pool's read waits for the table
                         cur = await look.execute(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from routegate.apps.configured.routes import builtin_config
+from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import TurnError
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.respond import compose
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.core.messages import InvalidMessageError
 from routegate.embed import MiniLMEncoder
@@ -17,6 +18,7 @@ from routegate.testing import ScriptedChatModel
 
 
 def test_the_composer_blames_the_model_not_the_database() -> None:
+    compose = DeskAnswers(builtin_config()).compose
     answer = compose("ticket 12?", "POSTGRES", {"fallback": "llm_failed:llm_error:connect", "call": None})
     assert "language model" in answer and "llm_error:connect" in answer
     assert "database" not in answer
@@ -40,7 +42,7 @@ async def test_text_to_sql_failure_is_answered_offline_never_blaming_the_databas
     assert result.fallback == "llm_unavailable" and result.stop_reason == "success"
     assert result.answer == expected.answer and expected.fallback is None
     assert "database" not in result.answer and "language model" not in result.answer
-    assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in result.trace
+    assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in result.notes
     model.assert_consumed()
 
 

@@ -63,7 +63,7 @@ async def test_a_restart_keeps_the_session(tmp_path: Path) -> None:
     url = server.start()
     try:
         async with SupportDatabase(url, schema=schema) as database:
-            await database.ensure_schema(embedding_dim=4)
+            await database.ensure_schema()
             await MessageStore(database).extend("persist", [("user", "my ticket is 3"), ("assistant", "noted")])
             first_start = await _started_at(database)
     finally:

@@ -49,7 +49,7 @@ async def test_every_turn_gets_the_offline_answer_and_only_the_first_tries_the_m
             assert (got.route, got.answer) == (expected.route, expected.answer), message
             assert got.fallback == "llm_unavailable", message
             assert got.stop_reason == expected.stop_reason == "success", message
-            assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in got.trace
+            assert {"node": "desk", "answered": "offline", "llm_failed": "llm_error:connect"} in got.notes
             assert transport.attempts == (1 if n == 0 else before), message  # breaker open: no attempt at all
             assert away.model_health() == "down"
 

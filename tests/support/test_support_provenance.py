@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from routegate.apps.support.contracts import ROUTES, TurnResult
+from routegate.apps.support.data import WEATHER_ANSWER
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
@@ -89,7 +90,7 @@ def fooled(desk: SupportAgent, router: FooledRouter) -> None:
 
 
 def notes(result: TurnResult, node: str) -> list[dict[str, Any]]:
-    return [dict(entry) for entry in result.trace if entry.get("node") == node]
+    return [dict(entry) for entry in result.notes if entry.get("node") == node]
 
 
 async def test_an_instruction_read_in_a_tools_output_cannot_steer_a_tools_argument(
@@ -119,7 +120,8 @@ async def test_the_users_own_words_pass_and_the_trace_says_where_the_query_came_
     assert (result.route, result.stop_reason) == ("EXTERNAL", "success")
     [gateway] = notes(result, "gateway")
     assert gateway["provenance"] == {"query": ["user"]}
-    assert notes(result, "external")[0]["call"]["query"] == "weather in Paris"
+    [tool] = notes(result, "external")
+    assert tool["call"]["tool"] == "weather" and result.answer == WEATHER_ANSWER  # the query reached the tool
 
 
 async def test_the_built_in_desk_labels_its_turns_when_a_tool_has_a_rule(

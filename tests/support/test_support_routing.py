@@ -12,14 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from routegate.apps.configured.routes import builtin_config
+from routegate.apps.support._names import builtin_vocabulary
 from routegate.apps.support.contracts import ROUTES, Message
 from routegate.apps.support.graph import RouterStep
+from routegate.apps.support.payloads import TurnState
 from routegate.apps.support.router import QueryArgs, SupportRouter
 from routegate.apps.support.rules import SupportRules, correct_typos
 from routegate.apps.support.semantic import (
-    EXAMPLES,
     ExampleEmbeddingLayer,
     FittedSemanticLayer,
+    builtin_examples,
     query_args,
     support_route_decision,
 )
@@ -35,6 +38,7 @@ from routegate.routers._stepped import Routing, RoutingQuery
 from routegate.testing import ScriptedChatModel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "support_routes.jsonl"
+RULES = SupportRules.of(builtin_config())  # the built-in desk's rules, as its configuration has them
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -58,7 +62,7 @@ def test_the_labelled_set_is_large_varied_and_well_formed() -> None:
 
 def test_no_route_example_is_copied_from_the_labelled_set() -> None:
     labelled = {r["text"].lower() for r in _rows()}
-    examples = {t.lower() for texts in EXAMPLES.values() for t in texts}
+    examples = {t.lower() for texts in builtin_examples().values() for t in texts}
     assert not labelled & examples
 
 
@@ -103,21 +107,21 @@ async def test_every_spec_example_reaches_its_route(router: SupportRouter, text:
 
 
 def test_ticket_escalation_is_vector_not_postgres() -> None:
-    verdict = SupportRules().match("Explain ticket escalation")
+    verdict = RULES.match("Explain ticket escalation")
     assert verdict.route == "VECTOR"
     assert "POSTGRES" not in verdict.hits
 
 
 def test_priority_postgres_first_when_a_record_is_named() -> None:
-    verdict = SupportRules().match("How do I check the status of ticket 3?")
+    verdict = RULES.match("How do I check the status of ticket 3?")
     assert verdict.route == "POSTGRES"
     assert "VECTOR" in verdict.hits
     assert "priority over VECTOR" in verdict.why
 
 
 def test_questions_about_the_assistant_are_llm_even_with_how_to_words() -> None:
-    assert SupportRules().match("How does this system decide?").route == "LLM"
-    assert SupportRules().match("Explain this system").route == "LLM"
+    assert RULES.match("How does this system decide?").route == "LLM"
+    assert RULES.match("Explain this system").route == "LLM"
 
 
 @pytest.mark.parametrize(
@@ -125,11 +129,11 @@ def test_questions_about_the_assistant_are_llm_even_with_how_to_words() -> None:
     [("tikcet", "ticket"), ("pasword", "password"), ("custmer", "customer"), ("wether", "weather")],
 )
 def test_typos_of_key_words_are_corrected(typo: str, fixed: str) -> None:
-    assert correct_typos(f"the {typo} now") == f"the {fixed} now"
+    assert correct_typos(f"the {typo} now", builtin_vocabulary()) == f"the {fixed} now"
 
 
 def test_ordinary_words_are_left_alone() -> None:
-    assert correct_typos("Where is the station?") == "where is the station?"
+    assert correct_typos("Where is the station?", builtin_vocabulary()) == "where is the station?"
 
 
 async def test_semantic_layer_decides_what_rules_do_not(router: SupportRouter) -> None:
@@ -185,7 +189,7 @@ async def test_rules_settle_before_the_llm_is_asked(semantic: ExampleEmbeddingLa
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=200))
 async def test_any_text_gets_exactly_one_allowed_route(text: str) -> None:
-    verdict = SupportRules().match(text)
+    verdict = RULES.match(text)
     assert verdict.route is None or verdict.route in ROUTES
 
 
@@ -225,17 +229,19 @@ async def test_earlier_user_messages_reach_the_embedding_layer() -> None:
     history = (Message("user", "how warm is it in Rome?"), Message("assistant", "sunny"))
     turn = read_turn("and in Oslo?", session_id="s", history=history)
     run = RunContext(turn, ledger=DelegationLedger(1))
-    routed = await step.run_step(turn.message, StepContext("router", None, turn.message, None, run=run))
-    assert layer.contexts == [["how warm is it in Rome?"]]
-    assert (routed.route, routed.choice.route, routed.choice.layer) == ("EXTERNAL", "EXTERNAL", "semantic")
-    assert routed.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
+    state = TurnState(turn)
+    routed = await step.run_step(state, StepContext("router", None, state, None, run=run))
+    assert routed is state and layer.contexts == [["how warm is it in Rome?"]]
+    assert state.choice is not None
+    assert (state.route, state.choice.route, state.choice.layer) == ("EXTERNAL", "EXTERNAL", "semantic")
+    assert state.intent == RouteIntent("EXTERNAL", {"query": "and in Oslo?"})
 
 
 @pytest.mark.parametrize(
     "text", ["Can you help me?", "can u help me", "Help!", "Could you please help me?", "please help", "help me out"]
 )
 def test_a_bare_request_for_help_is_settled_by_the_rules(text: str) -> None:
-    verdict = SupportRules().match(text)
+    verdict = RULES.match(text)
     assert verdict.route == "LLM"
     assert verdict.hits["LLM"] == ("bare request for help",)
 
@@ -249,4 +255,4 @@ def test_a_bare_request_for_help_is_settled_by_the_rules(text: str) -> None:
     ],
 )
 def test_a_request_for_help_with_a_topic_goes_to_the_topic(text: str, route: str) -> None:
-    assert SupportRules().match(text).route == route
+    assert RULES.match(text).route == route

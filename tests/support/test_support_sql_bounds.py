@@ -190,7 +190,7 @@ async def test_a_steered_text_to_sql_model_cannot_flood_the_answer_prompt(
     evidence = json.loads(evidence_text)
     assert evidence["result"]["truncated"] is True and evidence["result"]["truncation"]
     # the trace and the tool event say the result was cut
-    assert any(note.get("node") == "postgres" and note.get("truncated") for note in final.trace)
+    assert any(note.get("node") == "postgres" and note.get("truncated") for note in final.notes)
     tool = next(e for e in events if isinstance(e, ToolUsed))
     assert tool.summary.endswith("(truncated)")
 

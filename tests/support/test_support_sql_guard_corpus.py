@@ -95,8 +95,18 @@ async def _plant_secret(admin_url: str, schema: str) -> None:
             ),
             (_SECRET,),
         )
+        await conn.execute(  # the knowledge base's tables, as a desk's start makes them, with a secret chunk
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.kb_chunks (id bigserial PRIMARY KEY, source text NOT NULL, chunk integer "
+                "NOT NULL, heading text NOT NULL, content text NOT NULL, embedding vector(3) NOT NULL)"
+            ).format(sql.Identifier(schema))
+        )
         await conn.execute(
-            sql.SQL("UPDATE {}.kb_articles SET content = content || %s").format(sql.Identifier(schema)), (_SECRET,)
+            sql.SQL(
+                "INSERT INTO {}.kb_chunks (source, chunk, heading, content, embedding) VALUES ('docs/a.md', 0, 'A', %s, "
+                "'[1,2,3]')"
+            ).format(sql.Identifier(schema)),
+            (_SECRET,),
         )
 
 
@@ -137,7 +147,7 @@ async def without_reader_role(
     database = SupportDatabase(url, schema=schema, max_size=2)
     await database.open()
     try:
-        await database.ensure_schema(embedding_dim=encoder.dim)
+        await database.ensure_schema()
         assert database.reader_role is None
         await _plant_secret(pg_url, schema)
         yield Desk(db=database, admin_url=pg_url, canary=canary, login=login)
@@ -314,8 +324,8 @@ async def test_without_the_reader_role_the_desk_warns_once_naming_the_missing_la
     url, _, schema = limited_login
     with caplog.at_level(logging.WARNING, logger="routegate.apps.support.db"):
         async with SupportDatabase(url, schema=schema) as database:
-            await database.ensure_schema(embedding_dim=encoder.dim)
-            await database.ensure_schema(embedding_dim=encoder.dim)
+            await database.ensure_schema()
+            await database.ensure_schema()
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1
     assert READER_ROLE in warnings[0] and "reader-role layer" in warnings[0]
@@ -464,6 +474,6 @@ async def test_an_administrator_can_restore_the_reader_role_for_a_limited_login(
             conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN NOINHERIT").format(sql.Identifier(READER_ROLE)))
         conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(READER_ROLE), sql.Identifier(login)))
     async with SupportDatabase(url, schema=schema) as database:
-        await database.ensure_schema(embedding_dim=encoder.dim)
+        await database.ensure_schema()
         assert database.reader_role == READER_ROLE
         assert (await PostgresTool(database).run("SELECT id FROM customers")).row_count == 3

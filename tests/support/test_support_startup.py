@@ -1,15 +1,21 @@
-"""Start-up does only the work that is missing: the articles are embedded once, not on every start, and an
-article whose title or content changes is embedded again. Checked in the database (the stored vectors and their
-model id) and by counting the encoder's calls, not by a flag of the code under test."""
+"""Start-up does only the work that is missing: the desk's documents (the built-in desk's three help articles) are
+embedded once, not on every start; a changed document, or another encoder, is embedded again. Checked in the
+database (the stored files and their model id) and by counting the encoder's calls, not by a flag of the code
+under test."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
+from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support.db import SupportDatabase
-from routegate.apps.support.vector_tool import VectorTool
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.semantic import ExampleEmbeddingLayer
 from routegate.embed import MiniLMEncoder
 from routegate.embed.protocol import Vectors
 
@@ -17,11 +23,12 @@ pytestmark = pytest.mark.integration
 
 
 class CountingEncoder:
-    """The real encoder, counting the texts it is asked to embed."""
+    """The real encoder, counting the texts it is asked to embed (under another model id when told)."""
 
-    def __init__(self, inner: MiniLMEncoder) -> None:
+    def __init__(self, inner: MiniLMEncoder, model_id: str | None = None) -> None:
         self.inner = inner
         self.texts: list[str] = []
+        self._model_id = model_id
 
     @property
     def dim(self) -> int:
@@ -29,50 +36,61 @@ class CountingEncoder:
 
     @property
     def model_id(self) -> str:
-        return self.inner.model_id
+        return self._model_id or self.inner.model_id
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         self.texts.extend(texts)
         return self.inner.encode(texts)
 
 
-async def _embedded(db: SupportDatabase) -> dict[int, str | None]:
+async def _start(
+    db: SupportDatabase, encoder: CountingEncoder, semantic: ExampleEmbeddingLayer, desk_dir: Path | None = None
+) -> SupportAgent:
+    config = None if desk_dir is None else builtin_config()
+    desk = SupportAgent(config, desk_dir, db=db, encoder=encoder, semantic=semantic)
+    await desk.start()
+    return desk
+
+
+async def _files(db: SupportDatabase) -> dict[str, str]:
     async with db.connection() as conn:
-        cur = await conn.execute("SELECT id, model_id, embedding IS NOT NULL AS has FROM kb_articles ORDER BY id")
-        return {row["id"]: row["model_id"] if row["has"] else None for row in await cur.fetchall()}
+        cur = await conn.execute("SELECT source, model_id FROM kb_files ORDER BY source")
+        return {row["source"]: row["model_id"] for row in await cur.fetchall()}
 
 
-async def test_a_second_start_embeds_nothing(db: SupportDatabase, encoder: MiniLMEncoder) -> None:
+async def test_a_second_start_embeds_nothing(
+    db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
+) -> None:
     counting = CountingEncoder(encoder)
-    assert await VectorTool(db, counting).index() == 3
-    assert set((await _embedded(db)).values()) == {encoder.model_id}
+    first = await _start(db, counting, semantic)
+    assert first.ingested is not None and len(first.ingested.added) == 3
+    assert set((await _files(db)).values()) == {encoder.model_id}
     counting.texts.clear()
-    await db.ensure_schema(embedding_dim=encoder.dim)  # the next start: schema check, then index
-    assert await VectorTool(db, counting).index() == 0
+    again = await _start(db, counting, semantic)  # the next start: schema check, then the documents' hashes
+    assert again.ingested is not None and len(again.ingested.unchanged) == 3 and again.ingested.chunks == 0
     assert counting.texts == []  # the encoder was not asked for anything (a MiniLM is not even loaded)
 
 
-async def test_a_changed_article_is_embedded_again_and_found(db: SupportDatabase, encoder: MiniLMEncoder) -> None:
-    tool = VectorTool(db, encoder)
-    await tool.index()
-    async with db.connection() as conn:
-        await conn.execute(
-            "UPDATE kb_articles SET title = 'Shipping Times', content = 'Parcels ship within two working days.' "
-            "WHERE id = 1"
-        )
-        await conn.execute("UPDATE kb_articles SET id = id WHERE id = 2")  # no text change: the vector stays
-    stored = await _embedded(db)
-    assert stored[1] is None and stored[2] == encoder.model_id
+async def test_a_changed_article_is_embedded_again_and_found(
+    db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer, tmp_path: Path
+) -> None:
+    desk_dir = Path(shutil.copytree(builtin_desk_dir(), tmp_path / "support"))
+    await _start(db, CountingEncoder(encoder), semantic, desk_dir)
+    (desk_dir / "docs" / "password-reset.md").write_text(
+        "# Shipping Times\n\nParcels ship within two working days.\n", encoding="utf-8"
+    )
     counting = CountingEncoder(encoder)
-    assert await VectorTool(db, counting).index() == 1
+    desk = await _start(db, counting, semantic, desk_dir)
+    assert desk.ingested is not None and desk.ingested.updated == ("docs/password-reset.md",)
     assert counting.texts == ["Shipping Times. Parcels ship within two working days."]
-    assert (await tool.search("how long does shipping take?"))[0].title == "Shipping Times"
+    assert (await desk.kb.search("how long does shipping take?"))[0].heading == "Shipping Times"
 
 
-async def test_another_encoder_re_embeds_everything(db: SupportDatabase, encoder: MiniLMEncoder) -> None:
-    await VectorTool(db, encoder).index()
-    async with db.connection() as conn:
-        await conn.execute("UPDATE kb_articles SET model_id = 'some-other-model' WHERE id = 3")
-    counting = CountingEncoder(encoder)
-    assert await VectorTool(db, counting).index() == 1
-    assert set((await _embedded(db)).values()) == {encoder.model_id}
+async def test_another_encoder_re_embeds_everything(
+    db: SupportDatabase, encoder: MiniLMEncoder, semantic: ExampleEmbeddingLayer
+) -> None:
+    await _start(db, CountingEncoder(encoder), semantic)
+    other = CountingEncoder(encoder, model_id="some-other-model")
+    desk = await _start(db, other, semantic)
+    assert desk.ingested is not None and len(desk.ingested.updated) == 3
+    assert set((await _files(db)).values()) == {"some-other-model"}

@@ -5,7 +5,6 @@ input is read-only; and each event of a turn is sent once."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -24,7 +23,7 @@ from routegate.apps.support.contracts import (
 )
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.payloads import Answer, Observed, Routed
+from routegate.apps.support.payloads import TurnState
 from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import RouteChoice, SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer
@@ -107,10 +106,10 @@ async def test_a_node_that_never_finishes_is_cut_off_by_the_plan_deadline_with_i
     found = re.match(r"max_seconds=([0-9.]+) reached after ", final.message)
     assert found is not None and float(found.group(1)) == BUDGET.max_seconds
     assert f"step '{path[-1]}' was cut off" in final.message
-    assert [e["target"] for e in final.trace if e.get("node") == "plan"] == path
-    plan_stop = [e for e in final.trace if e.get("node") == "plan"][-1]
+    assert [e["target"] for e in final.notes if e.get("node") == "plan"] == path
+    plan_stop = [e for e in final.notes if e.get("node") == "plan"][-1]
     assert (plan_stop["ok"], plan_stop["stop_reason"]) == (False, "max_seconds")
-    assert final.trace[-1] == {"node": "respond", "mode": "composer", "stopped": "max_seconds", "why": final.message}
+    assert final.notes[-1] == {"node": "respond", "mode": "composer", "stopped": "max_seconds", "why": final.message}
     routes = [e for e in events if isinstance(e, RouteChosen)]
     assert [e.route for e in routes] == [route]  # announced once, by the router or (cut off) by the desk
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)) == final.answer
@@ -145,48 +144,29 @@ async def test_waiting_for_the_session_counts_against_the_turns_budget(
     assert found is not None and float(found.group(1)) == BUDGET.max_seconds
     assert float(found.group(2)) >= BUDGET.max_seconds
     # ... and the hung tool got only what the wait of at least 0.5 s left of it (about 0.5 s, not 1 s)
-    cut = [e for e in final.trace if e.get("node") == "plan" and e.get("target") == "VECTOR"]
+    cut = [e for e in final.notes if e.get("node") == "plan" and e.get("target") == "VECTOR"]
     assert len(cut) == 1 and cut[0]["elapsed_ms"] < 800
 
 
-async def test_each_step_hands_forward_its_own_payload_and_no_turn_state(desk: SupportAgent) -> None:
-    turn = desk.new_turn("What is the status of ticket 1?", session_id="payloads")
-    result = await desk.plan.arun(turn.message, deps=turn)
-    assert result.ok and result.path == ("router", "POSTGRES", "LLM")
-    assert result.input == "What is the status of ticket 1?"  # the run's input is the message; the turn is deps
-    routed, observed, answer = (env.payload for env in result.envelopes)
-    assert isinstance(routed, Routed) and routed.route == "POSTGRES" and routed.intent.target == "POSTGRES"
-    assert isinstance(observed, Observed) and observed.routed is routed and observed.fallback is None
-    assert observed.observation["result"]["row_count"] == 1
-    assert isinstance(answer, Answer) and answer.text.startswith("Ticket 1")
-    assert result.output is answer
-
-    def reachable(value: object, depth: int = 0) -> list[object]:
-        if depth > 6 or isinstance(value, str | int | float | bool | type(None)):
-            return [value]
-        found: list[object] = [value]
-        if isinstance(value, TurnInput):
-            return [value]
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            children: list[object] = [getattr(value, f.name) for f in dataclasses.fields(value)]
-        elif isinstance(value, dict):
-            children = [*value.keys(), *value.values()]
-        elif isinstance(value, list | tuple):
-            children = list(value)
-        else:
-            children = []
-        for child in children:
-            found += reachable(child, depth + 1)
-        return found
-
-    everything = [item for env in result.envelopes for item in reachable(env.payload)]
-    assert not [item for item in everything if isinstance(item, TurnInput)]
-    for payload in (routed, observed, answer):  # immutable: no later step can change what an earlier one produced
-        with pytest.raises(AttributeError):
-            payload.notes = ()  # type: ignore[misc]
-    # the same turn runs again to the same answer: nothing of the first run stayed in it
-    again = await desk.plan.arun(turn.message, deps=turn)
-    assert again.ok and again.output is not None and again.output.text == answer.text
+async def test_a_turns_result_is_made_from_its_own_state_and_how_its_run_ended(desk: SupportAgent) -> None:
+    """The runtime's run starts from a state of its own (the turn's input is the run's deps, read-only): the steps
+    record in it, and the turn's result is made from it; the same turn run again gets a new state and the same
+    answer, and leaves the first state as it was."""
+    turn = desk.new_turn("What is the status of ticket 1?", session_id="state")
+    state = TurnState(turn)
+    result = await desk.runtime.arun(state, deps=turn)
+    assert result.ok and [e["target"] for e in result.notes if e.get("node") == "plan"] == ["router", "POSTGRES", "LLM"]
+    assert [entry.target for entry in result.trace] == ["router", "POSTGRES", "LLM"]  # the plan's own trace
+    assert state.choice is not None and state.choice.route == "POSTGRES" and state.route == "POSTGRES"
+    assert state.intent is not None and state.intent.target == "POSTGRES"
+    assert state.observation is not None and state.observation["result"]["row_count"] == 1
+    assert state.answer == result.answer and result.answer.startswith("Ticket 1")
+    assert state.announced and state.turn is turn
+    seen = (state.answer, list(state.notes))
+    again = TurnState(turn)
+    second = await desk.runtime.arun(again, deps=turn)
+    assert second.answer == result.answer and again is not state
+    assert (state.answer, state.notes) == seen  # the second run did not touch the first one's state
 
 
 @given(
@@ -248,7 +228,7 @@ async def test_a_refused_turn_sends_its_route_once_and_answers_safely(desk: Supp
     assert kinds == ["route"] + ["token"] * (len(kinds) - 2) + ["final"]
     final = final_of(events)
     assert (final.stop_reason, final.phase, final.route) == ("invalid_route:route_not_allowed:LLM", "route", "LLM")
-    assert [e["node"] for e in final.trace][:3] == ["router", "plan", "policy"]
+    assert [e["node"] for e in final.notes][:3] == ["router", "plan", "policy"]
 
 
 class _BrokenRouter(SupportRouter):

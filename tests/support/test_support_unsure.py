@@ -13,11 +13,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support import unsure
+from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import ROUTES, ToolUsed
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
-from routegate.apps.support.respond import UNSURE_ANSWER
 from routegate.apps.support.router import SupportRouter
 from routegate.apps.support.semantic import ExampleEmbeddingLayer, FittedSemanticLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
@@ -123,7 +124,7 @@ async def test_the_desk_asks_back_instead_of_calling_a_tool(
     final = final_of(events)
     assert not any(isinstance(e, ToolUsed) for e in events)
     assert events[-1].type == "final" and final.route == "LLM" and final.stop_reason == "success"
-    assert final.answer == UNSURE_ANSWER and "couldn't find" not in final.answer
+    assert final.answer == DeskAnswers(builtin_config()).unsure() and "couldn't find" not in final.answer
 
 
 _CODE_ALPHABET = st.sampled_from(

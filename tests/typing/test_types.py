@@ -9,6 +9,7 @@ same code, so every typed path is also exercised for real.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, assert_type
 
@@ -129,6 +130,9 @@ def test_the_desks_turn_is_the_one_result_type() -> None:
     assert_type(final.result.route, SupportRoute)
     assert isinstance(one, RunResult) and final.result is turn
     assert turn.ok and turn.output == "hello" and turn.elapsed_ms == 12.5 and len(turn.run_id) == 16
+    assert_type(turn.trace, tuple[TraceEntry, ...])  # the run's trace, as every result's: not overridden
+    assert_type(turn.notes, tuple[Mapping[str, Any], ...])  # the desk's own record, a field it adds
+    assert "trace" not in vars(TurnResult) and "__init__" in vars(TurnResult)
 
 
 def test_old_names_are_flagged_by_the_type_checker_and_warn() -> None:

@@ -44,11 +44,11 @@ def serve_on_ray(settings: Settings, *, replicas: int, autoscale: tuple[int, int
     stopped_by = 0
     try:
         primed = settings.model_copy(update={"database_url": url})
-        from routegate.apps.configured.factory import prime_configured_desk
+        from routegate.apps.support.factory import prime_support_desk
 
         if settings.desk is not None:  # your own desk: every replica opens it
             primed = primed.model_copy(update={"desk": settings.desk.resolve()})  # replicas run elsewhere
-        prime_configured_desk(primed, url)  # loaded and ingested once here
+        prime_support_desk(primed, url)  # loaded and ingested once here
         # a request whose replica dies is a 503 (not Ray Serve's bare 500): the local cluster's proxy inherits this
         os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)
         most = autoscale[1] if autoscale else replicas

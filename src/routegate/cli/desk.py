@@ -1,6 +1,6 @@
 """``routegate desk init`` and ``routegate kb ingest``: your own desk from a SQL file (or a PostgreSQL) and a
 docs folder, and its knowledge base. ``--desk DIR`` (or ``ROUTEGATE_DESK``) on ``ask``, ``chat`` and ``route``
-runs it (:func:`open_desk`, :func:`desk_router`).
+runs it (:func:`routegate.apps.support.factory.open_support_desk`, :func:`desk_router`).
 
 Wiring only: the work is in :mod:`routegate.apps.configured`.
 """
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +17,6 @@ from routegate.settings import Settings
 
 if TYPE_CHECKING:
     from routegate.apps.configured.init import InitResult
-    from routegate.apps.support.desk import SupportAgent
     from routegate.apps.support.router import SupportRouter
 
 DESK_HELP = "run your own desk: the directory desk init wrote (also ROUTEGATE_DESK)"
@@ -204,10 +201,10 @@ def run_ingest(args: argparse.Namespace) -> int:
 
 
 async def _ingest(settings: Settings, where: Path) -> int:
-    from routegate.apps.configured.factory import open_configured_desk
     from routegate.apps.configured.kb import ingest
+    from routegate.apps.support.factory import open_support_desk
 
-    async with open_configured_desk(settings, where, ingest_on_start=False) as desk:
+    async with open_support_desk(settings, where, ingest_on_start=False) as desk:
         report = await ingest(desk.config, desk.desk_dir, desk.db, desk.encoder)
     for label, sources in (("added", report.added), ("updated", report.updated), ("removed", report.removed)):
         for source in sources:
@@ -218,23 +215,8 @@ async def _ingest(settings: Settings, where: Path) -> int:
     return 0
 
 
-@asynccontextmanager
-async def open_desk(settings: Settings, where: Path) -> AsyncIterator[SupportAgent]:
-    """The configured desk at ``where``, as the support commands use a desk."""
-    from routegate.apps.configured.factory import open_configured_desk
-
-    async with open_configured_desk(settings, where) as desk:
-        yield desk
-
-
 def desk_router(settings: Settings, where: Path) -> SupportRouter:
     """The configured desk's router alone (``route --desk``: no database, no tool)."""
-    from routegate.apps.configured.config import load_config
-    from routegate.apps.configured.fitted import desk_embedding_layer
-    from routegate.apps.configured.router import DeskRouter
-    from routegate.embed import default_encoder
+    from routegate.apps.support.routing import desk_router as router_of
 
-    config = load_config(where)
-    return DeskRouter(
-        config, semantic=desk_embedding_layer(config, where, default_encoder(), cache_dir=settings.data_dir)
-    )
+    return router_of(settings, where)

@@ -1,5 +1,5 @@
 """``routegate serve`` (the HTTP server), ``routegate ui`` (the Streamlit UI) and ``routegate up`` (embedded
-Postgres + server + UI together). Wiring only: the desk comes from ``open_configured_desk`` (``--desk DIR``, else
+Postgres + server + UI together). Wiring only: the desk comes from ``open_support_desk`` (``--desk DIR``, else
 the built-in desk's configuration), the app from
 ``create_app``. uvicorn, httpx and the server are imported by these commands when they run, not when the parser
 is built (every command's parser is).
@@ -150,9 +150,9 @@ def _serve_workers(settings: Settings, workers: int, listener: socket.socket) ->
 
     url, embedded = database_url(settings)
     try:
-        from routegate.apps.configured.factory import prime_configured_desk
+        from routegate.apps.support.factory import prime_support_desk
 
-        prime_configured_desk(settings, url)  # the desk loaded and ingested once here; the workers open it
+        prime_support_desk(settings, url)  # the desk loaded and ingested once here; the workers open it
         if settings.desk is not None:
             os.environ["ROUTEGATE_DESK"] = str(settings.desk.resolve())
         os.environ["DATABASE_URL"] = url  # the workers' Settings() read it

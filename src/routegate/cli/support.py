@@ -1,10 +1,10 @@
 """``routegate chat`` / ``routegate ask`` / ``routegate route``: the support desk from the command line.
 
 Wiring only: :class:`~routegate.settings.Settings` is built once here and handed to
-:func:`~routegate.apps.configured.factory.open_configured_desk` with ``--desk DIR`` or, without it, the built-in desk's
-configuration (embedded PostgreSQL unless ``DATABASE_URL``; the LLM when ``OPENAI_API_KEY``). ``route`` is a dry run of the router alone (:mod:`routegate.apps.support.routing`): no
-database, no tool. The desk, the router
-and the LLM client are imported by the command that runs them, not when the parser is built.
+:func:`~routegate.apps.support.factory.open_support_desk`: the desk of ``--desk DIR`` or, without it, the built-in
+desk's configuration (embedded PostgreSQL unless ``DATABASE_URL``; the LLM when ``OPENAI_API_KEY``). ``route`` is a
+dry run of the router alone (:mod:`routegate.apps.support.routing`): no database, no tool. The desk, the router and
+the LLM client are imported by the command that runs them, not when the parser is built.
 
 Every message is checked first (:mod:`routegate.cli._input`: not blank, no NUL, valid UTF-8, at most
 ``ROUTEGATE_MAX_MESSAGE_CHARS``); ``ask`` and ``route`` refuse a bad one with ``error: ...`` and exit 2, ``chat``
@@ -56,27 +56,25 @@ def _data_dir_note() -> str:
 @asynccontextmanager
 async def open_support_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
     """The desk of ``settings`` (``--desk`` / ``ROUTEGATE_DESK``, else the built-in desk's configuration) from
-    :func:`routegate.apps.configured.factory.open_configured_desk`, imported when a command needs the desk (the
+    :func:`routegate.apps.support.factory.open_support_desk`, imported when a command needs the desk (the
     parser of every command imports this module, and the desk's modules are most of ``ask``'s import time).
 
     Offline, the database starts on a background thread first, so that its start overlaps those imports. With an
     LLM configured the factory checks the LLM settings before any database starts, as it always does.
     """
-    if settings.desk is not None:  # your own desk (--desk / ROUTEGATE_DESK): routegate.cli.desk
-        from routegate.cli.desk import open_desk as open_configured
+    if settings.desk is not None:  # your own desk: its configuration is checked before anything starts
+        from routegate.apps.configured.config import load_config
 
-        async with open_configured(settings, settings.desk) as configured:
-            yield configured
-        return
+        load_config(settings.desk)
     database = None
     if not settings.llm_enabled:
         from routegate.apps.support.embedded import DatabaseStart
 
         database = DatabaseStart(settings)
     try:
-        from routegate.apps.configured.factory import desk_directory, open_configured_desk
+        from routegate.apps.support.factory import open_support_desk as open_desk
 
-        async with open_configured_desk(settings, desk_directory(settings), database=database) as desk:
+        async with open_desk(settings, database=database) as desk:
             yield desk
     finally:
         if database is not None:  # stopped already unless the import failed or was interrupted
@@ -145,7 +143,7 @@ async def _ask(settings: Settings, message: str, session: str, *, as_json: bool,
     if final is None:
         return 1
     if final.fallback == LLM_UNAVAILABLE:  # the answer above is the offline one: say why
-        failed = next((t.get("llm_failed") for t in final.trace if t.get("node") == "desk"), None)
+        failed = next((t.get("llm_failed") for t in final.notes if t.get("node") == "desk"), None)
         print(f"(answered offline: the language model did not answer ({failed}))", file=sys.stderr)
     if announce:  # a new session: say how to continue it
         print(f"(session {session}: continue it with --session {session})", file=sys.stderr)
@@ -334,12 +332,7 @@ def _read_queries(path: Path) -> list[str]:
 async def _route(settings: Settings, inputs: list[dict[str, Any]], *, as_json: bool) -> int:
     from routegate.apps.support.routing import route_line, support_router
 
-    if settings.desk is not None:  # your own desk's router (offline stages)
-        from routegate.cli.desk import desk_router
-
-        router, chat_model = desk_router(settings, settings.desk), None
-    else:
-        router, chat_model = support_router(settings)
+    router, chat_model = support_router(settings)  # your own desk's (--desk) routes with its offline stages
     try:
         for item in inputs:
             print(await route_line(router, item, as_json=as_json))

@@ -13,7 +13,6 @@ with needs("server"):
     from fastapi.responses import JSONResponse
 
 from routegate.apps.support.contracts import AnswerToken, RouteChosen, SupportEvent, ToolUsed, TurnError
-from routegate.apps.support.tenancy import acting_for
 from routegate.core.events import FinalEvent
 from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
 from routegate.server._errors import error_response
@@ -30,6 +29,7 @@ from routegate.server._turns import (
     desk_healthy,
     event_payload,
     first_event,
+    for_tenant,
     model_health,
     raise_for,
     released_on_error,
@@ -72,7 +72,7 @@ async def chat(
     message = check_message(body.message, services.settings)
     # the lease before any database work: a refused turn costs the database nothing
     with released_on_error(admit_turn(services, tenant)) as lease:
-        session = await session_for_turn(services, caller, body.session_id)
+        session = await session_for_turn(services, caller, body.session_id, tenant.id)
         session_id = session.public
         mode = "json" if wants_json(request) else "stream"
         services.metrics.turns.labels("chat", mode).inc()
@@ -126,8 +126,8 @@ async def get_session(
     session_id: SessionPath, services: ServicesDep, caller: CallerDep, tenant: TenantDep
 ) -> SessionOut:
     internal = caller.session(session_id).internal
-    with acting_for(tenant.id):  # the desk's database serves tenants in turn
-        messages = await call_desk(services, "reading the history", services.desk.history(internal))
+    history = services.desk.history(internal, **for_tenant(services, tenant.id))  # the database serves tenants in turn
+    messages = await call_desk(services, "reading the history", history)
     if not messages and caller.owner is not None:
         raise not_found(session_id)
     return SessionOut.model_validate({"session_id": session_id, "messages": [m.to_dict() for m in messages]})
@@ -137,10 +137,10 @@ async def get_session(
 async def delete_session(
     session_id: SessionPath, services: ServicesDep, caller: CallerDep, tenant: TenantDep
 ) -> Response:
-    with acting_for(tenant.id):  # the desk's database serves tenants in turn
-        internal = (await session_to_delete(services, caller, session_id)).internal
-        async with services.locks.hold(internal):
-            await call_desk(services, "resetting the session", services.desk.reset(internal))
+    internal = (await session_to_delete(services, caller, session_id, tenant.id)).internal
+    async with services.locks.hold(internal):
+        reset = services.desk.reset(internal, **for_tenant(services, tenant.id))  # the database serves tenants in turn
+        await call_desk(services, "resetting the session", reset)
     return Response(status_code=204)
 
 

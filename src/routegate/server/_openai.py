@@ -99,7 +99,7 @@ async def chat_completions(
     history = _earlier(body) if named is None else None
     # the lease before any database work: a refused turn costs the database nothing
     with released_on_error(admit_turn(services, tenant)) as lease:
-        session = await session_for_turn(services, caller, named)
+        session = await session_for_turn(services, caller, named, tenant.id)
         session_id = session.public
         services.metrics.turns.labels("openai", "stream" if body.stream else "json").inc()
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"

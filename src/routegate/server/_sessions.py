@@ -17,9 +17,10 @@ Without keys nothing changes: one namespace, and an unknown session's history is
 
 from __future__ import annotations
 
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.server._auth import Caller, SessionRef
 from routegate.server._errors import ApiError
-from routegate.server._turns import Services, call_desk, new_session_id
+from routegate.server._turns import Services, call_desk, for_tenant, new_session_id
 
 SESSION_NOT_FOUND = "session_not_found"
 
@@ -32,30 +33,35 @@ def not_found(session_id: str) -> ApiError:
     )
 
 
-async def _has_messages(services: Services, internal: str) -> bool:
-    return bool(await call_desk(services, "looking up the session", services.desk.history(internal)))
+async def _has_messages(services: Services, internal: str, tenant: str) -> bool:
+    history = services.desk.history(internal, **for_tenant(services, tenant))
+    return bool(await call_desk(services, "looking up the session", history))
 
 
-async def _foreign(services: Services, caller: Caller, session_id: str) -> bool:
-    """True when another key has messages under ``session_id`` and the caller has none."""
-    if caller.owner is None or await _has_messages(services, caller.session(session_id).internal):
+async def _foreign(services: Services, caller: Caller, session_id: str, tenant: str) -> bool:
+    """True when another key has messages under ``session_id`` and the caller has none (read for ``tenant``)."""
+    if caller.owner is None or await _has_messages(services, caller.session(session_id).internal, tenant):
         return False
     for owner in services.keys.owners:
-        if owner != caller.owner and await _has_messages(services, Caller(owner).session(session_id).internal):
+        other = Caller(owner).session(session_id).internal
+        if owner != caller.owner and await _has_messages(services, other, tenant):
             return True
     return False
 
 
-async def session_for_turn(services: Services, caller: Caller, session_id: str | None) -> SessionRef:
-    """The session a turn runs in: a new one when ``session_id`` is ``None``; 404 when it is another key's."""
+async def session_for_turn(
+    services: Services, caller: Caller, session_id: str | None, tenant: str = ANONYMOUS
+) -> SessionRef:
+    """The session a turn runs in: a new one when ``session_id`` is ``None``; 404 when it is another key's. The
+    look-up is ``tenant``'s (the caller's)."""
     if session_id is None:
         return caller.session(new_session_id())
-    if await _foreign(services, caller, session_id):
+    if await _foreign(services, caller, session_id, tenant):
         raise not_found(session_id)
     return caller.session(session_id)
 
 
-async def session_to_delete(services: Services, caller: Caller, session_id: str) -> SessionRef:
-    if await _foreign(services, caller, session_id):
+async def session_to_delete(services: Services, caller: Caller, session_id: str, tenant: str = ANONYMOUS) -> SessionRef:
+    if await _foreign(services, caller, session_id, tenant):
         raise not_found(session_id)
     return caller.session(session_id)

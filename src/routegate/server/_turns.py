@@ -27,7 +27,7 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
-from routegate.apps.support.tenancy import ANONYMOUS, acting_for
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.core import messages
 from routegate.core.events import FinalEvent
 from routegate.server._auth import KeyRing, SessionRef, Tenant
@@ -114,6 +114,14 @@ class Services:
     database: DatabaseState = field(default_factory=DatabaseState)
     open_requests: OpenRequests = field(default_factory=OpenRequests)
     limiter: TenantLimiter = field(default_factory=lambda: TenantLimiter(max_concurrent=0, rate=0, burst=1))
+    tenanted: bool = True
+    """Whether the desk's ``iter``, ``history`` and ``reset`` take ``tenant=`` (:func:`for_tenant`)."""
+
+
+def for_tenant(services: Services, tenant: str) -> dict[str, str]:
+    """The keyword a desk call names its tenant with: ``tenant=``, or nothing for a desk written before it existed
+    (served one more release; :func:`routegate.server.create_app` warns)."""
+    return {"tenant": tenant} if services.tenanted else {}
 
 
 def limiter_for(settings: Settings) -> TenantLimiter:
@@ -269,10 +277,9 @@ async def run_turn(
             yield TurnError(message=_UNAVAILABLE_MESSAGE, code=DATABASE_UNAVAILABLE)
             return
         async with services.locks.hold(session.internal):
-            # the desk starts its turn acting for this tenant (its database connections are shared fairly
-            # between tenants); set around the call only, never across this generator's yields
-            with acting_for(lease.tenant if lease is not None else ANONYMOUS):
-                stream = start_turn(services.desk, message, session.internal, history)
+            # the turn is this tenant's: the desk's database connections are shared fairly between tenants
+            tenant = for_tenant(services, lease.tenant if lease is not None else ANONYMOUS)
+            stream = start_turn(services.desk, message, session.internal, history, tenant)
             try:
                 async for item in stream:
                     if isinstance(item, AnswerToken):  # most of a turn's events: nothing to count or refine
@@ -311,13 +318,19 @@ async def run_turn(
 
 
 def start_turn(
-    desk: SupportDesk, message: str, session_id: str, history: Sequence[Message] | None = None
+    desk: SupportDesk,
+    message: str,
+    session_id: str,
+    history: Sequence[Message] | None = None,
+    tenant: Mapping[str, str] | None = None,
 ) -> AsyncIterator[SupportEvent]:
     """``desk.iter`` on one turn, with the client's ``history`` when there is one and the desk takes it
-    (:class:`~routegate.apps.support.contracts.TakesHistory`); without it otherwise."""
+    (:class:`~routegate.apps.support.contracts.TakesHistory`); without it otherwise. ``tenant``: the keyword the
+    desk names its tenant with (:func:`for_tenant`; empty for a desk written before it existed)."""
+    tenant = tenant or {}
     if history is not None and isinstance(desk, TakesHistory) and desk.takes_history():
-        return desk.iter(message, session_id=session_id, history=history)
-    return desk.iter(message, session_id=session_id)
+        return desk.iter(message, session_id=session_id, history=history, **tenant)
+    return desk.iter(message, session_id=session_id, **tenant)
 
 
 def _event_of(item: object) -> SupportEvent:

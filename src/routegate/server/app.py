@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -14,7 +15,7 @@ with needs("server"):
     from fastapi.responses import JSONResponse
 
 from routegate import __version__
-from routegate.apps.support.contracts import SupportDesk
+from routegate.apps.support.contracts import SupportDesk, takes_tenant
 from routegate.server import _chat, _openai, _plan
 from routegate.server._auth import KeyRing
 from routegate.server._errors import error_response, install_error_handlers
@@ -50,8 +51,19 @@ def create_app(
     metrics: ServerMetrics | None = None,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
 ) -> FastAPI:
-    """Build the HTTP app around a desk. The caller owns the desk's lifecycle (``lifespan`` may open it)."""
+    """Build the HTTP app around a desk. The caller owns the desk's lifecycle (``lifespan`` may open it). The
+    desk is told each request's tenant (``tenant=``); a desk whose methods do not take it yet is served without it
+    for one release, with a warning."""
     app = FastAPI(title="routegate support desk", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    tenanted = takes_tenant(desk)
+    if not tenanted:
+        warnings.warn(
+            f"{type(desk).__name__}.iter/history/reset take no tenant= keyword: the server serves it without telling "
+            'it whose request it is. Add `tenant: str = ""` to them (routegate.apps.support.contracts.SupportDesk); '
+            "a desk without it is refused in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     services = Services(
         desk=desk,
         settings=settings,
@@ -59,6 +71,7 @@ def create_app(
         locks=SessionLocks(desk),
         keys=KeyRing(settings.server_keys),
         limiter=limiter_for(settings),
+        tenanted=tenanted,
     )
     app.state.services = services
     install_error_handlers(app)

@@ -21,7 +21,9 @@ from routegate.apps.support.contracts import (
     SupportEvent,
     TakesHistory,
     TurnResult,
+    takes_tenant,
 )
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import RuntimeFaultError
 from routegate.server._turns import start_turn
 from routegate.server.app import create_app
@@ -36,9 +38,11 @@ class DeferredDesk:
 
     def __init__(self) -> None:
         self._desk: SupportDesk | None = None
+        self._tenanted = True
 
     def bind(self, desk: SupportDesk | None) -> None:
         self._desk = desk
+        self._tenanted = desk is None or takes_tenant(desk)
 
     @property
     def desk(self) -> SupportDesk:
@@ -46,19 +50,27 @@ class DeferredDesk:
             raise RuntimeFaultError("the support desk of this worker is not started")
         return self._desk
 
+    def _tenant(self, tenant: str) -> dict[str, str]:
+        return {"tenant": tenant} if self._tenanted else {}
+
     def iter(
-        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+        self,
+        message: str,
+        *,
+        session_id: str,
+        tenant: str = ANONYMOUS,
+        history: Sequence[Message] | None = None,
     ) -> AsyncIterator[SupportEvent]:
-        return start_turn(self.desk, message, session_id, history)
+        return start_turn(self.desk, message, session_id, history, self._tenant(tenant))
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
-        return await self.desk.ask(message, session_id=session_id)
+    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
+        return await self.desk.ask(message, session_id=session_id, **self._tenant(tenant))
 
-    async def history(self, session_id: str) -> list[Message]:
-        return await self.desk.history(session_id)
+    async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
+        return await self.desk.history(session_id, **self._tenant(tenant))
 
-    async def reset(self, session_id: str) -> None:
-        await self.desk.reset(session_id)
+    async def reset(self, session_id: str, *, tenant: str = ANONYMOUS) -> None:
+        await self.desk.reset(session_id, **self._tenant(tenant))
 
     async def healthy(self) -> bool:
         return self._desk is not None and await self._desk.healthy()
@@ -85,10 +97,10 @@ async def open_serving_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
     """The desk one server process opens: your own (``settings.desk``, from ``--desk`` / ``ROUTEGATE_DESK``) or the
     built-in desk's configuration, with the serving encoder, its models loaded before the server listens. Used by
     ``serve`` / ``up``, the ``--workers N`` workers and the Ray Serve replicas."""
-    from routegate.apps.configured.factory import desk_directory, open_configured_desk
+    from routegate.apps.support.factory import open_support_desk
     from routegate.server.encoder import load_encoders, serving_encoder
 
-    async with open_configured_desk(settings, desk_directory(settings), encoder=serving_encoder(settings)) as desk:
+    async with open_support_desk(settings, encoder=serving_encoder(settings)) as desk:
         await load_encoders(desk)
         yield desk
 

@@ -1,12 +1,14 @@
-"""Your own desk: the support desk's engine on your tables, your documents and your tools, from ``desk.toml``.
+"""Desk configurations: what a desk is made of (``desk.toml``: your tables, your documents, your tools, your routes),
+the built-in desk's (``builtin/``), and the commands that make and feed one. The desk that runs a configuration is
+:class:`routegate.apps.support.SupportAgent`, the one desk.
 
 * :func:`init_desk` — ``routegate desk init``: introspect a SQL file (loaded into the embedded PostgreSQL) or an
   existing database, read a docs folder, write ``DIR/desk.toml``.
 * :func:`load_config` / :class:`DeskConfig` — the configuration, checked (:class:`DeskConfigError` names the
   file, the field and the fix).
-* :func:`open_configured_desk` — a running :class:`ConfiguredDesk` (the same ``SupportDesk`` contract as the
-  built-in desk) from settings and a desk directory.
 * :func:`ingest` — ``routegate kb ingest``: the documents into pgvector, incrementally.
+* Kept one release, deprecated: :class:`ConfiguredDesk` (now ``SupportAgent(config, desk_dir, ...)``) and
+  :func:`open_configured_desk` (now :func:`routegate.apps.support.open_support_desk`).
 
 Importing the package is cheap: each name is imported from its module on first use.
 """

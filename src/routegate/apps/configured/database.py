@@ -114,7 +114,8 @@ def _prepare(
             conn.execute(statement)
         _claim_state(conn, config, state, where)
         if source is None:
-            _refuse_a_desks_schema(conn, schema, where)
+            if schema != state:  # one schema holding a desk whole (its tables beside its state) is no other desk's
+                _refuse_a_desks_schema(conn, schema, where)
         else:
             _load(conn, config, state, where, *source)
         _check_tables(conn, config, schema, where)

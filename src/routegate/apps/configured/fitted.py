@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Final
 
 from routegate.apps.configured.config import CONFIG_FILE, DeskConfig, DeskConfigError, parse_config, resolve
-from routegate.apps.configured.router import embedding_layer, present_routes, route_examples
-from routegate.apps.configured.rules import KIND_ROUTE
+from routegate.apps.configured.routes import KIND_ROUTE, present_routes, route_examples
+from routegate.apps.support.router import embedding_layer
 from routegate.apps.support.semantic import DEFAULT_ROUTE, EmbeddingLayer, FittedSemanticLayer
 from routegate.embed import Encoder
 from routegate.routers.data import LabelledExample

@@ -1,4 +1,5 @@
-"""The knowledge base of a configured desk, in PostgreSQL: incremental ingest and hybrid search.
+"""The knowledge base of a desk, in PostgreSQL: incremental ingest and the cut-off's calibration (the search is
+the desk's vector tool, :class:`~routegate.apps.support.vector_tool.KnowledgeBase`, by meaning and by words).
 
 :func:`ingest` reads the configured documents (:mod:`.documents`: the regular files of the desk directory's docs
 paths, no symbolic link followed, each size-checked before it is read), compares each file's sha256 (and the encoder's
@@ -7,20 +8,14 @@ are gone are removed with their chunks. Then the score cut-off is calibrated on 
 One transaction: a failed ingest leaves the previous knowledge base.
 
 Each chunk has its embedding (pgvector, HNSW index) and its words (``fts``: a ``tsvector`` generated from heading and
-content in the configured text-search ``language``, GIN index). :class:`KnowledgeBase` searches both in one
-statement — the nearest chunks by meaning, the chunks holding any of the question's words ranked by ``ts_rank`` —
-fuses the two rankings (:mod:`.kb_fusion`) and keeps the chunks the calibrated gate accepts. The question reaches
-PostgreSQL only as a bound parameter of ``websearch_to_tsquery``, which accepts any text.
-
-A desk made before hybrid search gains the ``fts`` column and its index on start (PostgreSQL computes it from the
-stored text: nothing is embedded again), and its calibration.
+content in the configured text-search ``language``, GIN index). A desk made before hybrid search gains the ``fts``
+column and its index on start (PostgreSQL computes it from the stored text: nothing is embedded again), and its
+calibration.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,16 +28,9 @@ with needs("desk"):
 
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, desk_path
 from routegate.apps.configured.documents import chunks_of, read_documents
-from routegate.apps.configured.kb_calibration import (
-    DEFAULT_MIN_SCORE,
-    OFF_TOPIC,
-    Calibration,
-    calibrate,
-    headings_by_source,
-)
-from routegate.apps.configured.kb_fusion import Candidate, answers, fuse
+from routegate.apps.configured.kb_calibration import OFF_TOPIC, Calibration, calibrate, headings_by_source
 from routegate.apps.support.db import AsyncConn, SupportDatabase, embedding_type
-from routegate.apps.support.vector_tool import MAX_TOP_K, nearest, vector_literal
+from routegate.apps.support.vector_tool import vector_literal
 from routegate.embed import Encoder, encode_async
 
 
@@ -63,17 +51,6 @@ class IngestReport:
             f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
             f"{len(self.unchanged)} unchanged; {self.chunks} chunks embedded"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    source: str
-    heading: str
-    content: str
-    score: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "title": self.heading, "content": self.content, "score": round(self.score, 4)}
 
 
 async def ensure_tables(db: SupportDatabase, dim: int, language: str = "english") -> None:
@@ -240,85 +217,3 @@ async def ingest(config: DeskConfig, desk_dir: Path, db: SupportDatabase, encode
     return IngestReport(
         tuple(added), tuple(updated), tuple(removed), tuple(unchanged), embedded, found.skipped, calibration
     )
-
-
-MEANING_CANDIDATES: Final = 20
-"""How deep each ranking is read before fusion (at least; ``4 * top_k`` when more)."""
-MAX_QUERY_CHARS: Final = 2000
-_WORD = re.compile(r"\w+")
-
-# Both rankings and what the gate needs, in one statement. The question's text is a bound parameter of
-# websearch_to_tsquery (which never fails on its input): ``any`` (its words joined by ``or``) finds and ranks the
-# chunks holding any word; ``all`` (its words) says which hold every word.
-_HYBRID: Final = """
-WITH q AS (
-  SELECT websearch_to_tsquery(%(lang)s::regconfig, %(any)s) AS any_words,
-         websearch_to_tsquery(%(lang)s::regconfig, %(all)s) AS all_words
-), meaning AS (
-  SELECT id, row_number() OVER (ORDER BY d, id) AS rank
-  FROM (SELECT id, embedding <=> %(v)s::vector AS d FROM kb_chunks ORDER BY d LIMIT %(k)s) m
-), words AS (
-  SELECT id, row_number() OVER (ORDER BY r DESC, id) AS rank
-  FROM (SELECT c.id, ts_rank(c.fts, q.any_words) AS r FROM kb_chunks c, q
-        WHERE c.fts @@ q.any_words ORDER BY r DESC, c.id LIMIT %(k)s) w
-)
-SELECT c.id, c.source, c.heading, c.content, 1 - (c.embedding <=> %(v)s::vector) AS score,
-       m.rank AS meaning_rank, w.rank AS words_rank, c.fts @@ q.all_words AS all_words,
-       k.min_score AS calibrated, k.floor AS calibrated_floor
-FROM meaning m FULL JOIN words w ON w.id = m.id
-JOIN kb_chunks c ON c.id = coalesce(m.id, w.id)
-CROSS JOIN q LEFT JOIN kb_calibration k ON true
-"""
-
-
-def query_words(text: str) -> tuple[str, str]:
-    """The question as the two full-text queries read it: ``(any, all)`` — its words (letters and digits only: no
-    quote, minus or ``or`` of the user's becomes an operator) joined by ``or``, and by spaces (every word)."""
-    words = [w for w in _WORD.findall(text[:MAX_QUERY_CHARS]) if w.lower() != "or"]
-    return " or ".join(words), " ".join(words)
-
-
-class KnowledgeBase:
-    """Search-only access to the chunks (the desk's VECTOR route). ``min_score``: the cut-off the desk set
-    (``None``: the calibrated one); ``language``: the text-search configuration the chunks' words are indexed in."""
-
-    def __init__(
-        self, db: SupportDatabase, encoder: Encoder, *, min_score: float | None, language: str = "english"
-    ) -> None:
-        self._db = db
-        self._encoder = encoder
-        self.min_score = min_score
-        self.language = language
-
-    async def search(self, query: str, top_k: int = 3) -> list[Passage]:
-        """The best ``top_k`` chunks by fused rank (meaning and words) that the cut-off accepts."""
-        if not query.strip():
-            return []
-        top_k = max(1, min(top_k, MAX_TOP_K))
-        any_words, all_words = query_words(query)
-        params = {"lang": self.language, "any": any_words, "all": all_words}
-        depth = max(MEANING_CANDIDATES, 4 * top_k)
-        rows = await nearest(self._db, self._encoder, query, _HYBRID, depth, what="knowledge search", params=params)
-        if not rows:
-            return []
-        calibrated = rows[0]["calibrated"]
-        min_score = self.min_score if self.min_score is not None else calibrated
-        min_score = DEFAULT_MIN_SCORE if min_score is None else float(min_score)
-        # a cut-off the desk set is the one cut-off; a calibrated one comes with its floor for word-confirmed chunks
-        floor = rows[0]["calibrated_floor"] if self.min_score is None else None
-        floor = min_score if floor is None else min(float(floor), min_score)
-        found = {int(r["id"]): r for r in rows}
-        candidates = [
-            Candidate(key, float(r["score"]), r["meaning_rank"], r["words_rank"], bool(r["all_words"]))
-            for key, r in found.items()
-        ]
-        kept = answers(fuse(candidates), min_score=min_score, floor=floor)[:top_k]
-        return [
-            Passage(found[c.key]["source"], found[c.key]["heading"], found[c.key]["content"], c.similarity)
-            for c in kept
-        ]
-
-    async def sources(self) -> Sequence[str]:
-        async with self._db.connection() as conn:
-            cur = await conn.execute("SELECT source FROM kb_files ORDER BY source")
-            return [str(r["source"]) for r in await cur.fetchall()]

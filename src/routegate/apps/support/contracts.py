@@ -5,10 +5,13 @@
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from routegate.core.contracts import TraceEntry
 from routegate.core.events import FinalEvent
 from routegate.core.outcome import Outcome
 from routegate.core.result import RunResult
@@ -77,22 +80,24 @@ class TurnResult(RunResult[str]):
     stream ends with a :class:`~routegate.core.FinalEvent` carrying it, like every runtime's.
 
     As every run's result: ``outcome`` (the one stop value; ``ok``, ``stop_reason``, ``phase``, ``message`` and
-    ``status`` read it), ``output``, ``run_id``, ``elapsed_ms``. The desk's own facts: ``session_id``, ``route``
-    and ``fallback`` (why the answer fell back to the LLM/Respond node, ``None`` if it did not); ``answer`` and
-    ``latency_ms`` read ``output`` and ``elapsed_ms`` under the names the desk's JSON form uses.
+    ``status`` read it), ``output``, ``trace`` (the plan's :class:`~routegate.core.TraceEntry` per step), ``run_id``,
+    ``elapsed_ms``. The desk adds only its own facts: ``session_id``, ``route``, ``fallback`` (why the answer fell
+    back to the LLM/Respond node, ``None`` if it did not) and ``notes``, the turn's record as the desk's JSON form
+    shows it, one mapping per entry (``{"node": "router", ...}``, ``{"node": "plan", ...}`` — the plan's
+    ``TraceEntry`` of each step —, ``{"node": "gateway", ...}``, the tool's call, the Respond mode): its entries carry
+    fields no ``TraceEntry`` has (the router's scores, the SQL that ran, its rows). ``answer`` and ``latency_ms``
+    read ``output`` and ``elapsed_ms`` under the names the JSON form uses.
 
-    ``trace`` is the desk's record of the turn as its JSON form shows it, one mapping per entry
-    (``{"node": "router", ...}``, ``{"node": "plan", ...}`` — the plan's own :class:`~routegate.core.TraceEntry`
-    per step —, ``{"node": "gateway", ...}``, the tool's call, the Respond mode): the desk's entries carry fields
-    no :class:`~routegate.core.TraceEntry` has (the router's scores, the SQL that ran, its rows), so they stay in
-    the form the HTTP API, ``ask --json`` and the UI read.
+    :meth:`to_dict` is the desk's wire format, a serializer of this result (the HTTP API's ``final`` event,
+    ``ask --json``): ``session_id``, ``route``, ``answer``, ``stop_reason``, ``fallback``, ``trace`` (the notes),
+    ``latency_ms``; no ``run_id``, ``phase`` or ``message``.
 
-    :meth:`to_dict` is the desk's wire format (the HTTP API's ``final`` event, ``ask --json``): ``session_id``,
-    ``route``, ``answer``, ``stop_reason``, ``fallback``, ``trace``, ``latency_ms``; no ``run_id``, ``phase`` or
-    ``message``.
+    Made with the desk's words (``TurnResult(session_id, route, answer, stop_reason, fallback, notes, latency_ms,
+    phase=, message=, run_id=, trace=)``). ``trace=`` given the desk's mappings (the form before ``notes``
+    existed) is read as ``notes`` for one more release, with a warning.
     """
 
-    __slots__ = ("_entries", "fallback", "route", "session_id")
+    __slots__ = ("fallback", "notes", "route", "session_id")
 
     def __init__(
         self,
@@ -101,28 +106,30 @@ class TurnResult(RunResult[str]):
         answer: str,
         stop_reason: str,
         fallback: str | None,
-        trace: tuple[Mapping[str, Any], ...],
-        latency_ms: float,
+        notes: Sequence[Mapping[str, Any]] = (),
+        latency_ms: float = 0.0,
         *,
         phase: Phase | None = None,
         message: str = "",
         run_id: str | None = None,
+        trace: Sequence[TraceEntry] | Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        # RunResult's fields, assigned here (its ``_trace`` holds TraceEntry objects; the desk's entries go in
-        # ``_entries``): one of these is built on every turn
-        self.outcome = Outcome.stopped(stop_reason, phase, message)
-        self.output = answer
-        self._entries = trace
-        self._run_id = run_id
-        self.elapsed_ms = latency_ms
+        entries: tuple[TraceEntry, ...] = ()
+        if trace and not all(isinstance(entry, TraceEntry) for entry in trace):
+            warnings.warn(
+                "TurnResult(trace=<the desk's mappings>) is deprecated: pass them as notes=; trace= is the run's "
+                "TraceEntry tuple, as every RunResult's. The old form goes in the next release.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            notes = tuple(dict(entry) for entry in trace if isinstance(entry, Mapping))
+        else:
+            entries = tuple(entry for entry in trace if isinstance(entry, TraceEntry))
+        super().__init__(Outcome.stopped(stop_reason, phase, message), answer, entries, run_id, latency_ms)
         self.session_id = session_id
         self.route = route
         self.fallback = fallback
-
-    @property
-    def trace(self) -> tuple[Mapping[str, Any], ...]:  # type: ignore[override]  # the desk's wire-form entries
-        """The desk's trace entries, as its JSON form shows them (see the class docstring)."""
-        return self._entries
+        self.notes: tuple[Mapping[str, Any], ...] = tuple(notes)
 
     @property
     def answer(self) -> str:
@@ -142,11 +149,12 @@ class TurnResult(RunResult[str]):
             self.output,
             self.stop_reason,
             self.fallback,
-            self.trace,
+            self.notes,
             self.elapsed_ms,
             phase=self.phase,
             message=self.message,
             run_id=self.run_id,
+            trace=self.trace,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,7 +165,7 @@ class TurnResult(RunResult[str]):
             "answer": self.output,
             "stop_reason": self.outcome.stop_reason,
             "fallback": self.fallback,
-            "trace": [dict(t) for t in self.trace],
+            "trace": [dict(note) for note in self.notes],
             "latency_ms": round(self.elapsed_ms, 3),
         }
 
@@ -179,17 +187,36 @@ SupportEvent = RouteChosen | ToolUsed | AnswerToken | FinalEvent[TurnResult] | T
 
 @runtime_checkable
 class SupportDesk(Protocol):
-    """What the server and the CLI need from the support agent."""
+    """What the server and the CLI need from the support agent. ``tenant`` names whose request it is (the server's
+    API key; ``""`` for the anonymous caller): a desk whose resources are shared between tenants (the support
+    desk's database pool) serves them in turn. A desk written before the parameter existed is still served, for one
+    release, without it (:func:`takes_tenant`)."""
 
-    def iter(self, message: str, *, session_id: str) -> AsyncIterator[SupportEvent]: ...
+    def iter(self, message: str, *, session_id: str, tenant: str = "") -> AsyncIterator[SupportEvent]: ...
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult: ...
+    async def ask(self, message: str, *, session_id: str, tenant: str = "") -> TurnResult: ...
 
-    async def history(self, session_id: str) -> list[Message]: ...
+    async def history(self, session_id: str, *, tenant: str = "") -> list[Message]: ...
 
-    async def reset(self, session_id: str) -> None: ...
+    async def reset(self, session_id: str, *, tenant: str = "") -> None: ...
 
     async def healthy(self) -> bool: ...
+
+
+def takes_tenant(desk: object) -> bool:
+    """Whether ``desk``'s ``iter``, ``history`` and ``reset`` take the ``tenant`` keyword. Every desk of routegate's
+    does; one written before the parameter existed does not, and a server serves it without it (one release)."""
+    for name in ("iter", "history", "reset"):
+        method = getattr(desk, name, None)
+        try:
+            parameters = inspect.signature(method).parameters if callable(method) else None
+        except (TypeError, ValueError):
+            parameters = None
+        if parameters is None:
+            return False
+        if "tenant" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            return False
+    return True
 
 
 @runtime_checkable
@@ -222,7 +249,7 @@ class TakesHistory(Protocol):
     :mod:`routegate.apps.support.supplied`). The server passes it to such a desk only."""
 
     def iter(
-        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+        self, message: str, *, session_id: str, tenant: str = "", history: Sequence[Message] | None = None
     ) -> AsyncIterator[SupportEvent]: ...
 
     def takes_history(self) -> bool:

@@ -12,10 +12,11 @@
   locks' (:class:`~routegate.apps.support.advisory.AdvisoryLocks`, at most ``max_advisory_locks`` held at once) and
   the health check's (:meth:`SupportDatabase.ping`: a saturated pool is not a dead database). In front of the
   pool, :class:`~routegate.apps.support.fair_share.FairShare` hands connections out round robin between tenants
-  (the server's API keys), so one tenant's flood queues behind itself.
-* :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (about 7 ms, the
-  reader role's grants re-applied): tables, indexes, the spec's rows, a trigger that drops an article's vector when its text
-  changes (start-up embeds only articles without a vector, :meth:`VectorTool.index`), and the restricted
+  (the server's API keys, named by the caller: :meth:`SupportDatabase.connection`), so one tenant's flood queues
+  behind itself.
+* :meth:`SupportDatabase.ensure_schema` is idempotent and cheap when nothing is missing (a few ms, the reader
+  role's grants re-applied): the conversation memory, the spec's ``customers`` and ``tickets`` with their rows (the
+  built-in desk's data, in the pool's own schema: what a desk built on one database reads), and the restricted
   read-only role used by the SQL tool when the server lets us create it (when it does not, a warning at start-up
   names the missing layer).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -40,11 +42,11 @@ with needs("desk"):
 
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.advisory import AdvisoryLocks
-from routegate.apps.support.data import ARTICLES, CUSTOMERS, TICKETS
+from routegate.apps.support.data import CUSTOMERS, TICKETS
 from routegate.apps.support.embedded import DatabaseUnavailableError as DatabaseUnavailableError
 from routegate.apps.support.embedded import EmbeddedPostgres as EmbeddedPostgres  # its home until it moved
 from routegate.apps.support.fair_share import FairShare
-from routegate.apps.support.tenancy import current_tenant
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -176,10 +178,14 @@ class SupportDatabase:
     ) -> None:
         await self.close()
 
-    def connection(self) -> AbstractAsyncContextManager[AsyncConn]:
-        """``async with db.connection() as conn`` — a pooled autocommit connection with dict rows, taken in the
-        current tenant's turn (:mod:`~routegate.apps.support.fair_share`); ``PoolTimeout`` when none came free."""
-        return self._shared_connection(current_tenant())
+    def connection(self, tenant: str = ANONYMOUS) -> AbstractAsyncContextManager[AsyncConn]:
+        """``async with db.connection(tenant) as conn`` — a pooled autocommit connection with dict rows, taken in
+        ``tenant``'s turn (:mod:`~routegate.apps.support.fair_share`); ``PoolTimeout`` when none came free."""
+        return self._shared_connection(tenant)
+
+    def waiting(self, tenant: str | None = None) -> int:
+        """How many callers wait in the fair queue for a pooled connection: all of them, or ``tenant``'s."""
+        return self._share.waiting(tenant)
 
     @asynccontextmanager
     async def _shared_connection(self, tenant: str) -> AsyncIterator[AsyncConn]:
@@ -248,8 +254,18 @@ class SupportDatabase:
                 logger.debug("closing the health-check connection failed", exc_info=True)
 
     # -- schema --------------------------------------------------------------------------------------------
-    async def ensure_schema(self, *, embedding_dim: int) -> None:
-        """Create the extension, schema, tables, indexes and seed rows if missing. Safe to run repeatedly."""
+    async def ensure_schema(self, *, embedding_dim: int | None = None) -> None:
+        """Create the extension, schema, tables, indexes and seed rows if missing. Safe to run repeatedly.
+        ``embedding_dim`` is not used any more (the help articles are the knowledge base's, ingested by the desk:
+        :func:`routegate.apps.configured.kb.ingest`); passing it warns, and the parameter goes in the next release."""
+        if embedding_dim is not None:
+            warnings.warn(
+                "SupportDatabase.ensure_schema(embedding_dim=...) is not used any more: the help articles are the "
+                "desk's knowledge base (ingested when the desk starts); call ensure_schema() without it. The "
+                "parameter goes in the next release.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         schema = sql.Identifier(self.schema)
         async with self.connection() as conn:
             async with conn.transaction():
@@ -258,56 +274,8 @@ class SupportDatabase:
                 await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
                 for statement in _DDL:
                     await conn.execute(statement)
-                await self._ensure_kb_table(conn, embedding_dim)
                 await self._seed(conn)
             self.reader_role = await self._ensure_reader_role(conn)
-
-    async def _ensure_kb_table(self, conn: AsyncConn, dim: int) -> None:
-        if not isinstance(dim, int) or not 1 <= dim <= 16_000:
-            raise ConfigurationError(f"embedding_dim must be an integer in 1..16000, got {dim!r}")
-        found = await embedding_type(conn, self.schema, "kb_articles")
-        if found is not None and found != f"vector({dim})":
-            # the encoder changed: the embeddings are derived data, rebuild the table
-            logger.info("kb_articles.embedding is %s, the encoder gives %d dims: rebuilding", found, dim)
-            await conn.execute("DROP TABLE kb_articles")
-        await conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS kb_articles ("
-                " id integer PRIMARY KEY, title text NOT NULL, content text NOT NULL,"
-                " embedding vector({dim}), model_id text)"
-            ).format(dim=sql.Literal(dim))
-        )
-        await conn.execute(
-            "CREATE INDEX IF NOT EXISTS kb_articles_embedding_hnsw ON kb_articles "
-            "USING hnsw (embedding vector_cosine_ops)"
-        )
-        await self._ensure_stale_embedding_trigger(conn)
-
-    async def _ensure_stale_embedding_trigger(self, conn: AsyncConn) -> None:
-        """An article whose title or content changes loses its vector, so the next start embeds it again (start-up
-        embeds only the articles without a vector from the current encoder). Created once; later starts only look."""
-        cur = await conn.execute(
-            "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = 'kb_articles' AND t.tgname = %s",
-            (self.schema, _STALE_TRIGGER),
-        )
-        if await cur.fetchone() is not None:
-            return
-        function = sql.Identifier(self.schema, _STALE_TRIGGER)
-        await conn.execute(
-            sql.SQL(
-                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS "
-                "'BEGIN NEW.embedding := NULL; NEW.model_id := NULL; RETURN NEW; END'"
-            ).format(function)
-        )
-        await conn.execute(
-            sql.SQL(
-                "CREATE TRIGGER {} BEFORE UPDATE OF title, content ON {} FOR EACH ROW "
-                "WHEN (OLD.title IS DISTINCT FROM NEW.title OR OLD.content IS DISTINCT FROM NEW.content) "
-                "EXECUTE FUNCTION {}()"
-            ).format(sql.Identifier(_STALE_TRIGGER), sql.Identifier(self.schema, "kb_articles"), function)
-        )
 
     async def _seed(self, conn: AsyncConn) -> None:
         async with conn.cursor() as cur:
@@ -319,10 +287,6 @@ class SupportDatabase:
                 "INSERT INTO tickets (id, customer_id, issue, status) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (id) DO NOTHING",
                 [(t.id, t.customer_id, t.issue, t.status) for t in TICKETS],
-            )
-            await cur.executemany(
-                "INSERT INTO kb_articles (id, title, content) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                [(a.id, a.title, a.content) for a in ARTICLES],
             )
 
     async def _ensure_reader_role(self, conn: AsyncConn) -> str | None:
@@ -370,8 +334,6 @@ async def embedding_type(conn: AsyncConn, schema: str, table: str) -> str | None
     found = await cur.fetchone()
     return None if found is None else str(found["type"])
 
-
-_STALE_TRIGGER: Final = "kb_articles_text_changed"
 
 _HISTORY_LAST: Final = (
     "SELECT id, role, content, created_at, context FROM {table} WHERE session_id = {session}"

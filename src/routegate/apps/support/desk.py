@@ -1,13 +1,17 @@
 """The support desk: a prebuilt :class:`routegate.plan.Plan` — router → (Postgres | Vector | External) → Respond —
-with memory around it.
+with memory around it, built from a desk configuration (``desk.toml``; the built-in desk's by default).
 
-Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice after the
-core policy boundary accepted it; the tool steps delegate through the core gateway under the run's delegation
-ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM`` step is the Respond node,
-the direct LLM route and every fallback. One run of the plan is one turn: the plan's budget is the desk's, so the
-turn's deadline (``max_seconds``) and the phase a deadline stop reports are the engine's. Memory (the last 10
-messages, in PostgreSQL) is read before the run, under the session's lock, into the turn's read-only input
-(:class:`~.turn.TurnInput`, the run's ``deps``), and written after it with what the turn established.
+The one desk: the built-in support desk is its configuration (``apps/configured/builtin/``), a team's own desk is
+another; both run here, with the same router (:mod:`.router`), tools (:mod:`.nodes`), answers (:mod:`.answers`)
+and plan. Wiring only. The graph is the plan of :mod:`.graph`: the ``router`` step routes by the router's choice
+after the core policy boundary accepted it; the tool steps delegate through the core gateway under the run's
+delegation ledger (one delegation: no retry and no second tool, as the spec requires); the ``LLM`` step is the
+Respond node, the direct LLM route and every fallback. One run of the plan is one turn of its runtime
+(:class:`~.runtime.DeskRuntime`, the engine's public seam): the plan's budget is the desk's, so the turn's deadline
+(``max_seconds``) and the phase a deadline stop reports are the engine's, and the turn's result is made from the
+turn's state. Memory (the last 10 messages, in PostgreSQL) is read before the run, under the session's lock, into
+the turn's read-only input (:class:`~.turn.TurnInput`, the run's ``deps``, with the tenant it acts for), and
+written after it, through the same holding, with what the turn established.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, Literal
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from opentelemetry.trace import Span
 
@@ -30,29 +35,29 @@ with needs("desk"):
     import psycopg
     from psycopg_pool import PoolTimeout
 
+from routegate.apps.configured.config import DeskConfig, builtin_desk_dir
+from routegate.apps.configured.database import prepare
+from routegate.apps.configured.fitted import desk_embedding_layer
+from routegate.apps.configured.kb import IngestReport, calibrated, ensure_tables, ingest
+from routegate.apps.configured.routes import builtin_config, present_routes
 from routegate.apps.support.advisory import LockCapacityError, LockTimeoutError
+from routegate.apps.support.answers import DeskAnswers
 from routegate.apps.support.contracts import (
-    ENCODER_UNAVAILABLE,
-    LLM_UNAVAILABLE,
-    ROUTES,
-    UNANSWERED_FALLBACKS,
-    AnswerToken,
     Message,
     Role,
     SupportEvent,
     SupportRoute,
     TurnError,
     TurnResult,
-    unanswered,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
-from routegate.apps.support.external_tool import ExternalTool
 from routegate.apps.support.graph import SUPPORT_BUDGET as SUPPORT_BUDGET  # the desk's default budget
-from routegate.apps.support.graph import RouterStep, ToolStep, notes_of, support_plan
+from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
-from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore
-from routegate.apps.support.nodes import TextToSql, build_tool_workers
-from routegate.apps.support.payloads import Answer, Note, Observed, Routed, StepStop
+from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore, SessionHold
+from routegate.apps.support.nodes import TextToSql, desk_workers
+from routegate.apps.support.payloads import TurnState
+from routegate.apps.support.planner import SqlPlanner
 from routegate.apps.support.postgres_tool import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FIELD_CHARS,
@@ -60,25 +65,28 @@ from routegate.apps.support.postgres_tool import (
     DEFAULT_STATEMENT_TIMEOUT_MS,
     PostgresTool,
 )
-from routegate.apps.support.respond import RespondNode, tokens_of
+from routegate.apps.support.respond import RespondNode
 from routegate.apps.support.router import QueryArgs, RouteChoice, SupportRouter
-from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
+from routegate.apps.support.runtime import DeskRuntime
+from routegate.apps.support.semantic import EmbeddingLayer
 from routegate.apps.support.supplied import SuppliedHistory, read_supplied
-from routegate.apps.support.tenancy import acting_for, current_tenant
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.apps.support.turn import TurnInput, read_turn
-from routegate.apps.support.vector_tool import DEFAULT_MIN_SCORE, VectorTool
+from routegate.apps.support.vector_tool import KnowledgeBase
 from routegate.core import Budget, RouteGateway, RoutePolicy, RunContext, Worker
 from routegate.core._stream import stream_events
 from routegate.core.events import FinalEvent
 from routegate.core.governed import GovernedStep, OnRefusal
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS, check_message
 from routegate.core.provenance import From
-from routegate.core.stop_reasons import Phase
 from routegate.core.telemetry import Attr, end_run, spans_for, tracer
 from routegate.embed import Encoder, MemoEncoder, request_scope
 from routegate.errors import ConfigurationError, RuntimeFaultError
 from routegate.llm.protocol import ChatModel, ModelHealth, ReportsHealth
-from routegate.plan import Plan, PlanResult
+from routegate.plan import Plan
+
+if TYPE_CHECKING:
+    from routegate.technique.tools import MCPToolPool
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +97,17 @@ _NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is u
 
 
 class SupportAgent:
-    """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation. Call :meth:`start` first.
+    """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation: the desk of ``config`` (the
+    built-in desk's configuration when ``None``; ``desk_dir``, the directory its relative paths are in, is then the
+    built-in one). Call :meth:`start` first.
+
+    ``db`` is the desk's own database (its schema holds the conversations and the knowledge base's chunks);
+    ``data`` the pool on the readable tables' schema (:func:`~routegate.apps.support.factory.open_support_desk`
+    makes both). Without ``data`` the desk reads its tables in ``db``'s schema, as they are there; for the built-in
+    configuration :meth:`start` puts the spec's customers and tickets there first
+    (:meth:`~routegate.apps.support.db.SupportDatabase.ensure_schema`). ``mcp``: the pool the configured MCP tools
+    call through; ``cache_dir``: where a ``[router] fit_at_start`` layer is cached (the data directory; ``None``:
+    fitted at every start); ``semantic``: the router's embedding layer, instead of the configuration's.
 
     Every entry point that takes a user message checks it with :func:`routegate.core.messages.check_message`
     (``max_message_chars``: ``ROUTEGATE_MAX_MESSAGE_CHARS``): :meth:`iter` answers a refused message with an
@@ -107,9 +125,12 @@ class SupportAgent:
 
     def __init__(
         self,
+        config: DeskConfig | None = None,
+        desk_dir: Path | None = None,
         *,
         db: SupportDatabase,
         encoder: Encoder,
+        data: SupportDatabase | None = None,
         chat_model: ChatModel | None = None,
         budget: Budget = SUPPORT_BUDGET,
         memory_limit: int = MEMORY_LIMIT,
@@ -117,75 +138,106 @@ class SupportAgent:
         statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
         sql_max_bytes: int = DEFAULT_MAX_BYTES,
         sql_max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
-        vector_min_score: float = DEFAULT_MIN_SCORE,
+        vector_min_score: float | None = None,
         semantic: EmbeddingLayer | None = None,
         max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
         flows: Mapping[str, Mapping[str, From]] | None = None,
         on_refusal: OnRefusal = "end",
+        ingest_on_start: bool = True,
+        mcp: MCPToolPool | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         if max_message_chars < 1:
             raise ConfigurationError(f"max_message_chars must be >= 1, got {max_message_chars}")
         if on_refusal not in ("end", "observe"):
             raise ConfigurationError(f"on_refusal must be 'end' or 'observe', got {on_refusal!r}")
+        if config is not None and desk_dir is None:
+            raise ConfigurationError("a desk configuration needs its directory: SupportAgent(config, desk_dir, ...)")
         unknown = sorted(set(flows or {}) - set(TOOL_ROUTES))
         if unknown:
             raise ConfigurationError(f"flows names {unknown}; the desk's tools are {list(TOOL_ROUTES)}")
+        self._demo_data = config is None  # the built-in desk on one database: start() seeds its tables
+        self.config = config or builtin_config()
+        self.desk_dir = Path(desk_dir) if desk_dir is not None else builtin_desk_dir()
         self.flows = dict(flows or {})
         self.on_refusal: OnRefusal = on_refusal
         self.db = db
+        self.data = data or db
         self.max_message_chars = max_message_chars
         # within a turn's request scope a text is embedded once (the router's vector is the vector tool's)
         self.encoder = encoder if isinstance(encoder, MemoEncoder) else MemoEncoder(encoder)
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
-        self.postgres = self.sql_tool(
+        # the one SQL tool, on the readable tables' pool, allowed only the configured columns of the configured tables
+        self.postgres = PostgresTool(
+            self.data,
+            columns=self.config.readable_columns(),
             row_cap=row_cap,
             statement_timeout_ms=statement_timeout_ms,
             max_bytes=sql_max_bytes,
             max_field_chars=sql_max_field_chars,
         )
-        self.vector = VectorTool(db, self.encoder, min_score=vector_min_score)
-        self.external = ExternalTool()
+        min_score = self.config.knowledge.min_score if vector_min_score is None else vector_min_score
+        self.kb = KnowledgeBase(db, self.encoder, min_score=min_score, language=self.config.knowledge.language)
+        self.planner = SqlPlanner(self.config)
+        self.answers = DeskAnswers(self.config)
         self.semantic = semantic
+        self.ingest_on_start = ingest_on_start
+        self.mcp = mcp
+        self.cache_dir = cache_dir
+        self.ingested: IngestReport | None = None
         self.router: SupportRouter | None = None
         self.gateway: RouteGateway | None = None
-        self._plan: Plan[TurnInput, Answer] | None = None
+        self._plan: Plan[TurnState, TurnState] | None = None
 
-    def sql_tool(self, **bounds: int) -> PostgresTool:
-        """The desk's SQL tool (its ``postgres``) with ``bounds`` (rows, statement timeout, bytes, characters per
-        value): :class:`PostgresTool` on the desk's database; a desk built on this one may read another."""
-        return PostgresTool(self.db, **bounds)
+    @property
+    def sql(self) -> PostgresTool:
+        """The desk's SQL tool (``postgres``)."""
+        return self.postgres
 
     async def start(self) -> None:
-        """Create the schema and seed data if needed, embed the articles and the route examples (once)."""
-        await self.db.ensure_schema(embedding_dim=self.encoder.dim)
-        await self.postgres.prime()  # the SQL guard's column lists, read once before any turn
-        await self.vector.index()
+        """Load the data (``source = "sql"``), create the desk's state, bring the knowledge base up to date, build
+        the router and the plan."""
+        config = self.config
+        if self.data is self.db:  # one database: the tables are read in its schema, as they are
+            if self._demo_data:
+                await self.db.ensure_schema()  # the spec's customers and tickets
+            config = config.model_copy(update={"database": config.database.model_copy(update={"source": "url"})})
+        await prepare(config, self.desk_dir, self.data, self.db)
+        await self.postgres.prime()
+        if config.knowledge.paths:
+            if self.ingest_on_start:
+                self.ingested = await ingest(config, self.desk_dir, self.db, self.encoder)
+            else:
+                await ensure_tables(self.db, self.encoder.dim, config.knowledge.language)
+                await calibrated(self.db, self.encoder)  # a desk ingested before the cut-off was calibrated
         if self.semantic is None:
-            self.semantic = await asyncio.to_thread(ExampleEmbeddingLayer, self.encoder)
-        semantic: EmbeddingLayer = self.semantic
-        self.router = SupportRouter(semantic=semantic, chat_model=self.chat_model)
-        workers = build_tool_workers(
-            postgres=self.postgres,
-            vector=self.vector,
-            external=self.external,
-            text_to_sql=TextToSql(self.chat_model) if self.chat_model is not None else None,
+            self.semantic = await asyncio.to_thread(
+                partial(desk_embedding_layer, config, self.desk_dir, self.encoder, cache_dir=self.cache_dir)
+            )
+        self.router = SupportRouter(config, semantic=self.semantic, chat_model=self.chat_model)
+        workers = desk_workers(
+            config,
+            sql=self.postgres,
+            planner=self.planner,
+            kb=self.kb,
+            text_to_sql=TextToSql(self.chat_model, config) if self.chat_model is not None else None,
+            mcp=self.mcp,
         )
-        # the policy allowlist is every route; the gateway's execution allowlist only the tools (LLM is Respond)
-        self._plan = self.build_plan(
-            self.router, workers, routes=ROUTES, respond=RespondNode(chat_model=self.chat_model)
-        )
+        # every engine route is a step (the router's output type names all four); a kind the desk lacks is refused
+        # by the policy before the plan could route there, and has no worker behind the gateway
+        respond = RespondNode(chat_model=self.chat_model, answers=self.answers)
+        self._plan = self.build_plan(self.router, workers, routes=present_routes(config), respond=respond)
 
     def build_plan(
         self, router: SupportRouter, workers: Sequence[Worker], *, routes: Sequence[SupportRoute], respond: RespondNode
-    ) -> Plan[TurnInput, Answer]:
+    ) -> Plan[TurnState, TurnState]:
         """The desk's plan (:func:`~routegate.apps.support.graph.support_plan`) around ``router``, the tools'
         ``workers`` and the ``respond`` node, with this desk's governance: the tools get their ``flows`` rules, the
         policy allows ``routes`` (each with one ``query`` argument), the gateway (:attr:`gateway`) executes only the
         workers (the LLM route is ``respond``), a tool answers once (no reroute) and a refused decision does what
-        ``on_refusal`` says. Every desk built on this one (:class:`~routegate.apps.configured.ConfiguredDesk`)
-        wires its plan here."""
+        ``on_refusal`` says."""
         unknown = sorted(set(self.flows) - {w.name for w in workers})
         if unknown:
             raise ConfigurationError(f"flows names {unknown}; this desk's tools are {[w.name for w in workers]}")
@@ -200,12 +252,21 @@ class SupportAgent:
         return support_plan(router=router_step, tool=ToolStep(step), respond=respond, budget=self.budget)
 
     @property
-    def plan(self) -> Plan[TurnInput, Answer]:
-        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`): run it on a message with the
-        turn's input as its ``deps`` (``plan.arun(turn.message, deps=turn)``, :meth:`new_turn`)."""
+    def plan(self) -> Plan[TurnState, TurnState]:
+        """The desk's graph (:func:`~routegate.apps.support.graph.support_plan`), its runtime's plan: its runs start
+        through :attr:`runtime` (``desk.runtime.arun(TurnState(turn), deps=turn)``, :meth:`new_turn`)."""
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
         return self._plan
+
+    @property
+    def runtime(self) -> DeskRuntime:
+        """The desk plan's runtime (:class:`~routegate.apps.support.runtime.DeskRuntime`): a run of it is one turn,
+        its result the turn's :class:`TurnResult`."""
+        runtime = self.plan.runtime
+        if not isinstance(runtime, DeskRuntime):
+            raise ConfigurationError("the desk's plan is not a desk runtime's: build it with support_plan(...)")
+        return runtime
 
     async def route(self, message: str) -> RouteChoice:
         """The router's decision alone (no tool runs): the dry run behind ``routegate route``."""
@@ -215,10 +276,17 @@ class SupportAgent:
 
     # -- SupportDesk ---------------------------------------------------------------------------------------
     def iter(
-        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+        self,
+        message: str,
+        *,
+        session_id: str,
+        tenant: str = ANONYMOUS,
+        history: Sequence[Message] | None = None,
     ) -> AsyncIterator[SupportEvent]:
         """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``;
         the ``final`` event is a :class:`~routegate.core.FinalEvent` carrying the turn's :class:`TurnResult`.
+        ``tenant``: whose turn it is (the server's API key): its database connections are taken in that tenant's
+        place of the pool's fair queue (:mod:`~routegate.apps.support.fair_share`).
 
         ``history``: the conversation the caller keeps (an OpenAI client's ``messages`` before the last), read
         instead of the session's stored messages, as untrusted context (:mod:`.supplied`: the user's messages only,
@@ -231,42 +299,40 @@ class SupportAgent:
             return _single(problem)
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
-        # the turn runs as a task of its own, started on the first read: it acts for the tenant the caller acts
-        # for now (the server's API key), which picks its place in the database pool's fair queue
-        tenant = current_tenant()
         supplied = None
         if history is not None:
             turns = -(-self.memory.limit // 2)  # as many user messages as the session's memory keeps
             supplied = read_supplied(history, turns=turns, max_chars=self.max_message_chars)
-        return stream_events(lambda emit: self._turn_as(tenant, message, session_id, emit, supplied), _is_last)
+        return stream_events(lambda emit: self._turn(message, session_id, tenant, emit, supplied), _is_last)
 
     astream = renamed_method(iter, "SupportAgent", "astream")
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
         """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message,
         :class:`~routegate.apps.support.errors.InvalidSessionIdError` for a refused session id and
         :class:`~routegate.apps.support.errors.TurnFailedError` (with the event's code) when the turn ends with an
         ``error`` event."""
         check_input(message, session_id, self.max_message_chars)
-        return await turn_result(self.iter(message, session_id=session_id))
+        return await turn_result(self.iter(message, session_id=session_id, tenant=tenant))
 
-    async def history(self, session_id: str) -> list[Message]:
-        """The session's last messages, oldest first; :class:`DatabaseUnavailableError` when the database is."""
+    async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
+        """The session's last messages, oldest first (read for ``tenant``); :class:`DatabaseUnavailableError` when
+        the database is unavailable."""
         check_session_id(session_id)
         try:
-            return await self.memory.recent(session_id)
+            return await self.memory.recent(session_id, tenant=tenant)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
 
-    async def reset(self, session_id: str) -> None:
+    async def reset(self, session_id: str, *, tenant: str = ANONYMOUS) -> None:
         """Forget the session's messages, after the session's running turn (if any) has ended: it holds the
         session's lock as a turn does. :class:`DatabaseUnavailableError` when the database is unavailable;
         :class:`~routegate.apps.support.advisory.LockTimeoutError` when the session stays busy for the budget's
         ``max_seconds``."""
         check_session_id(session_id)
         try:
-            async with self.memory.hold(session_id, within=self.budget.max_seconds):
-                await self.memory.clear(session_id)
+            async with self.memory.hold(session_id, within=self.budget.max_seconds, tenant=tenant) as session:
+                await session.clear()
         except LockTimeoutError:
             raise
         except (psycopg.OperationalError, RuntimeFaultError) as exc:  # the database, or the desk's own connections
@@ -286,7 +352,7 @@ class SupportAgent:
         return len(self.db.locks)
 
     async def healthy(self) -> bool:
-        return self._plan is not None and await self.db.ping()
+        return self._plan is not None and await self.db.ping() and (self.data is self.db or await self.data.ping())
 
     def model_health(self) -> ModelHealth | Literal["off"]:
         """The chat model's state: ``ok``, ``degraded``, ``down`` (its breaker is open: turns are answered offline),
@@ -303,12 +369,13 @@ class SupportAgent:
         session_id: str,
         history: tuple[Message, ...] = (),
         emit: Callable[[SupportEvent], None] | None = None,
+        tenant: str = ANONYMOUS,
         supplied: SuppliedHistory | None = None,
     ) -> TurnInput:
         """The read-only input of one turn: ``message`` read against the session's ``history`` (a follow-up is
         routed, and its tool called, as the question it stands for), or against the conversation the caller
-        ``supplied`` (:mod:`.supplied`); its events go to ``emit``."""
-        return read_turn(message, session_id=session_id, history=history, emit=emit, supplied=supplied)
+        ``supplied`` (:mod:`.supplied`); its events go to ``emit``; it is ``tenant``'s."""
+        return read_turn(message, session_id=session_id, history=history, emit=emit, tenant=tenant, supplied=supplied)
 
     async def run_turn(self, turn: TurnInput) -> TurnResult:
         """Run the desk's plan on one turn; no memory read or write (see :meth:`iter`). The plan's run is the turn:
@@ -331,33 +398,23 @@ class SupportAgent:
     async def _played(
         self, turn: TurnInput, run: RunContext[TurnInput] | None
     ) -> tuple[TurnResult, Mapping[str, Any] | None]:
-        """The plan's run on the turn: in ``run``, the turn's own context started when the turn arrived (its
+        """The runtime's run of the turn: in ``run``, the turn's own context started when the turn arrived (its
         deadline counts the wait for the session), else in a context of its own starting now."""
-        started = time.perf_counter()
-        plan = self.plan
+        runtime = self.runtime
+        state = TurnState(turn)
         # one request scope: the router's embedding of the message is reused by the vector tool
         with request_scope():
             if run is None:
-                result = await plan.arun(turn.message, deps=turn)
+                final = await runtime.arun(state, deps=turn)
             else:
-                result = await plan.arun(turn.message, context=run)
-        return _final(turn, result, started)
-
-    async def _turn_as(
-        self,
-        tenant: str,
-        message: str,
-        session_id: str,
-        emit: Callable[[SupportEvent], None],
-        supplied: SuppliedHistory | None = None,
-    ) -> None:
-        with acting_for(tenant):  # the turn's own task: the tenant does not leak to the caller
-            await self._turn(message, session_id, emit, supplied)
+                final = await runtime.arun(state, context=run)
+        return final, state.observation
 
     async def _turn(
         self,
         message: str,
         session_id: str,
+        tenant: str,
         emit: Callable[[SupportEvent], None],
         supplied: SuppliedHistory | None = None,
     ) -> None:
@@ -371,17 +428,19 @@ class SupportAgent:
             run: RunContext[Any] = RunContext.start(None, self.budget)
             try:
                 # one turn of a session at a time, in this process and any other on the database
-                async with self.memory.hold(session_id, within=self.budget.max_seconds):
+                async with self.memory.hold(session_id, within=self.budget.max_seconds, tenant=tenant) as session:
                     try:
                         # a conversation the caller supplied is read instead of the stored one
-                        history = tuple(await self.memory.recent(session_id)) if supplied is None else ()
+                        history = tuple(await session.recent()) if supplied is None else ()
                     except Exception as exc:
                         logger.warning("memory read failed: %s", type(exc).__name__, exc_info=True)
                         emit(_unavailable(exc))
                         return
-                    turn = self.new_turn(message, session_id=session_id, history=history, emit=emit, supplied=supplied)
+                    turn = self.new_turn(
+                        message, session_id=session_id, history=history, emit=emit, tenant=tenant, supplied=supplied
+                    )
                     run.deps = turn
-                    await self._run(turn, run)
+                    await self._run(turn, run, session)
             except LockCapacityError:
                 limit = f"{self.budget.max_seconds:g} s"
                 emit(TurnError(message=f"no session lock came free within {limit}", code="session_busy"))
@@ -392,13 +451,13 @@ class SupportAgent:
                 logger.warning("taking the session failed: %s", type(exc).__name__, exc_info=True)
                 emit(_unavailable(exc))
 
-    async def _run(self, turn: TurnInput, run: RunContext[TurnInput]) -> None:
+    async def _run(self, turn: TurnInput, run: RunContext[TurnInput], session: SessionHold) -> None:
         try:
             final, observation = await self._answer(turn, run)
             if final.answer:
                 messages: list[tuple[Role, str]] = [("user", turn.said), ("assistant", final.answer)]
                 context = turn.context(final.route, observation).to_json()
-                await self.memory.extend(turn.session_id, messages, context=context)
+                await session.extend(messages, context=context)
             turn.send(FinalEvent(final))
         except psycopg.OperationalError as exc:
             # the connection to PostgreSQL broke (server shutting down, gone): the database is unavailable, even if
@@ -407,75 +466,6 @@ class SupportAgent:
             turn.send(_unavailable(exc))
         except Exception as exc:
             turn.send(TurnError(message=fault_message(exc, "the turn", logger), code="internal_error"))
-
-
-def _final(turn: TurnInput, result: PlanResult[Answer], started: float) -> tuple[TurnResult, Mapping[str, Any] | None]:
-    """The turn's result, read from the plan's run: the router's choice, the tool's observation and the answer
-    from the steps' payloads (or from the stop a step raised), the trace notes in the order the steps ran; and
-    the tool's observation. A stopped run (a refused decision, the deadline) is answered safely here."""
-    routed: Routed | None = None
-    observed: Observed | None = None
-    choice: RouteChoice | None = None
-    notes: list[Note] = list(turn.notes())
-    for env in result.envelopes:
-        payload = env.payload
-        if isinstance(payload, Routed):
-            routed, choice = payload, payload.choice
-        elif isinstance(payload, Observed):
-            observed = payload
-        elif env.error is not None and isinstance(env.error.exception, StepStop) and env.error.exception.choice:
-            choice = env.error.exception.choice
-        notes += notes_of(env)
-    route: SupportRoute = choice.route if choice is not None else "LLM"
-    trace: list[Note] = [] if choice is None else [{"node": "router", **choice.to_dict()}]
-    trace += [{"node": "plan", **entry.to_dict()} for entry in result.trace]
-    trace += notes
-    phase: Phase | None = None
-    why = ""
-    fallback = observed.fallback if observed is not None else None
-    answer = result.output
-    if answer is not None:
-        stop_reason, text = result.stop_reason, answer.text
-        if fallback is not None and fallback.split(":", 1)[0] in UNANSWERED_FALLBACKS:
-            # the answer only says the question could not be answered: that is not a success
-            stop_reason, phase = unanswered(fallback), "delegate"
-            why = f"the {route} tool gave no answer ({fallback})"
-        if choice is not None and choice.embedding_failed and fallback is None:
-            fallback = ENCODER_UNAVAILABLE
-        # the first model failure the turn answered around: the router's LLM stage, text-to-SQL, Respond
-        llm_stop = choice.llm_stop if choice is not None else None
-        if llm_stop is None and observed is not None:
-            llm_stop = observed.llm_stop
-        if llm_stop is None:
-            llm_stop = answer.llm_stop
-        if llm_stop is not None:
-            # the model failed and the offline path answered: the answer is the one given with no model
-            trace.append({"node": "desk", "answered": "offline", "llm_failed": llm_stop})
-            fallback = LLM_UNAVAILABLE
-    else:
-        # the run stopped before the Respond node finished (a refused decision, the deadline): answer safely
-        stop_reason, why, phase = result.stop_reason, result.message, result.phase
-        if routed is None:  # the router step did not announce the route: the turn does
-            turn.announce(choice)
-        text = f"Sorry, I couldn't finish answering that ({stop_reason}). Please try again."
-        if fallback is None:
-            fallback = f"stopped:{stop_reason}"
-        for token in tokens_of(text):
-            turn.send(AnswerToken(token))
-        trace.append({"node": "respond", "mode": "composer", "stopped": stop_reason, "why": why})
-    final = TurnResult(
-        session_id=turn.session_id,
-        route=route,
-        answer=text,
-        stop_reason=stop_reason,
-        fallback=fallback,
-        trace=tuple(trace),
-        latency_ms=(time.perf_counter() - started) * 1000.0,
-        phase=phase,
-        message=why,
-        run_id=result.run_id,
-    )
-    return final, observed.observation if observed is not None else None
 
 
 def _turn_ended(root: Span, played: tuple[TurnResult, Mapping[str, Any] | None]) -> None:

@@ -6,7 +6,8 @@ A caller that finds no free slot waits in its tenant's queue, and a freed slot g
 (round robin), so another tenant's request waits for at most one release per waiting tenant, however many
 requests the flooding tenant has queued.
 
-Callers name their tenant; the desk's database passes :func:`~routegate.apps.support.tenancy.current_tenant`.
+Callers name their tenant: the turn's, which the desk's database is given with each connection it hands out
+(:meth:`~routegate.apps.support.db.SupportDatabase.connection`).
 
 Two bounds end a wait with :class:`~psycopg_pool.PoolTimeout` (which the desk reports as ``server_busy``):
 ``stall_seconds`` without any slot coming free (every connection is stuck: waiting longer helps nobody), and

@@ -44,6 +44,7 @@ from routegate.apps.support.contracts import (
 from routegate.apps.support.embedded import DatabaseUnavailableError
 from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
 from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.core.events import FinalEvent
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS
 
@@ -63,7 +64,7 @@ class FakeSupportDesk:
     """A :class:`~routegate.apps.support.contracts.SupportDesk` with keyword routing, canned answers streamed
     word by word and in-memory histories (the last ``memory`` messages); see the module's text for the contract
     it keeps and the faults it can inject. ``active_streams`` counts turns whose stream is open,
-    ``closed_streams`` those that closed."""
+    ``closed_streams`` those that closed; ``tenants`` lists the tenant each call was made for, in order."""
 
     database_up: bool = True
     raise_when_down: bool = False
@@ -77,6 +78,7 @@ class FakeSupportDesk:
     closed_streams: int = 0
     histories: dict[str, list[Message]] = field(default_factory=dict)
     supplied: dict[str, tuple[Message, ...]] = field(default_factory=dict)
+    tenants: list[str] = field(default_factory=list)
 
     def route_for(self, message: str) -> SupportRoute:
         text = message.lower()
@@ -86,10 +88,16 @@ class FakeSupportDesk:
         return "LLM"
 
     def iter(
-        self, message: str, *, session_id: str, history: Sequence[Message] | None = None
+        self,
+        message: str,
+        *,
+        session_id: str,
+        tenant: str = ANONYMOUS,
+        history: Sequence[Message] | None = None,
     ) -> AsyncIterator[SupportEvent]:
         """One turn as events (the real desk's stepping method); a supplied ``history`` is recorded in
         :attr:`supplied`."""
+        self.tenants.append(tenant)
         refused = turn_refusal(message, session_id, self.max_message_chars)
         if refused is not None:
             return _single(refused)
@@ -148,7 +156,7 @@ class FakeSupportDesk:
                 answer=answer,
                 stop_reason="success",
                 fallback=fallback,
-                trace=({"phase": "route", "route": route},),
+                notes=({"phase": "route", "route": route},),
                 latency_ms=(time.perf_counter() - started) * 1000.0,
             )
             yield FinalEvent(result)
@@ -156,15 +164,17 @@ class FakeSupportDesk:
             self.active_streams -= 1
             self.closed_streams += 1
 
-    async def ask(self, message: str, *, session_id: str) -> TurnResult:
+    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
         check_input(message, session_id, self.max_message_chars)
-        return await turn_result(self.iter(message, session_id=session_id))
+        return await turn_result(self.iter(message, session_id=session_id, tenant=tenant))
 
-    async def history(self, session_id: str) -> list[Message]:
+    async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
+        self.tenants.append(tenant)
         self._check_up()
         return list(self.histories.get(check_session_id(session_id), []))
 
-    async def reset(self, session_id: str) -> None:
+    async def reset(self, session_id: str, *, tenant: str = ANONYMOUS) -> None:
+        self.tenants.append(tenant)
         self._check_up()
         self.histories.pop(check_session_id(session_id), None)
 

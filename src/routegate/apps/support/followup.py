@@ -24,11 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final
 
+from routegate.apps.configured.routes import builtin_config
+from routegate.apps.support._names import builtin_vocabulary, named_customers
 from routegate.apps.support.contracts import Message
-from routegate.apps.support.rules import BUILT_IN_RULES, correct_typos
-from routegate.apps.support.sql_templates import named_customers
+from routegate.apps.support.rules import SupportRules, correct_typos
 from routegate.apps.support.turn_context import Asked, CustomerRef, TicketRef, TurnContext, contexts_of, next_turn
 from routegate.apps.support.unsure import is_not_english, pasted_shape
 
@@ -106,7 +108,6 @@ _CITY_QUESTION: Final = re.compile(
 _STATUS_QUESTION: Final = re.compile(r"\bstatus\b|\bstill\s+(?:open|closed)\b|\bresolved\b", re.IGNORECASE)
 _GENERIC_PLURAL: Final = re.compile(r"\b(?:all|every|list|how many|count)\b", re.IGNORECASE)
 
-_rules: Final = BUILT_IN_RULES
 _OWN_TOPICS: Final = frozenset({"password topic", "refund topic", "escalation topic"})
 _ASKED_AGAIN: Final[Mapping[Asked, str]] = {
     "ticket": "a ticket's status",
@@ -121,13 +122,20 @@ _ASKED_AGAIN: Final[Mapping[Asked, str]] = {
 }
 
 
+@cache
+def builtin_rules() -> SupportRules:
+    """The rules the reader asks where a message goes (the built-in desk's: a help topic, the weather, thanks are
+    not follow-ups of a lookup), one instance and one cache of verdicts."""
+    return SupportRules.of(builtin_config())
+
+
 def resolve(message: str, history: Sequence[Message]) -> FollowUp:
     """``message`` read against the conversation's stored turn contexts (see the module's docstring)."""
     contexts = contexts_of(history)
     number = next_turn(history, contexts)
     if not contexts or pasted_shape(message) is not None or is_not_english(message):
         return FollowUp(message, message, number)
-    verdict = _rules.match(message)
+    verdict = builtin_rules().match(message)
     reading = _Reading(message, tuple(contexts), number, unrouted=verdict.route is None)
     latest = contexts[-1]
     found: FollowUp | None = None
@@ -333,7 +341,7 @@ def _article(reading: _Reading) -> FollowUp | None:
         return found
     reference = _ARTICLE_PHRASE.search(reading.message)
     title = latest.articles[0]
-    if reference is None or title.lower() in correct_typos(reading.message):
+    if reference is None or title.lower() in correct_typos(reading.message, builtin_vocabulary()):
         return None
     phrase = f"the “{title}” article"
     text = reading.message[: reference.start()] + phrase + reading.message[reference.end() :]

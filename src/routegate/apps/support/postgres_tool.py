@@ -41,7 +41,7 @@ import contextlib
 import datetime as dt
 import decimal
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -53,9 +53,11 @@ with needs("desk"):
     from psycopg.pq import TransactionStatus
 
 from routegate.apps.support._bounded import BoundedRows, Bounds, bounded_query, describe_query, read_bounded
+from routegate.apps.support._stars import expand_stars
 from routegate.apps.support.db import AsyncConn, SupportDatabase
 from routegate.apps.support.errors import ToolError
 from routegate.apps.support.sqlguard import check_sql
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import ConfigurationError
 
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
@@ -115,7 +117,12 @@ def _plain(value: object) -> object:
 
 
 class PostgresTool:
-    """Runs guarded read-only SELECTs on the database's readable tables (``customers`` and ``tickets``)."""
+    """Runs guarded read-only SELECTs on the database's readable tables (``customers`` and ``tickets`` by default).
+
+    ``columns``: the only tables and columns a query may name (a desk's configured ones, ``{"customers": ("id",
+    "name"), ...}``); a ``*`` is expanded to them before the guard sees the query (:mod:`._stars`), so it never
+    reaches a column left out. Without it, the database's readable tables with all their columns, read from the
+    catalog once."""
 
     name = "postgres"
 
@@ -123,6 +130,7 @@ class PostgresTool:
         self,
         db: SupportDatabase,
         *,
+        columns: Mapping[str, Sequence[str]] | None = None,
         row_cap: int = DEFAULT_ROW_CAP,
         statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
         max_bytes: int = DEFAULT_MAX_BYTES,
@@ -140,7 +148,8 @@ class PostgresTool:
         self.row_cap = row_cap
         self.statement_timeout_ms = statement_timeout_ms
         self.bounds = Bounds(rows=row_cap, bytes=max_bytes, field_chars=max_field_chars)
-        self._columns: dict[str, tuple[str, ...]] | None = None
+        self._configured = None if columns is None else {table: tuple(names) for table, names in columns.items()}
+        self._columns: dict[str, tuple[str, ...]] | None = self._configured
         self._setup: tuple[str | None, bytes] | None = None  # (reader role, the settings statement)
         self._plans: dict[str, _Plan] = {}  # checked SQL -> its column names and bounded statement
         self._draining: set[asyncio.Task[tuple[_Plan, BoundedRows]]] = set()  # statements past their call's end
@@ -192,13 +201,19 @@ class PostgresTool:
         """Read the readable tables' columns now (once), so the first turns do not each look them up."""
         await self._readable_columns()
 
-    async def run(self, query: str, params: Mapping[str, Any] | None = None) -> SqlResult:
-        """Check and run one query. Raises ``SqlRefusedError`` (refused) or :class:`ToolError` (failed)."""
+    async def run(self, query: str, params: Mapping[str, Any] | None = None, *, tenant: str = ANONYMOUS) -> SqlResult:
+        """Check and run one query, on a pooled connection taken in ``tenant``'s turn. Raises ``SqlRefusedError``
+        (refused) or :class:`ToolError` (failed)."""
         columns = await self._readable_columns()
-        checked = check_sql(query, params, tables=self._db.readable_tables, schema=self._db.schema, columns=columns)
+        tables = self._db.readable_tables
+        if self._configured is not None:
+            tables = frozenset(self._configured)
+            expanded = expand_stars(query, self._configured)
+            query = expanded if isinstance(expanded, str) else query
+        checked = check_sql(query, params, tables=tables, schema=self._db.schema, columns=columns)
         try:
             async with contextlib.AsyncExitStack() as stack:
-                conn = await stack.enter_async_context(self._db.connection())
+                conn = await stack.enter_async_context(self._db.connection(tenant))
                 # the statement's task gives the connection back, when the server has ended the statement
                 statement = asyncio.ensure_future(self._statement(conn, stack.pop_all(), checked.sql, checked.params))
             plan, fetched = await self._within_deadline(conn, statement)

@@ -1,17 +1,20 @@
 """The Router node: exactly one of POSTGRES | VECTOR | EXTERNAL | LLM per user turn, with the layer that decided.
 
 :class:`SupportRouter` is a configuration of the generic :class:`routegate.routers.CascadeRouter` (it implements
-the core ``Router`` protocol); its stages, cheapest first, the first that settles the route wins:
+the core ``Router`` protocol), built from the desk's configuration (its routes, phrases and examples; the built-in
+desk's by default). Its stages, cheapest first, the first that settles the route wins:
 
 1. ``rules`` — signal phrases with the spec's priority (:mod:`.rules`);
 2. ``semantic`` — nearest route by example utterances, when the embedding layer is sure enough
    (:mod:`.semantic`);
-3. ``llm`` — the LLM router (``routegate.routers.llm.LLMRouter``), only when a chat model is configured; its
-   answer must pass the desk's policy, or the embedding layer's unsure answer stands;
+3. ``llm`` — the LLM router (``routegate.routers.llm.LLMRouter``, with a prompt written from the configuration:
+   :func:`router_prompt`), only when a chat model is configured; its answer must pass the desk's policy, or the
+   embedding layer's unsure answer stands;
 4. unsure — the LLM route, which answers ("Query does not clearly match any route": layer ``default``) or asks
    back when two routes are close (layer ``clarify``).
 
-Around them, the "I don't know" gate (layer ``unsure``: the LLM route, answered offline with a clarifying
+A route the desk does not have (a configuration without tools, say) is not in the request's catalog, so no stage
+can choose it. Around them, the "I don't know" gate (layer ``unsure``: the LLM route, answered offline with a clarifying
 question): SQL or code pasted in goes there before any stage runs (:func:`.unsure.pasted_shape`); a message that
 is not English (:func:`.unsure.is_not_english`) goes there unless the rules decided it; and so does a route the
 embedding layer chose with a margin over the runner-up under its ``unsure_margin`` (tuned on the labelled sets'
@@ -28,29 +31,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from routegate.apps.configured.config import DeskConfig
+from routegate.apps.configured.routes import builtin_config, present_routes, route_examples
 from routegate.apps.support.contracts import ROUTES, SupportRoute
-from routegate.apps.support.rules import BUILT_IN_RULES, RuleVerdict, SupportRules
-from routegate.apps.support.semantic import EmbeddingLayer
+from routegate.apps.support.rules import RuleVerdict, SupportRules
+from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
 from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, WorkerArgs
 from routegate.core.contracts import HistoryEntry, RouteSpec
 from routegate.core.workers import NormalizedText
+from routegate.embed import Encoder
 from routegate.errors import RunStopError
 from routegate.llm.protocol import ChatModel
 from routegate.routers.cascade import CascadeChoice, CascadeRouter
 from routegate.routers.llm import LLMRouter
 
 logger = logging.getLogger(__name__)
-
-SUPPORT_ROUTER_PROMPT: Final = """You are the router of a customer-support assistant.
-Classify the user's intent into exactly one route and answer with one JSON object:
-{"kind": "route", "target": "<ROUTE>", "args": {"query": "<the user's message, unchanged>"}}
-Routes, in priority order (the first that applies wins):
-- POSTGRES: customer or ticket data (customers, tickets, accounts, the status of an issue, a customer's city).
-- VECTOR: FAQ or support knowledge (how-to questions, password reset, refunds, escalation, policies, guides).
-- EXTERNAL: general real-world information not stored internally (weather, temperature, prices, crypto, bitcoin).
-- LLM: conversation, questions about this assistant itself, or nothing above applies confidently.
-Answer with the JSON object only."""
 
 ROUTE_DESCRIPTIONS: Final[Mapping[SupportRoute, str]] = {
     "POSTGRES": "Customer and ticket data from PostgreSQL (customers, tickets, status, city)",
@@ -106,16 +102,20 @@ class RouteChoice:
 
 
 class SupportRouter(CascadeRouter):
-    """The support desk's router: rules → embedding layer → LLM router (when configured) → the LLM route.
+    """The desk's router: rules → embedding layer → LLM router (when configured) → the LLM route.
 
-    A :class:`~routegate.routers.CascadeRouter` with the desk's stages; :meth:`route_choice` gives its decision
-    as the desk shows it (:class:`RouteChoice`).
+    A :class:`~routegate.routers.CascadeRouter` with the desk's stages, built from ``config`` (the built-in desk's
+    when ``None``): the rules are its phrases (:meth:`SupportRules.of`, unless ``rules`` is given), the routes it
+    may choose are those it has (:func:`~routegate.apps.configured.routes.present_routes`: the request's catalog
+    and the default ``policy``), the LLM router's prompt is written from it (:func:`router_prompt`).
+    :meth:`route_choice` gives its decision as the desk shows it (:class:`RouteChoice`).
     """
 
     rules: SupportRules
 
     def __init__(
         self,
+        config: DeskConfig | None = None,
         *,
         semantic: EmbeddingLayer,
         rules: SupportRules | None = None,
@@ -123,13 +123,19 @@ class SupportRouter(CascadeRouter):
         policy: RoutePolicy | None = None,
         unsure_margin: float | None = None,
     ) -> None:
-        self.policy = policy or RoutePolicy(ROUTES)
+        config = config or builtin_config()
+        present = present_routes(config)
+        self.present = frozenset(present)
+        self.catalog = tuple(spec for spec in CATALOG if spec.name in self.present)
+        self.policy = policy or RoutePolicy(present)
         # the gate's margin: the embedding layer's own (tuned for its scores) unless given
         margin = getattr(semantic, "unsure_margin", 0.0) if unsure_margin is None else unsure_margin
         self.unsure_margin = float(margin) if isinstance(margin, int | float) else 0.0
-        llm = LLMRouter(chat_model, system_prompt=SUPPORT_ROUTER_PROMPT) if chat_model else None
+        llm = (
+            LLMRouter(chat_model, system_prompt=router_prompt(config), mode=config.router.mode) if chat_model else None
+        )
         super().__init__(
-            semantic=semantic, rules=rules or BUILT_IN_RULES, llm=llm, llm_policy=self.policy, name="support"
+            semantic=semantic, rules=rules or SupportRules.of(config), llm=llm, llm_policy=self.policy, name="support"
         )
 
     def texts_to_embed(self, text: str, verdict: RuleVerdict | None = None) -> tuple[str, ...]:
@@ -148,7 +154,7 @@ class SupportRouter(CascadeRouter):
         turn's decisions the desk's policy refused, handed back (their routes are not offered again)."""
         return RouteRequest(
             goal=text,
-            catalog=CATALOG,
+            catalog=self.catalog,
             budget=_LLM_BUDGET,
             conversation=tuple(history),
             history=tuple(refused),
@@ -224,3 +230,38 @@ def _support_route(target: str | None) -> SupportRoute:
         if route == target:
             return route
     return "LLM"  # pragma: no cover - the desk's stages and policy only ever name its routes
+
+
+def embedding_layer(config: DeskConfig, encoder: Encoder) -> ExampleEmbeddingLayer:
+    """The nearest examples of the desk's routes, with its ``[router]`` floor and margin."""
+    return ExampleEmbeddingLayer(
+        encoder,
+        examples=route_examples(config),
+        min_score=config.router.min_score,
+        min_margin=config.router.min_margin,
+    )
+
+
+def router_prompt(config: DeskConfig) -> str:
+    """The LLM router's system prompt: the desk's routes in priority order, each said from its configuration."""
+    lines = [
+        f"You are the router of {config.desk.description or config.desk.name}.",
+        "Classify the user's intent into exactly one route and answer with one JSON object:",
+        '{"kind": "route", "target": "<ROUTE>", "args": {"query": "<the user\'s message, unchanged>"}}',
+        "Routes (the first that applies wins):",
+    ]
+    for kind, route in (("sql", "POSTGRES"), ("kb", "VECTOR"), ("tool", "EXTERNAL"), ("llm", "LLM")):
+        routes = [r for r in config.routes if r.kind == kind]
+        if not routes:
+            continue
+        if kind == "sql":
+            what = "records in the database: " + ", ".join(t for r in routes for t in r.tables)
+        elif kind == "kb":
+            what = "questions answered by the help documents (policies, how-to)"
+        elif kind == "tool":
+            what = "external tools: " + "; ".join(t.description for t in config.tools)
+        else:
+            what = "conversation, questions about this assistant, or nothing above applies"
+        lines.append(f"- {route}: {what}.")
+    lines.append("Answer with the JSON object only.")
+    return "\n".join(lines)

@@ -1,7 +1,8 @@
 """The support router's dry run (``routegate route``): which route would handle a message, and would the desk's
 policy let it through. No database, no tool.
 
-:func:`support_router` builds the router ``route`` runs, from the settings; :func:`route_line` routes one input
+:func:`support_router` builds the router ``route`` runs, from the settings (the desk they name, ``--desk`` /
+``ROUTEGATE_DESK``, else the built-in one: :func:`desk_router`); :func:`route_line` routes one input
 and checks the choice against the router's policy exactly as the desk's router step does (the same typed decision,
 :meth:`.router.RouteChoice.decision`); :func:`route_batch` is a batch of them whose messages are embedded in one
 encoder pass first (what ``routegate route --ray`` runs in each actor). The command line only wires these up.
@@ -15,27 +16,43 @@ from typing import TYPE_CHECKING, Any
 from routegate.core.policy import RouteRejection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from routegate.apps.support.router import SupportRouter
     from routegate.embed.memo import MemoEncoder
     from routegate.embed.protocol import Encoder
     from routegate.llm.openai_chat import OpenAIChatModel
+    from routegate.llm.protocol import ChatModel
     from routegate.settings import Settings
 
 
 def support_router(settings: Settings, encoder: Encoder | None = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
-    """The support router ``route`` runs (rules, the fitted semantic layer, the LLM when configured) and its LLM
-    client (the caller closes it), if any. ``encoder``: the embedding layer's encoder (default: the embedded one)."""
-    from routegate.apps.support.router import SupportRouter
-    from routegate.apps.support.semantic import FittedSemanticLayer
-    from routegate.embed import default_encoder
+    """The router ``route`` runs — the desk's of ``settings`` (:func:`~routegate.apps.configured.routes.desk_directory`): rules, its
+    embedding layer, the LLM when configured — and its LLM client (the caller closes it), if any. ``encoder``: the
+    embedding layer's encoder (default: the embedded one)."""
+    from routegate.apps.configured.routes import desk_directory
 
     chat_model: OpenAIChatModel | None = None
-    if settings.llm_enabled:
+    if settings.llm_enabled and settings.desk is None:  # your own desk's router routes with its offline stages
         from routegate.llm.openai_chat import OpenAIChatModel
 
         chat_model = OpenAIChatModel.from_settings(settings)
-    semantic = FittedSemanticLayer.load_or_fit(encoder or default_encoder(), settings.data_dir)
-    return SupportRouter(semantic=semantic, chat_model=chat_model), chat_model
+    return desk_router(settings, desk_directory(settings), encoder, chat_model=chat_model), chat_model
+
+
+def desk_router(
+    settings: Settings, desk_dir: Path, encoder: Encoder | None = None, *, chat_model: ChatModel | None = None
+) -> SupportRouter:
+    """The router of the desk at ``desk_dir`` alone (no database, no tool): its configuration's rules and embedding
+    layer (a fitted one cached in the data directory), the LLM router when ``chat_model`` is given."""
+    from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.fitted import desk_embedding_layer
+    from routegate.apps.support.router import SupportRouter
+    from routegate.embed import default_encoder
+
+    config = load_config(desk_dir)
+    semantic = desk_embedding_layer(config, desk_dir, encoder or default_encoder(), cache_dir=settings.data_dir)
+    return SupportRouter(config, semantic=semantic, chat_model=chat_model)
 
 
 async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bool) -> str:

@@ -1,15 +1,13 @@
-"""The rules layer of the support router: signal phrases with the spec's priority, tolerant of small typos.
+"""The rules layer of the desk's router: signal phrases that settle a route on their own, with the spec's priority,
+tolerant of small typos.
 
-The spec's signal words (customer, ticket, issue, status, account, id, city / how do I, help, policy, guide,
-explain, support / weather, temperature, price, crypto, bitcoin) are too loose as bare words — "Explain ticket
-escalation" holds "ticket" and is a help question, "Can you help me?" holds "help" and is conversation — so this
-layer only fires on *phrases* that settle a route on their own:
-
-* POSTGRES — a reference to a record: ``ticket 12``, ``customer #3``, ``open tickets``, ``status of ticket``,
-  ``which customer``, ``customers in London``, a person's tickets (``Jane's tickets``).
-* VECTOR — a help topic or a how-to: password reset, refund, escalation, policy, FAQ, ``how do I``.
-* EXTERNAL — weather words and coin names, market prices, world facts.
-* LLM — talk about the assistant itself, greetings and thanks, a bare "can you help me?" with no topic.
+A desk's phrases come from its configuration (:func:`compile_patterns`): each route's own ``rules`` in
+``desk.toml`` and, unless ``[router] generated_rules = false``, phrases generated from its tables, documents and
+tools. The built-in desk's are its configuration's (``apps/configured/builtin/desk.toml``): phrases, not bare
+words, because the spec's signal words (customer, ticket, issue, status, account, id, city / how do I, help,
+policy, guide, explain, support / weather, temperature, price, crypto, bitcoin) are too loose as bare words —
+"Explain ticket escalation" holds "ticket" and is a help question, "Can you help me?" holds "help" and is
+conversation.
 
 When phrases of several routes match, the spec's priority decides (POSTGRES, VECTOR, EXTERNAL, LLM), except that
 a question about the assistant itself ("how does this system work") is LLM unless it names a record. When no
@@ -22,33 +20,14 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
+from routegate.apps.configured.routes import KIND_ROUTE
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 
-VOCABULARY: Final = (
-    "ticket",
-    "tickets",
-    "customer",
-    "customers",
-    "status",
-    "password",
-    "refund",
-    "refunds",
-    "policy",
-    "escalation",
-    "escalated",
-    "weather",
-    "temperature",
-    "bitcoin",
-    "explain",
-    "system",
-    "account",
-    "forecast",
-    "reset",
-    "price",
-)
-"""Words whose misspellings are worth correcting before matching (edit distance 1, or 2 for long words)."""
+if TYPE_CHECKING:
+    from routegate.apps.configured.config import DeskConfig
+
 _WORD = re.compile(r"[a-z0-9]+|[^a-z0-9]+")
 
 
@@ -86,9 +65,10 @@ def _within_two_edits(a: str, b: str) -> bool:
     return previous[-1] <= 2
 
 
-def correct_typos(text: str, vocabulary: Sequence[str] = VOCABULARY) -> str:
-    """Lower-case ``text`` and replace near-misses of the ``vocabulary`` (the router's key words by default:
-    ``tikcet`` → ``ticket``); the first word of the vocabulary near a token wins."""
+def correct_typos(text: str, vocabulary: Sequence[str]) -> str:
+    """Lower-case ``text`` and replace near-misses (edit distance 1, or 2 for long words) of the ``vocabulary``
+    (a desk's ``[router] typo_words``: ``tikcet`` → ``ticket``); the first word of the vocabulary near a token
+    wins."""
     out: list[str] = []
     known = frozenset(vocabulary)
     for token in _WORD.findall(text.lower()):
@@ -99,67 +79,6 @@ def correct_typos(text: str, vocabulary: Sequence[str] = VOCABULARY) -> str:
                     break
         out.append(token)
     return "".join(out)
-
-
-_ID = r"\s*(?:#|no\.?|number|id|nr\.?)?\s*#?\d+\b"
-PATTERNS: Final[Mapping[SupportRoute, Sequence[tuple[str, str]]]] = {
-    "POSTGRES": (
-        ("record id", rf"\b(?:tickets?|issues?|customers?|accounts?){_ID}"),
-        ("customer id", r"\bcustomer id\b"),
-        ("status of a record", r"\bstatus of (?:my |the |his |her |their )?(?:ticket|issue|account|order)"),
-        (
-            "ticket state",
-            r"\b(?:open|opened|closed|pending|resolved|unresolved|all|my|any|list|show|count)\s+tickets?\b",
-        ),
-        ("tickets of someone", r"\btickets?\s+(?:for|of|from|by|belong|opened|filed|does|did)\b"),
-        ("someone's tickets", r"\b[a-z]+'s\s+tickets?\b"),
-        ("which customer", r"\b(?:which|what|who|whose|find|list|show|all|the|our|every|many)\s+customers?\b"),
-        ("customers and cities", r"\bcustomers?\s+(?:in|from|named|called|with|and)\b"),
-        ("customer's city", r"\b(?:city|cities|located|live[sd]?)\b.*\b(?:customers?|[a-z]+ (?:doe|smith|brown))\b"),
-        ("where someone lives", r"\b(?:which city|what city|where)\b.*\b(?:live|lives|located|from|in)\b"),
-        ("who lives", r"\bwho (?:lives|is) (?:in|from)\b"),
-        ("who reported", r"\bwho (?:reported|opened|filed|raised)\b"),
-        ("account details", r"\baccount (?:info|information|details|status)\b"),
-        ("tickets with customers", r"\btickets? (?:with|and) (?:their |the )?customers?\b"),
-    ),
-    "VECTOR": (
-        ("password topic", r"\bpassword\b"),
-        ("refund topic", r"\b(?:refunds?|refunded|money back)\b"),
-        ("escalation topic", r"\bescalat\w*"),
-        ("policy", r"\b(?:policy|policies)\b"),
-        ("faq or guide", r"\b(?:faqs?|guide|help articles?|documentation|docs|knowledge base)\b"),
-        ("how-to", r"\bhow (?:do|can|should|would) (?:i|we|you|one)\b(?! (?:decide|work|choose|route))"),
-        ("how to", r"\bhow to\b"),
-        ("support process", r"\b(?:support hours|contact support|two-factor|2fa|cancel (?:my )?subscription)\b"),
-        ("account how-to", r"\b(?:delete|close|update|change) (?:my|the) (?:account|email|username|password)\b"),
-    ),
-    "EXTERNAL": (
-        ("weather", r"\b(?:weather|temperature|forecast|rain|raining|snow|sunny|humidity|umbrella|hot|cold)\b"),
-        ("crypto", r"\b(?:bitcoin|btc|crypto\w*|ethereum|eth|dogecoin|doge|coin)\b"),
-        ("market price", r"\b(?:price of|stock price|exchange rate|share price|how much is \w+ worth)\b"),
-        ("world facts", r"\b(?:capital of|population of|news|headlines|what time is it in|how tall|who won)\b"),
-    ),
-    "LLM": (
-        ("about the assistant", r"\b(?:this (?:system|assistant|bot|chat)|are you|who are you|your name|yourself)\b"),
-        ("capabilities", r"\b(?:what can you do|your capabilities|what (?:kind of )?questions can i ask)\b"),
-        ("how the assistant works", r"\bhow (?:do|does) you\b|\bhow you work\b|\bwhich tools\b"),
-        ("greeting", r"^(?:hi|hello|hey|good (?:morning|afternoon|evening)|helo)\b"),
-        # the whole message is a request for help with no topic ("Can you help me?"): the answer is a question
-        # back, so no embedding (or LLM router call) is needed to decide it
-        (
-            "bare request for help",
-            r"^(?:(?:can|could|would|will) (?:you|u) (?:please )?|please )?(?:help|assist)(?: me| us)?"
-            r"(?: (?:please|out))?\s*[?.!]*$",
-        ),
-        ("thanks or goodbye", r"\b(?:thanks?|thank you|thnks|bye|goodbye)\b"),
-        ("conversation", r"\b(?:tell me a joke|write me|summarize our conversation|start over|never mind)\b"),
-    ),
-}
-"""Each route's signal phrases, ``(name, regular expression)``, matched against the typo-corrected, lower-cased
-message (the built-in desk's configuration carries the same phrases: ``apps/configured/builtin/desk.toml``)."""
-_COMPILED: Final = {
-    route: tuple((name, re.compile(pattern)) for name, pattern in patterns) for route, patterns in PATTERNS.items()
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,31 +96,28 @@ class RuleVerdict:
 
 Patterns = Mapping[SupportRoute, tuple[tuple[str, re.Pattern[str]], ...]]
 """Each route's signal phrases: ``(name, compiled pattern)`` pairs."""
-ABOUT: Final = ("about the assistant", "capabilities", "how the assistant works")
-"""The LLM phrases that make a message a question about the assistant itself (LLM unless it names a record)."""
 
 
-def _normalized(text: str) -> str:
-    return correct_typos(" ".join(text.split()))  # runs of whitespace do not break a phrase
+def _spaced(text: str) -> str:
+    return " ".join(text.lower().replace("’", "'").split())  # runs of whitespace do not break a phrase
 
 
 class SupportRules:
-    """The deterministic first layer of the support router (a rule stage of the cascade:
+    """The deterministic first layer of the desk's router (a rule stage of the cascade:
     :class:`routegate.routers.cascade.RuleStage`).
 
-    ``patterns``: each route's signal phrases (the built-in desk's by default); ``normalize``: the text a message
-    is matched as; ``about``: the LLM phrases that make a message a question about the assistant itself (LLM
-    unless it names a record). A configured desk's rules are these with its own phrases
-    (:class:`~routegate.apps.configured.rules.DeskRules`)."""
+    ``patterns``: each route's signal phrases; ``normalize``: the text a message is matched as (by default its
+    runs of whitespace collapsed and lower-cased); ``about``: the LLM phrases that make a message a question about
+    the assistant itself (LLM unless it names a record). :meth:`of` builds a desk's from its configuration."""
 
     name = "rules"
 
     def __init__(
         self,
-        patterns: Patterns = _COMPILED,
+        patterns: Patterns,
         *,
-        normalize: Callable[[str], str] = _normalized,
-        about: Collection[str] = ABOUT,
+        normalize: Callable[[str], str] = _spaced,
+        about: Collection[str] = (),
     ) -> None:
         @lru_cache(maxsize=256)
         def match(text: str) -> RuleVerdict:
@@ -220,9 +136,22 @@ class SupportRules:
             return RuleVerdict(None, verdict.hits, f"{verdict.why}; {verdict.route} is not allowed here")
         return verdict
 
+    @classmethod
+    def of(cls, config: DeskConfig) -> SupportRules:
+        """A desk's rules: its phrases (:func:`compile_patterns`), matched on the message lower-cased, its runs of
+        whitespace collapsed and the misspellings of its ``[router] typo_words`` corrected; its ``about`` phrases
+        (and, with generated rules, the generated ones about the assistant) make a message a question about the
+        assistant."""
+        about = [rule.name for route in config.routes for rule in route.rules if rule.about]
+        if config.router.generated_rules:
+            about += _ABOUT
+        vocabulary = tuple(word.lower() for word in config.router.typo_words)
 
-BUILT_IN_RULES: Final = SupportRules()
-"""The built-in desk's rules, one instance (and one cache of verdicts) for the router and the follow-up reader."""
+        def normalized(text: str) -> str:
+            spaced = _spaced(text)
+            return correct_typos(spaced, vocabulary) if vocabulary else spaced
+
+        return cls(compile_patterns(config), normalize=normalized, about=frozenset(about))
 
 
 def _verdict(text: str, patterns: Patterns, about: Collection[str]) -> RuleVerdict:
@@ -241,3 +170,78 @@ def _verdict(text: str, patterns: Patterns, about: Collection[str]) -> RuleVerdi
     if others:
         why += f"; priority over {', '.join(others)}"
     return RuleVerdict(route, hits, why)
+
+
+# -- a desk's phrases, from its configuration ------------------------------------------------------------
+
+_ABOUT: Final = ("about the assistant", "capabilities")
+_LLM: Final = (
+    ("about the assistant", r"\b(?:this (?:system|assistant|bot|chat)|are you|who are you|your name|yourself)\b"),
+    ("capabilities", r"\b(?:what can you do|your capabilities|how (?:do|does) you work|what (?:kind of )?questions)\b"),
+    ("greeting", r"^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b"),
+    ("thanks or goodbye", r"\b(?:thanks?|thank you|bye|goodbye)\b"),
+    ("bare request for help", r"^(?:(?:can|could) you )?(?:help|assist)(?: me)?(?: please)?\s*[?.!]*$"),
+)
+_HOW_TO: Final = (
+    ("how-to", r"\bhow (?:do|can|should|would|long|much time) (?:i|we|you|one|it|does|do)\b"),
+    ("how to", r"\bhow to\b"),
+    ("can I", r"\b(?:can|may) i\b"),
+    ("policy", r"\b(?:policy|policies|faqs?|guide|terms)\b"),
+)
+
+
+def _alternatives(words: Sequence[str]) -> str:
+    return "|".join(re.escape(w.lower()) for w in sorted(set(words), key=len, reverse=True) if w.strip())
+
+
+def compile_patterns(config: DeskConfig) -> dict[SupportRoute, tuple[tuple[str, re.Pattern[str]], ...]]:
+    """The rules' phrases per route, from the configuration: the generated ones (unless ``[router]
+    generated_rules = false``), then each route's own ``rules``."""
+    out = _generated(config) if config.router.generated_rules else {route: [] for route in ROUTES}
+    for route in config.routes:
+        out[KIND_ROUTE[route.kind]] += [(rule.name, rule.pattern) for rule in route.rules]
+    return {route: tuple((name, re.compile(p)) for name, p in patterns) for route, patterns in out.items()}
+
+
+def _generated(config: DeskConfig) -> dict[SupportRoute, list[tuple[str, str]]]:
+    labels = [t.label for t in config.tables] + [a for t in config.tables for a in t.aliases]
+    plurals = [t.plural for t in config.tables]
+    values = [v for t in config.tables for vs in t.filters.values() for v in vs]
+    words = _alternatives(labels + plurals)
+    many = _alternatives(plurals)
+    out: dict[SupportRoute, list[tuple[str, str]]] = {route: [] for route in ROUTES}
+    if words:
+        out["POSTGRES"] += [
+            ("record id", rf"\b(?:{words})\s*(?:#|no\.?|number|id|nr\.?)?\s*#?\d+\b"),
+            ("records of someone", rf"\b(?:{words})\s+(?:for|of|by|from|belonging|placed|named|called)\b"),
+            ("someone's records", rf"\b[a-z]+'s\s+(?:{words})\b"),
+            ("who placed", r"\bwho (?:placed|ordered|bought|made|owns)\b"),
+        ]
+    if many:
+        out["POSTGRES"].append(
+            (
+                "records asked for",
+                rf"\b(?:how many|count|number of|list|show|all|which|every|any)\s+(?:\w+\s+)?(?:{many})\b",
+            )
+        )
+    columns = [
+        c.replace("_", " ") for t in config.tables for c in t.columns if c != t.primary_key and not c.endswith("_id")
+    ]
+    if columns:
+        # a follow-up about a row named earlier: "and which city is she from?", "what is its status?"
+        out["POSTGRES"].append(
+            (
+                "a column of someone named earlier",
+                rf"\b(?:{_alternatives(columns)})\b.*\b(?:he|she|they|it|his|her|their|its)\b"
+                rf"|\b(?:he|she|they|it|his|her|their|its)\b.*\b(?:{_alternatives(columns)})\b",
+            )
+        )
+    if values and words:
+        out["POSTGRES"].append(("a filter value", rf"\b(?:{_alternatives(values)})\s+(?:{words})\b"))
+    out["VECTOR"] += list(_HOW_TO)
+    out["LLM"] += list(_LLM)
+    for route in config.routes:
+        subject = [*route.keywords, *route.not_covered]  # what a tool does not cover is still its subject
+        if subject and route.kind != "sql":
+            out[KIND_ROUTE[route.kind]].append((f"{route.name} keyword", rf"\b(?:{_alternatives(subject)})\b"))
+    return out

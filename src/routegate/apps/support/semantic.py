@@ -1,7 +1,7 @@
 """The embedding layer of the support router: nearest route by example utterances.
 
-Each route has example utterances (written for this layer; none is copied from the labelled evaluation set in
-``tests/data/support_routes.jsonl``). They are embedded once when the layer is built. A message's score for a
+Each route has example utterances, from the desk's configuration (the built-in desk's, written for this layer: none
+is copied from the labelled evaluation set in ``tests/data/support_routes.jsonl``). They are embedded once when the layer is built. A message's score for a
 route is the mean cosine similarity of its ``k`` nearest examples of that route; the layer decides when the best
 score reaches ``min_score`` and leads the runner-up by ``min_margin``, and otherwise abstains (the router then
 asks the LLM router when one is configured, or answers on the LLM route: "no route matches confidently").
@@ -31,6 +31,7 @@ with needs("desk"):
     import numpy as np
 
 from routegate import __version__
+from routegate.apps.configured.routes import builtin_config, route_examples
 from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.core import RouteDecision, RouteRequest
 from routegate.embed import Encoder
@@ -44,100 +45,10 @@ from routegate.routers.semantic import SemanticDecision, SemanticRouter, route_d
 
 logger = logging.getLogger(__name__)
 
-EXAMPLES: Final[Mapping[SupportRoute, tuple[str, ...]]] = {  # in the order of the built-in desk's configuration
-    "POSTGRES": (
-        "which city does this customer live in",
-        "list every customer in the database",
-        "look up a customer by name",
-        "details of customer number five",
-        "where is Peter Parker based",
-        "pull the account record for this client",
-        "which clients are located in Paris",
-        "customer list with their cities",
-        "customers",
-        "Maria Garcia",
-        "show me the tickets of a customer",
-        "what is the current status of this ticket",
-        "how many tickets are still open",
-        "who submitted that ticket",
-        "all closed tickets please",
-        "tickets filed by Maria",
-        "what problem did the customer report",
-        "is the issue I reported resolved yet",
-        "show open support tickets",
-        "tickets",
-        "the status of my order 55",
-        "what did Bob complain about",
-    ),
-    "VECTOR": (
-        "how can I reset the password on my account",
-        "I lost my password",
-        "steps to recover access to my login",
-        "what are the rules for getting a refund",
-        "can I be reimbursed for my purchase",
-        "when does a ticket get escalated to senior staff",
-        "what is the escalation process",
-        "how do I change my email address",
-        "how do I cancel my plan",
-        "where can I read the help articles",
-        "is there a guide for this feature",
-        "what does your policy say",
-        "how do I close my account",
-        "explain how refunds are processed",
-        "explain the escalation rules",
-        "how do I contact customer support",
-        "what are your terms of service",
-        "how do I turn on two factor authentication",
-        "I want to get my money back",
-        "how long do I have to request a refund",
-        "frequently asked questions",
-        "passwords",
-    ),
-    "EXTERNAL": (
-        "what is the weather going to be like",
-        "will it rain today in Berlin",
-        "how warm is it outside now",
-        "current temperature in Madrid",
-        "latest world news",
-        "who won the game yesterday",
-        "what is the capital city of Japan",
-        "how many people live in Brazil",
-        "what time is it in New Delhi",
-        "how high is the tallest mountain",
-        "weather",
-        "what is bitcoin trading at",
-        "price of crypto coins right now",
-        "how much is one ether worth",
-        "what is the stock market doing today",
-        "convert dollars to yen at today's rate",
-        "what is the price of oil today",
-        "crypto",
-    ),
-    "LLM": (
-        "hey",
-        "good evening",
-        "thanks a lot",
-        "goodbye",
-        "can you assist me",
-        "I need assistance",
-        "what are you able to do",
-        "what is this assistant",
-        "how do you work",
-        "who made you",
-        "are you a human",
-        "tell me something funny",
-        "compose a short story",
-        "what is love",
-        "ok cool",
-        "I have a question for you",
-        "something is not right",
-        "can you help me with something",
-        "hmm",
-        "qwerty zxcv",
-        "what should I ask you",
-        "sorry",
-    ),
-}
+
+def builtin_examples() -> Mapping[SupportRoute, tuple[str, ...]]:
+    """The built-in desk's example utterances per route, as its configuration has them (the layers' default)."""
+    return route_examples(builtin_config())
 
 
 DEFAULT_ROUTE: Final[SupportRoute] = "LLM"
@@ -183,13 +94,14 @@ class ExampleEmbeddingLayer(_SupportLayer):
         self,
         encoder: Encoder,
         *,
-        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        examples: Mapping[SupportRoute, Sequence[str]] | None = None,
         k: int = 2,
         min_score: float = 0.45,
         min_margin: float = 0.04,
     ) -> None:
         if k < 1:
             raise ConfigurationError(f"k must be >= 1, got {k}")
+        examples = builtin_examples() if examples is None else examples
         missing = [r for r in ROUTES if not examples.get(r)]
         if missing:
             raise ConfigurationError(f"every route needs example utterances; none for {missing}")
@@ -288,11 +200,13 @@ class FittedSemanticLayer(_SupportLayer):
     def fit(
         cls,
         encoder: Encoder,
-        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        examples: Mapping[SupportRoute, Sequence[str]] | None = None,
         *,
         routes: Collection[str] = ROUTES,
     ) -> FittedSemanticLayer:
-        """``routes``: the routes the layer must know (:meth:`__init__`); ``examples`` has one entry per route."""
+        """``routes``: the routes the layer must know (:meth:`__init__`); ``examples`` has one entry per route (the
+        built-in desk's when ``None``)."""
+        examples = builtin_examples() if examples is None else examples
         by_route: dict[str, list[str]] = {str(route): list(texts) for route, texts in examples.items()}
         return cls(SemanticRouter.from_routes(by_route, encoder=encoder, default_route=DEFAULT_ROUTE), routes=routes)
 
@@ -301,13 +215,14 @@ class FittedSemanticLayer(_SupportLayer):
         cls,
         encoder: Encoder,
         cache_dir: Path | None,
-        examples: Mapping[SupportRoute, Sequence[str]] = EXAMPLES,
+        examples: Mapping[SupportRoute, Sequence[str]] | None = None,
         *,
         routes: Collection[str] = ROUTES,
     ) -> FittedSemanticLayer:
         """The fitted router from ``cache_dir`` if it was fitted on the same examples and encoder, else fit it
         (and save it there). ``cache_dir=None`` always fits. A configured desk with ``[router] fit_at_start`` comes
         here too, with its own examples (the key is of the examples, so each set of examples has its entry)."""
+        examples = builtin_examples() if examples is None else examples
         if cache_dir is None:
             return cls.fit(encoder, examples, routes=routes)
         key = hashlib.sha256(

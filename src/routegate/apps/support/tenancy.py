@@ -1,31 +1,15 @@
-"""Which tenant the running code acts for: a context variable the server sets from the API key when a turn starts,
-so that the desk's code below it (its connection pool's fair queue, :mod:`.fair_share`) needs no extra argument.
-Code outside a server turn acts for the anonymous tenant ``""``. No dependencies: the server imports it whatever
-desk it serves."""
+"""Who a turn acts for: the tenant, named explicitly wherever the desk's database is shared.
+
+The server names the tenant of each request (its API key, :mod:`routegate.server._auth`) and passes it to the desk
+(``desk.iter(message, session_id=..., tenant=...)``, ``history``, ``reset``); the desk carries it in the turn's
+input (:class:`~routegate.apps.support.turn.TurnInput`, the run's ``deps``) to every part that takes a pooled
+connection (:meth:`~routegate.apps.support.db.SupportDatabase.connection`), whose fair queue serves the tenants
+in turn (:mod:`.fair_share`). Nothing carries it sideways: a part that is not given a tenant acts for
+:data:`ANONYMOUS`. No dependencies: the server imports it whatever desk it serves."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Final
 
 ANONYMOUS: Final = ""
-_tenant: ContextVar[str] = ContextVar("routegate_support_tenant", default=ANONYMOUS)
-
-
-def current_tenant() -> str:
-    """The tenant the running code acts for (``""`` outside a server turn)."""
-    return _tenant.get()
-
-
-@contextmanager
-def acting_for(tenant: str) -> Iterator[None]:
-    """Run the block, and the tasks it starts, as ``tenant``. Use it around synchronous code or inside a task of
-    its own: a block that spans a ``yield`` of an async generator would leak the tenant to the generator's
-    consumer."""
-    token = _tenant.set(tenant)
-    try:
-        yield
-    finally:
-        _tenant.reset(token)
+"""The tenant of code outside a server's keyed request (the command line, a server without keys' anonymous caller)."""

@@ -1,5 +1,6 @@
 """What one user turn reads, fixed before the desk's plan runs: the session, the message (read against the
-conversation, :mod:`.followup`), the memory and where the turn's events go.
+conversation, :mod:`.followup`), the memory, where the turn's events go and whose turn it is (the tenant its
+database connections are taken for, :mod:`.tenancy`).
 
 :class:`TurnInput` is read-only. It is the ``deps`` of the plan's run (``ctx.run.deps``): the steps read it there,
 and so does a tool worker that declares a :class:`~routegate.core.RunContext` parameter (the Postgres node gives
@@ -18,6 +19,7 @@ from routegate.apps.support.contracts import Message, RouteChosen, SupportEvent,
 from routegate.apps.support.followup import FollowUp, resolve
 from routegate.apps.support.router import RouteChoice
 from routegate.apps.support.supplied import SuppliedHistory
+from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.apps.support.turn_context import TurnContext, context_of, contexts_of, next_turn
 from routegate.core import RunContext
 
@@ -35,6 +37,7 @@ class TurnInput(NamedTuple):
     history: tuple[Message, ...] = ()
     followup: FollowUp | None = None  # the message read against the history (``None``: not read against it)
     emit: Callable[[SupportEvent], None] | None = None  # where the turn's events go (``None``: nobody listens)
+    tenant: str = ANONYMOUS  # whose turn it is: the fair queue of the desk's database serves tenants in turn
     # the conversation came from the caller, not from memory: what of it the turn reads (:mod:`.supplied`)
     supplied: SuppliedHistory | None = None
 
@@ -75,7 +78,7 @@ class TurnInput(NamedTuple):
         the next turns' follow-ups."""
         followup = self.followup
         number = followup.turn if followup is not None else next_turn(self.history, contexts_of(self.history))
-        return context_of(number, route, observation)
+        return context_of(number, route, observation, self.message)
 
 
 def read_turn(
@@ -84,12 +87,13 @@ def read_turn(
     session_id: str,
     history: tuple[Message, ...] = (),
     emit: Callable[[SupportEvent], None] | None = None,
+    tenant: str = ANONYMOUS,
     supplied: SuppliedHistory | None = None,
 ) -> TurnInput:
-    """The turn of ``message``: its follow-up references resolved against ``history`` (a follow-up is routed, and
-    its tool called, as the question it stands for). ``supplied``: the conversation the caller sent, read instead
-    of ``history`` (its user messages only, :mod:`.supplied`). A fault of the resolver leaves the message as it is
-    (logged)."""
+    """The turn of ``message`` for ``tenant``: its follow-up references resolved against ``history`` (a follow-up
+    is routed, and its tool called, as the question it stands for). ``supplied``: the conversation the caller sent,
+    read instead of ``history`` (its user messages only, :mod:`.supplied`). A fault of the resolver leaves the
+    message as it is (logged)."""
     if supplied is not None:
         history = supplied.messages
     try:
@@ -97,7 +101,9 @@ def read_turn(
     except Exception:
         logger.warning("resolving a follow-up failed; the message is routed as it is", exc_info=True)
         followup = FollowUp(message, message, next_turn(history, []))
-    return TurnInput(session_id, followup.text if followup.resolved else message, history, followup, emit, supplied)
+    return TurnInput(
+        session_id, followup.text if followup.resolved else message, history, followup, emit, tenant, supplied
+    )
 
 
 def turn_from(ctx: RunContext[Any] | None) -> TurnInput | None:

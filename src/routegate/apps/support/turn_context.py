@@ -34,7 +34,18 @@ Asked = Literal[
 MAX_REFS: Final = 20
 """The most tickets, customers or articles one turn's context keeps (an ordinal reaches the first twenty)."""
 
-_TEMPLATE_ASKED: Final[Mapping[str, Asked]] = {
+_PLANNED_ASKED: Final[Mapping[tuple[str, str], Asked]] = {
+    ("by_id", "tickets"): "ticket",
+    ("by_id", "customers"): "customer",
+    ("by_name", "customers"): "customer",
+    ("parent", "customers"): "customer",
+    ("children", "tickets"): "customer_tickets",
+    ("filter", "tickets"): "tickets_by_status",
+    ("all", "tickets"): "tickets_by_status",
+    ("all", "customers"): "customers",
+}
+"""The question's shape by the desk's lookup (:class:`~.planner.Lookup`: its kind and the table its rows come from)."""
+_TEMPLATE_ASKED: Final[Mapping[str, Asked]] = {  # turns stored before the desk's SQL came from its planner
     "ticket_by_id": "ticket",
     "customer_by_id": "customer",
     "customers_by_name": "customer",
@@ -151,9 +162,14 @@ def _tickets_of(rows: Sequence[Mapping[str, Any]]) -> tuple[list[TicketRef], lis
     return tickets, list(customers.values())
 
 
-def _asked_about(template: str, params: Mapping[str, Any]) -> tuple[list[TicketRef], list[CustomerRef]]:
-    ticket_id = _int(params.get("id")) if template == "ticket_by_id" else None
-    customer_id = _int(params.get("id")) if template == "customer_by_id" else _int(params.get("customer_id"))
+def _asked_about(call: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[list[TicketRef], list[CustomerRef]]:
+    template, table = str(call.get("template") or ""), call.get("table")
+    by_id = template in ("ticket_by_id", "customer_by_id") or (template == "by_id" and table)
+    ticket_id = _int(params.get("id")) if template == "ticket_by_id" or (by_id and table == "tickets") else None
+    if template == "customer_by_id" or (by_id and table == "customers") or (template == "children" and table):
+        customer_id = _int(params.get("id"))  # a customer's own row, or the customer whose rows were asked for
+    else:
+        customer_id = _int(params.get("customer_id"))
     name = _str(params.get("name"))
     tickets = [TicketRef(id=ticket_id)] if ticket_id is not None else []
     if customer_id is not None or name is not None:
@@ -177,8 +193,9 @@ def _is_ticket_row(row: Mapping[str, Any]) -> bool:
     return "issue" in row or "status" in row or "customer_id" in row
 
 
-def context_of(turn: int, route: SupportRoute, observation: Mapping[str, Any] | None) -> TurnContext:
-    """What a turn established, from its tool's observation (``None`` on the LLM route)."""
+def context_of(turn: int, route: SupportRoute, observation: Mapping[str, Any] | None, message: str = "") -> TurnContext:
+    """What a turn established, from its tool's observation (``None`` on the LLM route) and the ``message`` it
+    answered (a place it named)."""
     observation = observation or {}
     call, result = _mapping(observation.get("call")), _mapping(observation.get("result"))
     if route == "POSTGRES":
@@ -190,9 +207,9 @@ def context_of(turn: int, route: SupportRoute, observation: Mapping[str, Any] | 
             turn=turn, route=route, asked="article" if titles else None, articles=tuple(titles[:MAX_REFS])
         )
     if route == "EXTERNAL":
-        kind = call.get("type")
+        kind = call.get("type") or call.get("tool")  # the mock's type, or the configured tool's name
         asked: Asked | None = "weather" if kind == "weather" else "crypto" if kind == "crypto" else None
-        place = _PLACE.search(str(call.get("query") or ""))
+        place = _PLACE.search(str(call.get("query") or message))
         return TurnContext(turn=turn, route=route, asked=asked, city=place.group(1) if place else None)
     return TurnContext(turn=turn, route=route)
 
@@ -208,12 +225,15 @@ def _postgres_context(turn: int, call: Mapping[str, Any], result: Mapping[str, A
     elif rows:
         customers = _customers_of(rows, params)
     else:  # nothing found: the record asked about is still the one a follow-up means ("his tickets?")
-        tickets, customers = _asked_about(template, params)
+        tickets, customers = _asked_about(call, params)
     city = _str(params.get("city"))
+    asked = _TEMPLATE_ASKED.get(template) or _PLANNED_ASKED.get((template, str(call.get("table"))))
+    if template == "filter" and call.get("table") == "customers" and "city" in (call.get("focus") or ()):
+        asked, city = "customers_in_city", _str(params.get("value"))  # the customers whose city it names
     return TurnContext(
         turn=turn,
         route="POSTGRES",
-        asked=_TEMPLATE_ASKED.get(template) or (_asked_of(params, tickets) if rows else None),
+        asked=asked or (_asked_of(params, tickets) if rows else None),
         tickets=tuple(tickets[:MAX_REFS]),
         customers=tuple(customers[:MAX_REFS]),
         city=city.strip("%") if city else None,

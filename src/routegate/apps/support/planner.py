@@ -9,6 +9,8 @@ What it answers (every query then goes through the SQL guard with the desk's all
 * along a foreign key, to the parent — ``who placed order 1042?`` (``who`` or the parent's label) — and to the
   children — ``show orders for customer Maria`` (a table that references the named one);
 * counts and simple filters — ``how many orders are open?`` (the configured ``filters`` values);
+* a row left out of the children — ``the tickets of customer 1 other than ticket 1`` (``other than`` / ``except``
+  / ``besides`` / ``apart from`` / ``but not`` before a row's id);
 * a follow-up that names nothing — ``and which city is she from?`` — takes the entity of the latest earlier
   message that had one.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache, partial
 from typing import Any, Final
 
 from routegate.apps.configured.config import DeskConfig, TableConfig
@@ -56,6 +59,13 @@ _STOP: Final = REQUEST_WORDS | frozenset(
         "yes",
     ]
 )
+
+
+def _words(phrase: str) -> re.Pattern[str]:
+    """A pattern that finds ``phrase`` in a lower-cased question as whole words."""
+    return re.compile(r"\b" + re.escape(phrase.lower()) + r"\b")
+
+
 _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "cost": ("price", "total", "amount"),
     "costs": ("price", "total", "amount"),
@@ -74,11 +84,15 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "contact": ("email", "phone"),
     "tracking": ("tracking_number",),
 }
+_SYNONYM_PATTERNS: Final = tuple((_words(phrase), columns) for phrase, columns in _SYNONYMS.items())
+"""Each synonym as the pattern that finds it in a question, compiled once."""
 _TEXT: Final = frozenset({"text", "character varying", "citext"})
 _WORD: Final = re.compile(r"[A-Za-z][A-Za-z'’.-]*")
 _TOKEN: Final = re.compile(r"[A-Za-z]+")
 _ID_AFTER: Final = re.compile(r"\s*(?:with (?:the )?)?(?:#|no\.?|number|id|nr\.?)?\s*#?(\d{1,12})\b")
 """A row's id after its table's word: ``order 1042``, ``order #1042``, ``customer with id 3``."""
+_EXCEPT: Final = re.compile(r"\b(?:other than|except|besides|apart from|but not)\s+$")
+"""What, just before a row's id, leaves that row out: ``tickets of customer 1 other than ticket 1``."""
 _INTRODUCERS: Final = frozenset({"named", "called", "for", "of", "by"})
 """Words after which a lower-case word is read as a name (``tickets for jane smith``)."""
 
@@ -113,12 +127,14 @@ def _label_pattern(table: TableConfig) -> re.Pattern[str]:
 @dataclass(frozen=True, slots=True)
 class _Found:
     ids: list[tuple[TableConfig, int]]
+    excluded: list[tuple[TableConfig, int]]
     mentioned: list[TableConfig]
     filters: list[tuple[TableConfig, str, str]]
     names: list[str]
     counting: bool
     who: bool
     text: str
+    columns: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the columns named, per table (once each)
 
 
 class SqlPlanner:
@@ -132,6 +148,14 @@ class SqlPlanner:
         self._values = {v.lower() for t in self.tables for vs in t.filters.values() for v in vs}
         self._vocabulary = tuple(word.lower() for word in config.router.typo_words)
         self._lists_counts = config.lists_counts
+        # the patterns a question is read with, compiled once: each filter value, each table's column words
+        self._filter_words = tuple(
+            (table, column, value, _words(value)) for table in self.tables for column, values in table.filters.items()
+            for value in values
+        )  # fmt: skip
+        self._column_words = {t.name: tuple((c, _words(words_of(c))) for c in t.columns) for t in self.tables}
+        # a word's correction depends on the word alone: each is worked out once (the last 1024 words)
+        self._correct = lru_cache(maxsize=1024)(partial(_correct_word, vocabulary=self._vocabulary))
 
     def _corrected(self, message: str) -> str:
         """``message`` with the misspellings of ``[router] typo_words`` corrected (``tikcet 2`` → ``ticket 2``), the
@@ -139,38 +163,31 @@ class SqlPlanner:
         if not self._vocabulary:
             return message
 
-        def fixed(match: re.Match[str]) -> str:
-            word = match.group(0)
-            corrected = correct_typos(word, self._vocabulary)
-            return corrected if corrected != word.lower() else word
-
-        return _TOKEN.sub(fixed, message)
+        return _TOKEN.sub(lambda match: self._correct(match.group(0)), message)
 
     # -- reading the question ------------------------------------------------------------------------------
     def _find(self, message: str) -> _Found:
         text = " ".join(message.lower().replace("’", "'").split())
         ids: list[tuple[TableConfig, int]] = []
+        excluded: list[tuple[TableConfig, int]] = []
         spans: list[tuple[int, TableConfig]] = []
         for table, pattern in self._labels:
             for match in pattern.finditer(text):
                 spans.append((match.start(), table))
                 after = _ID_AFTER.match(text[match.end() :])
                 if after and table.primary_key is not None:
-                    ids.append((table, int(after.group(1))))
+                    left_out = _EXCEPT.search(text[: match.start()])
+                    (excluded if left_out else ids).append((table, int(after.group(1))))
         # the longest label wins where two overlap ("order item 5" is not "order 5")
         ids = [pair for pair in ids if not any(o is not pair[0] and pair[0].label in o.label for o, _ in ids)]
         mentioned: list[TableConfig] = []
         for _, table in sorted(spans, key=lambda s: s[0]):
             if table not in mentioned and not any(table is not o and table.label in o.label for _, o in spans):
                 mentioned.append(table)
-        filters: list[tuple[TableConfig, str, str]] = []
-        for table in self.tables:
-            for column, values in table.filters.items():
-                for value in values:
-                    if re.search(r"\b" + re.escape(value.lower()) + r"\b", text):
-                        filters.append((table, column, value))
+        filters = [(table, column, value) for table, column, value, words in self._filter_words if words.search(text)]
         return _Found(
             ids=ids,
+            excluded=excluded,
             mentioned=mentioned,
             filters=filters,
             names=self._names(message),
@@ -205,10 +222,17 @@ class SqlPlanner:
         close()
         return [n for n in names if not n.isdigit()]
 
-    def _columns_in(self, table: TableConfig, text: str) -> tuple[str, ...]:
-        found = [c for c in table.columns if re.search(r"\b" + re.escape(words_of(c)) + r"\b", text)]
-        for phrase, columns in _SYNONYMS.items():
-            if re.search(r"\b" + re.escape(phrase) + r"\b", text):
+    def _columns_in(self, table: TableConfig, found: _Found) -> tuple[str, ...]:
+        """The columns of ``table`` the question names, by their words or a synonym (read once per question)."""
+        known = found.columns.get(table.name)
+        if known is None:
+            known = found.columns[table.name] = self._columns_of(table, found.text)
+        return known
+
+    def _columns_of(self, table: TableConfig, text: str) -> tuple[str, ...]:
+        found = [c for c, words in self._column_words[table.name] if words.search(text)]
+        for words, columns in _SYNONYM_PATTERNS:
+            if words.search(text):
                 found += [c for c in columns if c in table.columns]
         return tuple(dict.fromkeys(c for c in found if c != table.primary_key))
 
@@ -261,18 +285,14 @@ class SqlPlanner:
         """Whether ``table``'s own row answers a question about its ``parent``: a ``row`` template names the parent
         (``Ticket {id} for {customer} is about …``) and the question asks for none of the parent's other columns."""
         field = "{" + parent.label.replace(" ", "_") + "}"
-        asked = [c for c in self._columns_in(parent, found.text) if c != parent.name_column]
+        asked = [c for c in self._columns_in(parent, found) if c != parent.name_column]
         return not asked and any(field in template for template in table.row)
 
     def _by_key(self, table: TableConfig, key_sql: str, params: dict[str, Any], found: _Found, what: str) -> Lookup:
         """Rows about one row of ``table`` selected by ``key_sql`` (on alias ``k``): its parent, its children, or
         itself."""
         parent = self._parent_of(table, found)
-        if (
-            parent is not None
-            and not self._columns_in(table, found.text)
-            and not self._said_by_row(table, parent[0], found)
-        ):
+        if parent is not None and not self._columns_in(table, found) and not self._said_by_row(table, parent[0], found):
             other, column, ref = parent
             items, joins = self._select(other, "t")
             query = (
@@ -280,7 +300,7 @@ class SqlPlanner:
                 f"{joins} WHERE {key_sql}"
             )
             return Lookup(
-                "parent", other.name, query, params, self._columns_in(other, found.text), f"the {other.label} of {what}"
+                "parent", other.name, query, params, self._columns_in(other, found), f"the {other.label} of {what}"
             )
         child = self._child_of(table, found)
         if child is not None:
@@ -299,15 +319,19 @@ class SqlPlanner:
                 )
                 return Lookup("count", other.name, query, params, (), f"{other.plural} of {what}")
             items, joins = self._select(other, "t")
+            left_out = next((key for t, key in found.excluded if t is other and other.primary_key), None)
+            looked_for = f"{other.plural} of {what}"
+            if left_out is not None:
+                condition += f" AND t.{_q(other.primary_key or '')} <> :except_id"
+                params["except_id"] = left_out
+                looked_for += f" other than {other.label} {left_out}"
             query = f"SELECT {items} FROM {_q(other.name)} t{join}{joins}{condition}{self._order(other, 't')}"
             kind = "count" if found.counting else "children"
-            return Lookup(
-                kind, other.name, query, params, self._columns_in(other, found.text), f"{other.plural} of {what}"
-            )
+            return Lookup(kind, other.name, query, params, self._columns_in(other, found), looked_for)
         items, joins = self._select(table, "k")
         query = f"SELECT {items} FROM {_q(table.name)} k{joins} WHERE {key_sql}"
         kind = "by_name" if "name" in params else "by_id"
-        return Lookup(kind, table.name, query, params, self._columns_in(table, found.text), what)
+        return Lookup(kind, table.name, query, params, self._columns_in(table, found), what)
 
     def _plan(self, message: str) -> list[Lookup]:
         message = self._corrected(message)
@@ -335,7 +359,7 @@ class SqlPlanner:
         values = [v for o, _, v in found.filters if o is table]
         what = " ".join([*values, table.plural])
         kind = "count" if found.counting else ("filter" if values else "all")
-        return [Lookup(kind, table.name, query, params, self._columns_in(table, found.text), what)]
+        return [Lookup(kind, table.name, query, params, self._columns_in(table, found), what)]
 
     def _listed(self, found: _Found) -> TableConfig:
         """The table whose rows answer a question naming no row: the first mentioned that references another
@@ -403,3 +427,9 @@ _REFERS_BACK: Final = re.compile(r"\b(?:he|she|they|him|her|his|hers|their|them|
 
 def _refers_back(message: str) -> bool:
     return bool(_REFERS_BACK.search(message.lower()))
+
+
+def _correct_word(word: str, vocabulary: tuple[str, ...]) -> str:
+    """``word`` with its misspelling of a ``vocabulary`` word corrected, else as written (a name keeps its capital)."""
+    corrected = correct_typos(word, vocabulary)
+    return corrected if corrected != word.lower() else word

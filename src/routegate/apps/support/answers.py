@@ -1,8 +1,8 @@
-"""The wording of a configured desk's answers: the built-in Respond node (tokens streamed, the model answering from
-the evidence when configured, the composer when it is not or fails) runs with this desk's system prompt and
-composer (:meth:`DeskAnswers.respond_node`), worded for its own tables, documents and tools.
+"""The desk's answer composer: the wording of its answers, from its configuration (its tables, documents and tools;
+the built-in desk's ``[answers]`` keep the spec's sentences). The Respond node (:mod:`.respond`) streams what it
+composes and gives the model its system prompt (:meth:`DeskAnswers.system_prompt`).
 
-Offline, :func:`compose` builds the answer from the evidence only: the asked-for columns of a row
+Offline, :meth:`DeskAnswers.compose` builds the answer from the evidence only: the asked-for columns of a row
 (``Order 1042: status is open.``), a list of rows named by their name column or id, a count, the best knowledge
 chunk quoted with its source file, a tool's result; and on the LLM route what the desk can do.
 """
@@ -16,9 +16,6 @@ from typing import Any, Final
 
 from routegate.apps.configured.config import TEMPLATE_FIELD, DeskConfig, TableConfig, template_fields
 from routegate.apps.configured.words import fact, is_id
-from routegate.apps.support.payloads import Routed
-from routegate.apps.support.respond import RespondNode, model_failed_answer, truncation_note
-from routegate.llm.protocol import ChatModel
 
 _GREETING: Final = re.compile(r"^\s*(hi|hello|hey|helo|good (morning|afternoon|evening))\b", re.IGNORECASE)
 _THANKS: Final = re.compile(r"\b(thanks?|thank you|thnks|cheers)\b", re.IGNORECASE)
@@ -231,14 +228,6 @@ class DeskAnswers:
             return f"{result.get('tool')}: {text}{mock}" + truncation_note(cut)
         return self.unsure() if unsure else self.llm_route(message)
 
-    def answer(self, turn: Routed, route: str, observation: Mapping[str, Any]) -> str:
-        """The offline answer of a turn (the Respond node's composer)."""
-        unsure = turn.choice is not None and turn.choice.layer == "unsure"
-        return self.compose(turn.message, route, observation, unsure=unsure)
-
-    def respond_node(self, chat_model: ChatModel | None) -> RespondNode:
-        return RespondNode(chat_model=chat_model, system_prompt=self.system_prompt(), composer=self.answer)
-
     def system_prompt(self) -> str:
         return (
             f"You are the assistant of {self.config.desk.description or self.config.desk.name}. Answer the user's last "
@@ -247,6 +236,24 @@ class DeskAnswers:
             "If the evidence is empty or a tool failed, say plainly what you could not find; never invent records, "
             f"numbers or policies. On the LLM route (no evidence) answer briefly and say what you can do: {self.capabilities}"
         )
+
+
+def model_failed_answer(reason: str) -> str | None:
+    """The answer to a turn whose fallback ``reason`` says the language model failed before any tool ran
+    (``llm_failed:<stop>``): it says so, and never blames the database or the documents; else ``None``."""
+    if not reason.startswith("llm_failed:"):
+        return None
+    return (
+        f"I couldn't answer that: the language model service failed ({reason.removeprefix('llm_failed:')}), "
+        "so nothing was looked up. Please try again later."
+    )
+
+
+def truncation_note(result: Mapping[str, Any]) -> str:
+    """A line saying the result is not whole, when a bound of the SQL tool cut it; else empty."""
+    if not result.get("truncated"):
+        return ""
+    return f"\n(This is not the whole result: {result.get('truncation') or 'it was cut'}.)"
 
 
 def _filled(template: str, response: Mapping[str, Any]) -> str:
