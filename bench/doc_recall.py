@@ -32,11 +32,10 @@ from typing import Any, Final
 from unittest import mock
 
 from routegate.apps.configured.config import builtin_desk_dir
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.configured.kb import KnowledgeBase, Passage
+from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.embedded import EmbeddedPostgres
-from routegate.apps.support.vector_tool import nearest
+from routegate.apps.support.factory import open_support_desk
+from routegate.apps.support.vector_tool import KnowledgeBase, Passage, nearest
 from routegate.cli import main
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
@@ -56,7 +55,7 @@ def rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def vector_only(desk: ConfiguredDesk, min_score: float) -> Search:
+def vector_only(desk: SupportAgent, min_score: float) -> Search:
     async def search(text: str) -> list[Passage]:
         found = await nearest(desk.db, desk.encoder, text, _VECTOR_ONLY, 3, what="knowledge search")
         passages = [Passage(r["source"], r["heading"], r["content"], float(r["score"])) for r in found]
@@ -95,7 +94,7 @@ async def measure(search: Search, items: list[dict[str, Any]], off_topic: list[d
 
 
 async def bench_desk(
-    name: str, desk: ConfiguredDesk, fixed: float, questions: list[dict[str, Any]], off_topic: list[dict[str, Any]]
+    name: str, desk: SupportAgent, fixed: float, questions: list[dict[str, Any]], off_topic: list[dict[str, Any]]
 ) -> None:
     language = desk.config.knowledge.language
     hybrid_fixed = KnowledgeBase(desk.db, desk.encoder, min_score=fixed, language=language)
@@ -146,7 +145,7 @@ async def run(args: argparse.Namespace) -> None:
                 ("demo desk (built-in)", builtin_desk_dir(), 0.40, args.demo),
                 ("shop example", base / "shop", 0.35, args.shop),
             ):
-                async with open_configured_desk(settings, desk_dir, encoder=encoder) as desk:
+                async with open_support_desk(settings, desk_dir, encoder=encoder) as desk:
                     await bench_desk(name, desk, fixed, rows(data), off_topic)
         finally:
             server.stop()

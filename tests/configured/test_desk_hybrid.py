@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
-from routegate.apps.configured.kb import KnowledgeBase, query_words
 from routegate.apps.configured.kb_fusion import Candidate, answers, fuse
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.factory import open_support_desk
+from routegate.apps.support.vector_tool import KnowledgeBase, query_words
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -42,19 +42,19 @@ def desk_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Path:
 
 
 @pytest.fixture
-async def desk(desk_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
-    async with open_configured_desk(Settings(database_url=pg_url, data_dir=tmp_path), desk_dir, encoder=encoder) as d:
+async def desk(desk_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[SupportAgent]:
+    async with open_support_desk(Settings(database_url=pg_url, data_dir=tmp_path), desk_dir, encoder=encoder) as d:
         yield d
 
 
-async def _calibration(desk: ConfiguredDesk) -> tuple[float, float]:
+async def _calibration(desk: SupportAgent) -> tuple[float, float]:
     async with desk.db.connection() as conn:
         row = await (await conn.execute("SELECT min_score, floor FROM kb_calibration")).fetchone()
     assert row is not None, "ingest calibrates the cut-off"
     return float(row["min_score"]), float(row["floor"])
 
 
-async def _vector_only(desk: ConfiguredDesk, question: str, min_score: float) -> list[str]:
+async def _vector_only(desk: SupportAgent, question: str, min_score: float) -> list[str]:
     """What the knowledge base found before hybrid search: the nearest chunks by meaning, under one cut-off."""
     async with desk.db.connection() as conn:
         vector = "[" + ",".join(f"{x:.7g}" for x in desk.encoder.encode([question])[0]) + "]"
@@ -67,7 +67,7 @@ async def _vector_only(desk: ConfiguredDesk, question: str, min_score: float) ->
     return [r["source"] for r in rows if r["score"] >= min_score]
 
 
-async def test_a_question_whose_words_only_full_text_search_matches_is_found(desk: ConfiguredDesk) -> None:
+async def test_a_question_whose_words_only_full_text_search_matches_is_found(desk: SupportAgent) -> None:
     min_score, _ = await _calibration(desk)
     passages = await desk.kb.search("Varnholt form", top_k=3)
     assert passages and passages[0].source == "docs/lockers.md"
@@ -75,7 +75,7 @@ async def test_a_question_whose_words_only_full_text_search_matches_is_found(des
     assert await _vector_only(desk, "Varnholt form", min_score) == []
 
 
-async def test_a_question_only_the_vector_matches_is_found(desk: ConfiguredDesk) -> None:
+async def test_a_question_only_the_vector_matches_is_found(desk: SupportAgent) -> None:
     question = "can I use Apple Pay"
     any_words, _ = query_words(question)
     async with desk.db.connection() as conn:
@@ -90,7 +90,7 @@ async def test_a_question_only_the_vector_matches_is_found(desk: ConfiguredDesk)
     assert passages and passages[0].source == "docs/payments.txt"
 
 
-async def test_the_calibrated_cut_off_refuses_an_off_topic_question(desk: ConfiguredDesk) -> None:
+async def test_the_calibrated_cut_off_refuses_an_off_topic_question(desk: SupportAgent) -> None:
     min_score, _ = await _calibration(desk)
     assert min_score != 0.35  # calibrated, not the old constant
     for question in ("who painted the Mona Lisa", "how far is the moon from the earth"):
@@ -121,13 +121,13 @@ async def test_an_existing_desk_gains_the_words_column_on_start_without_embeddin
     desk_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path
 ) -> None:
     settings_ = Settings(database_url=pg_url, data_dir=tmp_path)
-    async with open_configured_desk(settings_, desk_dir, encoder=encoder) as desk, desk.db.connection() as conn:
+    async with open_support_desk(settings_, desk_dir, encoder=encoder) as desk, desk.db.connection() as conn:
         # the tables as a desk made before hybrid search had them
         await conn.execute("DROP INDEX IF EXISTS kb_chunks_fts")
         await conn.execute("ALTER TABLE kb_chunks DROP COLUMN fts")
         await conn.execute("DROP TABLE kb_calibration")
         before = await (await conn.execute("SELECT id, embedding::text AS e FROM kb_chunks ORDER BY id")).fetchall()
-    async with open_configured_desk(settings_, desk_dir, encoder=encoder) as desk:
+    async with open_support_desk(settings_, desk_dir, encoder=encoder) as desk:
         assert desk.ingested is not None and desk.ingested.chunks == 0  # nothing embedded again
         async with desk.db.connection() as conn:
             after = await (await conn.execute("SELECT id, embedding::text AS e FROM kb_chunks ORDER BY id")).fetchall()
@@ -147,7 +147,7 @@ async def test_an_existing_desk_gains_the_words_column_on_start_without_embeddin
 
 
 async def test_another_language_remakes_the_words_column_and_a_wrong_one_is_named(
-    desk: ConfiguredDesk, encoder: MiniLMEncoder
+    desk: SupportAgent, encoder: MiniLMEncoder
 ) -> None:
     from routegate.apps.configured.config import DeskConfigError
     from routegate.apps.configured.kb import ensure_tables
@@ -181,7 +181,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-async def test_hostile_questions_reach_the_search_as_data(desk: ConfiguredDesk, text: str) -> None:
+async def test_hostile_questions_reach_the_search_as_data(desk: SupportAgent, text: str) -> None:
     async with desk.db.connection() as conn:
         count = await (await conn.execute("SELECT count(*) AS n FROM kb_chunks")).fetchone()
     assert isinstance(await desk.kb.search(text, top_k=3), list)

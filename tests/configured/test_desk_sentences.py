@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from routegate.apps.configured.respond import DeskAnswers
 
 from routegate.apps.configured.config import DeskConfig, builtin_desk_dir
-from routegate.apps.configured.desk import ConfiguredDesk
-from routegate.apps.configured.factory import open_configured_desk
 from routegate.apps.configured.words import column_question, fact, filter_questions
+from routegate.apps.support.answers import DeskAnswers
+from routegate.apps.support.desk import SupportAgent
+from routegate.apps.support.factory import open_support_desk
 from routegate.embed import MiniLMEncoder
 from routegate.settings import Settings
 
@@ -47,13 +47,13 @@ def _session() -> str:
         ),
     ],
 )
-async def test_shop_rows_name_what_matters_not_their_ids(shop: ConfiguredDesk, question: str, answer: str) -> None:
+async def test_shop_rows_name_what_matters_not_their_ids(shop: SupportAgent, question: str, answer: str) -> None:
     result = await shop.ask(question, session_id=_session())
     assert result.route == "POSTGRES" and result.answer == answer
     assert not _ID.search(result.answer)
 
 
-async def test_an_id_the_question_asks_for_is_said(shop: ConfiguredDesk) -> None:
+async def test_an_id_the_question_asks_for_is_said(shop: SupportAgent) -> None:
     result = await shop.ask("What is the customer id of order 1042?", session_id=_session())
     assert result.answer == "Order 1042: customer id is 1."
 
@@ -80,12 +80,12 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Path:
 
 
 @pytest.fixture
-async def demo(demo_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[ConfiguredDesk]:
-    async with open_configured_desk(Settings(database_url=pg_url, data_dir=tmp_path), demo_dir, encoder=encoder) as d:
+async def demo(demo_dir: Path, pg_url: str, encoder: MiniLMEncoder, tmp_path: Path) -> AsyncIterator[SupportAgent]:
+    async with open_support_desk(Settings(database_url=pg_url, data_dir=tmp_path), demo_dir, encoder=encoder) as d:
         yield d
 
 
-async def test_demo_rows_name_the_customer_not_the_customer_id(demo: ConfiguredDesk) -> None:
+async def test_demo_rows_name_the_customer_not_the_customer_id(demo: SupportAgent) -> None:
     result = await demo.ask("show ticket 1", session_id=_session())
     assert result.answer == "Ticket 1, customer John Doe: issue is Login not working, status is open."
     listed = await demo.ask("list open tickets", session_id=_session())

@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from routegate.apps.configured.desk import ConfiguredDesk
+from routegate.apps.support.desk import SupportAgent
 from routegate.server import create_app
 from routegate.settings import Settings
 
 
-async def _answer(shop: ConfiguredDesk, pg_url: str, data_dir: Path, messages: list[dict[str, Any]]) -> str:
+async def _answer(shop: SupportAgent, pg_url: str, data_dir: Path, messages: list[dict[str, Any]]) -> str:
     app = create_app(desk=shop, settings=Settings(database_url=pg_url, data_dir=data_dir))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://desk") as client:
         reply = await client.post("/v1/chat/completions", json={"model": "routegate", "messages": messages})
@@ -37,7 +37,7 @@ FORGED = [
 
 @pytest.mark.parametrize("messages", [HONEST, FORGED], ids=["honest", "forged-answer-and-system"])
 async def test_the_users_words_resolve_the_follow_up_and_forged_turns_move_nothing(
-    shop: ConfiguredDesk, pg_url: str, tmp_path: Path, messages: list[dict[str, Any]]
+    shop: SupportAgent, pg_url: str, tmp_path: Path, messages: list[dict[str, Any]]
 ) -> None:
     answer = await _answer(shop, pg_url, tmp_path, messages)
     assert "Madrid" in answer and "Liam" not in answer, answer
