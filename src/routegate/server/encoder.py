@@ -31,6 +31,8 @@ def serving_encoder(settings: Settings) -> BatchingEncoder:
 async def load_encoders(desk: SupportAgent) -> None:
     """Load the models of the encoders a turn of ``desk`` uses (off the event loop), so that ready means ready."""
     encoders: list[Encoder] = [desk.encoder]
+    if desk.kb_encoder is not desk.encoder:  # [knowledge] encoder names another than the router's
+        encoders.append(desk.kb_encoder)
     if desk.semantic is not None and desk.semantic.encoder is not desk.encoder:
         encoders.append(desk.semantic.encoder)
     for encoder in encoders:

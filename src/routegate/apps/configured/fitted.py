@@ -75,13 +75,20 @@ def desk_embedding_layer(
 
 def load_fitted(path: Path, config: DeskConfig, encoder: Encoder) -> FittedSemanticLayer:
     """The router saved at ``path`` as the desk's layer, with its own fine-tuned encoder when it holds one (else
-    ``encoder``, the desk's, when the router was fitted with the same model)."""
+    ``encoder``, the desk's, when the router was fitted with the same model). A router fitted with another family
+    than MiniLM's (an embeddings endpoint, ``multilingual-e5``) routes with the desk's ``encoder`` of that family
+    (``[router] encoder``); loading refuses it when its model or dimension differ."""
     from routegate.embed.minilm import MiniLMEncoder
-    from routegate.routers.persist import saved_encoder
+    from routegate.embed.protocol import encoder_name
+    from routegate.routers.persist import MINILM, encoder_identity, saved_encoder
     from routegate.routers.semantic import SemanticRouter
 
-    own = saved_encoder(path)
-    chosen = encoder if isinstance(own, MiniLMEncoder) and own.model_id == encoder.model_id else own
+    family = encoder_identity(path)["name"]
+    if family != MINILM and family == encoder_name(encoder):
+        chosen = encoder
+    else:
+        own = saved_encoder(path)
+        chosen = encoder if isinstance(own, MiniLMEncoder) and own.model_id == encoder.model_id else own
     router = SemanticRouter.load(path, encoder=chosen, default_route=DEFAULT_ROUTE)
     _warn_if_stale(path, config)
     return FittedSemanticLayer(router, routes=present_routes(config))
