@@ -120,6 +120,35 @@ async def test_a_knowledge_encoder_of_its_own_re_embeds_the_documents_and_recali
     assert not any(text in sent for text in load_config(desk).routes[0].examples)  # the router kept its own
 
 
+def test_a_desk_fits_its_router_with_its_encoder_and_refuses_a_router_of_another(
+    shop_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from routegate.cli import main
+
+    desk = _desk_with(tmp_path, shop_dir, router="openai")
+    config = desk / "desk.toml"  # only the routes' own rules: the fitted router routes the question
+    config.write_text(config.read_text(encoding="utf-8").replace("[router]\n", "[router]\ngenerated_rules = false\n"))
+    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path / "data"))
+    with ScriptedOpenAIServer(fallback=_embed) as server:
+        monkeypatch.setenv("ROUTEGATE_EMBEDDINGS_MODEL", EMBEDDINGS_MODEL)
+        monkeypatch.setenv("ROUTEGATE_EMBEDDINGS_BASE_URL", server.base_url)
+        monkeypatch.setenv("ROUTEGATE_EMBEDDINGS_API_KEY", server.api_key)
+        assert main(["fit", "--desk", str(desk), "--no-progress"]) == 0  # with the desk's encoder: no --encoder
+        capsys.readouterr()
+        assert load_config(desk).router.fitted is not None
+        assert main(["route", "--desk", str(desk), "--json", "details of product 102"]) == 0
+        routed = json.loads(capsys.readouterr().out)
+        config.write_text(config.read_text(encoding="utf-8").replace('encoder = "openai"', 'encoder = "minilm"'))
+        assert main(["route", "--desk", str(desk), "details of product 102"]) != 0
+        refused = capsys.readouterr().err
+    manifest = json.loads((desk / "router" / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["encoder"]["name"], manifest["encoder"]["model_id"]) == ("openai", EMBEDDINGS_MODEL)
+    assert routed["route"] == "POSTGRES" and routed["layer"] == "semantic"
+    assert f"{config}: router.fitted: " in refused
+    assert "was fitted with the 'openai' encoder, not router.encoder = 'minilm'" in refused
+    assert f"routegate fit --desk {desk} --encoder minilm" in refused
+
+
 def test_an_unknown_encoder_is_refused_with_the_file_and_the_known_names(shop_dir: Path, tmp_path: Path) -> None:
     desk = _desk_with(tmp_path, shop_dir, knowledge="openia")
     with pytest.raises(DeskConfigError) as refused:

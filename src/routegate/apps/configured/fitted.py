@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from routegate.apps.configured.config import CONFIG_FILE, DeskConfig, DeskConfigError, parse_config, resolve
+from routegate.apps.configured.mistakes import config_file
 from routegate.apps.configured.routes import KIND_ROUTE, present_routes, route_examples
 from routegate.apps.support.router import embedding_layer
 from routegate.apps.support.semantic import DEFAULT_ROUTE, EmbeddingLayer, FittedSemanticLayer
@@ -65,7 +66,16 @@ def desk_embedding_layer(
     fit_at_start``, a router fitted on the desk's examples the way the built-in desk fits its own (cached in
     ``cache_dir``, the data directory; ``None`` fits every time); else the nearest examples."""
     if config.router.fitted is not None:
-        return load_fitted(resolve(Path(desk_dir), config.router.fitted), config, encoder)
+        path = resolve(Path(desk_dir), config.router.fitted)
+        family = _fitted_family(path)
+        named = config.router.encoder
+        if named is not None and family != named:
+            raise DeskConfigError(
+                f"{config_file(desk_dir)}: router.fitted: {path} was fitted with the {family!r} encoder, not "
+                f"router.encoder = {named!r}: fit it again with `routegate fit --desk {desk_dir} --encoder {named}`, "
+                "or set router.encoder to the router's"
+            )
+        return load_fitted(path, config, encoder)
     if config.router.fit_at_start:
         present = present_routes(config)
         examples = {route: texts for route, texts in route_examples(config).items() if route in present}
@@ -80,10 +90,10 @@ def load_fitted(path: Path, config: DeskConfig, encoder: Encoder) -> FittedSeman
     (``[router] encoder``); loading refuses it when its model or dimension differ."""
     from routegate.embed.minilm import MiniLMEncoder
     from routegate.embed.protocol import encoder_name
-    from routegate.routers.persist import MINILM, encoder_identity, saved_encoder
+    from routegate.routers.persist import MINILM, saved_encoder
     from routegate.routers.semantic import SemanticRouter
 
-    family = encoder_identity(path)["name"]
+    family = _fitted_family(path)
     if family != MINILM and family == encoder_name(encoder):
         chosen = encoder
     else:
@@ -92,6 +102,14 @@ def load_fitted(path: Path, config: DeskConfig, encoder: Encoder) -> FittedSeman
     router = SemanticRouter.load(path, encoder=chosen, default_route=DEFAULT_ROUTE)
     _warn_if_stale(path, config)
     return FittedSemanticLayer(router, routes=present_routes(config))
+
+
+def _fitted_family(path: Path) -> str:
+    """The family of the encoder the router saved at ``path`` was fitted with (``minilm``, ``openai``...)."""
+    from routegate.routers.persist import encoder_identity
+
+    family: str = encoder_identity(path)["name"]
+    return family
 
 
 def _warn_if_stale(path: Path, config: DeskConfig) -> None:
