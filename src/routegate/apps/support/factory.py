@@ -141,10 +141,10 @@ async def open_support_desk(
     ``multilingual-e5``) is built here from ``settings`` and closed on exit."""
     where = desk_directory(settings) if desk_dir is None else Path(desk_dir)
     config = load_config(where)  # a bad configuration is reported before anything starts
-    router_encoder, knowledge_encoder = desk_encoders(config, where, settings, encoder)  # so are its encoders
     one_schema = schema is not None
     if one_schema and where.resolve() != builtin_desk_dir().resolve():
         raise ConfigurationError(f"schema= keeps the built-in desk in one schema; {where} is another desk")
+    router_encoder, knowledge_encoder = desk_encoders(config, where, settings, encoder)  # so are its encoders
     async with AsyncExitStack() as stack:
         if database is not None:
             stack.push_async_callback(asyncio.to_thread, database.stop)
