@@ -137,3 +137,19 @@ async def test_a_thread_does_not_wait_for_a_prefetch() -> None:
         encoder.prefetch("t")
         assert encoder.encode(["t"]).shape == (1, 16)  # embedded inline instead
         inner.gate.set()
+
+
+async def test_encoders_of_two_models_in_one_scope_keep_their_own_vectors() -> None:
+    """A desk whose knowledge base embeds with another model than its router: the message's vector from one model
+    is never handed to the other (it is of another space, maybe of another dimension)."""
+    small, large = HashingEncoder(dim=8), HashingEncoder(dim=32)
+    assert small.model_id != large.model_id
+    router, knowledge = MemoEncoder(small), MemoEncoder(large)
+    with request_scope():
+        router.prefetch("how do I reset my password?")
+        routed = await router.aencode(["how do I reset my password?"])
+        searched = await knowledge.aencode(["how do I reset my password?"])
+        again = knowledge.encode(["how do I reset my password?"])
+    assert routed.shape == (1, 8) and searched.shape == (1, 32)
+    np.testing.assert_array_equal(searched, large.encode(["how do I reset my password?"]))
+    np.testing.assert_array_equal(again, searched)

@@ -84,10 +84,11 @@ def register(subparsers: Any) -> None:
     fit.add_argument(
         "--encoder",
         choices=ENCODERS,
-        default="minilm",
-        help="the encoder to fit with (default minilm, the embedded English MiniLM): openai = any OpenAI-compatible "
-        "embeddings endpoint (ROUTEGATE_EMBEDDINGS_MODEL, _BASE_URL, _API_KEY); multilingual-e5 = the offline "
-        "multilingual encoder (the routegate[multilingual] extra). The router records it; eval uses the same",
+        default=None,
+        help="the encoder to fit with (default: with --desk, its [router] encoder; else minilm, the embedded English "
+        "MiniLM): openai = any OpenAI-compatible embeddings endpoint (ROUTEGATE_EMBEDDINGS_MODEL, _BASE_URL, "
+        "_API_KEY); multilingual-e5 = the offline multilingual encoder (the routegate[multilingual] extra). The "
+        "router records it; eval uses the same",
     )
     fit.add_argument(
         "--scores",
@@ -389,6 +390,13 @@ class _DeskFit:
         return point_config_at(self.directory, self.output)
 
 
+def _desk_encoder(desk: Path) -> str:
+    """The encoder ``DIR/desk.toml`` routes with (``[router] encoder``; absent: ``minilm``)."""
+    from routegate.apps.configured.config import load_config
+
+    return load_config(desk).router.encoder or "minilm"
+
+
 def _desk_fit(args: argparse.Namespace) -> _DeskFit:
     """The training data of ``fit --desk DIR``; the options that mean nothing for a desk are refused first."""
     from routegate.apps.configured.config import load_config
@@ -425,11 +433,15 @@ def run_fit(args: argparse.Namespace) -> int:
     1 route plus out-of-scope rows) and at least 2 examples per route. With --desk DIR instead of --train: the
     examples of DIR/desk.toml's routes are the training data (each labelled with its kind's route: POSTGRES,
     VECTOR, EXTERNAL, LLM), --val takes the desk's labelled questions ({"text", "route"}), the router is saved in
-    DIR/router (or -o) and DIR/desk.toml's [router] fitted names it.
+    DIR/router (or -o) and DIR/desk.toml's [router] fitted names it; it is fitted with the desk's [router] encoder
+    unless --encoder names another.
     """
     from routegate.embed.choice import encoder_named
     from routegate.routers import FitConfig, MisrouteLog, SemanticRouter
     from routegate.routers.data import load_examples
+
+    if args.encoder is None:
+        args.encoder = _desk_encoder(args.desk) if args.desk is not None else "minilm"
 
     finetune = finetune_config(args) if args.finetune else None  # a missing extra is said first
     if finetune is not None and args.encoder != "minilm":

@@ -4,7 +4,8 @@ In the support desk the router's embedding layer embeds the user's message, and 
 base the vector tool embeds the same message again: two encoder passes (~5 ms of CPU each on a small machine) for
 one vector. :class:`MemoEncoder` remembers the vectors of the texts embedded inside :func:`request_scope` (a
 ``ContextVar``: tasks and worker threads started inside the scope share it; other requests never see it) and
-encodes only what is new. Outside a scope it is a plain pass-through, so nothing is kept across requests.
+encodes only what is new. The vectors are kept per model (``model_id``): two encoders of different models in one
+request (a desk whose knowledge base embeds with another model than its router) never reuse each other's. Outside a scope it is a plain pass-through, so nothing is kept across requests.
 :meth:`MemoEncoder.prefetch` starts an embedding early (e.g. while the request's other I/O runs); a later call
 for the same text waits for it.
 """
@@ -27,7 +28,8 @@ from routegate.embed.protocol import Vectors
 from routegate.embed.wrapper import EncoderWrapper
 
 _Memo = dict[str, "Vectors | asyncio.Task[Vectors]"]
-_SCOPE: ContextVar[_Memo | None] = ContextVar("routegate_embed_request_scope", default=None)
+_SCOPE: ContextVar[dict[str, _Memo] | None] = ContextVar("routegate_embed_request_scope", default=None)
+"""The open scope's vectors: one memo per model (``model_id``), text -> vector or the prefetch computing it."""
 logger = logging.getLogger(__name__)
 
 
@@ -38,15 +40,16 @@ def request_scope() -> Iterator[None]:
     if _SCOPE.get() is not None:
         yield
         return
-    memo: _Memo = {}
-    token = _SCOPE.set(memo)
+    memos: dict[str, _Memo] = {}
+    token = _SCOPE.set(memos)
     try:
         yield
     finally:
         _SCOPE.reset(token)
-        for value in memo.values():
-            if isinstance(value, asyncio.Task) and not value.done():
-                value.cancel()
+        for memo in memos.values():
+            for value in memo.values():
+                if isinstance(value, asyncio.Task) and not value.done():
+                    value.cancel()
 
 
 class MemoEncoder(EncoderWrapper):
@@ -55,7 +58,7 @@ class MemoEncoder(EncoderWrapper):
     def prefetch(self, text: str) -> None:
         """Start embedding ``text`` now, in the background, for a later call in the same scope (which then waits
         for it instead of starting again). Outside a scope, or for a text already there, it does nothing."""
-        memo = _SCOPE.get()
+        memo = self._memo()
         if memo is None or text in memo:
             return
         task = asyncio.ensure_future(self._one(text))
@@ -94,10 +97,15 @@ class MemoEncoder(EncoderWrapper):
     def _missing(self, texts: Sequence[str]) -> tuple[_Memo | None, list[str]]:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a single string")
-        memo = _SCOPE.get()
+        memo = self._memo()
         if memo is None:
             return None, []
         return memo, list(dict.fromkeys(t for t in texts if t not in memo))
+
+    def _memo(self) -> _Memo | None:
+        """This model's vectors in the open scope (``None`` outside one)."""
+        memos = _SCOPE.get()
+        return None if memos is None else memos.setdefault(self.model_id, {})
 
     def _rows(self, memo: _Memo, texts: Sequence[str]) -> Vectors:
         if not texts:

@@ -5,8 +5,10 @@ each call and contend with the event loop and PostgreSQL on a small machine (mea
 The :class:`~routegate.embed.BatchingEncoder` lets turns that embed at the same time share one forward pass; the
 desk calls the encoder from worker threads, so the event loop keeps serving while a pass runs.
 
-A server loads its encoders before it listens (:func:`load_encoders`): the desk's (the vector tool's queries) and
-its router's (the embedding layer: the same one, or a fitted router's own fine-tuned encoder). Otherwise the first
+A server loads its encoders before it listens (:func:`load_encoders`): the desk's, its knowledge base's (the vector
+tool's queries: the same one unless ``[knowledge] encoder`` names another) and its router's (the embedding layer:
+the same one, or a fitted router's own fine-tuned encoder). The serving encoder is what a desk's ``minilm`` (or no
+``encoder`` field) means; an encoder the desk names otherwise is built from the settings. Otherwise the first
 turn that embeds would pay the model's load (about a second and a half), after ``/healthz`` already said ready.
 """
 
@@ -31,6 +33,8 @@ def serving_encoder(settings: Settings) -> BatchingEncoder:
 async def load_encoders(desk: SupportAgent) -> None:
     """Load the models of the encoders a turn of ``desk`` uses (off the event loop), so that ready means ready."""
     encoders: list[Encoder] = [desk.encoder]
+    if desk.kb_encoder is not desk.encoder:  # [knowledge] encoder names another than the router's
+        encoders.append(desk.kb_encoder)
     if desk.semantic is not None and desk.semantic.encoder is not desk.encoder:
         encoders.append(desk.semantic.encoder)
     for encoder in encoders:

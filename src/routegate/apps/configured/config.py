@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from routegate._suggest import did_you_mean
 from routegate.apps.configured._paths import OutsideError, inside
@@ -27,6 +27,25 @@ _IDENTIFIER = re.compile(IDENTIFIER)
 
 Identifier = Annotated[str, Field(pattern=IDENTIFIER)]
 RouteKind = Literal["sql", "kb", "tool", "llm"]
+
+
+def _encoder_name(name: str | None) -> str | None:
+    """A name :func:`~routegate.embed.choice.encoder_named` builds (imported only when a desk names one: loading a
+    configuration stays free of the encoders' modules)."""
+    if name is None:
+        return None
+    from routegate.embed.choice import ENCODER_NAMES
+
+    if name not in ENCODER_NAMES:
+        raise ValueError(
+            f"unknown encoder {name!r}{did_you_mean(name, ENCODER_NAMES)}; choose one of {', '.join(ENCODER_NAMES)} "
+            "(docs/models.md)"
+        )
+    return name
+
+
+EncoderName = Annotated[str | None, AfterValidator(_encoder_name)]
+"""``[router] encoder`` / ``[knowledge] encoder``: ``minilm``, ``openai`` or ``multilingual-e5``."""
 
 
 class DeskConfigError(ConfigurationError):
@@ -131,6 +150,9 @@ class KnowledgeConfig(_Strict):
     language: str = Field(default="english", pattern=r"^[a-z_]{1,63}$")
     """The PostgreSQL text-search configuration the documents' words are indexed with (``english``: stemmed, stop
     words dropped; ``simple``: any language, words as written; ``SELECT cfgname FROM pg_ts_config`` lists them)."""
+    encoder: EncoderName = None
+    """The encoder the documents and the questions are embedded with; ``None`` (the default): the router's
+    (``[router] encoder``). Changing it re-embeds the documents and recalibrates at the next ingest."""
 
 
 _HTTP_URL = re.compile(r"^https?://[^\s/]+")
@@ -245,6 +267,9 @@ class RouterConfig(_Strict):
     routes' ``keywords``; ``false``: only the routes' own ``rules``."""
     typo_words: list[str] = Field(default_factory=list)
     """Words whose misspellings are corrected before the rules match (``tikcet`` → ``ticket``)."""
+    encoder: EncoderName = None
+    """The encoder the embedding layer embeds with (``minilm``, ``openai``: ``ROUTEGATE_EMBEDDINGS_*``,
+    ``multilingual-e5``: the ``multilingual`` extra); ``None`` (the default): the embedded MiniLM."""
     mode: Literal["json", "tools", "json_schema", "auto"] = "json"
     """How the LLM router stage asks the model for a route: a JSON object (default), a tool call, one strict JSON
     schema, or the strongest the endpoint accepts (docs/models.md)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from routegate.apps.configured.config import CONFIG_FILE, DeskConfig, DeskConfigError, parse_config, resolve
+from routegate.apps.configured.mistakes import config_file
 from routegate.apps.configured.routes import KIND_ROUTE, present_routes, route_examples
 from routegate.apps.support.router import embedding_layer
 from routegate.apps.support.semantic import DEFAULT_ROUTE, EmbeddingLayer, FittedSemanticLayer
@@ -65,7 +66,16 @@ def desk_embedding_layer(
     fit_at_start``, a router fitted on the desk's examples the way the built-in desk fits its own (cached in
     ``cache_dir``, the data directory; ``None`` fits every time); else the nearest examples."""
     if config.router.fitted is not None:
-        return load_fitted(resolve(Path(desk_dir), config.router.fitted), config, encoder)
+        path = resolve(Path(desk_dir), config.router.fitted)
+        family = _fitted_family(path)
+        named = config.router.encoder
+        if named is not None and family != named:
+            raise DeskConfigError(
+                f"{config_file(desk_dir)}: router.fitted: {path} was fitted with the {family!r} encoder, not "
+                f"router.encoder = {named!r}: fit it again with `routegate fit --desk {desk_dir} --encoder {named}`, "
+                "or set router.encoder to the router's"
+            )
+        return load_fitted(path, config, encoder)
     if config.router.fit_at_start:
         present = present_routes(config)
         examples = {route: texts for route, texts in route_examples(config).items() if route in present}
@@ -75,16 +85,31 @@ def desk_embedding_layer(
 
 def load_fitted(path: Path, config: DeskConfig, encoder: Encoder) -> FittedSemanticLayer:
     """The router saved at ``path`` as the desk's layer, with its own fine-tuned encoder when it holds one (else
-    ``encoder``, the desk's, when the router was fitted with the same model)."""
+    ``encoder``, the desk's, when the router was fitted with the same model). A router fitted with another family
+    than MiniLM's (an embeddings endpoint, ``multilingual-e5``) routes with the desk's ``encoder`` of that family
+    (``[router] encoder``); loading refuses it when its model or dimension differ."""
     from routegate.embed.minilm import MiniLMEncoder
-    from routegate.routers.persist import saved_encoder
+    from routegate.embed.protocol import encoder_name
+    from routegate.routers.persist import MINILM, saved_encoder
     from routegate.routers.semantic import SemanticRouter
 
-    own = saved_encoder(path)
-    chosen = encoder if isinstance(own, MiniLMEncoder) and own.model_id == encoder.model_id else own
+    family = _fitted_family(path)
+    if family != MINILM and family == encoder_name(encoder):
+        chosen = encoder
+    else:
+        own = saved_encoder(path)
+        chosen = encoder if isinstance(own, MiniLMEncoder) and own.model_id == encoder.model_id else own
     router = SemanticRouter.load(path, encoder=chosen, default_route=DEFAULT_ROUTE)
     _warn_if_stale(path, config)
     return FittedSemanticLayer(router, routes=present_routes(config))
+
+
+def _fitted_family(path: Path) -> str:
+    """The family of the encoder the router saved at ``path`` was fitted with (``minilm``, ``openai``...)."""
+    from routegate.routers.persist import encoder_identity
+
+    family: str = encoder_identity(path)["name"]
+    return family
 
 
 def _warn_if_stale(path: Path, config: DeskConfig) -> None:

@@ -106,7 +106,8 @@ class SupportAgent:
     makes both). Without ``data`` the desk reads its tables in ``db``'s schema, as they are there; for the built-in
     configuration :meth:`start` puts the spec's customers and tickets there first
     (:meth:`~routegate.apps.support.db.SupportDatabase.ensure_schema`). ``mcp``: the pool the configured MCP tools
-    call through; ``cache_dir``: where a ``[router] fit_at_start`` layer is cached (the data directory; ``None``:
+    call through; ``knowledge_encoder``: what the knowledge base embeds with (``[knowledge] encoder``; default
+    ``encoder``, the router's); ``cache_dir``: where a ``[router] fit_at_start`` layer is cached (the data directory; ``None``:
     fitted at every start); ``semantic``: the router's embedding layer, instead of the configuration's.
 
     Every entry point that takes a user message checks it with :func:`routegate.core.messages.check_message`
@@ -130,6 +131,7 @@ class SupportAgent:
         *,
         db: SupportDatabase,
         encoder: Encoder,
+        knowledge_encoder: Encoder | None = None,
         data: SupportDatabase | None = None,
         chat_model: ChatModel | None = None,
         budget: Budget = SUPPORT_BUDGET,
@@ -166,6 +168,12 @@ class SupportAgent:
         self.max_message_chars = max_message_chars
         # within a turn's request scope a text is embedded once (the router's vector is the vector tool's)
         self.encoder = encoder if isinstance(encoder, MemoEncoder) else MemoEncoder(encoder)
+        # the knowledge base's documents and questions: the router's encoder unless [knowledge] encoder names another
+        self.kb_encoder = (
+            self.encoder
+            if knowledge_encoder is None or knowledge_encoder is encoder or knowledge_encoder is self.encoder.inner
+            else MemoEncoder(knowledge_encoder)
+        )
         self.chat_model = chat_model
         self.budget = budget
         self.memory = MessageStore(db, limit=memory_limit, max_chars=max(max_message_chars, MAX_STORED_CHARS))
@@ -179,7 +187,7 @@ class SupportAgent:
             max_field_chars=sql_max_field_chars,
         )
         min_score = self.config.knowledge.min_score if vector_min_score is None else vector_min_score
-        self.kb = KnowledgeBase(db, self.encoder, min_score=min_score, language=self.config.knowledge.language)
+        self.kb = KnowledgeBase(db, self.kb_encoder, min_score=min_score, language=self.config.knowledge.language)
         self.planner = SqlPlanner(self.config)
         self.answers = DeskAnswers(self.config)
         self.semantic = semantic
@@ -208,10 +216,10 @@ class SupportAgent:
         await self.postgres.prime()
         if config.knowledge.paths:
             if self.ingest_on_start:
-                self.ingested = await ingest(config, self.desk_dir, self.db, self.encoder)
+                self.ingested = await ingest(config, self.desk_dir, self.db, self.kb_encoder)
             else:
-                await ensure_tables(self.db, self.encoder.dim, config.knowledge.language)
-                await calibrated(self.db, self.encoder)  # a desk ingested before the cut-off was calibrated
+                await ensure_tables(self.db, self.kb_encoder.dim, config.knowledge.language)
+                await calibrated(self.db, self.kb_encoder)  # a desk ingested before the cut-off was calibrated
         if self.semantic is None:
             self.semantic = await asyncio.to_thread(
                 partial(desk_embedding_layer, config, self.desk_dir, self.encoder, cache_dir=self.cache_dir)

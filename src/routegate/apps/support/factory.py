@@ -3,7 +3,9 @@ its workers): ``--desk DIR`` / ``ROUTEGATE_DESK``, else the built-in desk's conf
 
 ``DATABASE_URL`` set: that PostgreSQL (it needs pgvector). Unset: the embedded server in ``<data_dir>/support-pg``.
 ``OPENAI_API_KEY`` set: the LLM router layer, text-to-SQL and LLM answers switch on; otherwise everything runs
-offline. The encoder is the embedded MiniLM unless one is passed in.
+offline. The encoders are the ones ``desk.toml`` names (``[router] encoder``, ``[knowledge] encoder``,
+:mod:`routegate.apps.configured.encoders`); where it names none (or ``minilm``): the encoder passed in, else the
+embedded MiniLM.
 
 Start-up stays light for one-shot commands: the ``openai`` SDK is imported only when an LLM is configured, and the
 encoder's model is loaded on its first use (a message the rules route never loads it). With no ``DATABASE_URL``,
@@ -23,13 +25,14 @@ from typing import TYPE_CHECKING, TypedDict
 
 from routegate.apps.configured.config import DeskConfig, DeskConfigError, builtin_desk_dir, load_config
 from routegate.apps.configured.database import state_schema
+from routegate.apps.configured.encoders import desk_encoders
 from routegate.apps.configured.mistakes import config_file
 from routegate.apps.configured.routes import desk_directory
 from routegate.apps.support._sqlallow import ALLOWED_TABLES
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
 from routegate.apps.support.embedded import DatabaseStart, EmbeddedPostgres, embedded_server
-from routegate.embed import Encoder, MemoEncoder, default_encoder
+from routegate.embed import Encoder, MemoEncoder
 from routegate.errors import ConfigurationError
 from routegate.llm.protocol import ChatModel, Probes
 from routegate.settings import Settings
@@ -133,15 +136,21 @@ async def open_support_desk(
     database starts), so a configuration error is never reported as a database failure. ``database``: the
     database of ``settings`` already being started (:class:`DatabaseStart`, begun before this module was
     imported); it is stopped on exit. ``schema``: the built-in desk kept whole in this one schema (its tables, its
-    conversations and its knowledge base) instead of its configuration's two."""
+    conversations and its knowledge base) instead of its configuration's two. ``encoder``: the desk's encoder where
+    its ``desk.toml`` names none or ``minilm`` (default: the embedded MiniLM); an encoder it names (``openai``,
+    ``multilingual-e5``) is built here from ``settings`` and closed on exit."""
     where = desk_directory(settings) if desk_dir is None else Path(desk_dir)
     config = load_config(where)  # a bad configuration is reported before anything starts
     one_schema = schema is not None
     if one_schema and where.resolve() != builtin_desk_dir().resolve():
         raise ConfigurationError(f"schema= keeps the built-in desk in one schema; {where} is another desk")
+    router_encoder, knowledge_encoder = desk_encoders(config, where, settings, encoder)  # so are its encoders
     async with AsyncExitStack() as stack:
         if database is not None:
             stack.push_async_callback(asyncio.to_thread, database.stop)
+        for built in {id(e): e for e in (router_encoder, knowledge_encoder) if e is not encoder}.values():
+            if callable(close := getattr(built, "aclose", None)):  # an endpoint's clients
+                stack.push_async_callback(close)
         model: ChatModel | None = chat_model
         if model is None and settings.llm_enabled:
             from routegate.llm.openai_chat import OpenAIChatModel  # the SDK's import is slow: only when configured
@@ -174,7 +183,8 @@ async def open_support_desk(
             db=state,
             data=None if one_schema else data,
             # a text embedded twice in a turn (router, then vector tool) is embedded once
-            encoder=MemoEncoder(encoder or default_encoder()),
+            encoder=MemoEncoder(router_encoder),
+            knowledge_encoder=knowledge_encoder,
             chat_model=model,
             ingest_on_start=ingest_on_start,
             mcp=mcp,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def support_router(settings: Settings, encoder: Encoder | None = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
     """The router ``route`` runs — the desk's of ``settings`` (:func:`~routegate.apps.configured.routes.desk_directory`): rules, its
     embedding layer, the LLM when configured — and its LLM client (the caller closes it), if any. ``encoder``: the
-    embedding layer's encoder (default: the embedded one)."""
+    embedding layer's encoder where the desk's ``[router] encoder`` names none (default: the embedded one)."""
     from routegate.apps.configured.routes import desk_directory
 
     chat_model: OpenAIChatModel | None = None
@@ -44,14 +44,16 @@ def desk_router(
     settings: Settings, desk_dir: Path, encoder: Encoder | None = None, *, chat_model: ChatModel | None = None
 ) -> SupportRouter:
     """The router of the desk at ``desk_dir`` alone (no database, no tool): its configuration's rules and embedding
-    layer (a fitted one cached in the data directory), the LLM router when ``chat_model`` is given."""
+    layer (a fitted one cached in the data directory) with the encoder its ``[router] encoder`` names (``encoder``,
+    else the embedded MiniLM, where it names none), the LLM router when ``chat_model`` is given."""
     from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.encoders import router_encoder
     from routegate.apps.configured.fitted import desk_embedding_layer
     from routegate.apps.support.router import SupportRouter
-    from routegate.embed import default_encoder
 
     config = load_config(desk_dir)
-    semantic = desk_embedding_layer(config, desk_dir, encoder or default_encoder(), cache_dir=settings.data_dir)
+    chosen = router_encoder(config, desk_dir, settings, encoder)
+    semantic = desk_embedding_layer(config, desk_dir, chosen, cache_dir=settings.data_dir)
     return SupportRouter(config, semantic=semantic, chat_model=chat_model)
 
 
