@@ -79,6 +79,7 @@ class EmbeddedPostgres:
     def _attach(self, pgserver: Any) -> str:
         try:
             _forget_dead_users(pgserver, self.data_dir)
+            _forget_dead_postmaster(pgserver, self.data_dir)
             self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
         except Exception as exc:
             raise DatabaseUnavailableError(
@@ -97,6 +98,15 @@ class EmbeddedPostgres:
         """Leave the server; the last user to leave stops it (a warm server's watcher is a user)."""
         if self._server is not None:
             server, self._server = self._server, None
+            server.cleanup()
+
+    def leave(self) -> None:
+        """Leave the server without stopping it, even as its last user: for a user whose postmaster is gone (a
+        crash, a restart by another command). pgserver would otherwise stop whatever server now runs on the data
+        directory, since it checks its old postmaster with ``psutil``, to which a zombie is running."""
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.cleanup_mode = None  # pgserver's documented "neither stop nor delete" (``get_server``)
             server.cleanup()
 
 
@@ -140,6 +150,27 @@ def _forget_dead_users(pgserver: Any, data_dir: Path) -> None:
             gone = [pid for pid in pids if pid not in alive]
             logger.info("embedded PostgreSQL: forgetting users that died without leaving: %s", gone)
             handles.write_text(json.dumps(alive))
+
+
+def _forget_dead_postmaster(pgserver: Any, data_dir: Path) -> None:
+    """pgserver trusts ``postmaster.pid`` while its PID exists, and a postmaster that crashed is a zombie — its PID
+    still exists — until its parent reaps it, which never happens where PID 1 reaps nothing (some containers): the
+    next attach would then connect to a dead server forever. A ``postmaster.pid`` whose process is gone or a zombie is
+    stale (PostgreSQL rewrites it at start): drop it and its socket's lock file, under pgserver's lock, so the attach
+    starts the server again."""
+    pidfile = Path(data_dir).expanduser().resolve() / "postmaster.pid"
+    with pgserver.PostgresServer._lock:
+        try:
+            lines = pidfile.read_text().splitlines()
+        except OSError:
+            return
+        if not lines or not lines[0].strip().isdigit() or process_alive(int(lines[0])):
+            return
+        logger.info("embedded PostgreSQL: postmaster %s is gone; starting the server again", lines[0].strip())
+        # its socket's lock file names it too, and PostgreSQL takes a zombie's PID for a running postmaster
+        if len(lines) > 4 and lines[3].strip().isdigit() and lines[4].strip():
+            (Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock").unlink(missing_ok=True)
+        pidfile.unlink(missing_ok=True)
 
 
 def listed_users(data_dir: Path) -> list[int] | None:

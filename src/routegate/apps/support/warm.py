@@ -260,6 +260,7 @@ def watch(pgdata: Path, keep_warm_seconds: float, *, stop: threading.Event) -> N
     idle for ``keep_warm_seconds`` with nobody else attached (or when ``stop`` is set, or its postmaster is gone)."""
     _hold_alive_lock(pgdata)
     server = EmbeddedPostgres(pgdata)
+    postmaster: int | None = None
     try:
         server.start()
         postmaster = server.pid
@@ -284,7 +285,10 @@ def watch(pgdata: Path, keep_warm_seconds: float, *, stop: threading.Event) -> N
                     break
             stop.wait(keep_warm_seconds)  # still in use (a server, a chat): look again after another idle time
     finally:
-        server.stop()
+        if postmaster is not None and not process_alive(postmaster):
+            server.leave()  # its postmaster crashed or was replaced: never stop the server a command started since
+        else:
+            server.stop()
 
 
 def main(argv: list[str]) -> int:
