@@ -243,12 +243,20 @@ def evaluate(
     if progress is not None:
         progress(total, total)
     report = score_decisions(decisions, labels, router.default_route, latencies, oos_label=oos_label)
+    return replace(report, unknown_as_oos=unknown, **score_separation(router, texts, labels, oos_label=oos_label))
+
+
+def score_separation(
+    router: SemanticRouter, texts: Sequence[str], labels: Sequence[str], *, oos_label: str = OOS_LABEL
+) -> dict[str, Any]:
+    """The report's ``auroc_by_score`` (the OOS AUROC of each score ``router`` computes, on ``texts`` labelled
+    ``labels``; empty without both in-scope and out-of-scope rows) and ``method`` (the score it decides with)."""
     is_oos = np.array([label == oos_label for label in labels], dtype=bool)
     by_score: dict[str, float] = {}
     if is_oos.any() and not is_oos.all():
-        table = router.score_table(texts)  # batched: the timed loop above measured the routing itself
+        table = router.score_table(list(texts))  # batched: the timed routing is measured apart
         by_score = {name: _separation(values.astype(np.float64), is_oos)[0] for name, values in table.items()}
-    return replace(report, unknown_as_oos=unknown, auroc_by_score=by_score, method=router.calibration.method)
+    return {"auroc_by_score": by_score, "method": router.calibration.method}
 
 
 def known_labels(

@@ -27,7 +27,14 @@ from typing import Any
 from routegate._extras import needs
 from routegate.errors import ConfigurationError
 from routegate.routers.data import OOS_LABEL, LabelledExample
-from routegate.routers.evaluation import EvalReport, Progress, UnknownLabels, known_labels, score_decisions
+from routegate.routers.evaluation import (
+    EvalReport,
+    Progress,
+    UnknownLabels,
+    known_labels,
+    score_decisions,
+    score_separation,
+)
 
 BatchWorker = Callable[[list[Any]], list[Any]]
 """Routes a batch of items; returns one result per item, in order."""
@@ -223,4 +230,9 @@ def evaluate_on_ray(
         decisions.append(decision)
         latencies.append(latency)
     report = score_decisions(decisions, labels, default_route, latencies, oos_label=oos_label)
-    return replace(report, unknown_as_oos=unknown)
+    # each score's AUROC, as the single-process report gives: the saved router's scores on the driver, batched
+    from routegate.routers.persist import saved_encoder
+    from routegate.routers.semantic import SemanticRouter
+
+    router = SemanticRouter.load(path, encoder=saved_encoder(path, intra_op_num_threads=threads))
+    return replace(report, unknown_as_oos=unknown, **score_separation(router, texts, labels, oos_label=oos_label))
