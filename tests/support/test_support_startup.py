@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from routegate.apps.configured.config import builtin_desk_dir
+from routegate.apps.configured.kb_calibration import OFF_TOPIC
 from routegate.apps.configured.routes import builtin_config
 from routegate.apps.support.db import SupportDatabase
 from routegate.apps.support.desk import SupportAgent
@@ -82,7 +83,12 @@ async def test_a_changed_article_is_embedded_again_and_found(
     counting = CountingEncoder(encoder)
     desk = await _start(db, counting, semantic, desk_dir)
     assert desk.ingested is not None and desk.ingested.updated == ("docs/password-reset.md",)
-    assert counting.texts == ["Shipping Times. Parcels ship within two working days."]
+    # the changed chunk is embedded again, and nothing else of the documents; the calibration of the cut-off then
+    # encodes the documents' headings and its off-topic probes (it re-runs whenever a document changed)
+    assert counting.texts[0] == "Shipping Times. Parcels ship within two working days."
+    rest = counting.texts[1:]
+    assert rest[-len(OFF_TOPIC) :] == list(OFF_TOPIC)
+    assert not [text for text in rest[: -len(OFF_TOPIC)] if ". " in text]  # headings, not chunks
     assert (await desk.kb.search("how long does shipping take?"))[0].heading == "Shipping Times"
 
 

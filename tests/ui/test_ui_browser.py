@@ -100,7 +100,7 @@ def test_browser_turn_panel_draws_the_desks_plan_with_the_turns_path(ui: str, tm
             # Streamlit renders the Mermaid text to an SVG image in the page: read it back, node by node
             svg = page.evaluate("async (src) => await (await fetch(src)).text()", chart.get_attribute("src"))
             nodes = {_name(text): classes for text, classes in _svg_nodes(svg)}
-            assert set(nodes) == {"input", "router", "POSTGRES", "VECTOR", "EXTERNAL", "LLM", "end"}
+            assert set(nodes) == {"input", "router", "refused", "POSTGRES", "VECTOR", "EXTERNAL", "LLM", "end"}
             assert {name for name, classes in nodes.items() if "taken" in classes} == {
                 "input",
                 "router",
@@ -140,5 +140,5 @@ def _svg_nodes(svg: str) -> list[tuple[str, set[str]]]:
 
 def _name(text: str) -> str:
     """A node's step name: its text's first line (the note, a second line, follows it without a space)."""
-    names = ("input", "router", "POSTGRES", "VECTOR", "EXTERNAL", "LLM", "end")
+    names = ("input", "router", "refused", "POSTGRES", "VECTOR", "EXTERNAL", "LLM", "end")
     return next((name for name in names if text.startswith(name)), text)
