@@ -149,6 +149,7 @@ def test_serve_with_two_workers(data_dir: Path) -> None:
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 130, out  # 128 + SIGINT, as without --workers
         assert "routegate: stopped." in out
+        assert len(re.findall(r"^routegate: worker \d+ ready$", out, re.M)) == 2, out  # each worker, once serving
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

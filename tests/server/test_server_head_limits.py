@@ -195,7 +195,7 @@ def test_serve_bounds_heads_and_slow_clients(pg_url: str, data_dir: Path, worker
     with serve_process(*workers, env=env) as (url, proc):
         port = int(url.rsplit(":", 1)[1])
         servers = {proc.pid, *descendants(proc.pid)}
-        for _ in range(3):  # warm-up: every worker's code paths have run (a burst may land on one worker only)
+        for _ in range(3):  # warm-up: every worker's code paths have run (one burst may land on one worker only)
             assert all(answer == [431] for answer in _burst(port))
         answers: list[list[int]] = []
         growth = peak_growth_kib(servers, lambda: answers.extend(_burst(port)))

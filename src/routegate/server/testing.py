@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -261,27 +262,55 @@ def serve_process(
     stderr: int | IO[bytes] = subprocess.DEVNULL,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``routegate serve --port <free port> *args`` in a process group of its own, with ``env``; yields its URL and
-    the process once ``/healthz`` answers. On exit it stops the group as Ctrl-C does (SIGINT; the exit status is
-    then ``process.returncode``, 130 when it stopped cleanly) and kills it after ``stop_timeout``. ``stderr``: where
-    the server's standard error goes (a file, to read what it printed; not a pipe nobody reads)."""
+    the process once ``/healthz`` answers and, with ``--workers N``, once every worker has said it is ready (one
+    worker answering says nothing of the others, which may still be loading). On exit it stops the group as Ctrl-C
+    does (SIGINT; the exit status is then ``process.returncode``, 130 when it stopped cleanly) and kills it after
+    ``stop_timeout``. ``stderr``: where the server's standard error goes (a file, to read what it printed; not a
+    pipe nobody reads)."""
     port = free_port()
     cli = [sys.executable, "-c", "import sys; from routegate.cli import main; sys.exit(main())"]
-    proc = subprocess.Popen(
-        [*cli, "serve", "--port", str(port), *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(f"{url}/healthz", proc, timeout=start_timeout)
-        yield url, proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=stop_timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+    with tempfile.TemporaryFile() as stdout:
+        proc = subprocess.Popen(
+            [*cli, "serve", "--port", str(port), *args],
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_serving(f"{url}/healthz", proc, timeout=start_timeout)
+            _wait_for_workers(stdout, _workers(args), proc, timeout=start_timeout)
+            yield url, proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(timeout=stop_timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+
+def _workers(args: tuple[str, ...]) -> int:
+    """The ``--workers N`` among ``serve``'s arguments (0: one process, no worker lines)."""
+    for i, arg in enumerate(args):
+        if arg == "--workers" and i + 1 < len(args):
+            return int(args[i + 1])
+        if arg.startswith("--workers="):
+            return int(arg.split("=", 1)[1])
+    return 0
+
+
+def _wait_for_workers(stdout: IO[bytes], workers: int, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
+    """Until ``stdout`` holds a ``routegate: worker <pid> ready`` line per worker (bounded by ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while workers:
+        stdout.seek(0)
+        if stdout.read().count(b" ready\n") >= workers:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} before its {workers} workers were ready")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the server's {workers} workers were not all ready within {timeout:g} s")
+        time.sleep(0.1)

@@ -4,6 +4,7 @@ event loop) in the app's lifespan, on the ``DATABASE_URL`` the parent process se
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -119,6 +120,7 @@ def app_from_environment() -> FastAPI:
         async with open_serving_desk(settings) as desk:
             deferred.bind(desk)
             freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
+            print(f"routegate: worker {os.getpid()} ready", flush=True)  # one line per worker, once it serves
             try:
                 yield
             finally:
