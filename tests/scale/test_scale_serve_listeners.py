@@ -6,9 +6,9 @@ manager, agents, dashboard, every worker's own port, and Ray Serve's HTTP proxy 
 whatever this machine's other addresses are. The check reads the kernel's socket tables (``/proc/net/tcp`` and
 ``tcp6``) and the descriptors of every process below the command.
 
-One listener Ray does not let anyone place: each Ray Serve replica's inter-deployment gRPC server, bound to every
-interface in Ray's own code (``[::]:0``, no setting). For it the test checks what a caller from the network gets
-without the cluster's token: ``UNAUTHENTICATED``.
+That includes each Ray Serve replica's inter-deployment gRPC server, which Ray's own code binds to every interface
+(``[::]:0``, no setting): on a loopback node the replica binds it to loopback (``routegate.server.ray_loopback``),
+and it still refuses a call without the cluster's token (``UNAUTHENTICATED``).
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ def _name(pid: int) -> str:
 
 
 def _unauthenticated_call(port: int) -> str:
-    """The status a call without the cluster's token gets from the gRPC server on ``port`` (every interface: the
-    loopback one is the same socket a caller from the network reaches)."""
+    """The status a call without the cluster's token gets from the replica's gRPC server on ``port``."""
     import grpc  # type: ignore[import-untyped]  # grpcio (Ray's dependency) ships no type information
 
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -108,19 +107,15 @@ def test_the_cluster_serve_ray_starts_listens_on_loopback_only(data_dir: Path) -
         ours = {inode: pid for inode, pid in _sockets_of(run).items() if inode in listening}
         assert len(ours) >= 5, (ours, "".join(lines))  # Ray's GCS, raylet, agents, workers, the HTTP proxy
         assert ("127.0.0.1", port) in {listening[inode] for inode in ours}  # Ray Serve's proxy, on --host
-        beyond = {inode: pid for inode, pid in ours.items() if not _loopback(listening[inode][0])}
-        replicas = {inode for inode, pid in beyond.items() if _name(pid) == "ray::ServeRepli"}
         exposed = sorted(
             f"{listening[inode][0]}:{listening[inode][1]} ({_name(pid)}, pid {pid})"
-            for inode, pid in beyond.items()
-            if inode not in replicas
+            for inode, pid in ours.items()
+            if not _loopback(listening[inode][0])
         )
         assert exposed == [], f"processes of the run listen beyond loopback: {exposed}"
-        assert len(replicas) <= 1, replicas  # one replica: at most its inter-deployment server
-        for inode in replicas:
-            address, listened = listening[inode]
-            assert address == "::", (address, listened)  # Ray's fixed "[::]:0"
-            assert _unauthenticated_call(listened) == "UNAUTHENTICATED"
+        replica = [listening[inode][1] for inode, pid in ours.items() if _name(pid) == "ray::ServeRepli"]
+        calls = {_unauthenticated_call(listened) for listened in replica}  # its gRPC servers: Ray's own and Serve's
+        assert "UNAUTHENTICATED" in calls and "OK" not in calls, calls
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: Ray Serve, Ray and PostgreSQL stop
@@ -147,3 +142,12 @@ def test_a_local_cluster_is_not_started_without_rays_token_authentication(monkey
     with refused, ray_session(num_cpus=1):
         raise AssertionError("a cluster started")
     assert not import_ray().is_initialized()
+
+
+def test_only_the_every_interface_address_is_rebound() -> None:
+    from routegate.server.ray_loopback import loopback_address
+
+    assert loopback_address("[::]:0") == "127.0.0.1:0"
+    assert loopback_address("[::]:8265") == "127.0.0.1:8265"
+    assert loopback_address("10.0.0.5:0") == "10.0.0.5:0"  # an address someone chose stays theirs
+    assert loopback_address("[::1]:0") == "[::1]:0"

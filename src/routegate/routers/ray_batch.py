@@ -73,10 +73,11 @@ def ray_session(*, num_cpus: int | None = None) -> Iterator[Any]:
     ``ray.init(_node_ip_address="127.0.0.1")`` is not enough: Ray replaces a loopback node address with the
     machine's own, and binds its servers to every interface. Ray's single-machine switch (:data:`LOCAL_ONLY_ENV` =
     ``0``, set by :func:`import_ray`) keeps the node on loopback; it must be set before Ray is imported, so a local
-    cluster whose node address is not loopback anyway is refused rather than kept. One server Ray does not let us
-    place: each Ray Serve replica's inter-deployment gRPC server (Ray 2.5x and later) is bound to every interface in
-    Ray's code; it refuses calls without the cluster's token, so a local cluster is not started with Ray's token
-    authentication switched off (``RAY_AUTH_MODE=disabled``)."""
+    cluster whose node address is not loopback anyway is refused rather than kept. Each Ray Serve replica's
+    inter-deployment gRPC server, which Ray's code binds to every interface, is rebound to loopback by the replica
+    (:mod:`routegate.server.ray_loopback`). Loopback keeps the network out; the cluster's token keeps out the
+    machine's other users, so a local cluster is not started with Ray's token authentication switched off
+    (``RAY_AUTH_MODE=disabled``)."""
     ray = import_ray()  # sets the single-machine switch when there is no cluster to join
     if ray.is_initialized():
         yield ray
@@ -85,7 +86,7 @@ def ray_session(*, num_cpus: int | None = None) -> Iterator[Any]:
     if address is None and os.environ.get(AUTH_MODE_ENV, "").strip().lower() == "disabled":
         raise ConfigurationError(
             f"{AUTH_MODE_ENV}=disabled: routegate does not start a local Ray cluster without Ray's token "
-            "authentication, because Ray Serve's replicas listen on every interface (an address Ray fixes); unset "
+            "authentication (its servers, its jobs API among them, would answer every process on this machine); unset "
             f"{AUTH_MODE_ENV} (or set it to token), or start a cluster yourself and set RAY_ADDRESS"
         )
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": "WARNING"}

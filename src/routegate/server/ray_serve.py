@@ -77,6 +77,9 @@ def deployment(settings: Settings, *, replicas: int = 1, autoscale: tuple[int, i
     @serve.ingress()
     class RoutegateReplica:
         def __init__(self, settings: Settings) -> None:
+            from routegate.server.ray_loopback import keep_replica_grpc_on_loopback
+
+            keep_replica_grpc_on_loopback()  # before Ray Serve starts the replica's gRPC server (after this)
             self.settings = settings
 
         def __serve_build_asgi_app__(self) -> Any:
