@@ -107,3 +107,21 @@ def test_a_runtime_of_your_own_returns_the_same_type() -> None:
         ("elapsed_ms", 1.235),
     ]
     assert repr(done) == "RunResult(stop_reason='success', output={'n': 1})"
+
+
+def test_an_outcome_as_error_carries_its_stop_reason_message_and_phase() -> None:
+    """The one conversion of a stop to the exception that carries it (steps return it; ``raise_for_stop`` raises it)."""
+    error = Outcome.stopped("route_denied:billing", "delegate", "billing is not allowed").as_error()
+    assert isinstance(error, RunStopError)
+    assert (error.stop_reason, error.message, error.phase) == (
+        "route_denied:billing",
+        "billing is not allowed",
+        "delegate",
+    )
+    with pytest.raises(RunStopError) as raised:
+        RunResult(Outcome.stopped("max_seconds", "route"), None).raise_for_stop()
+    assert (raised.value.stop_reason, raised.value.message, raised.value.phase) == (
+        "max_seconds",
+        "max_seconds",
+        "route",
+    )

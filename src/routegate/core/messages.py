@@ -119,9 +119,18 @@ __all__ = [
 ]
 
 
-def goal_refused(goal: object, refused: InvalidMessageError, max_chars: int = MAX_REQUEST_CHARS) -> RunStopError:
-    """How a run whose goal the message rule refused ends: ``invalid_goal:empty`` / ``too_long`` /
-    ``invalid_text`` (phase ``route``), as the routing agent and the tool agent report it."""
+def goal_refusal(goal: object, max_chars: int = MAX_REQUEST_CHARS) -> RunStopError | None:
+    """How a run whose goal the one message rule refuses ends — ``invalid_goal:empty`` / ``too_long`` /
+    ``invalid_text`` (phase ``route``), as the routing agent and the tool agent report it —, or ``None`` when
+    ``goal`` is a valid message."""
+    try:
+        check_message(goal, max_chars=max_chars)
+    except InvalidMessageError as refused:
+        return _goal_stop(goal, refused, max_chars)
+    return None
+
+
+def _goal_stop(goal: object, refused: InvalidMessageError, max_chars: int) -> RunStopError:
     if refused.code == "message_too_long":
         assert isinstance(goal, str)
         message = f"the request has {len(goal)} characters, over {max_chars}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from routegate.core.stop_reasons import SUCCESS, Phase
+from routegate.errors import RunStopError
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,11 @@ class Outcome:
         if stop_reason == SUCCESS:
             return _SUCCESS
         return cls(False, stop_reason, phase, message or stop_reason)
+
+    def as_error(self) -> RunStopError:
+        """This stop as the :class:`~routegate.errors.RunStopError` that carries it (its stop reason, message and
+        phase): what a step returns or raises to end its run so, and what ``raise_for_stop`` raises."""
+        return RunStopError(self.stop_reason, self.message, phase=self.phase)
 
     def to_dict(self) -> dict[str, Any]:
         return self.detailed({"ok": self.ok, "stop_reason": self.stop_reason})

@@ -32,7 +32,6 @@ from routegate.core.context import new_run_id
 from routegate.core.contracts import ABSENT, HistoryEntry, RouteIntent, TraceEntry, jsonable
 from routegate.core.outcome import Outcome, ReadsOutcome
 from routegate.core.stop_reasons import SUCCESS
-from routegate.errors import RunStopError
 
 OutputT = TypeVar("OutputT", default=Any)
 """What a run produces: ``str | None`` for the routing agent, a Plan's declared output type (``Any`` unless said)."""
@@ -95,7 +94,7 @@ class RunResult(ReadsOutcome, Generic[OutputT]):
         outcome = self.outcome
         if outcome.ok:
             return self
-        raise RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
+        raise outcome.as_error()
 
     def _stop_fields(self) -> dict[str, Any]:
         """How the run ended as the JSON forms begin it: ``status``, ``stop_reason``, then ``phase`` and

@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Generic
+from typing import Any
 
 from opentelemetry.trace import Span, Tracer
 
@@ -42,7 +42,7 @@ from routegate.core.contracts import (
     RouteSpec,
     TraceEntry,
 )
-from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent, RunEvent
+from routegate.core.events import DecisionEvent, DelegationEvent, ObservationEvent
 from routegate.core.gateway import RouteGateway
 from routegate.core.governed import (
     GovernedStep,
@@ -54,7 +54,7 @@ from routegate.core.governed import (
     refusals_exhausted,
     refused_route,
 )
-from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, goal_refused
+from routegate.core.messages import MAX_REQUEST_CHARS, goal_refusal
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import FinalAnswer, Finalizer, FinalizeRequest, RouteDecision, Router, RouteRequest
@@ -63,12 +63,12 @@ from routegate.core.result import AgentResult
 from routegate.core.telemetry import Attr, decision_attributes
 from routegate.core.workers import Worker
 from routegate.errors import ConfigurationError, RunStopError
-from routegate.plan.envelope import Envelope, StepFailedError, payload_text
+from routegate.plan.envelope import Envelope
+from routegate.plan.goal_doors import GoalDoors
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
 from routegate.plan.runtime import RunSpans, Runtime, TracedSpans
 from routegate.plan.step import Step
-from routegate.plan.targets import StepContext
 
 logger = logging.getLogger(__name__)
 
@@ -203,11 +203,7 @@ def _record_decision(routed: Span, answered: object) -> None:
         routed.set_attributes(decision_attributes(answered.decided_by, answered.scores))
 
 
-def _stop(outcome: Outcome) -> RunStopError:
-    return RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
-
-
-class RoutingAgent(Generic[RunDepsT]):
+class RoutingAgent(GoalDoors[_State, AgentResult, DecisionEvent | DelegationEvent | ObservationEvent, RunDepsT]):
     """A governed routing agent over a set of workers.
 
     Generic over the type of the ``deps`` its runs take, for the type checker: runs of ``RoutingAgent[MyDeps](...)``
@@ -235,7 +231,11 @@ class RoutingAgent(Generic[RunDepsT]):
     output check is set, the run keeps a provenance ledger (``ctx.provenance``): the goal as ``user``, the
     ``context`` mapping as ``config``, every observation as ``tool:<worker>#<n>``.
 
-    As a step of a plan (``Step(agent)``), the agent's run is part of the plan's run (see :meth:`run_step`).
+    :meth:`iter` streams the governed steps' :class:`~routegate.core.DecisionEvent`,
+    :class:`~routegate.core.DelegationEvent` and :class:`~routegate.core.ObservationEvent`, then the final event.
+    As a step of a plan (``Step(agent)``), the agent's run is part of the plan's run (see :meth:`run_step`): the
+    step's ``task=`` reaches the router and the finalizer as ``RouteRequest.task`` / ``FinalizeRequest.task``, and
+    its ``max_route_attempts`` still bounds it.
     """
 
     def __init__(
@@ -283,58 +283,11 @@ class RoutingAgent(Generic[RunDepsT]):
         self.plan: Plan[Any, Any] = _agent_plan(self, self._runtime)
         """The agent's run as a :class:`~routegate.plan.Plan`: steps ``route``, ``govern``, ``finalize``."""
 
-    # -- public API: its runtime's doors ----------------------------------------------------------------------
-    async def arun(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
-    ) -> AgentResult:
-        """Run one request to its end and return how it ended."""
-        return await self._runtime.arun(_State(goal, context or _NO_FIELDS, None), deps=deps)
+    # -- its doors (arun, run, iter, run_step: GoalDoors) --------------------------------------------------------
+    def _state(self, goal: object, context: Mapping[str, Any], task: str | None) -> _State:
+        return _State(goal, context, task)
 
-    def run(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
-    ) -> AgentResult:
-        """Synchronous :meth:`arun` (not from inside a running event loop)."""
-        return self._runtime.run(_State(goal, context or _NO_FIELDS, None), deps=deps)
-
-    def iter(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
-    ) -> AsyncIterator[RunEvent]:
-        """Run one request, yielding its events as they happen; the last one is a :class:`FinalEvent`.
-
-        Closing the iterator early cancels the run.
-        """
-        return self._runtime.iter(_State(goal, context or _NO_FIELDS, None), deps=deps)
-
-    astream = renamed_method(iter, "RoutingAgent", "astream")
-
-    async def run_step(self, payload: Any, ctx: StepContext) -> AgentResult:
-        """The agent as a step of a plan: its run is a nested run of :attr:`plan` inside the plan's run.
-
-        The step's input, as text, is the goal; the step's ``task=`` reaches the router and the finalizer as
-        ``RouteRequest.task`` / ``FinalizeRequest.task``. The run shares the outer run's id, deadline (the outer
-        run's timer cuts the agent off; its own ``budget.max_seconds`` does not apply), delegation ledger (its
-        delegations count against the outer ``max_delegations``, and its loop guard sees the outer run's calls),
-        provenance ledger, tracer (its ``routegate.run`` span sits under the step's) and ``deps``; it sends no
-        events of its own. A run that succeeds is the step's payload (its :class:`AgentResult`); a run that stops
-        fails the step with its stop reason, message and phase, its result in the envelope's
-        ``metadata["agent"]``. Its ``max_route_attempts`` still bounds it."""
-        result = await self._runtime.arun_step(_State(payload_text(payload), _NO_FIELDS, ctx.task), ctx)
-        outcome = result.outcome
-        if not outcome.ok:
-            raise StepFailedError.stopped(outcome, {"agent": result})
-        return result
+    astream = renamed_method(GoalDoors.iter, "RoutingAgent", "astream")
 
     # -- the plan's steps ------------------------------------------------------------------------------------
     # a step ends the run by returning its RunStopError (the engine ends the run as if it were raised, without
@@ -344,10 +297,9 @@ class RoutingAgent(Generic[RunDepsT]):
         attempt = state.attempt + 1
         if attempt == 1:
             goal = state.goal
-            try:  # the goal under the one message rule (it returns the text unchanged)
-                check_message(goal, max_chars=MAX_GOAL_CHARS)
-            except InvalidMessageError as refused:
-                return goal_refused(goal, refused, MAX_GOAL_CHARS)
+            refused = goal_refusal(goal, MAX_GOAL_CHARS)
+            if refused is not None:
+                return refused
             if self._tracks:  # the step's instruction, like the caller's context, is configuration
                 task = state.task
                 self.step.admit(ctx, goal, state.context if task is None else {"task": task}, always=True)
@@ -397,14 +349,14 @@ class RoutingAgent(Generic[RunDepsT]):
                 state.again = True
                 return state
             state.fields = {"raw_route": decision.raw}
-            return _stop(outcome)
+            return outcome.as_error()
         done = await step.delegate(verdict, ctx, attempt, decision, started)
         state.trace.append(done.trace)
         if isinstance(done, Stopped):
             outcome = done.outcome
             if done.value is ABSENT:
                 state.fields = {"route": verdict}
-                return _stop(outcome)
+                return outcome.as_error()
             entry = as_mapping(done.value)
             if entry is not None:
                 state.history.append(HistoryEntry(attempt, verdict, entry))
@@ -414,7 +366,7 @@ class RoutingAgent(Generic[RunDepsT]):
                 "received_status": done.status,
                 "bad_observation": done.value,
             }
-            return _stop(outcome)
+            return outcome.as_error()
         assert done.observation is not None  # the status check accepts mappings only
         state.previous = previous = HistoryEntry(attempt, verdict, done.observation)
         state.history.append(previous)
@@ -443,7 +395,7 @@ class RoutingAgent(Generic[RunDepsT]):
             denied = self._check_output(state, answer, route, ctx)
             if denied is not None:
                 if not self._observe:
-                    return _stop(denied)
+                    return denied.as_error()
                 state.refused.append(denied)  # the router gets another try
                 state.history.append(HistoryEntry(state.attempt, route, refusal_observation(denied)))
                 state.again = True
@@ -456,7 +408,7 @@ class RoutingAgent(Generic[RunDepsT]):
         """The stop of a run whose route attempts are used up: the last refusal's, or ``max_route_attempts``."""
         limit = self.budget.max_route_attempts
         if state.refused:
-            return _stop(refusals_exhausted(state.refused, limit))
+            return refusals_exhausted(state.refused, limit).as_error()
         message = f"max_route_attempts={limit} used up without a 'done' observation"
         return RunStopError(sr.MAX_ROUTE_ATTEMPTS, message, phase="route")
 

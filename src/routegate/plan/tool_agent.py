@@ -32,8 +32,8 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pydantic_core
 from opentelemetry.trace import Span, Tracer
@@ -50,7 +50,7 @@ from routegate.core.governed import (
     refusal_observation,
     refusals_exhausted,
 )
-from routegate.core.messages import MAX_REQUEST_CHARS, InvalidMessageError, check_message, goal_refused
+from routegate.core.messages import goal_refusal
 from routegate.core.outcome import Outcome
 from routegate.core.policy import RoutePolicy
 from routegate.core.protocols import RouteDecision
@@ -61,13 +61,13 @@ from routegate.errors import ConfigurationError, RunStopError
 from routegate.llm.protocol import ChatMessage, ToolCallData
 from routegate.llm.route_tools import RouteTools, route_intents, route_tools
 from routegate.llm.structured import ModelReply, StructuredChatModel, ToolCall, ToolsFormat
-from routegate.plan.envelope import Envelope, StepFailedError, payload_text
+from routegate.plan.envelope import Envelope
+from routegate.plan.goal_doors import GoalDoors
 from routegate.plan.plan import Plan
 from routegate.plan.result import PlanResult
 from routegate.plan.runtime import RunSpans, Runtime, TracedSpans
 from routegate.plan.step import Step
-from routegate.plan.targets import StepContext
-from routegate.plan.tool_result import ModelTurnEvent, ToolAgentEvent, ToolAgentResult, ToolCallEvent
+from routegate.plan.tool_result import ModelTurnEvent, ToolAgentResult, ToolCallEvent
 from routegate.plan.when import Predicate
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,6 @@ INSTRUCTIONS = (
 """The system message of a run when ``instructions`` is not given."""
 
 _SUCCESS = Outcome.success()
-_NO_CONTEXT: Mapping[str, Any] = {}
 _perf = time.perf_counter
 
 
@@ -195,10 +194,6 @@ class _ToolRuntime(Runtime[_Run, ToolAgentResult, ModelTurnEvent | ToolCallEvent
         )
 
 
-def _stop(outcome: Outcome) -> RunStopError:
-    return RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
-
-
 def tool_content(value: object) -> str:
     """What a tool returned, as the text of its ``tool`` message: a text as it is, anything else as JSON
     (a pydantic model, a dataclass, dates and decimals included; an object JSON cannot hold as its ``repr``)."""
@@ -215,7 +210,7 @@ def _record_turn(turn: Span, reply: object) -> None:
         turn.set_attribute("routegate.tool_calls", len(reply.tool_calls))
 
 
-class ToolAgent(Generic[RunDepsT]):
+class ToolAgent(GoalDoors[_Run, ToolAgentResult, ModelTurnEvent | ToolCallEvent, RunDepsT]):
     """A chat model that calls tools until it answers, every call governed (see the module docstring).
 
     ``model`` is a :class:`~routegate.llm.StructuredChatModel` (``OpenAIChatModel`` against any OpenAI-compatible
@@ -235,7 +230,8 @@ class ToolAgent(Generic[RunDepsT]):
     A run is one run of :attr:`plan` (steps ``model``, ``tools``, ``answer``) and returns a
     :class:`~routegate.plan.ToolAgentResult`; :meth:`iter` streams a :class:`~routegate.plan.ModelTurnEvent` per
     turn and a :class:`~routegate.plan.ToolCallEvent` per call, then the final event. As a step of a plan
-    (``Step(agent)``) its run is part of the plan's run (:meth:`run_step`).
+    (``Step(agent)``) its run is part of the plan's run (:meth:`run_step`), the step's ``task=`` the system message's
+    instructions.
     """
 
     def __init__(
@@ -297,48 +293,9 @@ class ToolAgent(Generic[RunDepsT]):
         )
         """The agent's run as a :class:`~routegate.plan.Plan`: steps ``model``, ``tools``, ``answer``."""
 
-    # -- its runtime's doors ---------------------------------------------------------------------------------------
-    async def arun(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # a run given no deps gets None
-    ) -> ToolAgentResult:
-        """Run one request to its answer (or its stop) and return how it ended."""
-        return await self._runtime.arun(_Run(goal, context or _NO_CONTEXT, None), deps=deps)
-
-    def run(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
-    ) -> ToolAgentResult:
-        """Synchronous :meth:`arun` (not from inside a running event loop)."""
-        return self._runtime.run(_Run(goal, context or _NO_CONTEXT, None), deps=deps)
-
-    def iter(
-        self,
-        goal: str,
-        *,
-        context: Mapping[str, Any] | None = None,
-        deps: RunDepsT = None,  # type: ignore[assignment]  # see arun
-    ) -> AsyncIterator[ToolAgentEvent]:
-        """Run one request, yielding a :class:`ModelTurnEvent` per turn and a :class:`ToolCallEvent` per call as
-        they happen; the last event is a :class:`~routegate.core.FinalEvent`. Closing the iterator cancels the run."""
-        return self._runtime.iter(_Run(goal, context or _NO_CONTEXT, None), deps=deps)
-
-    async def run_step(self, payload: Any, ctx: StepContext) -> ToolAgentResult:
-        """The agent as a step of a plan: the step's input, as text, is the goal and its ``task=`` the system
-        message's instructions; the run is part of the plan's run (its id, deadline, delegation and provenance
-        ledgers, tracer, deps) and sends no events of its own. A run that stops fails the step with its stop reason,
-        message and phase, its result in the envelope's ``metadata["agent"]``."""
-        result = await self._runtime.arun_step(_Run(payload_text(payload), _NO_CONTEXT, ctx.task), ctx)
-        outcome = result.outcome
-        if not outcome.ok:
-            raise StepFailedError.stopped(outcome, {"agent": result})
-        return result
+    # -- its doors (arun, run, iter, run_step: GoalDoors) --------------------------------------------------------
+    def _state(self, goal: object, context: Mapping[str, Any], task: str | None) -> _Run:
+        return _Run(goal, context, task)
 
     # -- the plan's steps ------------------------------------------------------------------------------------------
     async def _model(self, state: _Run, ctx: RunContext[Any]) -> _Run | RunStopError:
@@ -346,10 +303,9 @@ class ToolAgent(Generic[RunDepsT]):
         turn = state.turn + 1
         if turn == 1:
             goal = state.goal
-            try:  # the goal under the one message rule (it returns the text unchanged)
-                check_message(goal, max_chars=MAX_REQUEST_CHARS)
-            except InvalidMessageError as refused:
-                return goal_refused(goal, refused)
+            refused = goal_refusal(goal)
+            if refused is not None:
+                return refused
             if self._tracks:
                 self.step.admit(ctx, goal, state.context, always=True)
             state.messages = [
@@ -401,7 +357,7 @@ class ToolAgent(Generic[RunDepsT]):
             )
             if not self._observe:
                 step.discard([intent for _, intent, _, _ in accepted], ctx)
-                return _stop(outcome)
+                return outcome.as_error()
             state.refused.append(outcome)
             results[index] = json.dumps(refusal_observation(outcome), ensure_ascii=False)
         for index, intent, decision, started in accepted:
@@ -414,7 +370,7 @@ class ToolAgent(Generic[RunDepsT]):
                 state.send(
                     ToolCallEvent(turn, call.id, intent.target, intent.args, False, None, stopped, False, evidence)
                 )
-                return _stop(done.outcome)
+                return done.outcome.as_error()
             state.send(ToolCallEvent(turn, call.id, intent.target, intent.args, True, done.value, provenance=evidence))
             results[index] = tool_content(done.value)
         for call, content in zip(calls, results, strict=True):
@@ -433,7 +389,7 @@ class ToolAgent(Generic[RunDepsT]):
             if refused is not None:
                 state.trace.append(refused.trace)
                 if not self._observe:
-                    return _stop(refused.outcome)
+                    return refused.outcome.as_error()
                 state.refused.append(refused.outcome)
                 refusal = json.dumps(refusal_observation(refused.outcome), ensure_ascii=False)
                 state.messages.append({"role": "assistant", "content": text})
@@ -480,7 +436,7 @@ class ToolAgent(Generic[RunDepsT]):
         """The stop of a run whose turns are used up: the last refusal's, or ``max_route_attempts``."""
         limit = self.budget.max_route_attempts
         if state.refused:
-            return _stop(refusals_exhausted(state.refused, limit))
+            return refusals_exhausted(state.refused, limit).as_error()
         message = f"max_route_attempts={limit} model turns used up without a final answer"
         return RunStopError(sr.MAX_ROUTE_ATTEMPTS, message, phase="route")
 

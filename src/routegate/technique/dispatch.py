@@ -274,7 +274,7 @@ class _Parts:
     def stop(self, outcome: Outcome) -> RunStopError:
         """The dispatch ends with ``outcome``: the stop that ends the plan's run."""
         self.ended = outcome
-        return RunStopError(outcome.stop_reason, outcome.message, phase=outcome.phase)
+        return outcome.as_error()
 
 
 DispatchEvent = DecisionEvent | DelegationEvent | ObservationEvent | FinalEvent[DispatchResult]

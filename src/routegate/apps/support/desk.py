@@ -370,20 +370,10 @@ class SupportAgent:
         return self.chat_model.health if isinstance(self.chat_model, ReportsHealth) else "ok"
 
     # -- one turn -------------------------------------------------------------------------------------------
-    def new_turn(
-        self,
-        message: str,
-        *,
-        session_id: str,
-        history: tuple[Message, ...] = (),
-        emit: Callable[[SupportEvent], None] | None = None,
-        tenant: str = ANONYMOUS,
-        supplied: SuppliedHistory | None = None,
-    ) -> TurnInput:
-        """The read-only input of one turn: ``message`` read against the session's ``history`` (a follow-up is
-        routed, and its tool called, as the question it stands for), or against the conversation the caller
-        ``supplied`` (:mod:`.supplied`); its events go to ``emit``; it is ``tenant``'s."""
-        return read_turn(message, session_id=session_id, history=history, emit=emit, tenant=tenant, supplied=supplied)
+    new_turn = staticmethod(read_turn)
+    """The read-only input of one turn (:func:`~routegate.apps.support.turn.read_turn`): ``message`` read against
+    the session's ``history`` or the conversation the caller ``supplied``; its events go to ``emit``; it is
+    ``tenant``'s."""
 
     async def run_turn(self, turn: TurnInput) -> TurnResult:
         """Run the desk's plan on one turn; no memory read or write (see :meth:`iter`). The plan's run is the turn:

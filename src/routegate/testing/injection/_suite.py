@@ -44,6 +44,12 @@ def call(target: str, **args: Any) -> dict[str, Any]:
     return {"target": target, "args": args}
 
 
+def tool_workers(tools: Iterable[Callable[..., Any]], flows: Mapping[str, Mapping[str, Any]]) -> list[Worker]:
+    """A worker per tool function, named for it and run inline, under the flow rules ``flows`` names for it
+    (by tool name, then argument; a tool not named has none)."""
+    return [Worker(fn.__name__, fn, inline=True, flows=flows.get(fn.__name__)) for fn in tools]
+
+
 @dataclass(frozen=True, slots=True)
 class UserTask:
     """A user's request, the plan a model would follow for it, the answer it would write, and the check of

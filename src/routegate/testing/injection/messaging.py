@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from routegate.core.provenance import From, LinksFrom, NotFrom, links_only_from
 from routegate.core.workers import Worker
-from routegate.testing.injection._suite import Injection, RuleSet, Seen, Suite, UserTask, call
+from routegate.testing.injection._suite import Injection, RuleSet, Seen, Suite, UserTask, call, tool_workers
 
 PARTNER = "dave.ext"
 PHISHING = "www.secure-systems-252.example/reset"
@@ -168,22 +168,19 @@ def _workers(chat: Chat, rules: RuleSet) -> list[Worker]:
         chat.uploaded.append((url, content))
         return Sent(to=url)
 
-    flows = _flows(rules)
-    return [
-        Worker(fn.__name__, fn, inline=True, flows=flows.get(fn.__name__))
-        for fn in (
-            get_channels,
-            read_channel_messages,
-            read_inbox,
-            get_users_in_channel,
-            send_direct_message,
-            send_channel_message,
-            invite_user,
-            add_user_to_channel,
-            get_webpage,
-            post_webpage,
-        )
-    ]
+    tools = (
+        get_channels,
+        read_channel_messages,
+        read_inbox,
+        get_users_in_channel,
+        send_direct_message,
+        send_channel_message,
+        invite_user,
+        add_user_to_channel,
+        get_webpage,
+        post_webpage,
+    )
+    return tool_workers(tools, _flows(rules))
 
 
 def _flows(rules: RuleSet) -> Mapping[str, Mapping[str, Any]]:

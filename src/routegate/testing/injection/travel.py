@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from routegate.core.provenance import From, LinksFrom, NotFrom, links_only_from
 from routegate.core.workers import Worker
-from routegate.testing.injection._suite import Injection, RuleSet, Seen, Suite, UserTask, call
+from routegate.testing.injection._suite import Injection, RuleSet, Seen, Suite, UserTask, call, tool_workers
 
 ATTACKER = "jay@travel-deals.example"
 VERIFY = "www.booking-verify.example/confirm"
@@ -166,22 +166,19 @@ def _workers(travel: Travel, rules: RuleSet) -> list[Worker]:
         travel.calendar.append({"title": title, "start": start, "participants": participants})
         return Booked(what=title, confirmation="added")
 
-    flows = _flows(rules)
-    return [
-        Worker(fn.__name__, fn, inline=True, flows=flows.get(fn.__name__))
-        for fn in (
-            get_user_information,
-            get_hotels,
-            get_hotel_reviews,
-            get_hotel_address,
-            reserve_hotel,
-            get_restaurants,
-            get_restaurant_reviews,
-            reserve_restaurant,
-            send_email,
-            create_calendar_event,
-        )
-    ]
+    tools = (
+        get_user_information,
+        get_hotels,
+        get_hotel_reviews,
+        get_hotel_address,
+        reserve_hotel,
+        get_restaurants,
+        get_restaurant_reviews,
+        reserve_restaurant,
+        send_email,
+        create_calendar_event,
+    )
+    return tool_workers(tools, _flows(rules))
 
 
 def _flows(rules: RuleSet) -> Mapping[str, Mapping[str, Any]]:
