@@ -18,7 +18,8 @@ Candidates (higher = more in scope):
 * the top route's kNN similarity relative to that route's own leave-one-out kNN similarity on train;
 * unweighted means of standardised scores (standardised on the calibration rows' in-scope part; the subset chosen on
   the calibration rows);
-* each of them as an 11th input of the router's OOS detector (the same logistic regression, out-of-fold threshold).
+* each of them as an 11th input of the router's OOS detector over the head's ten scores (the same logistic
+  regression, its threshold from out-of-fold scores).
 
 Two diagnostics, never choices: the best test point at 85 % test OOS recall (the ceiling of any threshold on the
 score), and a threshold that holds the recall floor with 95 % confidence over the calibration OOS rows (a one-sided
@@ -343,11 +344,18 @@ def banking77(data: Path, inner: Encoder, cache: Path, subset: Sequence[str], fl
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="folder with CLINC150's train/val/test.jsonl")
-    parser.add_argument("--cache", type=Path, required=True, help="embeddings cache (.npz), created if absent")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        required=True,
+        help="embeddings cache (.npz): created if absent, replaced if another encoder wrote it",
+    )
     parser.add_argument("--router", type=Path, help="use this saved router's encoder (default: the shipped MiniLM)")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1)")
     parser.add_argument("--floor", type=float, default=0.85, help="the OOS-recall floor of every threshold")
-    parser.add_argument("--banking77", type=Path, help="then Banking77 (train.csv, test.csv) with held-out intents")
+    parser.add_argument(
+        "--banking77", type=Path, help="then Banking77 (train.csv, test.csv) with held-out intents, on the same encoder"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     train, val, test = (load_examples(args.data / f"{s}.jsonl") for s in ("train", "val", "test"))
@@ -383,8 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     width = max(len(r.name) for r in results)
     print(f"{'score':{width}}  val AUROC  val in-scope@{args.floor}  test AUROC  test in-scope  test OOS recall")
     for r in results:
-        figures = f"{r.val_auroc:9.4f}  {100 * r.val_in_scope:17.2f}  {r.test_auroc:10.4f}  "
-        print(f"{r.name:{width}}  {figures}{100 * r.test_in_scope:13.2f}  {100 * r.test_oos_recall:15.2f}")
+        cells = f"{r.val_auroc:9.4f}  {100 * r.val_in_scope:17.2f}  {r.test_auroc:10.4f}  "
+        print(f"{r.name:{width}}  {cells}{100 * r.test_in_scope:13.2f}  {100 * r.test_oos_recall:15.2f}")
     checks = diagnostics(b, results[0].name, shipped)
     print(json.dumps(checks, indent=2))
     figures: dict[str, Any] = {"scores": [asdict(r) for r in results], "diagnostics": checks}
