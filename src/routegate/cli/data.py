@@ -30,6 +30,7 @@ _PARTS = (
     ("support-pg.warm", "what keeps the embedded PostgreSQL running between commands (its watcher's lock and record)"),
     ("support-pg", "the embedded PostgreSQL: conversations and the support desk's articles"),
     ("support-router-", "the support router fitted on first use (fitted again when missing)"),
+    ("desk-examples-", "a desk's route examples embedded on first use (embedded again when missing)"),
 )
 
 
