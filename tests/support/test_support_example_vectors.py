@@ -7,6 +7,7 @@ the texts the encoder is asked to embed, and on the disk."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -175,13 +176,30 @@ def test_a_damaged_or_foreign_cache_is_embedded_again(
     _damage(file, how, rows=len(first_encoder.texts), dim=first_encoder.dim)
 
     encoder = Counting()
-    layer = _layer(desk, encoder, data)  # a FIFO is not waited on: the test would hang here
+    with caplog.at_level(logging.WARNING):
+        layer = _layer(desk, encoder, data)  # a FIFO is not waited on: the test would hang here
     assert sorted(encoder.texts) == sorted(first_encoder.texts)  # every example embedded again
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert str(file) in warning and "embedding the examples again" in warning and "router" not in warning
     assert _question_scores(layer) == _question_scores(first)
     if how not in ("symlink", "fifo", "directory"):
         again = Counting()
         _layer(desk, again, data)  # the damaged file was replaced by a good one
         assert again.texts == []
+
+
+def test_an_oversized_cache_file_is_not_read(desk: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    data = tmp_path / "data"
+    _layer(desk, Counting(), data)
+    (file,) = _cached(data)
+    with file.open("r+b") as grown:
+        grown.truncate(256 << 20)  # 256 MiB (sparse) where about 10 KB are expected
+    encoder = Counting()
+    with caplog.at_level(logging.WARNING):
+        _layer(desk, encoder, data)
+    assert encoder.texts
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "bytes allowed" in warning and str(file) in warning
 
 
 def test_an_unwritable_data_dir_still_routes(desk: Path, tmp_path: Path) -> None:

@@ -49,6 +49,8 @@ PREFIX: Final = "desk-examples-"
 FORMAT: Final = 1
 """The version of the key's fields; a change here makes every file written before a miss."""
 _UNIT_TOLERANCE: Final = 1e-3
+_HEADER_BYTES: Final = 4096
+"""Room for a ``.npy`` header (numpy writes 128 bytes for these arrays): a larger file is not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +80,15 @@ class VectorCache:
         if not os.path.lexists(self.directory / name):
             return None
         try:
-            array = read_router_array(self.directory, name, what="the desk's example vectors")
+            array = read_router_array(
+                self.directory,
+                name,
+                what="the desk's example vectors",
+                max_bytes=_HEADER_BYTES + rows * dim * 4,
+                remedy="embedding the examples again",
+            )
         except ConfigurationError as exc:
-            logger.warning("%s; embedding the examples again", exc)
+            logger.warning("%s", exc)
             return None
         problem = _problem(array, rows=rows, dim=dim)
         if problem is not None:
