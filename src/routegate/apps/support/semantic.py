@@ -13,7 +13,8 @@ Two implementations of :class:`EmbeddingLayer`:
   an unsure message is retried with the previous user message). Fitting takes seconds, so the fitted router is
   cached on disk, keyed by the examples, the encoder and the routegate version.
 * :class:`ExampleEmbeddingLayer` — nearest examples with a fixed floor and margin: no fitting, built in well under
-  a second; the tests' default.
+  a second; the tests' default. A configured desk keeps its examples' vectors between processes
+  (:mod:`routegate.apps.support.vector_cache`), so its next start embeds none.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ import io
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ with needs("desk"):
     import numpy as np
 
 from routegate import __version__
+from routegate._atomic import write_atomically
 from routegate.embed.protocol import Encoder, Vectors, encoder_name
 from routegate.errors import ConfigurationError
 
@@ -100,15 +100,7 @@ class VectorCache:
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, scratch = tempfile.mkstemp(dir=self.directory, prefix=PREFIX, suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(buffer.getbuffer())
-                os.replace(scratch, self.directory / name)
-            except BaseException:
-                Path(scratch).unlink(missing_ok=True)
-                raise
+            write_atomically(self.directory / name, buffer.getbuffer(), scratch_prefix=PREFIX)
         except OSError as exc:
             logger.info(
                 "the desk's example vectors are not cached (%s: %s); they are embedded at every start",
