@@ -20,10 +20,18 @@ as before the warm desk). ``routegate data stop`` before each pair; interleaved.
 ``/healthz`` answers, the same knowledge-base question is asked three times over ``POST /chat`` (JSON); the first
 answer's time against the next ones' says what a turn still loaded after the server said ready.
 
+Bytecode: the commands inherit the environment. With ``PYTHONDONTWRITEBYTECODE=1`` set (as on the shared
+development machine) an editable install compiles routegate's own modules (about 160 on the ``ask --desk`` path) at
+every start, which an installed package (``pip`` writes the ``.pyc`` files) never does. ``--bytecode-cache`` runs
+every command with a bytecode cache of its own (``PYTHONPYCACHEPREFIX`` in a temporary directory, filled by the
+first, uncounted call; nothing is written into the checkout) to measure what an installed routegate costs.
+``machine`` says which applied.
+
 Run with another checkout's interpreter (``/path/to/other/.venv/bin/python bench/startup.py ...``) to measure that
 checkout's code: the commands run as ``sys.executable -m routegate``.
 
-Run: python bench/startup.py [--runs N] [--data-dir DIR] [--question TEXT] [--desk DIR | --server] [--json]
+Run: python bench/startup.py [--runs N] [--data-dir DIR] [--question TEXT] [--desk DIR | --server] [--bytecode-cache]
+[--json]
 """
 
 from __future__ import annotations
@@ -52,10 +60,17 @@ _HOLDER = (
 )
 
 
+_BYTECODE: dict[str, str] = {}
+"""``PYTHONPYCACHEPREFIX`` for every command when ``--bytecode-cache`` is given (set by :func:`main`)."""
+
+
 def _env(data_dir: Path, keep_warm_seconds: float = 0) -> dict[str, str]:
     env = dict(os.environ, ROUTEGATE_DATA_DIR=str(data_dir), ROUTEGATE_DB_KEEP_WARM_SECONDS=f"{keep_warm_seconds:g}")
     for name in ("OPENAI_API_KEY", "DATABASE_URL", "ROUTEGATE_DEBUG"):
         env.pop(name, None)
+    if _BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.update(_BYTECODE)
     return env
 
 
@@ -215,10 +230,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--question", action="append", help="question to ask (repeatable; default: two)")
     parser.add_argument("--desk", type=Path, default=None, help="measure `ask --desk DIR` first and second calls")
     parser.add_argument("--server", action="store_true", help="measure the first questions after `serve` starts")
+    parser.add_argument(
+        "--bytecode-cache",
+        action="store_true",
+        help="run the commands with a bytecode cache of their own (as an installed package has its .pyc files)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    pycache = Path(tempfile.mkdtemp(prefix="routegate-startup-pyc-")) if args.bytecode_cache else None
+    if pycache is not None:
+        _BYTECODE["PYTHONPYCACHEPREFIX"] = str(pycache)
     temporary = args.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="routegate-startup-")) if temporary else args.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -232,11 +255,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if temporary:
             shutil.rmtree(data_dir, ignore_errors=True)
+        if pycache is not None:
+            shutil.rmtree(pycache, ignore_errors=True)
     uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
     result["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load": os.getloadavg()[0],
+        "bytecode": "own cache"
+        if pycache is not None
+        else ("not written (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "written"),
         "uptime": uptime,
     }
     if args.json:

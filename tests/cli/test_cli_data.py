@@ -86,3 +86,13 @@ def test_data_reset_refuses_while_the_embedded_postgres_runs(data_dir: Path) -> 
     done = run(["data", "reset", "--yes"], data_dir)
     assert done.returncode == 0, done.stderr
     assert not data_dir.exists()
+
+
+def test_data_lists_and_reset_removes_a_desks_example_vectors(data_dir: Path) -> None:
+    (data_dir / "desk-examples-0123456789ab-0123456789abcdef0123.npy").write_bytes(b"\0" * 2000)
+    shown = json.loads(run(["data", "--json"], data_dir).stdout)
+    (part,) = [p for p in shown["parts"] if p["name"].startswith("desk-examples-")]
+    assert part["bytes"] == 2000 and "route examples" in part["what"]
+    done = run(["data", "reset", "--yes"], data_dir)  # routegate's own file: not taken for someone else's
+    assert done.returncode == 0, done.stderr
+    assert not data_dir.exists()

@@ -195,6 +195,30 @@ def test_ask_on_a_semantic_question_still_needs_no_llm_sdk_or_server(prepared_da
 
 @pytest.mark.integration
 @needs_proc
+def test_ask_desk_again_embeds_no_example_and_loads_no_encoder(prepared_data_dir: Path, tmp_path: Path) -> None:
+    """A desk routing by its nearest examples embeds them at its first start only: the next ``ask --desk`` reads
+    their vectors from the data dir, and for a question the rules route loads no encoder at all."""
+    from routegate.apps.configured.config import builtin_desk_dir
+
+    desk = Path(shutil.copytree(builtin_desk_dir(), tmp_path / "desk"))
+    toml = desk / "desk.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "fit_at_start = true\n" in text
+    toml.write_text(text.replace("fit_at_start = true\n", "fit_at_start = false\n"), encoding="utf-8")
+    first, modules = run_cli(["ask", "--desk", str(desk), RULES_QUESTION], prepared_data_dir, tmp_path / "first.json")
+    assert first.returncode == 0, first.stderr
+    assert "onnxruntime" in modules  # the first start embedded the examples
+    assert len(list(prepared_data_dir.glob("desk-examples-*.npy"))) == 1
+
+    again, modules = run_cli(["ask", "--desk", str(desk), RULES_QUESTION], prepared_data_dir, tmp_path / "again.json")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout and "Ticket 1" in again.stdout
+    assert "routegate.apps.support.desk" in modules  # the desk really ran in this process
+    assert loaded(modules, NOT_FOR_RULES) == []
+
+
+@pytest.mark.integration
+@needs_proc
 def test_ask_with_nothing_running_stops_the_server_it_started(prepared_data_dir: Path, tmp_path: Path) -> None:
     assert postmaster(prepared_data_dir) is None and postgres_of(prepared_data_dir) == []
     done, _ = run_cli(["ask", RULES_QUESTION], prepared_data_dir, tmp_path / "modules.json")

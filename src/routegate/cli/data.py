@@ -30,6 +30,7 @@ _PARTS = (
     ("support-pg.warm", "what keeps the embedded PostgreSQL running between commands (its watcher's lock and record)"),
     ("support-pg", "the embedded PostgreSQL: conversations and the support desk's articles"),
     ("support-router-", "the support router fitted on first use (fitted again when missing)"),
+    ("desk-examples-", "a desk's route examples embedded on first use (embedded again when missing)"),
 )
 
 
@@ -82,7 +83,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     Show the data dir (ROUTEGATE_DATA_DIR, by default the platform's user data directory,
     ~/.local/share/routegate on Linux) and the size of each part: the embedded PostgreSQL (conversations,
-    articles) and the support router fitted on first use; and whether the embedded PostgreSQL runs (its PID, socket,
+    articles), the support router fitted on first use and your desks' example vectors; and whether the embedded PostgreSQL runs (its PID, socket,
     the commands using it, and how long it stays up idle: ROUTEGATE_DB_KEEP_WARM_SECONDS, default 300).
     `routegate data stop` stops it now; `routegate data reset` removes it all.
     """

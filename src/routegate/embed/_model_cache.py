@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from routegate._atomic import write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +47,7 @@ def cached_model(key: str, build: Callable[[], bytes], cache_dir: Path) -> str |
         return str(target)
     data = build()
     try:
-        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, scratch = tempfile.mkstemp(dir=cache_dir, prefix=".minilm-int8-", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(scratch, target)
-        except BaseException:
-            Path(scratch).unlink(missing_ok=True)
-            raise
+        write_atomically(target, data, scratch_prefix=".minilm-int8-")
     except OSError as exc:
         logger.info("the int8 encoder model is not cached (%s: %s); it is built at every start", cache_dir, exc)
         return data

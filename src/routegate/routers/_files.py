@@ -49,6 +49,7 @@ JSON_MAX_DEPTH = 64
 
 _NPY_HEADER_WINDOW = 65536
 _REMEDY = "save the router again (SemanticRouter.save / routegate fit)"
+_LINK_REMEDY = "a saved router's files must be regular files in its directory — copy the file in instead of linking it"
 
 
 def _inside(directory: Path, name: object, what: str) -> str:
@@ -64,9 +65,12 @@ def _inside(directory: Path, name: object, what: str) -> str:
 
 
 @contextlib.contextmanager
-def open_router_file(directory: Path, name: object, max_bytes: int, *, what: str) -> Iterator[tuple[int, int]]:
+def open_router_file(
+    directory: Path, name: object, max_bytes: int, *, what: str, remedy: str | None = None
+) -> Iterator[tuple[int, int]]:
     """The open file ``directory/name`` (a descriptor) and its size, once it is known to be a regular file inside
-    ``directory`` of at most ``max_bytes``; closed on exit."""
+    ``directory`` of at most ``max_bytes``; closed on exit. ``remedy``: what an error tells the reader to do (for a
+    file that is not a saved router's; ``None``: save the router again)."""
     file_name = _inside(directory, name, what)
     file = directory / file_name
     try:
@@ -78,23 +82,23 @@ def open_router_file(directory: Path, name: object, max_bytes: int, *, what: str
             fd = os.open(file_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise ConfigurationError(
-                    f"{file} ({what}) is a symbolic link; a saved router's files must be regular files in its "
-                    "directory — copy the file in instead of linking it"
-                ) from exc
-            raise ConfigurationError(f"cannot read {file} ({what}): {exc.strerror or exc}; {_REMEDY}") from exc
+                link_remedy = _LINK_REMEDY if remedy is None else f"it is not followed; {remedy}"
+                raise ConfigurationError(f"{file} ({what}) is a symbolic link; {link_remedy}") from exc
+            raise ConfigurationError(
+                f"cannot read {file} ({what}): {exc.strerror or exc}; {remedy or _REMEDY}"
+            ) from exc
     finally:
         os.close(dir_fd)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ConfigurationError(
-                f"{file} ({what}) is not a regular file (it is a {_kind(info.st_mode)}); {_REMEDY}"
+                f"{file} ({what}) is not a regular file (it is a {_kind(info.st_mode)}); {remedy or _REMEDY}"
             )
         if info.st_size > max_bytes:
             raise ConfigurationError(
                 f"{file} ({what}) is {info.st_size} bytes, more than the {max_bytes} bytes allowed for this kind "
-                f"of file; {_REMEDY}"
+                f"of file; {remedy or _REMEDY}"
             )
         os.set_blocking(fd, True)
         yield fd, info.st_size
@@ -122,11 +126,13 @@ def check_router_file(directory: Path, name: object, max_bytes: int, *, what: st
         return directory / str(name)
 
 
-def read_router_file(directory: Path, name: object, max_bytes: int, *, what: str) -> memoryview:
+def read_router_file(
+    directory: Path, name: object, max_bytes: int, *, what: str, remedy: str | None = None
+) -> memoryview:
     """The bytes of ``directory/name``: a regular file inside ``directory`` of at most ``max_bytes`` (see the module
     docstring); :class:`ConfigurationError` naming the file otherwise. Reads once, into one uninitialised buffer of
     the file's size plus one byte (to notice a file that grew since its size was taken)."""
-    with open_router_file(directory, name, max_bytes, what=what) as (fd, size):
+    with open_router_file(directory, name, max_bytes, what=what, remedy=remedy) as (fd, size):
         view = np.empty(size + 1, dtype=np.uint8).data
         got = 0
         try:
@@ -138,7 +144,7 @@ def read_router_file(directory: Path, name: object, max_bytes: int, *, what: str
         except OSError as exc:
             raise ConfigurationError(f"cannot read {directory / str(name)} ({what}): {exc.strerror or exc}") from exc
     if got > size:
-        raise ConfigurationError(f"{directory / str(name)} ({what}) grew while it was read; {_REMEDY}")
+        raise ConfigurationError(f"{directory / str(name)} ({what}) grew while it was read; {remedy or _REMEDY}")
     return view[:got]
 
 
@@ -180,13 +186,22 @@ def _nested_deeper(value: object, limit: int) -> bool:
     return False
 
 
-def read_router_array(directory: Path, name: object, *, what: str, sha256: str | None = None) -> np.ndarray[Any, Any]:
+def read_router_array(
+    directory: Path,
+    name: object,
+    *,
+    what: str,
+    sha256: str | None = None,
+    max_bytes: int = ARRAY_MAX_BYTES,
+    remedy: str | None = None,
+) -> np.ndarray[Any, Any]:
     """The numeric array in the ``.npy`` file ``directory/name``, read without pickle.
 
     The header's shape x dtype must account for exactly the bytes after it, so a forged header (a 1.4 TiB shape in a
     small file) is refused before anything is allocated; only plain bool, integer and float dtypes are accepted.
-    ``sha256``: the file's digest as saved; a file whose bytes differ (changed or corrupted since) is refused."""
-    data = read_router_file(directory, name, ARRAY_MAX_BYTES, what=what)
+    ``sha256``: the file's digest as saved; a file whose bytes differ (changed or corrupted since) is refused.
+    ``max_bytes``: the largest file read (a caller that knows the array's shape passes what it needs)."""
+    data = read_router_file(directory, name, max_bytes, what=what, remedy=remedy)
     file = directory / str(name)
     stream = io.BytesIO(data[:_NPY_HEADER_WINDOW])  # the header: numpy reads at most 10,000 bytes of it
     try:
@@ -199,23 +214,23 @@ def read_router_array(directory: Path, name: object, *, what: str, sha256: str |
             raise ValueError(f"unsupported .npy format version {version}")
     except Exception as exc:  # numpy parses the header text with tokenize and ast: ValueError, SyntaxError,
         # tokenize.TokenError, RecursionError ... all mean the same here: not an array this loader reads
-        raise ConfigurationError(f"{file} ({what}): not a .npy array ({exc}); {_REMEDY}") from exc
+        raise ConfigurationError(f"{file} ({what}): not a .npy array ({exc}); {remedy or _REMEDY}") from exc
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
-        raise ConfigurationError(f"{file} ({what}): dtype {dtype} is not a plain number type; {_REMEDY}")
+        raise ConfigurationError(f"{file} ({what}): dtype {dtype} is not a plain number type; {remedy or _REMEDY}")
     if any(n < 0 for n in shape):
-        raise ConfigurationError(f"{file} ({what}): negative dimension in shape {shape}; {_REMEDY}")
+        raise ConfigurationError(f"{file} ({what}): negative dimension in shape {shape}; {remedy or _REMEDY}")
     count = math.prod(shape)
     offset = stream.tell()
     declared, held = count * dtype.itemsize, len(data) - offset
     if declared != held:
         raise ConfigurationError(
             f"{file} ({what}): its header declares shape {shape} of {dtype} ({declared} bytes) but {held} bytes "
-            f"follow it — the file is truncated or forged; {_REMEDY}"
+            f"follow it — the file is truncated or forged; {remedy or _REMEDY}"
         )
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
         raise ConfigurationError(
             f"{file} ({what}): its SHA-256 differs from the one the manifest recorded when it was saved — the file "
-            f"was changed or corrupted since; {_REMEDY}"
+            f"was changed or corrupted since; {remedy or _REMEDY}"
         )
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
     return flat.reshape(shape, order="F" if fortran else "C")  # a view of the bytes read: the file is read once

@@ -22,6 +22,7 @@ from routegate.apps.configured.mistakes import config_file
 from routegate.apps.configured.routes import KIND_ROUTE, present_routes, route_examples
 from routegate.apps.support.router import embedding_layer
 from routegate.apps.support.semantic import DEFAULT_ROUTE, EmbeddingLayer, FittedSemanticLayer
+from routegate.apps.support.vector_cache import VectorCache
 from routegate.embed import Encoder
 from routegate.routers.data import LabelledExample
 
@@ -64,7 +65,9 @@ def desk_embedding_layer(
 ) -> EmbeddingLayer:
     """The desk's embedding layer: the fitted router ``[router] fitted`` names; else, with ``[router]
     fit_at_start``, a router fitted on the desk's examples the way the built-in desk fits its own (cached in
-    ``cache_dir``, the data directory; ``None`` fits every time); else the nearest examples."""
+    ``cache_dir``, the data directory; ``None`` fits every time); else the nearest examples (their vectors cached in
+    ``cache_dir`` for this desk and encoder: :mod:`~routegate.apps.support.vector_cache`; ``None`` embeds them
+    every time)."""
     if config.router.fitted is not None:
         path = resolve(Path(desk_dir), config.router.fitted)
         family = _fitted_family(path)
@@ -80,7 +83,8 @@ def desk_embedding_layer(
         present = present_routes(config)
         examples = {route: texts for route, texts in route_examples(config).items() if route in present}
         return FittedSemanticLayer.load_or_fit(encoder, cache_dir, examples, routes=present)
-    return embedding_layer(config, encoder)
+    cache = None if cache_dir is None else VectorCache(cache_dir, owner=str(Path(desk_dir).resolve()))
+    return embedding_layer(config, encoder, cache=cache)
 
 
 def load_fitted(path: Path, config: DeskConfig, encoder: Encoder) -> FittedSemanticLayer:

@@ -37,6 +37,7 @@ from routegate.apps.support.contracts import ROUTES, SupportRoute
 from routegate.apps.support.rules import RuleVerdict, SupportRules
 from routegate.apps.support.semantic import EmbeddingLayer, ExampleEmbeddingLayer
 from routegate.apps.support.unsure import is_not_english, pasted_shape
+from routegate.apps.support.vector_cache import VectorCache
 from routegate.core import Budget, RouteDecision, RoutePolicy, RouteRequest, WorkerArgs
 from routegate.core.contracts import HistoryEntry, RouteSpec
 from routegate.core.workers import NormalizedText
@@ -232,13 +233,15 @@ def _support_route(target: str | None) -> SupportRoute:
     return "LLM"  # pragma: no cover - the desk's stages and policy only ever name its routes
 
 
-def embedding_layer(config: DeskConfig, encoder: Encoder) -> ExampleEmbeddingLayer:
-    """The nearest examples of the desk's routes, with its ``[router]`` floor and margin."""
+def embedding_layer(config: DeskConfig, encoder: Encoder, *, cache: VectorCache | None = None) -> ExampleEmbeddingLayer:
+    """The nearest examples of the desk's routes, with its ``[router]`` floor and margin; ``cache``: where their
+    vectors are kept between processes (``None``: embedded here)."""
     return ExampleEmbeddingLayer(
         encoder,
         examples=route_examples(config),
         min_score=config.router.min_score,
         min_margin=config.router.min_margin,
+        cache=cache,
     )
 
 

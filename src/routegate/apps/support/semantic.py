@@ -13,7 +13,8 @@ Two implementations of :class:`EmbeddingLayer`:
   an unsure message is retried with the previous user message). Fitting takes seconds, so the fitted router is
   cached on disk, keyed by the examples, the encoder and the routegate version.
 * :class:`ExampleEmbeddingLayer` — nearest examples with a fixed floor and margin: no fitting, built in well under
-  a second; the tests' default.
+  a second; the tests' default. A configured desk keeps its examples' vectors between processes
+  (:mod:`routegate.apps.support.vector_cache`), so its next start embeds none.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ with needs("desk"):
 from routegate import __version__
 from routegate.apps.configured.routes import builtin_config, route_examples
 from routegate.apps.support.contracts import ROUTES, SupportRoute
+from routegate.apps.support.vector_cache import VectorCache
 from routegate.core import RouteDecision, RouteRequest
 from routegate.embed import Encoder
 from routegate.embed.protocol import Vectors
@@ -98,7 +100,10 @@ class ExampleEmbeddingLayer(_SupportLayer):
         k: int = 2,
         min_score: float = 0.45,
         min_margin: float = 0.04,
+        cache: VectorCache | None = None,
     ) -> None:
+        """``cache``: where the examples' vectors are kept between processes (embedded again only when the examples
+        or the encoder changed); ``None`` embeds them here."""
         if k < 1:
             raise ConfigurationError(f"k must be >= 1, got {k}")
         examples = builtin_examples() if examples is None else examples
@@ -112,7 +117,7 @@ class ExampleEmbeddingLayer(_SupportLayer):
         self._routes = list(ROUTES)
         texts = [t for r in self._routes for t in examples[r]]
         self._labels = np.array([i for i, r in enumerate(self._routes) for _ in examples[r]])
-        self._matrix: Vectors = encoder.encode(texts)
+        self._matrix: Vectors = encoder.encode(texts) if cache is None else cache.vectors(encoder, texts)
 
     def scores(self, text: str) -> dict[str, float]:
         return self._scores_of(self.encoder.encode([text])[0])
