@@ -21,6 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from routegate._extras import needs
+
 logger = logging.getLogger(__name__)
 
 EVERY_INTERFACE = "[::]:"
@@ -39,12 +41,13 @@ def keep_replica_grpc_on_loopback() -> bool:
     """In a Ray Serve replica on a loopback node: bind the replica's inter-deployment gRPC server to loopback.
     Returns whether the replica's binding is now on loopback (False on a node with a network address, where other
     machines must reach it, and on a Ray whose replica has no such helper)."""
-    import ray
+    with needs("ray"):
+        import ray
+        from ray.serve._private import replica
 
     node = str(ray.util.get_node_ip_address())
     if not ipaddress.ip_address(node).is_loopback:
         return False
-    from ray.serve._private import replica
 
     bind: Callable[[Any, str], int] | None = getattr(replica, _HELPER, None)
     if bind is None:
