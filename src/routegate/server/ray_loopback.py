@@ -45,7 +45,7 @@ def keep_replica_grpc_on_loopback() -> bool:
         import ray
         from ray.serve._private import replica
 
-    node = str(ray.util.get_node_ip_address())
+    node = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
     if not ipaddress.ip_address(node).is_loopback:
         return False
 
