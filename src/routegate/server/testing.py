@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -302,12 +303,15 @@ def _workers(args: tuple[str, ...]) -> int:
     return 0
 
 
+_WORKER_READY = re.compile(rb"^routegate: worker \d+ ready$", re.MULTILINE)
+
+
 def _wait_for_workers(stdout: IO[bytes], workers: int, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
     """Until ``stdout`` holds a ``routegate: worker <pid> ready`` line per worker (bounded by ``timeout``)."""
     deadline = time.monotonic() + timeout
     while workers:
         stdout.seek(0)
-        if stdout.read().count(b" ready\n") >= workers:
+        if len(_WORKER_READY.findall(stdout.read())) >= workers:
             return
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited with {proc.returncode} before its {workers} workers were ready")
