@@ -101,7 +101,7 @@ def measure_router(
     """The val-chosen point on test (batched through ``cached``) and the curve: the same head recalibrated on val
     for each floor, reported on test."""
     cal = router.calibration
-    fast = SemanticRouter(router._trained, cal, encoder=cached, default_route=router.default_route)
+    fast = router.with_encoder(cached)
     texts, labels = [e.text for e in test], [e.label for e in test]
     decisions = fast.route_many(texts)
     report = score_decisions(decisions, labels, router.default_route)

@@ -299,6 +299,18 @@ def test_recalibrate_changes_only_the_rule(router: SemanticRouter) -> None:
         router.recalibrate([LabelledExample("x", "oos")])
 
 
+def test_with_encoder_is_the_same_router_behind_another_encoder(router: SemanticRouter) -> None:
+    wrapped = BatchingEncoder(router.encoder)
+    again = router.with_encoder(wrapped)
+    assert again.encoder is wrapped
+    assert again.routes == router.routes
+    assert again.calibration == router.calibration
+    texts = ["show ticket 7", "weather in Rome", "reset password help", "qqq zzz"]
+    assert [d.to_dict() for d in again.route_many(texts)] == [d.to_dict() for d in router.route_many(texts)]
+    with pytest.raises(ConfigurationError, match="the router expects"):
+        router.with_encoder(HashingEncoder(dim=router.encoder.dim + 1))
+
+
 def _with_detector(router: SemanticRouter) -> SemanticRouter:
     n = 10
     cal = replace(

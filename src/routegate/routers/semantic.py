@@ -302,10 +302,20 @@ class SemanticRouter(SteppedRouter[SemanticDecision]):
             config,
             "val",
         )
+        return self._copy(calibration, self.encoder)
+
+    def with_encoder(self, encoder: Encoder) -> SemanticRouter:
+        """A copy that embeds with ``encoder`` and is otherwise this router (routes, head, calibration): for the
+        same encoder behind a cache or a batching wrapper. ``encoder`` must give vectors of the router's dimension
+        (:class:`~routegate.errors.ConfigurationError` otherwise); it should be the encoder the router was fitted
+        with, as nothing else gives the vectors its head expects."""
+        return self._copy(self.calibration, encoder)
+
+    def _copy(self, calibration: Calibration, encoder: Encoder) -> SemanticRouter:
         return SemanticRouter(
-            head,
+            self._trained,
             calibration,
-            encoder=self.encoder,
+            encoder=encoder,
             default_route=self.default_route,
             clarify_target=self.clarify_target,
             args=self.args_builder,
