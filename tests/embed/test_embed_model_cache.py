@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from routegate.embed.minilm import MiniLMEncoder
+from routegate.embed.minilm import MiniLMEncoder, packaged_int8_model
 
 TEXTS = ["Can I bring a friend?", "What is the status of order 1042?"]
 
@@ -40,3 +40,19 @@ def test_an_unwritable_cache_builds_the_model_in_memory_with_the_same_vectors(tm
     in_memory = MiniLMEncoder(cache_dir=blocked / "cache").encode(TEXTS)
     assert np.array_equal(in_memory, cached)
     assert blocked.read_text() == "a file where the cache directory would be"
+
+
+def test_the_cached_model_holds_onnxruntimes_fusions_and_embeds_bit_for_bit_as_the_int8_model(tmp_path: Path) -> None:
+    import onnx
+
+    cache = tmp_path / "cache"
+    vectors = MiniLMEncoder(cache_dir=cache).encode(TEXTS)
+    [written] = cache.glob("minilm-int8-*.onnx")
+    fused_ops = {node.op_type for node in onnx.load(str(written)).graph.node}
+    assert {"SkipLayerNormalization", "BiasGelu"} & fused_ops  # the fusions are in the file, not redone per session
+
+    unfused = tmp_path / "int8.onnx"
+    unfused.write_bytes(packaged_int8_model())
+    plain_ops = {node.op_type for node in onnx.load(str(unfused)).graph.node}
+    assert not {"SkipLayerNormalization", "BiasGelu"} & plain_ops
+    assert np.array_equal(MiniLMEncoder(model_path=unfused).encode(TEXTS), vectors)

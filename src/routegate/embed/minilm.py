@@ -7,7 +7,8 @@
     scales (:mod:`routegate.embed.quantize`; the scales ship in ``embed/data/minilm_int8_ranges.json``, measured
     on 1,000 CLINC150 training utterances by ``bench/encoder.py calibrate``). About 2x less CPU per text than
     float32, and batch-invariant: a text's vector is bit-identical alone and in any batch. The rewritten model is
-    kept in the user's cache directory, so only the first process on a machine pays for the rewrite.
+    kept in the user's cache directory with onnxruntime's portable operator fusions already applied, so only the
+    first process on a machine pays for the rewrite, and the next ones make their session in about half the time.
   - ``"float32"``: the file as it is (weights dequantised, float32 products) — the encoder before; its own
     ``model_id``, so routers saved with it still load with ``MiniLMEncoder(compute="float32")``.
 
@@ -79,6 +80,20 @@ def packaged_int8_model(model_path: Path | None = None, ranges_path: Path | None
             "recalibrate with bench/encoder.py calibrate"
         )
     return quantize_model(data, {name: (lo, hi) for name, (lo, hi) in shipped["ranges"].items()})
+
+
+def _fused_int8_model(model_path: Path) -> bytes:
+    """What the model cache keeps: the int8 model with onnxruntime's portable fusions applied."""
+    from routegate.embed.quantize import fuse_for_onnxruntime
+
+    return fuse_for_onnxruntime(packaged_int8_model(model_path))
+
+
+def _onnxruntime_version() -> str:
+    with needs("embed"):
+        import onnxruntime as ort
+
+    return str(ort.__version__)
 
 
 class MiniLMEncoder:
@@ -177,8 +192,8 @@ class MiniLMEncoder:
 
         spec = find_spec("routegate.embed.quantize")  # its source, not the module: importing it imports onnx
         assert spec is not None and spec.origin is not None
-        key = cache_key(path, _data_path(RANGES_FILE), Path(spec.origin))
-        return cached_model(key, lambda: packaged_int8_model(path), self.cache_dir or default_cache_dir())
+        key = cache_key(path, _data_path(RANGES_FILE), Path(spec.origin), runtime=_onnxruntime_version())
+        return cached_model(key, lambda: _fused_int8_model(path), self.cache_dir or default_cache_dir())
 
     def _load_session(self) -> Any:
         with needs("embed"):
