@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -147,6 +148,29 @@ def test_a_desk_fits_its_router_with_its_encoder_and_refuses_a_router_of_another
     assert f"{config}: router.fitted: " in refused
     assert "was fitted with the 'openai' encoder, not router.encoder = 'minilm'" in refused
     assert f"routegate fit --desk {desk} --encoder minilm" in refused
+
+
+def test_a_batch_of_route_on_ray_is_embedded_in_one_pass_of_the_encoder_the_desk_names(
+    shop_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from routegate.apps.support.routing import batch_router, route_batch
+
+    desk = _desk_with(tmp_path, shop_dir, router="openai")
+    config = desk / "desk.toml"  # only the routes' own rules: the embedding layer routes the questions
+    config.write_text(config.read_text(encoding="utf-8").replace("[router]\n", "[router]\ngenerated_rules = false\n"))
+    monkeypatch.setenv("ROUTEGATE_DATA_DIR", str(tmp_path / "data"))
+    questions = ["details of product 102", "Tell me about shipping", "what do you sell"]
+    with ScriptedOpenAIServer(fallback=_embed) as server:
+        monkeypatch.setenv("ROUTEGATE_EMBEDDINGS_MODEL", EMBEDDINGS_MODEL)
+        monkeypatch.setenv("ROUTEGATE_EMBEDDINGS_BASE_URL", server.base_url)
+        monkeypatch.setenv("ROUTEGATE_EMBEDDINGS_API_KEY", server.api_key)
+        router, memo, _ = batch_router(Settings(desk=desk))  # what each Ray actor builds
+        before = len(server.requests)  # the routes' examples, embedded when the layer was built
+        batch = asyncio.run(route_batch(router, memo, [{"text": q} for q in questions], as_json=True))
+        asked = server.requests[before:]
+    lines = [json.loads(line) for line in batch]
+    assert [line["layer"] for line in lines] == ["semantic"] * 3  # routed on the endpoint's vectors
+    assert len(asked) == 1 and asked[0].body["input"] == questions  # one pass, at the endpoint the desk names
 
 
 def test_an_unknown_encoder_is_refused_with_the_file_and_the_known_names(shop_dir: Path, tmp_path: Path) -> None:

@@ -19,12 +19,9 @@ from routegate.settings import Settings
 
 
 def _support_worker(settings: Settings, as_json: bool) -> BatchWorker:
-    from routegate.apps.support.routing import route_batch, support_router
-    from routegate.embed import default_encoder
-    from routegate.embed.memo import MemoEncoder
+    from routegate.apps.support.routing import batch_router, route_batch
 
-    encoder = MemoEncoder(default_encoder())
-    router, _chat_model = support_router(settings, encoder)  # the actor's lifetime: closed when it exits
+    router, encoder, _chat_model = batch_router(settings)  # the actor's lifetime: closed when it exits
     loop = asyncio.new_event_loop()
 
     def run(items: list[Any]) -> list[Any]:

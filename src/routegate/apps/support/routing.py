@@ -18,6 +18,7 @@ from routegate.core.policy import RouteRejection
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from routegate.apps.configured.config import DeskConfig
     from routegate.apps.support.router import SupportRouter
     from routegate.embed.memo import MemoEncoder
     from routegate.embed.protocol import Encoder
@@ -32,12 +33,32 @@ def support_router(settings: Settings, encoder: Encoder | None = None) -> tuple[
     embedding layer's encoder where the desk's ``[router] encoder`` names none (default: the embedded one)."""
     from routegate.apps.configured.routes import desk_directory
 
-    chat_model: OpenAIChatModel | None = None
+    chat_model = _chat_model(settings)
+    return desk_router(settings, desk_directory(settings), encoder, chat_model=chat_model), chat_model
+
+
+def batch_router(settings: Settings) -> tuple[SupportRouter, MemoEncoder, OpenAIChatModel | None]:
+    """:func:`support_router`'s router whose embedding layer encodes through a :class:`~routegate.embed.memo.MemoEncoder`
+    of the encoder the desk names (the embedded one, an embeddings endpoint, the multilingual one), that memo (for
+    :func:`route_batch`) and the LLM client, if any: what ``routegate route --ray`` builds in each actor."""
+    from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.encoders import router_encoder
+    from routegate.apps.configured.routes import desk_directory
+    from routegate.embed.memo import MemoEncoder
+
+    desk_dir = desk_directory(settings)
+    config = load_config(desk_dir)
+    memo = MemoEncoder(router_encoder(config, desk_dir, settings))
+    chat_model = _chat_model(settings)
+    return _router(config, desk_dir, settings, memo, chat_model), memo, chat_model
+
+
+def _chat_model(settings: Settings) -> OpenAIChatModel | None:
     if settings.llm_enabled and settings.desk is None:  # your own desk's router routes with its offline stages
         from routegate.llm.openai_chat import OpenAIChatModel
 
-        chat_model = OpenAIChatModel.from_settings(settings)
-    return desk_router(settings, desk_directory(settings), encoder, chat_model=chat_model), chat_model
+        return OpenAIChatModel.from_settings(settings)
+    return None
 
 
 def desk_router(
@@ -48,12 +69,18 @@ def desk_router(
     else the embedded MiniLM, where it names none), the LLM router when ``chat_model`` is given."""
     from routegate.apps.configured.config import load_config
     from routegate.apps.configured.encoders import router_encoder
+
+    config = load_config(desk_dir)
+    return _router(config, desk_dir, settings, router_encoder(config, desk_dir, settings, encoder), chat_model)
+
+
+def _router(
+    config: DeskConfig, desk_dir: Path, settings: Settings, encoder: Encoder, chat_model: ChatModel | None
+) -> SupportRouter:
     from routegate.apps.configured.fitted import desk_embedding_layer
     from routegate.apps.support.router import SupportRouter
 
-    config = load_config(desk_dir)
-    chosen = router_encoder(config, desk_dir, settings, encoder)
-    semantic = desk_embedding_layer(config, desk_dir, chosen, cache_dir=settings.data_dir)
+    semantic = desk_embedding_layer(config, desk_dir, encoder, cache_dir=settings.data_dir)
     return SupportRouter(config, semantic=semantic, chat_model=chat_model)
 
 
