@@ -75,8 +75,12 @@ class SentenceTransformerEncoder:
         import torch
         from sentence_transformers import SentenceTransformer
 
+        if not (folder / "modules.json").is_file():
+            raise SystemExit(
+                f"--sentence-transformer {folder}: not a sentence-transformers model folder (no modules.json)"
+            )
         torch.set_num_threads(threads)
-        self.model = SentenceTransformer(str(folder), device="cpu")
+        self.model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)  # never a download
         self.folder = folder.resolve()
         dimension = getattr(self.model, "get_embedding_dimension", None)  # older releases: the name below
         self._dim = int((dimension or self.model.get_sentence_embedding_dimension)())

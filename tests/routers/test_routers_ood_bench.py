@@ -42,10 +42,13 @@ def test_every_candidate_is_measured_beside_the_routers_choice_and_the_cache_is_
 ) -> None:
     bench = load_bench(monkeypatch)
     cache, first, second = tmp_path / "vectors.npz", tmp_path / "first.json", tmp_path / "second.json"
-    assert bench.main(["--data", str(clinc), "--cache", str(cache), "--json", str(first)]) == 0
+    timed = ["--latency-queries", "5"]
+    assert bench.main(["--data", str(clinc), "--cache", str(cache), "--json", str(first), *timed]) == 0
     assert cache.exists()
     assert "embedded" in capsys.readouterr().err
     figures = json.loads(first.read_text())
+    per_query = figures.pop("per_query")  # a timing: the one figure a second run may not repeat
+    assert per_query["queries"] == 5 and per_query["p50_ms"] > 0
     names = [row["name"] for row in figures["scores"]]
     assert names[0].startswith("the router's choice (")
     for expected in ("kNN over all examples, k=5", "ViM, D=64", "Mahalanobis, shrinkage 0.6", "energy, T=0.5"):
@@ -56,9 +59,11 @@ def test_every_candidate_is_measured_beside_the_routers_choice_and_the_cache_is_
             assert 0.0 <= row[key] <= 1.0, (row["name"], key)
     assert set(figures["diagnostics"]) >= {"oracle_test_in_scope_at_85", "confident_floor_test_oos_recall"}
 
-    assert bench.main(["--data", str(clinc), "--cache", str(cache), "--json", str(second)]) == 0
+    assert bench.main(["--data", str(clinc), "--cache", str(cache), "--json", str(second), *timed]) == 0
     assert "embedded" not in capsys.readouterr().err  # every text came from the cache
-    assert json.loads(second.read_text()) == figures
+    again = json.loads(second.read_text())
+    assert again.pop("per_query")["queries"] == 5
+    assert again == figures
 
 
 def test_the_banking77_mode_reports_each_scores_auroc_per_split(
