@@ -5,8 +5,9 @@ Building the int8 model from the packaged one (:func:`routegate.embed.minilm.pac
 every run. The file also holds onnxruntime's portable operator fusions
 (:func:`routegate.embed.quantize.fuse_for_onnxruntime`), so a session made from it skips them (0.14 → 0.07 s on a
 quiet 2-core machine). The result depends only on the packaged model file, the shipped activation ranges, the
-rewrite's code and the onnxruntime version, so it is written once to ``<user cache dir>/routegate/minilm-int8-<key>.onnx`` (``platformdirs``:
-``~/.cache/routegate`` on Linux), ``key`` a digest of those three, and onnxruntime loads that file afterwards. A file
+rewrite's code and the onnxruntime version, so it is written once to
+``<user cache dir>/routegate/minilm-int8-<key>.onnx`` (``platformdirs``: ``~/.cache/routegate`` on Linux), ``key`` a
+digest of those four, and onnxruntime loads that file afterwards. A file
 is written under a temporary name and renamed into place, so a concurrent reader sees it whole or not at all. When
 the directory cannot be written the model is built in memory, as before.
 """
