@@ -96,3 +96,34 @@ def test_data_lists_and_reset_removes_a_desks_example_vectors(data_dir: Path) ->
     done = run(["data", "reset", "--yes"], data_dir)  # routegate's own file: not taken for someone else's
     assert done.returncode == 0, done.stderr
     assert not data_dir.exists()
+
+
+def test_data_shows_the_model_cache_and_which_file_this_install_reads(data_dir: Path, tmp_path: Path) -> None:
+    from routegate.embed._model_cache import cache_file
+    from routegate.embed.minilm import int8_cache_key
+
+    cache = tmp_path / "xdg-cache" / "routegate"
+    cache.mkdir(parents=True)
+    read_here = cache_file(int8_cache_key(), cache)
+    read_here.write_bytes(b"m" * 4000)
+    stale = cache_file("0" * 20, cache)  # an older build's key
+    stale.write_bytes(b"s" * 1000)
+    env = {**offline_env(data_dir), "XDG_CACHE_HOME": str(tmp_path / "xdg-cache")}
+
+    def show(*extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_CLI, "data", *extra], env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    shown = json.loads(show("--json"))["model_cache"]
+    assert shown["dir"] == str(cache) and shown["bytes"] == 5000
+    assert {f["name"]: f["current"] for f in shown["files"]} == {read_here.name: True, stale.name: False}
+    lines = show().splitlines()
+    assert f"model cache: {cache}  (XDG_CACHE_HOME to move it; not removed by `routegate data reset`)" in lines
+    [stale_line] = [line for line in lines if stale.name in line]
+    assert "not read by this install" in stale_line
+    [read_line] = [line for line in lines if read_here.name in line]
+    assert "the embedded encoder's int8 model" in read_line
+    assert read_here.read_bytes() == b"m" * 4000 and stale.is_file()  # shown, never touched

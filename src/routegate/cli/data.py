@@ -78,13 +78,60 @@ def _parts(where: Path) -> list[dict[str, Any]]:
     return out
 
 
+def model_cache() -> dict[str, Any]:
+    """The embedded encoder's model cache (the user cache directory, not the data dir): each int8 model file, and
+    whether this install reads it (``None`` where that cannot be said: no ``embed`` extra)."""
+    from routegate.embed._model_cache import PREFIX, default_cache_dir
+
+    where = default_cache_dir()
+    current = _model_read_here(where)
+    files = [
+        {
+            "name": entry.name,
+            "path": str(entry),
+            "bytes": _size(entry),
+            "current": None if current is None else entry == current,
+        }
+        for entry in (sorted(where.glob(f"{PREFIX}*.onnx")) if where.is_dir() else [])
+    ]
+    return {"dir": str(where), "bytes": sum(f["bytes"] for f in files), "files": files}
+
+
+def _model_read_here(where: Path) -> Path | None:
+    """The cache file this install's encoder loads (it may not exist yet); ``None`` without the ``embed`` extra."""
+    from routegate.embed._model_cache import cache_file
+
+    try:
+        from routegate.embed.minilm import int8_cache_key
+
+        return cache_file(int8_cache_key(), where)
+    except (ConfigurationError, OSError):  # MissingExtraError included
+        return None
+
+
+def _model_cache_lines(cache: dict[str, Any]) -> list[str]:
+    lines = [f"model cache: {cache['dir']}  (XDG_CACHE_HOME to move it; not removed by `routegate data reset`)"]
+    for file in cache["files"]:
+        what = (
+            "not read by this install: an older build, or another install's (a venv of its own); remove it if none uses it"
+            if file["current"] is False
+            else "the embedded encoder's int8 model, built once (built again when missing)"
+        )
+        lines.append(f"  {human(file['bytes']):>9}  {file['name']}  — {what}")
+    if not cache["files"]:
+        lines.append("  (empty: the first command that embeds builds the encoder's model there)")
+    return lines
+
+
 def run_show(args: argparse.Namespace) -> int:
     """show where routegate keeps its data (embedded PostgreSQL, router cache) and its size; stop or reset it
 
     Show the data dir (ROUTEGATE_DATA_DIR, by default the platform's user data directory,
     ~/.local/share/routegate on Linux) and the size of each part: the embedded PostgreSQL (conversations,
     articles), the support router fitted on first use and your desks' example vectors; and whether the embedded PostgreSQL runs (its PID, socket,
-    the commands using it, and how long it stays up idle: ROUTEGATE_DB_KEEP_WARM_SECONDS, default 300).
+    the commands using it, and how long it stays up idle: ROUTEGATE_DB_KEEP_WARM_SECONDS, default 300). Then the
+    model cache (the user cache directory, ~/.cache/routegate on Linux): the embedded encoder's int8 model, built
+    once per install, and the files this install does not read (older builds after an upgrade, other installs').
     `routegate data stop` stops it now; `routegate data reset` removes it all.
     """
     settings = Settings()
@@ -95,11 +142,13 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         out = {"data_dir": str(where), "exists": where.is_dir(), "bytes": total, "parts": parts}
         running = server["pid"] if server is not None else None
-        print(json.dumps({**out, "postgres_running_pid": running, "postgres": server, **_url_set(settings)}))
+        shown = {**out, "postgres_running_pid": running, "postgres": server, "model_cache": model_cache()}
+        print(json.dumps({**shown, **_url_set(settings)}))
         return 0
     print(f"data dir: {where}  (ROUTEGATE_DATA_DIR to change it)")
     if not where.is_dir():
         print("  (does not exist yet: the first command that needs it creates it)")
+        print("\n".join(_model_cache_lines(model_cache())))
         return 0
     for part in parts:
         print(f"  {human(part['bytes']):>9}  {part['name']}  — {part['what']}")
@@ -108,6 +157,7 @@ def run_show(args: argparse.Namespace) -> int:
     if settings.database_url:
         print("DATABASE_URL is set: the support desk uses that server; its data is not in this directory")
     print("`routegate data reset` removes it all (conversations included)")
+    print("\n".join(_model_cache_lines(model_cache())))
     return 0
 
 

@@ -44,15 +44,23 @@ def cache_key(model_path: Path, ranges_path: Path, code_path: Path, *, runtime: 
     return digest.hexdigest()[:20]
 
 
+PREFIX = "minilm-int8-"
+
+
+def cache_file(key: str, cache_dir: Path) -> Path:
+    """Where the model cached under ``key`` lives in ``cache_dir``."""
+    return cache_dir / f"{PREFIX}{key}.onnx"
+
+
 def cached_model(key: str, build: Callable[[], bytes], cache_dir: Path) -> str | bytes:
     """The path of the model cached under ``key`` in ``cache_dir``, built with ``build`` and written there when
     missing; the built bytes themselves when it cannot be written."""
-    target = cache_dir / f"minilm-int8-{key}.onnx"
+    target = cache_file(key, cache_dir)
     if target.is_file():
         return str(target)
     data = build()
     try:
-        write_atomically(target, data, scratch_prefix=".minilm-int8-")
+        write_atomically(target, data, scratch_prefix=f".{PREFIX}")
     except OSError as exc:
         logger.info("the int8 encoder model is not cached (%s: %s); it is built at every start", cache_dir, exc)
         return data

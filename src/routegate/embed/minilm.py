@@ -82,6 +82,20 @@ def packaged_int8_model(model_path: Path | None = None, ranges_path: Path | None
     return quantize_model(data, {name: (lo, hi) for name, (lo, hi) in shipped["ranges"].items()})
 
 
+def int8_cache_key(model_path: Path | None = None) -> str:
+    """The key under which this install caches the int8 model built from ``model_path`` (default: the packaged
+    model): :func:`routegate.embed._model_cache.cache_key` of the model, the shipped ranges, the rewrite's code and
+    the onnxruntime version."""
+    from importlib.util import find_spec
+
+    from routegate.embed._model_cache import cache_key
+
+    spec = find_spec("routegate.embed.quantize")  # its source, not the module: importing it imports onnx
+    assert spec is not None and spec.origin is not None
+    path = model_path or _default_model_path()
+    return cache_key(path, _data_path(RANGES_FILE), Path(spec.origin), runtime=_onnxruntime_version())
+
+
 def _fused_int8_model(model_path: Path) -> bytes:
     """What the model cache keeps: the int8 model with onnxruntime's portable fusions applied."""
     from routegate.embed.quantize import fuse_for_onnxruntime
@@ -186,13 +200,9 @@ class MiniLMEncoder:
             raise ConfigurationError(f"ONNX model not found at {path}")
         if self.compute != "int8":
             return str(path)
-        from importlib.util import find_spec
+        from routegate.embed._model_cache import cached_model, default_cache_dir
 
-        from routegate.embed._model_cache import cache_key, cached_model, default_cache_dir
-
-        spec = find_spec("routegate.embed.quantize")  # its source, not the module: importing it imports onnx
-        assert spec is not None and spec.origin is not None
-        key = cache_key(path, _data_path(RANGES_FILE), Path(spec.origin), runtime=_onnxruntime_version())
+        key = int8_cache_key(path)
         return cached_model(key, lambda: _fused_int8_model(path), self.cache_dir or default_cache_dir())
 
     def _load_session(self) -> Any:
