@@ -11,20 +11,22 @@ encoder pass first (what ``routegate route --ray`` runs in each actor). The comm
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from routegate.core.policy import RouteRejection
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from routegate.apps.configured.config import DeskConfig
     from routegate.apps.support.router import SupportRouter
     from routegate.embed.memo import MemoEncoder
     from routegate.embed.protocol import Encoder
     from routegate.llm.openai_chat import OpenAIChatModel
     from routegate.llm.protocol import ChatModel
     from routegate.settings import Settings
+
+E = TypeVar("E", bound="Encoder")
 
 
 def support_router(settings: Settings, encoder: Encoder | None = None) -> tuple[SupportRouter, OpenAIChatModel | None]:
@@ -41,16 +43,12 @@ def batch_router(settings: Settings) -> tuple[SupportRouter, MemoEncoder, OpenAI
     """:func:`support_router`'s router whose embedding layer encodes through a :class:`~routegate.embed.memo.MemoEncoder`
     of the encoder the desk names (the embedded one, an embeddings endpoint, the multilingual one), that memo (for
     :func:`route_batch`) and the LLM client, if any: what ``routegate route --ray`` builds in each actor."""
-    from routegate.apps.configured.config import load_config
-    from routegate.apps.configured.encoders import router_encoder
     from routegate.apps.configured.routes import desk_directory
     from routegate.embed.memo import MemoEncoder
 
-    desk_dir = desk_directory(settings)
-    config = load_config(desk_dir)
-    memo = MemoEncoder(router_encoder(config, desk_dir, settings))
     chat_model = _chat_model(settings)
-    return _router(config, desk_dir, settings, memo, chat_model), memo, chat_model
+    router, memo = _router(settings, desk_directory(settings), None, chat_model, MemoEncoder)
+    return router, memo, chat_model
 
 
 def _chat_model(settings: Settings) -> OpenAIChatModel | None:
@@ -67,21 +65,33 @@ def desk_router(
     """The router of the desk at ``desk_dir`` alone (no database, no tool): its configuration's rules and embedding
     layer (a fitted one cached in the data directory) with the encoder its ``[router] encoder`` names (``encoder``,
     else the embedded MiniLM, where it names none), the LLM router when ``chat_model`` is given."""
-    from routegate.apps.configured.config import load_config
-    from routegate.apps.configured.encoders import router_encoder
+    router, _ = _router(settings, desk_dir, encoder, chat_model, _as_it_is)
+    return router
 
-    config = load_config(desk_dir)
-    return _router(config, desk_dir, settings, router_encoder(config, desk_dir, settings, encoder), chat_model)
+
+def _as_it_is(encoder: Encoder) -> Encoder:
+    return encoder
 
 
 def _router(
-    config: DeskConfig, desk_dir: Path, settings: Settings, encoder: Encoder, chat_model: ChatModel | None
-) -> SupportRouter:
+    settings: Settings,
+    desk_dir: Path,
+    encoder: Encoder | None,
+    chat_model: ChatModel | None,
+    wrap: Callable[[Encoder], E],
+) -> tuple[SupportRouter, E]:
+    """:func:`desk_router`'s router, its embedding layer encoding through ``wrap`` of the encoder the desk names, and
+    that wrapped encoder. The desk's modules are imported before any encoder is built, so that a missing ``desk``
+    extra is what a command without it reports."""
+    from routegate.apps.configured.config import load_config
+    from routegate.apps.configured.encoders import router_encoder
     from routegate.apps.configured.fitted import desk_embedding_layer
     from routegate.apps.support.router import SupportRouter
 
-    semantic = desk_embedding_layer(config, desk_dir, encoder, cache_dir=settings.data_dir)
-    return SupportRouter(config, semantic=semantic, chat_model=chat_model)
+    config = load_config(desk_dir)
+    chosen = wrap(router_encoder(config, desk_dir, settings, encoder))
+    semantic = desk_embedding_layer(config, desk_dir, chosen, cache_dir=settings.data_dir)
+    return SupportRouter(config, semantic=semantic, chat_model=chat_model), chosen
 
 
 async def route_line(router: SupportRouter, item: dict[str, Any], *, as_json: bool) -> str:
