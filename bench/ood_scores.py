@@ -72,13 +72,13 @@ class SentenceTransformerEncoder:
     """A sentence-transformers model folder as a routegate ``Encoder`` (bench only: torch on CPU, ``threads``)."""
 
     def __init__(self, folder: Path, threads: int = 1) -> None:
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        if not (folder / "modules.json").is_file():
+        if not (folder / "modules.json").is_file():  # said before the slow imports below
             raise SystemExit(
                 f"--sentence-transformer {folder}: not a sentence-transformers model folder (no modules.json)"
             )
+        import torch
+        from sentence_transformers import SentenceTransformer
+
         torch.set_num_threads(threads)
         self.model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)  # never a download
         self.folder = folder.resolve()

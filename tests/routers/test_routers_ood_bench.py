@@ -89,3 +89,19 @@ def test_the_banking77_mode_reports_each_scores_auroc_per_split(
     for name, values in by_score.items():
         assert len(values) == 5 and all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in values), name
     assert "Banking77, 10 held-out intents" in capsys.readouterr().out
+
+
+def test_a_folder_that_is_not_a_sentence_transformers_model_is_refused_before_anything_is_embedded(
+    clinc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = load_bench(monkeypatch)
+    cache, folder = tmp_path / "vectors.npz", tmp_path / "not-a-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"not-a-model: not a sentence-transformers model folder \(no modules.json\)"):
+        bench.main(["--data", str(clinc), "--cache", str(cache), "--sentence-transformer", str(folder)])
+    assert not cache.exists()
+    with pytest.raises(SystemExit):  # argparse: one encoder at a time
+        bench.main(
+            ["--data", str(clinc), "--cache", str(cache), "--encoder", "e5", "--sentence-transformer", str(folder)]
+        )
