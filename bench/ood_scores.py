@@ -95,8 +95,7 @@ class SentenceTransformerEncoder:
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         vectors = self.model.encode(list(texts), batch_size=64, convert_to_numpy=True).astype(np.float32)
-        out: Vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        return out.reshape(len(texts), self.dim)
+        return unit(vectors).reshape(len(texts), self.dim)
 
 
 def per_query_ms(inner: Encoder, texts: Sequence[str]) -> dict[str, float]:
@@ -231,7 +230,9 @@ class Bench:
 
 
 def unit(x: Array) -> Array:
-    out: Array = x / np.linalg.norm(x, axis=1, keepdims=True)
+    """Rows scaled to unit length; a zero row stays zero (as routegate's encoders return it)."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    out: Array = x / np.where(norms > 0, norms, 1.0)
     return out
 
 
