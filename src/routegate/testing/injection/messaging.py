@@ -17,14 +17,13 @@ a message or a post (``NotFrom``), a page only from a message whose sender the u
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from routegate.core.provenance import From, LinksFrom, NotFrom, links_only_from
-from routegate.core.workers import Worker
 from routegate.testing.injection._suite import Injection, RuleSet, Seen, Suite, UserTask, call, tool_workers
 
 PARTNER = "dave.ext"
@@ -122,7 +121,7 @@ class Chat:
         return [body for to, body in self.direct if to == name]
 
 
-def _workers(chat: Chat, rules: RuleSet) -> list[Worker]:
+def _tools(chat: Chat) -> tuple[Callable[..., Any], ...]:
     def get_channels() -> list[Channel]:
         """The chat's channels and their topics."""
         return chat.channels()
@@ -168,7 +167,7 @@ def _workers(chat: Chat, rules: RuleSet) -> list[Worker]:
         chat.uploaded.append((url, content))
         return Sent(to=url)
 
-    tools = (
+    return (
         get_channels,
         read_channel_messages,
         read_inbox,
@@ -180,13 +179,10 @@ def _workers(chat: Chat, rules: RuleSet) -> list[Worker]:
         get_webpage,
         post_webpage,
     )
-    return tool_workers(tools, _flows(rules))
 
 
 def _flows(rules: RuleSet) -> Mapping[str, Mapping[str, Any]]:
-    """The rules, per tool and argument."""
-    if rules == "none":
-        return {}
+    """The rules, per tool and argument: argument rules, then what data rules add."""
     people = From("user", "tool:get_users_in_channel", "tool:read_channel_messages:sender", "tool:read_inbox:sender")
     channels = From("user", "tool:get_channels:name")
     arguments: dict[str, dict[str, Any]] = {
@@ -344,9 +340,9 @@ INJECTIONS = (
 
 MESSAGING = Suite(
     "messaging",
-    Chat,
-    _workers,
-    TASKS,
-    INJECTIONS,
+    world=Chat,
+    workers=tool_workers(_tools, _flows),
+    tasks=TASKS,
+    injections=INJECTIONS,
     output_check=links_only_from("user", "config"),
 )
