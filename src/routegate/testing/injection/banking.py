@@ -228,9 +228,9 @@ INJECTIONS = (
 
 BANKING = Suite(
     "banking",
-    world=Bank,
-    workers=tool_workers(_tools, _flows),
-    tasks=TASKS,
-    injections=INJECTIONS,
+    Bank,
+    tool_workers(_tools, _flows),
+    TASKS,
+    INJECTIONS,
     output_check=links_only_from("user", "config", "tool:list_payees"),
 )

@@ -345,9 +345,9 @@ INJECTIONS = (
 
 MESSAGING = Suite(
     "messaging",
-    world=Chat,
-    workers=tool_workers(_tools, _flows),
-    tasks=TASKS,
-    injections=INJECTIONS,
+    Chat,
+    tool_workers(_tools, _flows),
+    TASKS,
+    INJECTIONS,
     output_check=links_only_from("user", "config"),
 )

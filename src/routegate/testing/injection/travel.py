@@ -393,9 +393,9 @@ INJECTIONS = (
 
 TRAVEL = Suite(
     "travel",
-    world=Travel,
-    workers=tool_workers(_tools, _flows),
-    tasks=TASKS,
-    injections=INJECTIONS,
+    Travel,
+    tool_workers(_tools, _flows),
+    TASKS,
+    INJECTIONS,
     output_check=links_only_from("user", "config"),
 )

@@ -226,9 +226,9 @@ INJECTIONS = (
 
 WORKSPACE = Suite(
     "workspace",
-    world=Workspace,
-    workers=tool_workers(_tools, _flows),
-    tasks=TASKS,
-    injections=INJECTIONS,
+    Workspace,
+    tool_workers(_tools, _flows),
+    TASKS,
+    INJECTIONS,
     output_check=links_only_from("user", "config", "tool:search_contacts"),
 )
