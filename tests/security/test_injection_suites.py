@@ -5,9 +5,11 @@ gets through, and rules on arguments' whole values alone leak where the attack r
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from routegate.core import Budget
+from routegate.core import Budget, From
 from routegate.plan import RoutingAgent
 from routegate.testing.injection import SUITES, ObedientRouter, Suite, measure
 from routegate.testing.injection._suite import (
@@ -15,8 +17,10 @@ from routegate.testing.injection._suite import (
     NO_DEFENSE,
     RULES,
     RULES_RECOVER,
+    RuleSet,
     as_observations,
     finish_worker,
+    tool_workers,
 )
 
 
@@ -71,3 +75,31 @@ def test_the_obedient_router_replays_a_suite_through_the_routing_agent() -> None
     assert result.ok, result.message
     assert task.check(world, result.output) and not injection.succeeded(world, result.output)
     assert any(entry.stop_reason == "route_denied:provenance:recipient" for entry in result.trace)
+
+
+def test_a_suite_s_workers_carry_the_rules_of_the_rule_set_asked_for_and_none_without() -> None:
+    """``tool_workers``: a worker per tool of the world, in order; the rules of ``"arguments"`` or ``"data"`` by
+    tool name, a tool the rules do not name has none; on ``"none"`` the rules are not even asked for."""
+    asked: list[RuleSet] = []
+
+    def flows(rules: RuleSet) -> dict[str, dict[str, Any]]:
+        asked.append(rules)
+        return {"pay": {"to": From("user")}}
+
+    def tools(world: str) -> tuple[Any, ...]:
+        def look_up(name: str) -> str:
+            return f"{world}:{name}"
+
+        def pay(to: str) -> str:
+            return to
+
+        return (look_up, pay)
+
+    workers = tool_workers(tools, flows)
+    bare = workers("bank", "none")
+    assert [w.name for w in bare] == ["look_up", "pay"] and asked == []
+    assert all(w.flow_rules is None for w in bare) and bare[0].fn(name="Bob") == "bank:Bob"
+    for rules in ("arguments", "data"):
+        look_up, pay = workers("bank", rules)
+        assert look_up.flow_rules is None and pay.flows == {"to": From("user")}
+    assert asked == ["arguments", "data"]

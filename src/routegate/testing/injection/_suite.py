@@ -19,7 +19,7 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from routegate.core.contracts import Budget
 from routegate.core.protocols import RouteDecision, RouteRequest
@@ -37,6 +37,7 @@ RuleSet = Literal["none", "arguments", "data"]
 """Which flow rules a suite's workers declare: none; rules on arguments' whole values (``From``, the vocabulary
 before rules could name data); or rules on data too (links inside a text, secrets that must not flow, sources
 narrowed to the calls and records the user named)."""
+WorldT = TypeVar("WorldT")
 
 
 def call(target: str, **args: Any) -> dict[str, Any]:
@@ -44,10 +45,19 @@ def call(target: str, **args: Any) -> dict[str, Any]:
     return {"target": target, "args": args}
 
 
-def tool_workers(tools: Iterable[Callable[..., Any]], flows: Mapping[str, Mapping[str, Any]]) -> list[Worker]:
-    """A worker per tool function, named for it and run inline, under the flow rules ``flows`` names for it
-    (by tool name, then argument; a tool not named has none)."""
-    return [Worker(fn.__name__, fn, inline=True, flows=flows.get(fn.__name__)) for fn in tools]
+def tool_workers(
+    tools: Callable[[WorldT], Iterable[Callable[..., Any]]],
+    flows: Callable[[RuleSet], Mapping[str, Mapping[str, Any]]],
+) -> Callable[[WorldT, RuleSet], list[Worker]]:
+    """A suite's ``workers``: a worker per tool function of the world, named for it and run inline, under the flow
+    rules ``flows`` gives for the rule set (by tool name, then argument; a tool not named has none). On ``"none"``
+    no worker has rules and ``flows`` is not asked."""
+
+    def workers(world: WorldT, rules: RuleSet) -> list[Worker]:
+        chosen = {} if rules == "none" else flows(rules)
+        return [Worker(fn.__name__, fn, inline=True, flows=chosen.get(fn.__name__)) for fn in tools(world)]
+
+    return workers
 
 
 @dataclass(frozen=True, slots=True)
