@@ -136,6 +136,7 @@ def test_serve_with_two_workers(data_dir: Path) -> None:
                 body = {"message": f"What is the status of ticket {i % 3 + 1}?", "session_id": "w"}
                 assert c.post("/chat", json=body, headers=json_mode).json()["route"] == "POSTGRES"
             assert len(c.get("/sessions/w").json()["messages"]) == 8
+            assert c.get("/plan").json()["nodes"]  # the desk the worker opened, with its plan
             # /v1 without a session: the worker's desk reads the client's conversation (the built-in configured desk)
             said = [
                 {"role": "user", "content": "Which city is customer 2 from?"},

@@ -140,19 +140,3 @@ def test_with_a_session_the_stored_conversation_wins(ai: openai.OpenAI, desk: Fa
     )
     assert desk.supplied == {}  # nothing but the last message is read: the session's own history is the desk's
     assert desk.histories["kept"][0].content == "and his?"
-
-
-async def test_a_worker_process_desk_forwards_the_clients_conversation() -> None:
-    """``serve --workers N`` and the Ray replicas serve a desk bound later: it passes the history on too."""
-    from routegate.apps.support.contracts import Message
-    from routegate.core.events import FinalEvent
-    from routegate.server.workers import DeferredDesk
-
-    deferred = DeferredDesk()
-    assert not deferred.takes_history()  # nothing bound yet: nothing to pass it to
-    fake = FakeSupportDesk()
-    deferred.bind(fake)
-    assert deferred.takes_history()
-    events = [e async for e in deferred.iter("and his?", session_id="w1", history=[Message("user", "customer 2")])]
-    assert isinstance(events[-1], FinalEvent)
-    assert fake.supplied["w1"] == (Message("user", "customer 2"),)

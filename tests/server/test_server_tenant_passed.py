@@ -4,10 +4,12 @@ written before the parameter existed is still served (one release), with a warni
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from routegate.apps.support.contracts import Message, SupportEvent, TurnResult
 from routegate.server import create_app
@@ -78,3 +80,21 @@ def test_a_desk_without_the_tenant_keyword_is_served_with_a_warning() -> None:
     finally:
         server.stop()
     assert desk.inner.tenants == ["", "", ""]  # the fake's own default: the server named no tenant
+
+
+def test_a_desk_without_the_tenant_keyword_warns_when_the_app_opens_it() -> None:
+    """An app that opens its desk itself (``open_desk=``, as each ``serve --workers N`` worker does) says so too,
+    once the desk is open."""
+    desk = _OldDesk()
+
+    @contextlib.asynccontextmanager
+    async def open_desk() -> AsyncIterator[_OldDesk]:
+        yield desk
+
+    app = create_app(open_desk=open_desk, settings=Settings())  # type: ignore[arg-type]  # the old form, on purpose
+    with contextlib.ExitStack() as running:
+        with pytest.warns(DeprecationWarning, match=r"_OldDesk\.iter/history/reset take no tenant= keyword"):
+            client = running.enter_context(TestClient(app))  # the lifespan opens the desk
+        turn = client.post("/chat", json={"message": "ticket 1", "session_id": "s"}, headers=JSON)
+        assert turn.status_code == 200 and turn.json()["route"] == "POSTGRES"
+    assert desk.inner.tenants == [""]  # served without a tenant

@@ -14,7 +14,14 @@ with needs("server"):
 
 from routegate.apps.support.contracts import AnswerToken, RouteChosen, SupportEvent, ToolUsed, TurnError
 from routegate.core.events import FinalEvent
-from routegate.server._deps import CallerDep, ServicesDep, TenantDep, require_api_key
+from routegate.server._deps import (
+    DESK_NOT_OPEN_MESSAGE,
+    CallerDep,
+    ServicesDep,
+    TenantDep,
+    require_api_key,
+    services_of,
+)
 from routegate.server._errors import error_response
 from routegate.server._metrics import CONTENT_TYPE
 from routegate.server._schemas import SESSION_PATTERN, ChatRequest, ChatResponse, Health, SessionOut
@@ -145,7 +152,11 @@ async def delete_session(
 
 
 @public.get("/healthz", summary="Liveness and database check (never needs the API key)")
-async def healthz(services: ServicesDep) -> JSONResponse:
+async def healthz(request: Request) -> JSONResponse:
+    services = services_of(request.app)
+    if services is None:  # an app that opens its desk itself, before it opened it or after it closed it
+        body = Health(status="unavailable", database="unavailable", detail=DESK_NOT_OPEN_MESSAGE)
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=503, headers={"Retry-After": "5"})
     model = model_health(services)
     if await desk_healthy(services):
         if model in ("down", "degraded"):

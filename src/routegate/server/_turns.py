@@ -104,7 +104,8 @@ class DatabaseState:
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """What the endpoints share; built once by :func:`routegate.server.create_app`."""
+    """What the endpoints share; built by :func:`routegate.server.create_app` around the desk it is given, or
+    around the desk it opened (``open_desk=``), each time it opens it."""
 
     desk: SupportDesk
     settings: Settings

@@ -11,18 +11,13 @@ Ray is imported by :func:`deployment` when it runs, never when this module is im
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import functools
 from typing import Any
 
 from routegate._extras import needs
-
-with needs("server"):
-    from fastapi import FastAPI
-
 from routegate.server._asgi import ASGIApp, HttpMiddleware, Message, Receive, Scope, Send
 from routegate.server.app import create_app
-from routegate.server.workers import DeferredDesk, open_serving_desk
+from routegate.server.workers import open_serving_desk
 from routegate.settings import Settings
 
 REPLICA_HEADER = "X-Routegate-Replica"
@@ -48,19 +43,9 @@ class ReplicaHeader(HttpMiddleware):
 
 
 def replica_app(settings: Settings, replica_id: str) -> Any:
-    """The app of one replica: the desk opens in the app's lifespan (Ray Serve runs it when the replica starts)."""
-    deferred = DeferredDesk()
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_serving_desk(settings) as desk:  # your own desk when settings.desk is set
-            deferred.bind(desk)
-            try:
-                yield
-            finally:
-                deferred.bind(None)
-
-    app = create_app(desk=deferred, settings=settings, lifespan=lifespan)
+    """The app of one replica: the desk opens in the app's lifespan (Ray Serve runs it when the replica starts);
+    your own desk when ``settings.desk`` is set."""
+    app = create_app(open_desk=functools.partial(open_serving_desk, settings), settings=settings)
     app.add_middleware(ReplicaHeader, replica_id=replica_id)
     return app
 

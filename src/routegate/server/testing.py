@@ -104,8 +104,7 @@ class ServerThread:
             await self._serve_app(app)
 
     async def _serve_app(self, app: FastAPI) -> None:
-        services = getattr(app.state, "services", None)  # the app's own settings bound slow clients, as in serve
-        settings = services.settings if services is not None else Settings()
+        settings = getattr(app.state, "settings", None) or Settings()  # the app's own bound slow clients, as in serve
         config = server_config(app, settings, **self._options)
         self.server = uvicorn.Server(config)
         await self.server.serve(sockets=[self._sock])

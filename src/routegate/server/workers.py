@@ -4,8 +4,9 @@ event loop) in the app's lifespan, on the ``DATABASE_URL`` the parent process se
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -14,83 +15,12 @@ from routegate._extras import needs
 with needs("server"):
     from fastapi import FastAPI
 
-from routegate.apps.support.contracts import (
-    Message,
-    ReportsModelHealth,
-    SerialisesSessions,
-    SupportDesk,
-    SupportEvent,
-    TakesHistory,
-    TurnResult,
-    takes_tenant,
-)
-from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.errors import RuntimeFaultError
-from routegate.server._turns import start_turn
 from routegate.server.app import create_app
 from routegate.settings import Settings
 
 if TYPE_CHECKING:
     from routegate.apps.support.desk import SupportAgent
-
-
-class DeferredDesk:
-    """A :class:`SupportDesk` that forwards to a desk bound later (when the worker's event loop runs)."""
-
-    def __init__(self) -> None:
-        self._desk: SupportDesk | None = None
-        self._tenanted = True
-
-    def bind(self, desk: SupportDesk | None) -> None:
-        self._desk = desk
-        self._tenanted = desk is None or takes_tenant(desk)
-
-    @property
-    def desk(self) -> SupportDesk:
-        if self._desk is None:
-            raise RuntimeFaultError("the support desk of this worker is not started")
-        return self._desk
-
-    def _tenant(self, tenant: str) -> dict[str, str]:
-        return {"tenant": tenant} if self._tenanted else {}
-
-    def iter(
-        self,
-        message: str,
-        *,
-        session_id: str,
-        tenant: str = ANONYMOUS,
-        history: Sequence[Message] | None = None,
-    ) -> AsyncIterator[SupportEvent]:
-        return start_turn(self.desk, message, session_id, history, self._tenant(tenant))
-
-    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
-        return await self.desk.ask(message, session_id=session_id, **self._tenant(tenant))
-
-    async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
-        return await self.desk.history(session_id, **self._tenant(tenant))
-
-    async def reset(self, session_id: str, *, tenant: str = ANONYMOUS) -> None:
-        await self.desk.reset(session_id, **self._tenant(tenant))
-
-    async def healthy(self) -> bool:
-        return self._desk is not None and await self._desk.healthy()
-
-    def model_health(self) -> str | None:
-        desk = self._desk
-        return desk.model_health() if isinstance(desk, ReportsModelHealth) else None
-
-    def takes_history(self) -> bool:
-        desk: object = self._desk
-        return isinstance(desk, TakesHistory) and desk.takes_history()
-
-    def serialises_sessions(self) -> bool:
-        desk: object = self._desk
-        return isinstance(desk, SerialisesSessions) and desk.serialises_sessions()
-
-    def sessions_held(self) -> int:
-        desk: object = self._desk
-        return desk.sessions_held() if isinstance(desk, SerialisesSessions) else 0
 
 
 @asynccontextmanager
@@ -107,23 +37,18 @@ async def open_serving_desk(settings: Settings) -> AsyncIterator[SupportAgent]:
 
 
 def app_from_environment() -> FastAPI:
-    """uvicorn's ``factory=True`` entry point (settings from the environment, the desk opened in the lifespan)."""
+    """uvicorn's ``factory=True`` entry point (settings from the environment, the desk opened in the app's
+    lifespan, in the worker's own event loop)."""
     from routegate.server.heap import freeze_startup_heap
 
     settings = Settings()
     if not settings.database_url:
         raise RuntimeFaultError("a worker needs DATABASE_URL: run it through `routegate serve --workers N`")
-    deferred = DeferredDesk()
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_serving_desk(settings) as desk:
-            deferred.bind(desk)
-            freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
-            print(f"routegate: worker {os.getpid()} ready", flush=True)  # one line per worker, once it serves
-            try:
-                yield
-            finally:
-                deferred.bind(None)
+    async def ready(app: FastAPI) -> AsyncIterator[None]:  # runs once the desk is open
+        freeze_startup_heap()  # full GC passes over the start-up heap were the p99 of /chat
+        print(f"routegate: worker {os.getpid()} ready", flush=True)  # one line per worker, once it serves
+        yield
 
-    return create_app(desk=deferred, settings=settings, lifespan=lifespan)
+    return create_app(open_desk=functools.partial(open_serving_desk, settings), settings=settings, lifespan=ready)
