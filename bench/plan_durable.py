@@ -13,11 +13,12 @@ step, i.e. (durable run − plain run of the same engine) / steps. routegate's s
 checkpoint of a run (``Store(history=True)``, the default) and only the latest (``history=False``, what a store
 wrote before history existed); the history's storage per step is read from the tables afterwards.
 
-``--long N`` measures instead one durable run of ``N`` steps (a step that loops on itself) on SQLite and
-PostgreSQL: the run's time, its history's size, and how long ``routegate plans history`` takes to list it (the
-command in a fresh process, and ``read_history`` in this one).
+``--long N`` measures instead one durable run of ``N`` steps (a step that loops on itself) in memory, on SQLite
+and on PostgreSQL, keeping every checkpoint and (``--latest-only``, too) only the latest: the run's time and its
+checkpoint cost per step, its history's size, and how long ``routegate plans history`` takes to list it (the
+command in a fresh process, and ``read_history`` in this one; not for memory, which no other process reads).
 
-Run: python bench/plan_durable.py [--runs N] [--repeats R] [--steps S] [--no-postgres] [--long N]
+Run: python bench/plan_durable.py [--runs N] [--repeats R] [--steps S] [--no-postgres] [--long N [--latest-only]]
 """
 
 from __future__ import annotations
@@ -217,30 +218,50 @@ def looping_plan(steps: int, store: Store) -> Plan:
     )
 
 
-def long_run(steps: int, postgres: bool) -> str:
-    """One run of ``steps`` steps per store: its time, its history's size, and listing its history."""
+def long_run(steps: int, postgres: bool, latest_only: bool = False) -> str:
+    """One run of ``steps`` steps per store: its time, its checkpoint cost per step, its history's size, and
+    listing its history."""
     lines = [
-        f"| store | run of {steps} steps (s) | history rows | history bytes | plans history (s, command) "
-        "| read_history (s) |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| store | run of {steps} steps (s) | checkpoint cost per step (µs) | history rows | history bytes "
+        "| plans history (s, command) | read_history (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    plain = looping_plan(steps, Store())
+    t0 = time.perf_counter()
+    assert plain.run(0).ok
+    base = time.perf_counter() - t0
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="routegate-bench-long-")))
-        dbs = [("SQLite", str(tmp / "long.sqlite"))]
+        dbs: list[tuple[str, str | None, bool]] = [("memory", None, True)]
+        if latest_only:
+            dbs.append(("memory, latest only", None, False))
+        dbs.append(("SQLite", str(tmp / "long.sqlite"), True))
+        if latest_only:
+            dbs.append(("SQLite, latest only", str(tmp / "latest.sqlite"), False))
         if postgres:
             url = stack.enter_context(embedded_postgres())
-            dbs.append(("PostgreSQL", url))
-        for label, db in dbs:
-            store = Store(db=db)
+            dbs.append(("PostgreSQL", url, True))
+            if latest_only:
+                latest = f"{url}{'&' if '?' in url else '?'}{_schema(url, 'latest')}"
+                dbs.append(("PostgreSQL, latest only", latest, False))
+        for label, db, history in dbs:
+            store = Store(db=db, history=history)
             stack.callback(store.close)
             t0 = time.perf_counter()
             result = looping_plan(steps, store).run(0, checkpoint_key="long")
             ran = time.perf_counter() - t0
             assert result.ok and len(result.path) == steps + 1, result.stop_reason
+            cost = (ran - base) / (steps + 1) * 1e6
+            if not history:
+                lines.append(f"| {label} | {ran:.2f} | {cost:.0f} | — | — | — | — |")
+                continue
             t0 = time.perf_counter()
-            history = read_history(store.checkpoints, "long")
+            listed_history = read_history(store.checkpoints, "long")
             read = time.perf_counter() - t0
-            assert len(history) == steps + 2
+            assert len(listed_history) == steps + 2
+            if db is None:
+                lines.append(f"| {label} | {ran:.2f} | {cost:.0f} | {steps + 2} | — | — | {read:.2f} |")
+                continue
             routegate = Path(sys.executable).with_name("routegate")
             env = {k: v for k, v in os.environ.items() if not k.startswith("ROUTEGATE_")}
             t0 = time.perf_counter()
@@ -250,7 +271,7 @@ def long_run(steps: int, postgres: bool) -> str:
             listed = time.perf_counter() - t0
             assert done.stdout.count(b"\n") == steps + 4
             count, size, _ = _sqlite_bytes(Path(db)) if label == "SQLite" else _postgres_bytes(db)
-            lines.append(f"| {label} | {ran:.1f} | {count} | {size:,} | {listed:.2f} | {read:.2f} |")
+            lines.append(f"| {label} | {ran:.2f} | {cost:.0f} | {count} | {size:,} | {listed:.2f} | {read:.2f} |")
     return "\n".join(lines)
 
 
@@ -261,9 +282,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps per run (default 5)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL rows (no server started)")
     parser.add_argument("--long", type=int, metavar="N", help="instead: one run of N steps, and its history listed")
+    parser.add_argument(
+        "--latest-only", action="store_true", help="with --long: each store also with history=False (only the latest)"
+    )
     args = parser.parse_args(argv)
     if args.long:
-        print(long_run(args.long, not args.no_postgres))
+        print(long_run(args.long, not args.no_postgres, args.latest_only))
         return
     print(report(measure(args.runs, args.repeats, args.steps, not args.no_postgres), args.steps))
 

@@ -89,3 +89,24 @@ def loop_plan(store: Store) -> Plan:
         store=store,
         checkpoint_key=KEY,
     )
+
+
+def tick(c: Count) -> Count:
+    """The step of :func:`ticking_plan`; it kills its process when about to count past ``COMPAT_CRASH_AT`` (set
+    only by tests/plan/make_compat_stores.py, to leave a run stored as running, as a crash does)."""
+    import os
+
+    if os.environ.get("COMPAT_CRASH_AT") == str(c.n):
+        os._exit(1)
+    return Count(n=c.n + 1)
+
+
+def ticking_plan(store: Store) -> Plan:
+    """start → tick (loops to itself while n < 6) → notify-like end (``left``)."""
+    return Plan(
+        Step(start, output=Count),
+        Step(tick, output=Count, routes={"tick": when.field("n").less_than(6)}),
+        Step(left, output=str),
+        store=store,
+        checkpoint_key=KEY,
+    )

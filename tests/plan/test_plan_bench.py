@@ -49,3 +49,20 @@ def test_the_two_trees_bench_reads_the_figures_of_a_bench_report(monkeypatch: py
     found, other = trees.figures(report)
     assert found == {"routegate run (sync), routes= + when": 4.73, "plan run, routes_by + pydantic output": 58605.0}
     assert other[-1].startswith("routegate is 22.2x")
+
+
+def test_the_long_run_of_the_durable_benchmark_runs_on_every_store_it_names(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/plan_durable.py --long: one run per store (memory, SQLite; each also keeping only the latest), its
+    history listed (the command in a fresh process for SQLite)."""
+    spec = importlib.util.spec_from_file_location("plan_durable_bench", BENCH.with_name("plan_durable.py"))
+    assert spec is not None and spec.loader is not None
+    durable = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, durable)
+    spec.loader.exec_module(durable)
+    if not Path(sys.executable).with_name("routegate").exists():
+        pytest.skip("the routegate command is not installed beside this interpreter")
+    durable.main(["--long", "30", "--latest-only", "--no-postgres"])
+    rows = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == ["memory", "memory, latest only", "SQLite", "SQLite, latest only"]

@@ -1,6 +1,10 @@
 """Checkpoints are untrusted input: whoever can write the checkpoint database edits a paused run's row, and the
 resume must refuse what the plan could not have written — before any step runs — or, with a signing key, anything
-written without the key. Rows are edited with SQL, the way such a writer would."""
+written without the key. Rows are edited with SQL, the way such a writer would.
+
+The store keeps a run's latest checkpoint as a head whose path is in its history rows; the attacker here reads the
+checkpoint whole and writes it back whole into the run's row (a whole latest checkpoint is still read, as stores
+written before heads hold them). Editing the head or the history rows themselves is at the end of this file."""
 
 from __future__ import annotations
 
@@ -69,6 +73,22 @@ def refund_plan(store: Store, ran: list[str]) -> Plan:
 
 # -- the attacker's tools: the raw row ------------------------------------------------------------------------------
 def read_row(db: str) -> tuple[str, dict[str, Any]]:
+    """The run's status and its latest checkpoint whole (rebuilt from its head and history rows, as anyone with the
+    rows and the code can)."""
+    status, state = read_head(db)
+    if state.get("format") == 4:
+        store = Store(db=db)
+        try:
+            record = store.checkpoints.load(KEY)
+        finally:
+            store.close()
+        assert record is not None and record.problem is None
+        state = record.state
+    return status, state
+
+
+def read_head(db: str) -> tuple[str, dict[str, Any]]:
+    """The run's row as stored: its status and document (a head, or a checkpoint written whole)."""
     if db.startswith("postgresql://"):
         import psycopg
 
@@ -575,3 +595,158 @@ def test_a_run_paused_by_raising_interrupt_still_resumes(tmp_path: Path) -> None
     finally:
         store.close()
     assert asked == [21, 21]
+
+
+# -- the rows themselves: a head and the history rows its path is rebuilt from ---------------------------------------
+def _rows_of(db: str) -> dict[int, dict[str, Any]]:
+    """The run's stored documents: 0 for its head (the row of its latest checkpoint), N for history row N."""
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            rows = conn.execute("SELECT seq, state FROM routegate_plan_history WHERE key = %s", (KEY,)).fetchall()
+        found = dict(rows)
+    else:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT seq, state FROM plan_history WHERE key = ?", (KEY,)).fetchall()
+        found = {seq: json.loads(text) for seq, text in rows}
+    return {0: read_head(db)[1], **found}
+
+
+def _write(db: str, seq: int, doc: dict[str, Any] | None) -> None:
+    """Replace (``None``: delete) the run's document ``seq`` (0: its head), with SQL."""
+    if seq == 0:
+        assert doc is not None
+        write_row(db, json.dumps(doc))
+        return
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            if doc is None:
+                conn.execute("DELETE FROM routegate_plan_history WHERE key = %s AND seq = %s", (KEY, seq))
+            else:
+                sql = "UPDATE routegate_plan_history SET state = %s::jsonb WHERE key = %s AND seq = %s"
+                conn.execute(sql, (json.dumps(doc), KEY, seq))
+        return
+    with sqlite3.connect(db) as conn:
+        if doc is None:
+            conn.execute("DELETE FROM plan_history WHERE key = ? AND seq = ?", (KEY, seq))
+        else:
+            conn.execute("UPDATE plan_history SET state = ? WHERE key = ? AND seq = ?", (json.dumps(doc), KEY, seq))
+
+
+def test_the_latest_checkpoint_is_a_head_naming_the_rows_of_its_path(paused: tuple[str, list[str]]) -> None:
+    db, _ = paused
+    rows = _rows_of(db)
+    head = rows[0]
+    assert head["format"] == 4 and head["of"] == 2 and head["path"] == [1, 3, 1, 1]
+    assert "envelopes" not in head and "decisions" not in head
+    assert [rows[n]["envelopes"] for n in (1, 2, 3)] == [[], [read_row(db)[1]["envelopes"][0]], []]
+
+
+def test_an_edited_head_or_path_row_is_refused_when_signed(signed: tuple[str, list[str]]) -> None:
+    db, ran = signed
+    rows = _rows_of(db)
+    head, row = copy.deepcopy(rows[0]), copy.deepcopy(rows[2])  # row 2 adds classify's envelope to the path
+    head["answers"] = {head["asked"]: ["yes"]}
+    _write(db, 0, head)
+    with pytest.raises(CheckpointMismatchError, match="does not match its content"):
+        resume(db, ran, signing_key=SECRET)
+    _write(db, 0, rows[0])
+    row["envelopes"][0]["p"] = {"amount": 1}
+    _write(db, 2, row)
+    with pytest.raises(CheckpointMismatchError, match="does not match its content"):
+        resume(db, ran, signing_key=SECRET)
+    _write(db, 2, rows[2])
+    assert ran == []
+    assert resume(db, ran, signing_key=SECRET, answer="yes").output == "notified: refunded 250"
+
+
+def _renamed(row: dict[str, Any]) -> None:
+    row["envelopes"][0]["s"] = "reject"
+
+
+@pytest.mark.parametrize(
+    ("seq", "change", "says"),
+    [
+        (2, _renamed, "step 1 of its path is 'reject'"),
+        (2, None, "cannot be read: its path cannot be rebuilt from its history rows: "),
+        (3, None, "history row 3, which holds its path, is missing"),
+        (0, lambda head: head.update(path=[1, 1, 0, 0]), "its delta [1, 1] does not fit"),  # its result's
+        (0, lambda head: head.update(path=[1, 3, 2, 1]), "holds a path of 1 envelopes and 1 decisions, not 2 and 1"),
+        (0, lambda head: head.update(path=[2, 3, 1, 1]), "missing or damaged"),
+        (0, lambda head: head.update(path=[3, 1, 1, 1]), "its path names no history rows"),
+        (0, lambda head: head.update(envelopes=[]), "holds a path of its own"),
+        (0, lambda head: head.update(of=99), "has format 99"),
+    ],
+)
+def test_an_edited_head_or_path_row_is_refused_before_any_step_runs(
+    paused: tuple[str, list[str]], seq: int, change: Callable[[dict[str, Any]], None] | None, says: str
+) -> None:
+    db, ran = paused
+    rows = _rows_of(db)
+    doc = copy.deepcopy(rows[seq])
+    if change is not None:
+        change(doc)
+    _write(db, seq, None if change is None else doc)
+    with pytest.raises(CheckpointMismatchError, match=f"the checkpoint of {KEY!r}") as refused:
+        resume(db, ran, answer="yes")
+    assert says in str(refused.value)
+    assert ran == []
+
+
+def _edited_rows(data: st.DataObject, db: str) -> None:
+    """One of the run's documents (its head, or a history row its path is rebuilt from) edited in one node."""
+    rows = _rows_of(db)
+    seq = data.draw(st.sampled_from(sorted(rows)))
+    _write(db, seq, data.draw(mutation(rows[seq])))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_run_with_an_edited_row_resumes_identically_or_is_refused(data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "plans.sqlite")
+        ran: list[str] = []
+        store = Store(db=db)
+        try:
+            plan = branch_plan(store, ran)
+            assert plan.run(0).stop_reason == "step_error:ConnectionError"
+            _edited_rows(data, db)
+            ran.clear()
+            refusal = ""
+            try:
+                done = plan.run()
+            except CheckpointMismatchError as exc:
+                refusal = str(exc)
+            if refusal:
+                assert f"checkpoint of {KEY!r}" in refusal and ran == []
+                return
+            assert ran == ["final"]
+            assert done.path == ("classify", "left", "join", "p1", "p2", "final")
+            assert (done.stop_reason, done.output) == ("success", "final")
+        finally:
+            store.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_with_a_signing_key_every_edit_of_a_row_is_refused(data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "plans.sqlite")
+        ran: list[str] = []
+        store = Store(db=db, signing_key=SECRET)
+        try:
+            assert refund_plan(store, ran).run(250).stop_reason == "interrupted"
+            _edited_rows(data, db)
+            ran.clear()
+            try:
+                done = refund_plan(store, ran).run()
+            except CheckpointMismatchError:
+                assert ran == []
+                return
+            # only an edit that changes nothing the checkpoint is rebuilt into and signed (1 for 1.0) gets through
+            assert (done.stop_reason, done.question, ran) == ("interrupted", {"approve_refund": 250}, ["refund"])
+        finally:
+            store.close()

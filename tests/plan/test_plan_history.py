@@ -174,17 +174,98 @@ def test_a_history_setting_that_is_not_a_bound_is_refused(bad: object) -> None:
         Store(history=bad)  # type: ignore[arg-type]  # the test gives what a caller should not
 
 
-def test_rows_are_stored_as_changes_so_a_long_runs_history_grows_linearly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("history", [True, False, 7])
+def test_rows_are_stored_as_changes_so_a_long_runs_storage_grows_linearly(tmp_path: Path, history: bool | int) -> None:
+    """Neither a history row nor the latest checkpoint's row holds the path so far: the latest is a head naming
+    the rows its path is rebuilt from (path rows when the store keeps no history)."""
     db = str(tmp_path / "plans.sqlite")
-    store, key = Store(db=db), _key()
+    store, key = Store(db=db, history=history), _key()
     plan = Plan(*(Step(lambda n: n + 1, name=f"s{i}") for i in range(60)), store=store)
     assert plan.run(0, checkpoint_key=key).output == 60
     with sqlite3.connect(db) as conn:
         sizes = [len(s) for (s,) in conn.execute("SELECT state FROM plan_history WHERE key = ? ORDER BY seq", (key,))]
         head = len(conn.execute("SELECT state FROM plan_runs WHERE key = ?", (key,)).fetchone()[0])
-    assert len(sizes) == 61  # one before each step, one at the end
-    assert max(sizes[1:-1]) < 600 < head  # a step's row holds its own envelope, not the path so far
-    assert sizes[-1] < head  # the end's result holds only what follows its checkpoint
+    assert head < 600  # the latest checkpoint of a run of 60 steps: a head, without the path
+    # every checkpoint (a path row when the store keeps no history, and for the rows a bounded history no longer
+    # lists), each with its own envelope only; the first is whole (the path is empty)
+    assert len(sizes) == 61 and max(sizes[:-1]) < 600
+    assert sizes[-1] < 1000  # the end's result holds only what follows its checkpoint
+    latest = store.checkpoints.load(key)
+    assert latest is not None and latest.problem is None
+    assert len(latest.state["envelopes"]) == 59 and len(latest.state["result"]["envelopes"]) == 60
+    assert plan.run(0, checkpoint_key=key).output == 60  # the stored result, rebuilt
+    assert len(plan.history(key)) == {True: 61, False: 0, 7: 12}[history]
+
+
+@pytest.mark.parametrize("history", [True, False, 2])
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+def test_each_attempt_rebuilds_its_latest_from_its_own_rows_and_leaves_no_path_rows_behind(
+    tmp_path: Path, where: str, history: bool | int
+) -> None:
+    from routegate.plan._deltas import PATH_ONLY
+
+    store = Store(db=None if where == "memory" else tmp_path / "plans.sqlite", history=history)
+    ran: list[str] = []
+    key = _key()
+    plan = approval_plan(store, ran)
+    assert plan.run(5, checkpoint_key=key).stop_reason == "interrupted"
+    paused = store.checkpoints.load(key)
+    assert paused is not None and paused.problem is None and len(paused.state["envelopes"]) == 1
+    assert plan.run(checkpoint_key=key, answer="yes").output == "shipped 5"
+    rows = store.checkpoints.history(key)  # type: ignore[attr-defined]  # every backend here keeps rows
+    path_rows = [seq for seq, record in rows if PATH_ONLY in record.state]
+    listed = [c.at for c in plan.history(key)]
+    if history is False:  # the first attempt's path rows went when the second wrote its first (whole) one
+        assert path_rows == [seq for seq, _ in rows] == [4, 5, 6] and listed == []
+    elif history == 2:  # pruned at 3 and 5: rows below 3 go; the second attempt starts whole at 4
+        assert path_rows == [] and listed == [3, 4, 5, 6]
+    else:
+        assert path_rows == [] and listed == [1, 2, 3, 4, 5, 6]
+    latest = store.checkpoints.load(key)
+    assert latest is not None and latest.problem is None and latest.status == "ended"
+    assert [e["s"] for e in latest.state["result"]["envelopes"]] == ["take", "approve", "ship"]
+    ran.clear()
+    assert plan.run(5, checkpoint_key=key).output == "shipped 5" and ran == []  # the stored result
+    store.close()
+
+
+def test_a_store_keeping_no_history_leaves_the_history_an_earlier_store_kept(tmp_path: Path) -> None:
+    db, key, ran = tmp_path / "plans.sqlite", _key(), []
+    keeping = Store(db=db)
+    assert approval_plan(keeping, ran).run(5, checkpoint_key=key).stop_reason == "interrupted"
+    keeping.close()
+    latest_only = Store(db=db, history=False)
+    assert approval_plan(latest_only, ran).run(checkpoint_key=key, answer="no").output == "shipped 0"
+    latest_only.close()
+    again = Store(db=db)
+    history = approval_plan(again, ran).history(key)
+    assert [(c.at, c.step, c.problem) for c in history] == [
+        (1, "take", None),
+        (2, "approve", None),
+        (3, "approve", None),
+    ]
+    assert approval_plan(again, ran).run(checkpoint_key=key).output == "shipped 0"
+    again.close()
+
+
+def test_a_head_read_while_another_attempt_begins_is_read_again() -> None:
+    """The head and the rows its path is in are two reads: a head read just before another attempt pruned its
+    rows is read again instead of reported damaged."""
+    store, ran, key = Store(history=False), [], _key()
+    plan = approval_plan(store, ran)
+    assert plan.run(5, checkpoint_key=key).stop_reason == "interrupted"
+    backend: Any = store.checkpoints
+    stale = backend._rows[key]
+    assert plan.run(checkpoint_key=key, answer="yes").output == "shipped 5"  # its first row pruned the old path rows
+    reads = iter([stale])
+
+    class Racing(dict):  # type: ignore[type-arg]  # the first read sees the head as it was before the resume
+        def get(self, k: str, default: Any = None) -> Any:
+            return next(reads, None) or super().get(k, default)
+
+    backend._rows = Racing(backend._rows)
+    latest = store.checkpoints.load(key)
+    assert latest is not None and latest.problem is None and latest.status == "ended"
 
 
 # -- time travel --------------------------------------------------------------------------------------------------
@@ -302,7 +383,9 @@ def _rows(db: str, key: str) -> Iterator[Callable[[int, Callable[[dict[str, Any]
         yield edit_sqlite
 
 
-def test_a_tampered_historical_checkpoint_is_refused_and_the_run_still_resumes(stores: Opener, plan_db: str) -> None:
+def test_a_tampered_historical_checkpoint_is_refused_and_so_is_every_checkpoint_carrying_it(
+    stores: Opener, plan_db: str
+) -> None:
     store, ran, key = stores(signing_key=SECRET), [], _key()
     plan = approval_plan(store, ran)
     plan.run(3, checkpoint_key=key)  # paused at checkpoint 3
@@ -319,7 +402,10 @@ def test_a_tampered_historical_checkpoint_is_refused_and_the_run_still_resumes(s
             plan.fork(key, at=at, answer="yes")
     assert ran == []
     assert plan.fork(key, at=1).stop_reason == "interrupted"  # the checkpoint before the edit is intact
-    assert plan.run(checkpoint_key=key, answer="yes").output == "shipped 3"  # the latest is untouched
+    # the latest checkpoint (3) is rebuilt from the same rows: it carries the edited envelope and is refused too
+    with pytest.raises(CheckpointMismatchError, match="does not match its content"):
+        plan.run(checkpoint_key=key, answer="yes")
+    assert ran == ["take:3"]  # only the fork from checkpoint 1 ran (to the question)
 
 
 def test_an_unsigned_historical_checkpoint_off_the_plans_graph_is_refused(stores: Opener, plan_db: str) -> None:

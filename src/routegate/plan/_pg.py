@@ -83,24 +83,29 @@ class PostgresCheckpoints(SqlRunTable):
         "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
         "VALUES (%s, %s, %s, %s, %s, %s::jsonb)"
     )
-    _APPEND_NEXT_SQL = (
-        "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
-        "SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s::jsonb FROM routegate_plan_history WHERE key = %s"
-    )
     _HISTORY_SQL = (
         "SELECT seq, status, stop_reason, updated, state FROM routegate_plan_history WHERE key = %s ORDER BY seq"
     )
+    _RANGE_SQL = (
+        "SELECT seq, status, stop_reason, updated, state::text FROM routegate_plan_history "
+        "WHERE key = %s AND seq BETWEEN %s AND %s ORDER BY seq"
+    )
     _PRUNE_SQL = "DELETE FROM routegate_plan_history WHERE key = %s AND seq < %s"
+    _PRUNE_PATHS_SQL = "DELETE FROM routegate_plan_history WHERE key = %s AND seq < %s AND state ? '~path'"
+    _STRIP_SQL = (
+        "SELECT seq, state::text FROM routegate_plan_history WHERE key = %s AND seq >= %s AND seq < %s "
+        "AND NOT state ? '~path' ORDER BY seq"
+    )
+    _REWRITE_SQL = "UPDATE routegate_plan_history SET state = %s::jsonb WHERE key = %s AND seq = %s"
     _FORGET_SQL = "DELETE FROM routegate_plan_history WHERE key = %s"
-    # the latest checkpoint and the next history row in one statement: one round trip, atomic in autocommit
+    # the latest checkpoint's head and its history row in one statement: one round trip, atomic in autocommit
     _SAVE_AND_APPEND_SQL = (
         "WITH head AS (INSERT INTO routegate_plan_runs (key, status, stop_reason, updated, state) "
         "VALUES (%(key)s, %(status)s, %(reason)s, %(updated)s, %(doc)s::jsonb) ON CONFLICT (key) DO UPDATE SET "
         "status = EXCLUDED.status, stop_reason = EXCLUDED.stop_reason, updated = EXCLUDED.updated, "
         "state = EXCLUDED.state) "
         "INSERT INTO routegate_plan_history (key, seq, status, stop_reason, updated, state) "
-        "SELECT %(key)s, COALESCE(MAX(seq), 0) + 1, %(status)s, %(reason)s, %(updated)s, %(row)s::jsonb "
-        "FROM routegate_plan_history WHERE key = %(key)s"
+        "VALUES (%(key)s, %(seq)s, %(status)s, %(reason)s, %(updated)s, %(row)s::jsonb)"
     )
 
     def __init__(self, url: str, keep: HistoryKeep = None) -> None:
@@ -110,6 +115,7 @@ class PostgresCheckpoints(SqlRunTable):
         self._psycopg = psycopg
         self.url = url
         self.keep = keep
+        self._at = {}
         self._mutex = threading.Lock()
         self._conn: psycopg.Connection[tuple[Any, ...]] = psycopg.connect(url, autocommit=True)
         self._conn.execute(_SCHEMA)
@@ -140,9 +146,11 @@ class PostgresCheckpoints(SqlRunTable):
         with self._conn.transaction():
             yield
 
-    def _save_and_append(self, key: str, status: str, stop_reason: str, now: float, doc: str, row: str) -> None:
-        values = {"key": key, "status": status, "reason": stop_reason, "updated": now, "doc": doc, "row": row}
-        self._conn.execute(self._SAVE_AND_APPEND_SQL, values)
+    def _save_and_append(
+        self, key: str, status: str, stop_reason: str, now: float, head: str, seq: int, row: str
+    ) -> None:
+        values = {"key": key, "status": status, "reason": stop_reason, "updated": now, "doc": head, "seq": seq}
+        self._conn.execute(self._SAVE_AND_APPEND_SQL, {**values, "row": row})
 
     def acquire(self, key: str) -> Lease | None:
         with self._mutex:

@@ -1,8 +1,13 @@
 """Signed checkpoints: an HMAC-SHA256 over a checkpoint's canonical bytes, so a writer without the key cannot
 forge one (an interrupt's answer, a route, a position).
 
-The MAC covers the run's key, its status and stop reason, and the whole document but its ``"sig"`` field. The
-canonical bytes are the same whichever backend stored the document: compact JSON with sorted keys and ASCII
+The MAC covers the run's key, its status and stop reason, and the whole document but its ``"sig"`` field. A
+signature this release writes (``"c1:<hex>"``) covers the document's path — its ``envelopes`` and ``decisions``
+lists — through a hash chain of their items (:class:`Chain`: the digest of each item's canonical bytes after the
+digest of the items before it), so a run signs each checkpoint in the time of what changed since the one before,
+not of its whole path; a checkpoint is checked by computing the chains of its lists again. A signature without the
+prefix (written before) covers the canonical bytes of the whole document and is checked as such; the bytes the two
+MACs cover start differently (a tag, a ``{``), so neither signature can stand for the other. The canonical bytes are the same whichever backend stored the document: compact JSON with sorted keys and ASCII
 escapes, every number written in one form for its exact decimal value (an integral one as its integer digits,
 any other as ``<digits>e-<n>``), because PostgreSQL's ``jsonb`` reorders keys and rewrites ``1e+16`` as
 ``10000000000000000``. Numerically equal numbers (``1`` and ``1.0``) share bytes; different values never do.
@@ -72,14 +77,67 @@ def canonical_json(value: Any) -> str:
 
 
 def canonical(key: str, status: str, stop_reason: str, state: Mapping[str, Any]) -> bytes:
-    """The bytes a checkpoint's signature covers."""
+    """The bytes a checkpoint's signature without a prefix (written before chained signatures) covers."""
     doc = {k: v for k, v in state.items() if k != SIG}
     return canonical_json({"key": key, "status": status, "stop_reason": stop_reason, "state": doc}).encode()
 
 
-def sign(secret: bytes, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None:
-    """Put the signature of ``state`` (as stored under ``key`` with this status) in its ``"sig"`` field."""
-    state[SIG] = hmac.new(secret, canonical(key, status, stop_reason, state), hashlib.sha256).hexdigest()
+CHAINED = "c1:"
+"""The prefix of a chained signature (:func:`sign`)."""
+_CHAINED_TAG = b"routegate.plan.checkpoint.chained-v1\n"
+_CHAIN_START = hashlib.sha256(b"routegate.plan.chain").digest()
+PATH_FIELDS = ("envelopes", "decisions")
+
+
+class Chain:
+    """The running digest of a list's items: ``digest = sha256(digest + canonical bytes of the item)`` for each item
+    in turn (the digest is 32 bytes, so an item's bytes can never be taken for another's), and how many there are.
+    A run extends it with the items its path gained since the checkpoint before."""
+
+    __slots__ = ("count", "digest")
+
+    def __init__(self, items: list[Any] | None = None) -> None:
+        self.count = 0
+        self.digest = _CHAIN_START
+        if items:
+            self.extend(items)
+
+    def extend(self, items: list[Any]) -> None:
+        digest, sha256 = self.digest, hashlib.sha256
+        for item in items:
+            digest = sha256(digest + canonical_json(item).encode()).digest()
+        self.digest = digest
+        self.count += len(items)
+
+    def value(self) -> list[Any]:
+        return [self.count, self.digest.hex()]
+
+
+Chains = dict[str, Chain | None]
+"""The chains of a checkpoint's ``envelopes`` and ``decisions`` (``None``: the field is not a list)."""
+
+
+def chains_of(state: Mapping[str, Any]) -> Chains:
+    """The chains of ``state``'s path lists, computed from scratch."""
+    return {name: Chain(value) if isinstance(value := state.get(name), list) else None for name in PATH_FIELDS}
+
+
+def canonical_chained(key: str, status: str, stop_reason: str, state: Mapping[str, Any], chains: Chains) -> bytes:
+    """The bytes a chained signature covers: the document but its signature and path, and the path's chains."""
+    doc = {k: v for k, v in state.items() if k != SIG and k not in PATH_FIELDS}
+    path = {name: None if chain is None else chain.value() for name, chain in chains.items()}
+    signed = {"key": key, "status": status, "stop_reason": stop_reason, "state": doc, "path": path}
+    return _CHAINED_TAG + canonical_json(signed).encode()
+
+
+def sign(
+    secret: bytes, key: str, status: str, stop_reason: str, state: dict[str, Any], chains: Chains | None = None
+) -> None:
+    """Put the chained signature of ``state`` (as stored under ``key`` with this status) in its ``"sig"`` field.
+    ``chains``: those of ``state``'s lists as they are now, kept by a writer that extends them as its path grows
+    (else computed here)."""
+    signed = canonical_chained(key, status, stop_reason, state, chains_of(state) if chains is None else chains)
+    state[SIG] = CHAINED + hmac.new(secret, signed, hashlib.sha256).hexdigest()
 
 
 def verify(secret: bytes, record: RunRecord) -> None:
@@ -93,9 +151,12 @@ def verify(secret: bytes, record: RunRecord) -> None:
             "writer without the key; it is not resumed: start over with resume=False or another checkpoint_key"
         )
     try:
-        expected = hmac.new(
-            secret, canonical(record.key, record.status, record.stop_reason, state), hashlib.sha256
-        ).hexdigest()
+        if given.startswith(CHAINED):
+            signed = canonical_chained(record.key, record.status, record.stop_reason, state, chains_of(state))
+            expected = CHAINED + hmac.new(secret, signed, hashlib.sha256).hexdigest()
+        else:
+            signed = canonical(record.key, record.status, record.stop_reason, state)
+            expected = hmac.new(secret, signed, hashlib.sha256).hexdigest()
     except (TypeError, ValueError):  # not JSON (a document that loaded is; a hand-built one may not be)
         expected = ""
     if not hmac.compare_digest(given.encode(), expected.encode()):
@@ -106,4 +167,16 @@ def verify(secret: bytes, record: RunRecord) -> None:
         )
 
 
-__all__ = ["MIN_KEY_BYTES", "canonical", "canonical_json", "sign", "signing_key", "verify"]
+__all__ = [
+    "CHAINED",
+    "MIN_KEY_BYTES",
+    "Chain",
+    "Chains",
+    "canonical",
+    "canonical_chained",
+    "canonical_json",
+    "chains_of",
+    "sign",
+    "signing_key",
+    "verify",
+]

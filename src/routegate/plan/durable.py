@@ -28,7 +28,7 @@ from routegate.errors import ConfigurationError
 from routegate.plan._deltas import Kept
 from routegate.plan._position import Position
 from routegate.plan._shape import PlanShape, StepShape
-from routegate.plan._signature import sign, verify
+from routegate.plan._signature import PATH_FIELDS, Chain, sign, verify
 from routegate.plan._validate import check_checkpoint, check_readable, damaged
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, RUNNING, CheckpointLog, Checkpoints, Lease, RunRecord
 from routegate.plan.envelope import Envelope, ErrorInfo
@@ -157,6 +157,9 @@ class DurableRun(_Codec):
         self.retry = False  # resuming a run that ended with an error or a stop
         self.input: Any = None
         self.envs: list[dict[str, Any]] = []  # encoded envelopes, appended as steps run
+        self.decs: list[list[Any]] = []  # encoded decisions, appended as steps run
+        # the hash chains of the path signed so far (a signing store): each checkpoint hashes only what it added
+        self.chains: dict[str, Chain | None] = {name: Chain() for name in PATH_FIELDS}
         self.band: dict[str, dict[str, Any]] = {}  # encoded members of the band in flight
         self.answers: dict[str, list[Any]] = {}
         self.allowance = 0  # steps already used by earlier attempts of this key that a retry does not count
@@ -188,7 +191,11 @@ class DurableRun(_Codec):
 
     def _put(self, status: str, stop_reason: str, doc: dict[str, Any]) -> None:
         if self.secret is not None:
-            sign(self.secret, self.key, status, stop_reason, doc)
+            chains = self.chains
+            for name, chain in chains.items():  # the path only grows within an attempt: hash what it gained
+                assert chain is not None
+                chain.extend(doc[name][chain.count :])
+            sign(self.secret, self.key, status, stop_reason, doc, chains)
         log = self.log
         if log is None:
             self.backend.save(self.key, status, stop_reason, doc)
@@ -226,6 +233,7 @@ class DurableRun(_Codec):
             envelopes.append(self._decoded(doc))
             self.envs.append(doc)
         decisions = [(d[0], d[1]) for d in state.get("decisions", [])]
+        self.decs.extend([d[0], d[1]] for d in decisions)
         if store is not None and callable(getattr(store, "write", None)):
             for k, v in state.get("store", {}).items():
                 store.write(k, self.decode(v, self._writer(k, envelopes)))
@@ -258,9 +266,10 @@ class DurableRun(_Codec):
         at, iterations = position.at, position.iterations
         if at != self.at or iterations != self.iterations:
             self.band = {}  # a new step: the band in flight (if any) is done
-        envs = self.envs
+        envs, decs = self.envs, self.decs
         for env in position.envelopes[len(envs) :]:
             envs.append(self.encode_env(env))
+        decs.extend(list(d) for d in position.decisions[len(decs) :])  # the path grows: encode what it gained
         self.at, self.iterations = at, iterations
         name = self.steps[at].name
         key = f"{self.key}/{iterations + 1}/{name}"
@@ -281,7 +290,7 @@ class DurableRun(_Codec):
             "allowance": self.allowance,
             "rejoin": position.rejoin,
             "envelopes": envs,
-            "decisions": [list(d) for d in position.decisions],
+            "decisions": decs,
             "store": jsonable(to_dict()) if callable(to_dict) else {},
             "band": self.band,
             "answers": live,

@@ -22,7 +22,7 @@ from typing import Any
 
 from routegate.core.stop_reasons import SUCCESS
 from routegate.errors import ConfigurationError
-from routegate.plan._deltas import replay
+from routegate.plan._deltas import PATH_ONLY, replay
 from routegate.plan._signature import canonical_json
 from routegate.plan.checkpoint import ENDED, INTERRUPTED, CheckpointLog, Checkpoints, RunRecord
 from routegate.plan.errors import CheckpointMismatchError
@@ -123,12 +123,15 @@ def _log(backend: Checkpoints) -> CheckpointLog:
 def records(backend: Checkpoints, key: str) -> Iterator[tuple[int, RunRecord]]:
     """Every checkpoint of ``key``'s history, whole, in order; one that cannot be rebuilt has its ``problem``. A
     checkpoint's path (its ``envelopes`` and ``decisions`` lists) grows with the next ones: read each before the
-    next, or copy what you keep (:func:`checkpoint_record` does)."""
+    next, or copy what you keep (:func:`checkpoint_record` does). Path rows (the latest checkpoint's path in a
+    store that keeps no history) are no checkpoints: they are left out."""
     rows = _log(backend).history(key)
     meta = dict(rows)
     readable = ((seq, None if record.problem else record.state) for seq, record in rows)
     for seq, doc in replay(readable):
         record = meta[seq]
+        if PATH_ONLY in record.state:
+            continue
         if isinstance(doc, str):
             yield (
                 seq,
