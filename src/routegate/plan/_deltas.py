@@ -78,14 +78,7 @@ def stored_row(state: dict[str, Any], kept: Kept | None) -> dict[str, Any]:
         row["decisions"] = decisions[kept[1] :]
         row.pop("input", None)
     if isinstance(result, dict) and isinstance(envelopes, list) and isinstance(decisions, list):
-        shared = (_shared(envelopes, result.get("envelopes")), _shared(decisions, result.get("decisions")))
-        if shared != (0, 0):
-            row["result"] = {
-                **result,
-                DELTA: list(shared),
-                "envelopes": result["envelopes"][shared[0] :],
-                "decisions": result["decisions"][shared[1] :],
-            }
+        row["result"] = _result_delta(result, envelopes, decisions)
     return row
 
 
@@ -110,14 +103,7 @@ def head_row(state: dict[str, Any], first: int, last: int) -> dict[str, Any]:
     row["format"], row[OF], row[PATH] = HEAD, state.get("format"), [first, last, len(envelopes), len(decisions)]
     result = state.get("result")
     if isinstance(result, dict):
-        shared = (_shared(envelopes, result.get("envelopes")), _shared(decisions, result.get("decisions")))
-        if shared != (0, 0):
-            row["result"] = {
-                **result,
-                DELTA: list(shared),
-                "envelopes": result["envelopes"][shared[0] :],
-                "decisions": result["decisions"][shared[1] :],
-            }
+        row["result"] = _result_delta(result, envelopes, decisions)
     return row
 
 
@@ -163,16 +149,22 @@ def rebuilt_head(head: dict[str, Any], rows: Iterable[tuple[int, dict[str, Any] 
     doc = {k: v for k, v in head.items() if k not in (OF, PATH)}
     doc["format"] = head.get(OF)
     doc["envelopes"], doc["decisions"] = envelopes, decisions
-    result = doc.get("result")
-    if isinstance(result, dict) and DELTA in result:
-        result = dict(result)
-        ke, kd = _counts(result.pop(DELTA), len(envelopes), len(decisions))
-        ends_e, ends_d = result.get("envelopes"), result.get("decisions")
-        if not isinstance(ends_e, list) or not isinstance(ends_d, list):
-            raise Damaged("its result's envelopes or decisions are not lists")
-        result["envelopes"], result["decisions"] = envelopes[:ke] + ends_e, decisions[:kd] + ends_d
-        doc["result"] = result
+    _result_whole(doc, envelopes, decisions)
     return doc
+
+
+def _result_delta(result: dict[str, Any], envelopes: list[Any], decisions: list[Any]) -> dict[str, Any]:
+    """An ended run's result as stored beside its checkpoint: only the envelopes and decisions that follow the
+    checkpoint's own path (``envelopes``, ``decisions``), when it starts with that path; else as it is."""
+    shared = (_shared(envelopes, result.get("envelopes")), _shared(decisions, result.get("decisions")))
+    if shared == (0, 0):
+        return result
+    return {
+        **result,
+        DELTA: list(shared),
+        "envelopes": result["envelopes"][shared[0] :],
+        "decisions": result["decisions"][shared[1] :],
+    }
 
 
 def _shared(mine: list[Any], theirs: object) -> int:
@@ -228,6 +220,13 @@ def _rebuilt(
         envelopes, decisions = _grown(envelopes, ke, tail_e), _grown(decisions, kd, tail_d)
         doc["input"] = first
     doc["envelopes"], doc["decisions"] = envelopes, decisions
+    _result_whole(doc, envelopes, decisions)
+    return doc, envelopes, decisions, first
+
+
+def _result_whole(doc: dict[str, Any], envelopes: list[Any], decisions: list[Any]) -> None:
+    """Make ``doc``'s result whole when it is stored as what follows the checkpoint's own path (``envelopes``,
+    ``decisions``)."""
     result = doc.get("result")
     if isinstance(result, dict) and DELTA in result:
         result = dict(result)
@@ -237,7 +236,6 @@ def _rebuilt(
             raise Damaged("its result's envelopes or decisions are not lists")
         result["envelopes"], result["decisions"] = envelopes[:ke] + ends_e, decisions[:kd] + ends_d
         doc["result"] = result
-    return doc, envelopes, decisions, first
 
 
 def _grown(items: list[Any], kept: int, tail: list[Any]) -> list[Any]:
