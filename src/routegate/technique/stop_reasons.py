@@ -24,6 +24,7 @@ def tool_schema_invalid(target: str) -> str:
 
 
 def tool_timeout(target: str) -> str:
+    """The MCP server did not answer the call within its timeout."""
     return f"tool_timeout:{safe_detail(target)}"
 
 
@@ -38,6 +39,7 @@ def a2a_unavailable(agent: str) -> str:
 
 
 def a2a_timeout(agent: str) -> str:
+    """The target agent did not reply within the reply timeout."""
     return f"a2a_timeout:{safe_detail(agent)}"
 
 
