@@ -209,3 +209,26 @@ def test_resume_keeps_the_signing_of_the_plans_own_store(
     assert json.loads(capsys.readouterr().out)["signature"] == "valid"
     assert main(["plans", "resume", "s-1", "--db", db, "--plan", f"{name}:plan", "--answer", "no"]) == 0
     assert json.loads(capsys.readouterr().out)["payload"] == "refund 5: no"
+
+
+def test_list_reads_each_runs_latest_row_only_and_show_checks_its_path(
+    job: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A listing reads no history: a run whose history rows are gone is still listed from its latest row (status,
+    next step, question), and ``show``, which rebuilds the checkpoint, names what is missing."""
+    import sqlite3
+
+    db, _ = job
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM plan_history WHERE key = 'job-1'")
+    assert main(["plans", "list", "--db", db, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["key"], row["status"], row["next"], row["question"]) == (
+        "job-1",
+        "interrupted",
+        "ask",
+        "approve refund of 42?",
+    )
+
+    assert main(["plans", "show", "job-1", "--db", db]) == 1
+    assert "its path cannot be rebuilt from its history rows" in capsys.readouterr().err

@@ -119,6 +119,19 @@ def test_every_checkpoint_is_kept_and_listed_with_its_step_route_payload_and_has
     assert store.checkpoints.load(key) is not None
 
 
+@pytest.mark.parametrize("backend", ["memory", "database"])
+def test_runs_are_listed_whole_or_as_their_heads(stores: Opener, backend: str) -> None:
+    """``runs()`` hands back each run's latest checkpoint whole; ``runs(whole=False)`` the row as stored, a head
+    whose path is left in the history rows (what ``plans list`` reads)."""
+    store, key = (Store() if backend == "memory" else stores()), _key()
+    counting_plan(store, []).run(0, checkpoint_key=key)
+    [whole] = [r for r in store.checkpoints.runs() if r.key == key]
+    [head] = [r for r in store.checkpoints.runs(whole=False) if r.key == key]
+    assert whole.state == store.checkpoints.load(key).state  # type: ignore[union-attr]
+    assert len(whole.state["envelopes"]) == 4 and "envelopes" not in head.state  # the checkpoint before "done"
+    assert (head.status, head.stop_reason, head.state["result"]["payload"]) == ("ended", "success", "done at 3")
+
+
 def test_a_run_that_resumes_appends_to_the_same_history(stores: Opener) -> None:
     store, ran, key = stores(), [], _key()
     plan = approval_plan(store, ran)

@@ -265,7 +265,7 @@ def run_list(args: argparse.Namespace) -> int:
     """every run: key, status, stop reason, next step, last write"""
     store = _open(args.db)
     try:
-        records = store.checkpoints.runs()
+        records = store.checkpoints.runs(whole=False)  # a listing reads the heads, not every run's history
     finally:
         store.close()
     rows = [row for row in map(_readable, records) if row is not None]

@@ -128,7 +128,10 @@ class Checkpoints(Protocol):
 
     def save(self, key: str, status: str, stop_reason: str, state: dict[str, Any]) -> None: ...
 
-    def runs(self) -> list[RunRecord]: ...
+    def runs(self, *, whole: bool = True) -> list[RunRecord]:
+        """Every run's latest checkpoint, by key. ``whole=False``: as stored, a head's path not rebuilt from the
+        history rows (what a listing of the runs reads: status, next step, result; no read of their history)."""
+        ...
 
     def delete(self, key: str) -> None: ...
 
@@ -294,8 +297,12 @@ class MemoryCheckpoints:
             rows = list(self._log.get(key, ()))
         return [(seq, read_row(key, status, reason, updated, doc)) for seq, status, reason, updated, doc in rows]
 
-    def runs(self) -> list[RunRecord]:
-        return [r for r in (self.load(k) for k in sorted(self._rows)) if r is not None]
+    def runs(self, *, whole: bool = True) -> list[RunRecord]:
+        if whole:
+            return [r for r in (self.load(k) for k in sorted(self._rows)) if r is not None]
+        with self._lock:
+            rows = sorted(self._rows.items())
+        return [read_row(key, *row) for key, row in rows]
 
     def delete(self, key: str) -> None:
         with self._lock:
@@ -471,10 +478,11 @@ class SqlRunTable:
             rows = self._conn.execute(self._HISTORY_SQL, (key,)).fetchall()
         return [(seq, read_row(key, status, reason, updated, state)) for seq, status, reason, updated, state in rows]
 
-    def runs(self) -> list[RunRecord]:
+    def runs(self, *, whole: bool = True) -> list[RunRecord]:
         with self._mutex:
             rows = self._conn.execute(self._RUNS_SQL).fetchall()
-        return [self._whole(read_row(*row)) for row in rows]
+        records = [read_row(*row) for row in rows]
+        return [self._whole(record) for record in records] if whole else records
 
     def delete(self, key: str) -> None:
         """Delete the run of ``key``: its latest checkpoint and its history."""
