@@ -40,8 +40,8 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     return db, f"{name}:plan"
 
 
-def test_list_show_and_resume_an_interrupted_run(job: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    db, spec = job
+def _lists_the_paused_job(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``plans list --json`` shows the job paused at ``ask``, with its question."""
     assert main(["plans", "list", "--db", db, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert (row["key"], row["status"], row["next"], row["question"]) == (
@@ -50,6 +50,11 @@ def test_list_show_and_resume_an_interrupted_run(job: tuple[str, str], capsys: p
         "ask",
         "approve refund of 42?",
     )
+
+
+def test_list_show_and_resume_an_interrupted_run(job: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    db, spec = job
+    _lists_the_paused_job(db, capsys)
 
     assert main(["plans", "show", "job-1", "--db", db]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -221,14 +226,7 @@ def test_list_reads_each_runs_latest_row_only_and_show_checks_its_path(
     db, _ = job
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM plan_history WHERE key = 'job-1'")
-    assert main(["plans", "list", "--db", db, "--json"]) == 0
-    row = json.loads(capsys.readouterr().out)
-    assert (row["key"], row["status"], row["next"], row["question"]) == (
-        "job-1",
-        "interrupted",
-        "ask",
-        "approve refund of 42?",
-    )
+    _lists_the_paused_job(db, capsys)
 
     assert main(["plans", "show", "job-1", "--db", db]) == 1
     assert "its path cannot be rebuilt from its history rows" in capsys.readouterr().err

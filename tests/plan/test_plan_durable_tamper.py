@@ -431,25 +431,29 @@ def test_an_edited_checkpoint_resumes_identically_or_is_refused(data: st.DataObj
             plan = branch_plan(store, ran)
             assert plan.run(0).stop_reason == "step_error:ConnectionError"
             _, state = read_row(db)
-            original = copy.deepcopy(state)
             status = data.draw(st.sampled_from([None, None, "running", "interrupted", "ended", "paused"]))
             write_row(db, json.dumps(data.draw(mutation(state))), status=status)
-            ran.clear()
-            refusal = ""
-            try:
-                done = plan.run()
-            except CheckpointMismatchError as exc:
-                refusal = str(exc)
-            if refusal:
-                assert f"checkpoint of {KEY!r}" in refusal
-                assert ran == []
-                return
-            # resumed: exactly the original resume — the failed step once more, on the same path
-            assert ran == ["final"], (ran, original)
-            assert done.path == ("classify", "left", "join", "p1", "p2", "final")
-            assert (done.stop_reason, done.output) == ("success", "final")
+            _resumed_as_before_or_refused(plan, ran)
         finally:
             store.close()
+
+
+def _resumed_as_before_or_refused(plan: Plan[Any, Any], ran: list[str]) -> None:
+    """The branch plan's failed run, resumed after an edit: refused before any step ran, or exactly the original
+    resume (the failed step once more, on the same path)."""
+    ran.clear()
+    refusal = ""
+    try:
+        done = plan.run()
+    except CheckpointMismatchError as exc:
+        refusal = str(exc)
+    if refusal:
+        assert f"checkpoint of {KEY!r}" in refusal
+        assert ran == []
+        return
+    assert ran == ["final"]
+    assert done.path == ("classify", "left", "join", "p1", "p2", "final")
+    assert (done.stop_reason, done.output) == ("success", "final")
 
 
 @settings(max_examples=80, deadline=None)
@@ -462,18 +466,22 @@ def test_with_a_signing_key_every_edit_is_refused(data: st.DataObject) -> None:
         try:
             assert refund_plan(store, ran).run(250).stop_reason == "interrupted"
             _, state = read_row(db)
-            changed = data.draw(mutation(state))
-            write_row(db, json.dumps(changed))
-            ran.clear()
-            try:
-                done = refund_plan(store, ran).run()
-            except CheckpointMismatchError:
-                assert ran == []
-                return
-            # only an edit that changes nothing the signature covers (1 for 1.0) gets through: the same question
-            assert (done.stop_reason, done.question, ran) == ("interrupted", {"approve_refund": 250}, ["refund"])
+            write_row(db, json.dumps(data.draw(mutation(state))))
+            _signed_run_refused_or_unchanged(store, ran)
         finally:
             store.close()
+
+
+def _signed_run_refused_or_unchanged(store: Store, ran: list[str]) -> None:
+    """The paused refund, resumed after an edit of its signed checkpoint: refused before any step ran, or (an edit
+    that changes nothing the signature covers, 1 for 1.0) the same question again."""
+    ran.clear()
+    try:
+        done = refund_plan(store, ran).run()
+    except CheckpointMismatchError:
+        assert ran == []
+        return
+    assert (done.stop_reason, done.question, ran) == ("interrupted", {"approve_refund": 250}, ["refund"])
 
 
 # -- lease files ---------------------------------------------------------------------------------------------------
@@ -714,18 +722,7 @@ def test_a_run_with_an_edited_row_resumes_identically_or_is_refused(data: st.Dat
             plan = branch_plan(store, ran)
             assert plan.run(0).stop_reason == "step_error:ConnectionError"
             _edited_rows(data, db)
-            ran.clear()
-            refusal = ""
-            try:
-                done = plan.run()
-            except CheckpointMismatchError as exc:
-                refusal = str(exc)
-            if refusal:
-                assert f"checkpoint of {KEY!r}" in refusal and ran == []
-                return
-            assert ran == ["final"]
-            assert done.path == ("classify", "left", "join", "p1", "p2", "final")
-            assert (done.stop_reason, done.output) == ("success", "final")
+            _resumed_as_before_or_refused(plan, ran)
         finally:
             store.close()
 
@@ -740,13 +737,6 @@ def test_with_a_signing_key_every_edit_of_a_row_is_refused(data: st.DataObject) 
         try:
             assert refund_plan(store, ran).run(250).stop_reason == "interrupted"
             _edited_rows(data, db)
-            ran.clear()
-            try:
-                done = refund_plan(store, ran).run()
-            except CheckpointMismatchError:
-                assert ran == []
-                return
-            # only an edit that changes nothing the checkpoint is rebuilt into and signed (1 for 1.0) gets through
-            assert (done.stop_reason, done.question, ran) == ("interrupted", {"approve_refund": 250}, ["refund"])
+            _signed_run_refused_or_unchanged(store, ran)
         finally:
             store.close()
