@@ -141,12 +141,18 @@ family; ``clone3`` is ``ENOSYS``."""
 ALLOWED_FAMILIES: Final = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
 """The only address families ``socket``/``socketpair`` accept; any other is ``EAFNOSUPPORT``."""
 
-SYSCALLS: Final[dict[str, dict[str, int]]] = {
-    machine: {
-        name: numbers[column] for name, numbers in {**_DENIED, **_INSPECTED}.items() if numbers[column] is not None
-    }
-    for column, machine in enumerate(MACHINES)
-}
+
+def _numbers_on(column: int) -> dict[str, int]:
+    """The numbers of one machine's column of the tables, by name (a call the machine lacks is left out)."""
+    numbers: dict[str, int] = {}
+    for name, both in {**_DENIED, **_INSPECTED}.items():
+        number = both[column]
+        if number is not None:
+            numbers[name] = number
+    return numbers
+
+
+SYSCALLS: Final[dict[str, dict[str, int]]] = {machine: _numbers_on(column) for column, machine in enumerate(MACHINES)}
 """System call numbers per machine, by name."""
 
 
