@@ -20,9 +20,9 @@ the end of a block, closed with :meth:`CurrentSpan.close`). Both start the span 
 and make it current with one context attach: the API's ``start_as_current_span`` wraps the same in two
 generator-based context managers, which cost more than a bare span's attach and detach (``bench/telemetry.py``).
 
-A run decides once whether it is traced: :func:`spans_for` picks its kernel spans (:data:`NO_SPANS`, whose
-methods open nothing, or :class:`TracerSpans`), which its :class:`~routegate.core.context.RunContext` carries as
-``ctx.spans``.
+A run decides once whether it is traced: :func:`spans_for` picks its kernel :class:`Spans` (:data:`NO_SPANS`, whose
+methods open nothing, or spans under the run's tracer), which its :class:`~routegate.core.context.RunContext`
+carries as ``ctx.spans``.
 
 Attribute names are in :class:`Attr`; message text is never recorded (a run's spans carry ids, routes, scores and
 stop reasons only), and an exception marks a span by its type alone — never its message.
@@ -224,20 +224,24 @@ def decision_attributes(decided_by: str, scores: Mapping[str, float] | None) -> 
 
 
 class Spans:
-    """The kernel's spans of a run that opens none (no tracer provider is installed): every method hands back a
-    shared no-op block, so a runtime and its governed steps open their spans without asking whether to.
+    """The kernel's spans of a run: each method opens a child span of the current one under the run's tracer, or,
+    for a run that opens none (no tracer provider is installed), hands back a shared no-op block, so a runtime and
+    its governed steps open their spans without asking whether to.
 
-    A runtime asks once per run (:func:`run_spans`) and keeps the answer on its
+    A runtime asks once per run (:func:`spans_for`) and keeps the answer on its
     :class:`~routegate.core.context.RunContext` (``ctx.spans``); a Plan run does the same with the Plan's own
     spans (``routegate.plan._spans``). The methods take what a span records, never a ready attribute mapping, so
     an untraced run builds none."""
 
-    __slots__ = ()
+    __slots__ = ("_tracer",)
+
+    def __init__(self, active: Tracer | None) -> None:
+        self._tracer = active
 
     @property
     def tracer(self) -> Tracer | None:
         """The tracer these spans go to (``None``: they open nothing)."""
-        return None
+        return self._tracer
 
     def root(
         self,
@@ -248,70 +252,38 @@ class Spans:
     ) -> Awaitable[T]:
         """``work`` (a run) under its root span ``name`` (``routegate.dispatch``, ``routegate.turn``), started with
         what ``attributes()`` returns (called only when traced); ``record`` marks the span with what it returned."""
-        return work
+        return work if self._tracer is None else self._around(name, attributes(), work, record)
 
     def run(self, run_id: str, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
         """``work`` (a routing agent's run) under its root span ``routegate.run``; ``record`` marks the span with
         what it returned. Untraced: ``work`` itself, so the run awaits it with nothing around it."""
-        return work
+        if self._tracer is None:
+            return work
+        return self._around("routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}, work, record)
 
     def route(self, attempt: int, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
         """``work`` (the router deciding ``attempt``) under ``routegate.route``; ``record`` marks the span with
         the decision."""
-        return work
-
-    def policy(self, attempt: int) -> AbstractContextManager[Span]:
-        """``routegate.policy``: the policy boundary's verdict on ``attempt``'s decision."""
-        return _NO_SPAN
-
-    def delegate(self, attempt: int, target: str, digest: str) -> AbstractContextManager[Span]:
-        """``routegate.delegate``: the gateway and the worker ``target`` with arguments hashed to ``digest``."""
-        return _NO_SPAN
-
-    def finalize(self, work: Awaitable[T]) -> Awaitable[T]:
-        """``work`` (the finalizer writing the answer) under ``routegate.finalize``."""
-        return work
-
-
-NO_SPANS: Final = Spans()
-
-
-class TracerSpans(Spans):
-    """The kernel's spans of a traced run: each method opens a child span of the current one."""
-
-    __slots__ = ("_tracer",)
-
-    def __init__(self, active: Tracer) -> None:
-        self._tracer = active
-
-    @property
-    def tracer(self) -> Tracer | None:
-        return self._tracer
-
-    def root(
-        self,
-        name: str,
-        attributes: Callable[[], Mapping[str, Any]],
-        work: Awaitable[T],
-        record: Callable[[Span, T], None],
-    ) -> Awaitable[T]:
-        return self._around(name, attributes(), work, record)
-
-    def run(self, run_id: str, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
-        return self._around("routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}, work, record)
-
-    def route(self, attempt: int, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
+        if self._tracer is None:
+            return work
         return self._around("routegate.route", {Attr.ATTEMPT: attempt}, work, record)
 
     def policy(self, attempt: int) -> AbstractContextManager[Span]:
+        """``routegate.policy``: the policy boundary's verdict on ``attempt``'s decision."""
+        if self._tracer is None:
+            return _NO_SPAN
         return CurrentSpan(self._tracer.start_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}))
 
     def delegate(self, attempt: int, target: str, digest: str) -> AbstractContextManager[Span]:
+        """``routegate.delegate``: the gateway and the worker ``target`` with arguments hashed to ``digest``."""
+        if self._tracer is None:
+            return _NO_SPAN
         attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
         return CurrentSpan(self._tracer.start_span("routegate.delegate", attributes=attributes))
 
     def finalize(self, work: Awaitable[T]) -> Awaitable[T]:
-        return self._around("routegate.finalize", None, work, None)
+        """``work`` (the finalizer writing the answer) under ``routegate.finalize``."""
+        return work if self._tracer is None else self._around("routegate.finalize", None, work, None)
 
     async def _around(
         self,
@@ -320,6 +292,7 @@ class TracerSpans(Spans):
         work: Awaitable[T],
         record: Callable[[Span, T], None] | None,
     ) -> T:
+        assert self._tracer is not None
         with CurrentSpan(self._tracer.start_span(name, attributes=attributes)) as opened:
             value = await work
             if record is not None and opened.is_recording():
@@ -327,7 +300,10 @@ class TracerSpans(Spans):
             return value
 
 
+NO_SPANS: Final = Spans(None)
+
+
 def spans_for(active: Tracer | None) -> Spans:
     """The kernel's spans of a run whose tracer is ``active`` (from :func:`tracer`): the one place a run's
     spans-or-not is decided."""
-    return NO_SPANS if active is None else TracerSpans(active)
+    return NO_SPANS if active is None else Spans(active)

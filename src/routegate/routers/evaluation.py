@@ -197,6 +197,9 @@ class EvalReport:
         return "\n".join(lines)
 
 
+_Array = np.ndarray[Any, Any]
+
+
 def _f1(p: float | None, r: float | None) -> float | None:
     if p is None or r is None:
         return None
@@ -330,44 +333,6 @@ def score_decisions(
     oos_f1 = _f1(oos_p, oos_r)
     if oos_f1 is None:
         undefined["oos_f1"] = undefined.get("oos_recall") or undefined["oos_precision"]
-    per_route: dict[str, dict[str, float]] = {}
-    for route in sorted(set(labels) | {str(p) for p in predicted}):
-        if route == oos_label:
-            continue
-        pred_r = (predicted == route) & (outcome == "route")
-        true_r = y == route
-        hit = int((pred_r & true_r).sum())
-        per_route[route] = {
-            "precision": hit / int(pred_r.sum()) if pred_r.any() else 0.0,
-            "recall": hit / int(true_r.sum()) if true_r.any() else 0.0,
-            "support": float(true_r.sum()),
-        }
-    confusion: dict[str, dict[str, int]] = {}
-    shown = np.where(outcome == "clarify", "clarify", predicted)
-    for (label, pred), count in Counter(zip(labels, (str(s) for s in shown), strict=True)).items():
-        confusion.setdefault(label, {})[pred] = count
-    # risk–coverage over all queries: accept the most confident first; an accepted query is wrong when it is
-    # out of scope or its top route is not its label
-    order = np.argsort(-confidence, kind="stable")
-    wrong = (is_oos | (top != y))[order]
-    n = len(order)
-    points: list[tuple[float, float]] = []
-    if n:
-        cum_wrong = np.cumsum(wrong)
-        for k in sorted({max(1, int(np.rint(n * c))) for c in np.linspace(0.02, 1.0, 50)}):
-            points.append((round(k / n, 4), round(float(cum_wrong[k - 1] / k), 5)))
-    tradeoff: list[dict[str, float]] = []
-    if n_in and n_oos:
-        top_ok = (top == y) & ~is_oos
-        for t in np.quantile(confidence, np.linspace(0.0, 0.6, 61)):
-            accepted = confidence >= t
-            tradeoff.append(
-                {
-                    "threshold": round(float(t), 5),
-                    "in_scope_accuracy": round(float((accepted & top_ok).sum() / n_in), 5),
-                    "oos_recall": round(float((~accepted & is_oos).sum() / n_oos), 5),
-                }
-            )
     lat = np.array(latencies_ms, dtype=np.float64)
     return EvalReport(
         n=len(labels),
@@ -380,10 +345,10 @@ def score_decisions(
         clarify_rate=float((outcome == "clarify").mean()) if len(outcome) else 0.0,
         latency_ms_p50=float(np.percentile(lat, 50)) if len(lat) else 0.0,
         latency_ms_p99=float(np.percentile(lat, 99)) if len(lat) else 0.0,
-        per_route=per_route,
-        confusion=confusion,
-        risk_coverage=points,
-        tradeoff=tradeoff,
+        per_route=_per_route(labels, y, predicted, outcome, oos_label),
+        confusion=_confusion(labels, np.where(outcome == "clarify", "clarify", predicted)),
+        risk_coverage=_risk_coverage(confidence, is_oos | (top != y)),
+        tradeoff=_tradeoff(confidence, (top == y) & ~is_oos, is_oos, n_in, n_oos),
         top1_accuracy=top1,
         default_route_rate=default_rate,
         oos_auroc=auroc,
@@ -392,6 +357,64 @@ def score_decisions(
         undefined=undefined,
         cascade=band,
     )
+
+
+def _per_route(
+    labels: Sequence[str], y: _Array, predicted: _Array, outcome: _Array, oos_label: str
+) -> dict[str, dict[str, float]]:
+    """Each route's precision and recall among the queries it was routed (``outcome == "route"``), and its
+    support; the out-of-scope label is not a route."""
+    per_route: dict[str, dict[str, float]] = {}
+    for route in sorted(set(labels) | {str(p) for p in predicted}):
+        if route == oos_label:
+            continue
+        pred_r = (predicted == route) & (outcome == "route")
+        true_r = y == route
+        hit = int((pred_r & true_r).sum())
+        per_route[route] = {
+            "precision": hit / int(pred_r.sum()) if pred_r.any() else 0.0,
+            "recall": hit / int(true_r.sum()) if true_r.any() else 0.0,
+            "support": float(true_r.sum()),
+        }
+    return per_route
+
+
+def _confusion(labels: Sequence[str], shown: _Array) -> dict[str, dict[str, int]]:
+    """How often each label was answered with each route (``clarify`` when the router asked back)."""
+    confusion: dict[str, dict[str, int]] = {}
+    for (label, pred), count in Counter(zip(labels, (str(s) for s in shown), strict=True)).items():
+        confusion.setdefault(label, {})[pred] = count
+    return confusion
+
+
+def _risk_coverage(confidence: _Array, wrong: _Array) -> list[tuple[float, float]]:
+    """The risk–coverage curve over all queries (50 points): accept the most confident first; an accepted query is
+    ``wrong`` when it is out of scope or its top route is not its label."""
+    order = np.argsort(-confidence, kind="stable")
+    n = len(order)
+    if not n:
+        return []
+    cum_wrong = np.cumsum(wrong[order])
+    ks = sorted({max(1, int(np.rint(n * c))) for c in np.linspace(0.02, 1.0, 50)})
+    return [(round(k / n, 4), round(float(cum_wrong[k - 1] / k), 5)) for k in ks]
+
+
+def _tradeoff(confidence: _Array, top_ok: _Array, is_oos: _Array, n_in: int, n_oos: int) -> list[dict[str, float]]:
+    """In-scope accuracy against OOS recall as the confidence threshold rises (61 thresholds); empty without both
+    kinds of rows."""
+    if not (n_in and n_oos):
+        return []
+    tradeoff: list[dict[str, float]] = []
+    for t in np.quantile(confidence, np.linspace(0.0, 0.6, 61)):
+        accepted = confidence >= t
+        tradeoff.append(
+            {
+                "threshold": round(float(t), 5),
+                "in_scope_accuracy": round(float((accepted & top_ok).sum() / n_in), 5),
+                "oos_recall": round(float((~accepted & is_oos).sum() / n_oos), 5),
+            }
+        )
+    return tradeoff
 
 
 def plot_report(report: EvalReport, path: str | Path, *, title: str = "routegate router") -> Path:
