@@ -134,7 +134,7 @@ def _damage(file: Path, how: str, rows: int, dim: int) -> None:
         file.write_bytes(file.read_bytes()[:-100])
     elif how == "garbage":
         file.write_bytes(b"not an array at all")
-    elif how in ("shape", "dtype", "nan", "not unit", "pickle"):
+    elif how in ("shape", "dtype", "nan", "not unit", "zeroed", "one row zeroed", "pickle"):
         array: np.ndarray
         if how == "shape":
             array = np.ones((rows - 1, dim), dtype=np.float32) / np.sqrt(dim)
@@ -144,6 +144,11 @@ def _damage(file: Path, how: str, rows: int, dim: int) -> None:
             array = np.full((rows, dim), np.nan, dtype=np.float32)
         elif how == "not unit":
             array = np.full((rows, dim), 7.0, dtype=np.float32)
+        elif how == "zeroed":  # a block of zeros where the rows were: the right header, every row zero
+            array = np.zeros((rows, dim), dtype=np.float32)
+        elif how == "one row zeroed":
+            array = np.load(io.BytesIO(file.read_bytes()))
+            array[rows // 2] = 0.0
         else:
             array = np.array([{"a": 1}] * rows, dtype=object)
         buffer = io.BytesIO()
@@ -164,7 +169,21 @@ def _damage(file: Path, how: str, rows: int, dim: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "how", ["truncated", "garbage", "shape", "dtype", "nan", "not unit", "pickle", "symlink", "fifo", "directory"]
+    "how",
+    [
+        "truncated",
+        "garbage",
+        "shape",
+        "dtype",
+        "nan",
+        "not unit",
+        "zeroed",
+        "one row zeroed",
+        "pickle",
+        "symlink",
+        "fifo",
+        "directory",
+    ],
 )
 def test_a_damaged_or_foreign_cache_is_embedded_again(
     desk: Path, tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
@@ -222,3 +241,18 @@ def test_any_bytes_in_the_cache_file_give_the_encoders_vectors(desk: Path, tmp_p
     encoder = Counting()
     assert _question_scores(_layer(desk, encoder, data)) == expected
     assert len(encoder.texts) > 1  # embedded again, whatever the bytes were
+
+
+def test_vectors_with_a_zero_row_are_not_written(desk: Path, tmp_path: Path) -> None:
+    class ZeroFirst(Counting):  # an encoder that embeds its first example as zero
+        def encode(self, texts: Sequence[str]) -> Vectors:
+            vectors = super().encode(texts).copy()
+            vectors[0] = 0.0
+            return vectors
+
+    data = tmp_path / "data"
+    _layer(desk, ZeroFirst(), data)
+    assert _cached(data) == []  # such a file would be refused as damaged at every read
+    again = ZeroFirst()
+    _layer(desk, again, data)
+    assert again.texts  # embedded again, as it would be with no data directory

@@ -15,7 +15,8 @@ change between two asks. :class:`VectorCache` keeps those vectors in one file pe
 * A file read back is untrusted input (the data directory may be shared, copied or damaged): it is read by the
   saved routers' hardened reader (:func:`~routegate.routers._files.read_router_array`: a regular file, no symbolic
   link followed, no pickle, the header's shape and dtype checked against the bytes there), and used only when it
-  holds ``float32`` rows of the expected shape, all finite, each of unit length (as encoders return them) or zero.
+  holds ``float32`` rows of the expected shape, all finite, each of unit length (as encoders return them; a zero
+  row is what a zeroed block of a damaged file reads as, so vectors with one are neither written nor read).
   Anything else is logged and embedded again; the cache is never the reason a desk fails to start.
 """
 
@@ -97,6 +98,9 @@ class VectorCache:
         return array.copy()  # a view of the bytes read, read-only: the layer owns a writable array as before
 
     def _write(self, name: str, vectors: Vectors, *, family: str) -> None:
+        if not _unit_rows(vectors):  # an example the encoder embeds as zero: a file of it would never be read back
+            logger.info("the desk's example vectors are not cached: a row is not of unit length")
+            return
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
         try:
@@ -122,10 +126,14 @@ def _problem(array: np.ndarray, *, rows: int, dim: int) -> str | None:
         return f"shape {array.shape}, not ({rows}, {dim})"
     if not np.isfinite(array).all():
         return "a value is not finite"
-    norms = np.linalg.norm(array, axis=1)
-    if not (np.isclose(norms, 1.0, rtol=0, atol=_UNIT_TOLERANCE) | (norms == 0)).all():
-        return "a row is neither of unit length nor zero"
+    if not _unit_rows(array):
+        return "a row is not of unit length"
     return None
+
+
+def _unit_rows(array: np.ndarray) -> bool:
+    """Is every row of unit length? A zero row is not: it is what a zeroed block of a damaged file reads as."""
+    return bool(np.isclose(np.linalg.norm(array, axis=1), 1.0, rtol=0, atol=_UNIT_TOLERANCE).all())
 
 
 def _digest(value: object) -> str:
