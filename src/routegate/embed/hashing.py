@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
+from typing import Final
 
 from routegate._extras import needs
 
@@ -30,19 +31,15 @@ class HashingEncoder:
     def __init__(self, dim: int = 256, *, char_ngrams: bool = True) -> None:
         if dim < 8:
             raise ConfigurationError(f"HashingEncoder dim must be >= 8, got {dim}")
-        self._dim = dim
+        self.dim: Final = dim
         self.char_ngrams = char_ngrams
 
     def __repr__(self) -> str:
-        return f"HashingEncoder(dim={self._dim}, char_ngrams={self.char_ngrams})"
-
-    @property
-    def dim(self) -> int:
-        return self._dim
+        return f"HashingEncoder(dim={self.dim}, char_ngrams={self.char_ngrams})"
 
     @property
     def model_id(self) -> str:
-        return f"hashing-{self._dim}{'-c3' if self.char_ngrams else ''}"
+        return f"hashing-{self.dim}{'-c3' if self.char_ngrams else ''}"
 
     def _features(self, text: str) -> list[tuple[str, float]]:
         words = _WORD.findall(text.lower())
@@ -56,12 +53,12 @@ class HashingEncoder:
     def encode(self, texts: Sequence[str]) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a single string")
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for feat, weight in self._features(str(text)):
                 h = zlib.crc32(feat.encode("utf-8", "surrogatepass"))
                 sign = 1.0 if (h >> 31) & 1 else -1.0
-                out[row, h % self._dim] += sign * weight
+                out[row, h % self.dim] += sign * weight
             norm = float(np.linalg.norm(out[row]))
             if norm == 0.0:  # all features cancelled out: fall back to a fixed unit vector
                 out[row, 0] = 1.0

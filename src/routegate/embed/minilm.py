@@ -31,7 +31,7 @@ import threading
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from routegate._extras import needs
 
@@ -145,6 +145,7 @@ class MiniLMEncoder:
     """
 
     name = "minilm"
+    dim: Final = DIM
 
     def __init__(
         self,
@@ -187,10 +188,6 @@ class MiniLMEncoder:
             f"MiniLMEncoder(intra_op_num_threads={self.intra_op_num_threads}, batch_size={self.batch_size}, "
             f"max_tokens={self.max_tokens}{f', compute={self.compute!r}' if self.compute else ''})"
         )
-
-    @property
-    def dim(self) -> int:
-        return DIM
 
     @property
     def model_id(self) -> str:

@@ -34,6 +34,8 @@ class MultilingualE5Encoder:
     on the first ``encode`` (or :meth:`warm_up`); calls are serialised (one engine per encoder)."""
 
     name = NAME
+    dim: Final = DIM
+    model_id: Final = MODEL_ID
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -41,14 +43,6 @@ class MultilingualE5Encoder:
 
     def __repr__(self) -> str:
         return "MultilingualE5Encoder()"
-
-    @property
-    def dim(self) -> int:
-        return DIM
-
-    @property
-    def model_id(self) -> str:
-        return MODEL_ID
 
     def warm_up(self) -> None:
         """Load the engine and the model now (otherwise the first ``encode`` does it)."""
