@@ -51,9 +51,10 @@ from routegate.apps.support.contracts import (
     TurnResult,
 )
 from routegate.apps.support.db import DatabaseUnavailableError, SupportDatabase
+from routegate.apps.support.doors import DeskDoors
 from routegate.apps.support.graph import SUPPORT_BUDGET as SUPPORT_BUDGET  # the desk's default budget
 from routegate.apps.support.graph import RouterStep, ToolStep, support_plan
-from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
+from routegate.apps.support.inputs import check_session_id
 from routegate.apps.support.memory import MAX_STORED_CHARS, MEMORY_LIMIT, MessageStore, SessionHold
 from routegate.apps.support.nodes import TextToSql, desk_workers
 from routegate.apps.support.payloads import TurnState
@@ -96,7 +97,7 @@ TOOL_ROUTES: Final = ("POSTGRES", "VECTOR", "EXTERNAL")
 _NOT_STARTED: Final = "SupportAgent.start() must be awaited before the desk is used"
 
 
-class SupportAgent:
+class SupportAgent(DeskDoors):
     """The :class:`~routegate.apps.support.contracts.SupportDesk` implementation: the desk of ``config`` (the
     built-in desk's configuration when ``None``; ``desk_dir``, the directory its relative paths are in, is then the
     built-in one). Call :meth:`start` first.
@@ -282,29 +283,14 @@ class SupportAgent:
             raise ConfigurationError(_NOT_STARTED)
         return await self.router.route_choice(check_message(message, max_chars=self.max_message_chars))
 
-    # -- SupportDesk ---------------------------------------------------------------------------------------
-    def iter(
-        self,
-        message: str,
-        *,
-        session_id: str,
-        tenant: str = ANONYMOUS,
-        history: Sequence[Message] | None = None,
+    # -- SupportDesk (iter and ask: DeskDoors) -------------------------------------------------------------
+    def _turn_events(
+        self, message: str, session_id: str, tenant: str, history: Sequence[Message] | None
     ) -> AsyncIterator[SupportEvent]:
-        """One turn as events: ``route`` → ``tool`` (not on the LLM route) → ``token``* → ``final`` | ``error``;
-        the ``final`` event is a :class:`~routegate.core.FinalEvent` carrying the turn's :class:`TurnResult`.
-        ``tenant``: whose turn it is (the server's API key): its database connections are taken in that tenant's
-        place of the pool's fair queue (:mod:`~routegate.apps.support.fair_share`).
-
-        ``history``: the conversation the caller keeps (an OpenAI client's ``messages`` before the last), read
-        instead of the session's stored messages, as untrusted context (:mod:`.supplied`: the user's messages only,
-        bounded, never evidence); the turn is still stored in the session.
-
-        The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
-        iterator early cancels it."""
-        problem = turn_refusal(message, session_id, self.max_message_chars)
-        if problem is not None:
-            return _single(problem)
+        """The turn runs as a task feeding the stream (:func:`routegate.core._stream.stream_events`); closing the
+        iterator early cancels it. ``tenant``'s database connections are taken in that tenant's place of the
+        pool's fair queue (:mod:`~routegate.apps.support.fair_share`); a supplied ``history`` is read by
+        :mod:`.supplied` (the user's messages only, bounded, never evidence)."""
         if self._plan is None:
             raise ConfigurationError(_NOT_STARTED)
         supplied = None
@@ -313,15 +299,7 @@ class SupportAgent:
             supplied = read_supplied(history, turns=turns, max_chars=self.max_message_chars)
         return stream_events(lambda emit: self._turn(message, session_id, tenant, emit, supplied), _is_last)
 
-    astream = renamed_method(iter, "SupportAgent", "astream")
-
-    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
-        """One turn to its end. Raises :class:`~routegate.core.messages.InvalidMessageError` for a refused message,
-        :class:`~routegate.apps.support.errors.InvalidSessionIdError` for a refused session id and
-        :class:`~routegate.apps.support.errors.TurnFailedError` (with the event's code) when the turn ends with an
-        ``error`` event."""
-        check_input(message, session_id, self.max_message_chars)
-        return await turn_result(self.iter(message, session_id=session_id, tenant=tenant))
+    astream = renamed_method(DeskDoors.iter, "SupportAgent", "astream")
 
     async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
         """The session's last messages, oldest first (read for ``tenant``); :class:`DatabaseUnavailableError` when
@@ -345,10 +323,6 @@ class SupportAgent:
             raise
         except (psycopg.OperationalError, RuntimeFaultError) as exc:  # the database, or the desk's own connections
             raise DatabaseUnavailableError(f"the database is unavailable: {type(exc).__name__}") from exc
-
-    def takes_history(self) -> bool:
-        """True: :meth:`iter` takes ``history=``, a conversation the caller supplies (:mod:`.supplied`)."""
-        return True
 
     def serialises_sessions(self) -> bool:
         """True: the desk runs a session's turns one at a time itself, in every process over its database (a
@@ -481,7 +455,3 @@ def _unavailable(exc: Exception) -> TurnError:
 
 def _is_last(event: SupportEvent) -> bool:
     return isinstance(event, FinalEvent | TurnError)
-
-
-async def _single(event: SupportEvent) -> AsyncIterator[SupportEvent]:
-    yield event

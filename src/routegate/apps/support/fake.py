@@ -41,9 +41,10 @@ from routegate.apps.support.contracts import (
     TurnError,
     TurnResult,
 )
+from routegate.apps.support.doors import DeskDoors
 from routegate.apps.support.embedded import DatabaseUnavailableError
 from routegate.apps.support.errors import InvalidSessionIdError, TurnFailedError
-from routegate.apps.support.inputs import check_input, check_session_id, turn_refusal, turn_result
+from routegate.apps.support.inputs import check_session_id
 from routegate.apps.support.tenancy import ANONYMOUS
 from routegate.core.events import FinalEvent
 from routegate.core.messages import DEFAULT_MAX_MESSAGE_CHARS
@@ -60,11 +61,12 @@ __all__ = ["DatabaseUnavailableError", "FakeSupportDesk", "InvalidSessionIdError
 
 
 @dataclass
-class FakeSupportDesk:
+class FakeSupportDesk(DeskDoors):
     """A :class:`~routegate.apps.support.contracts.SupportDesk` with keyword routing, canned answers streamed
     word by word and in-memory histories (the last ``memory`` messages); see the module's text for the contract
     it keeps and the faults it can inject. ``active_streams`` counts turns whose stream is open,
-    ``closed_streams`` those that closed; ``tenants`` lists the tenant each call was made for, in order."""
+    ``closed_streams`` those that closed; ``tenants`` lists the tenant of each turn on accepted input and of each
+    ``history`` / ``reset`` call, in order."""
 
     database_up: bool = True
     raise_when_down: bool = False
@@ -87,28 +89,16 @@ class FakeSupportDesk:
                 return route
         return "LLM"
 
-    def iter(
-        self,
-        message: str,
-        *,
-        session_id: str,
-        tenant: str = ANONYMOUS,
-        history: Sequence[Message] | None = None,
+    def _turn_events(
+        self, message: str, session_id: str, tenant: str, history: Sequence[Message] | None
     ) -> AsyncIterator[SupportEvent]:
-        """One turn as events (the real desk's stepping method); a supplied ``history`` is recorded in
-        :attr:`supplied`."""
+        """A turn on accepted input; a supplied ``history`` is recorded in :attr:`supplied`."""
         self.tenants.append(tenant)
-        refused = turn_refusal(message, session_id, self.max_message_chars)
-        if refused is not None:
-            return _single(refused)
         if history is not None:
             self.supplied[session_id] = tuple(history)
         return self._turn(message, session_id)
 
-    def takes_history(self) -> bool:
-        return True
-
-    astream = renamed_method(iter, "FakeSupportDesk", "astream")
+    astream = renamed_method(DeskDoors.iter, "FakeSupportDesk", "astream")
 
     async def _turn(self, message: str, session_id: str) -> AsyncIterator[SupportEvent]:
         started = time.perf_counter()
@@ -164,10 +154,6 @@ class FakeSupportDesk:
             self.active_streams -= 1
             self.closed_streams += 1
 
-    async def ask(self, message: str, *, session_id: str, tenant: str = ANONYMOUS) -> TurnResult:
-        check_input(message, session_id, self.max_message_chars)
-        return await turn_result(self.iter(message, session_id=session_id, tenant=tenant))
-
     async def history(self, session_id: str, *, tenant: str = ANONYMOUS) -> list[Message]:
         self.tenants.append(tenant)
         self._check_up()
@@ -186,7 +172,3 @@ class FakeSupportDesk:
             raise self.fault
         if not self.database_up:
             raise DatabaseUnavailableError(_DOWN)
-
-
-async def _single(event: SupportEvent) -> AsyncIterator[SupportEvent]:
-    yield event

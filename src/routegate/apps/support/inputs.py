@@ -1,8 +1,8 @@
 """What the desk accepts from a client before a turn starts (a session id and a message), and what ``ask`` makes of
 a turn's events.
 
-Both desks (the real one and :mod:`.fake`) check a turn's input here, so they refuse the same input with the same
-``error`` event.
+Both desks (the real one and :mod:`.fake`) check a turn's input here, through the doors they share
+(:mod:`.doors`), so they refuse the same input with the same ``error`` event.
 """
 
 from __future__ import annotations
