@@ -1,6 +1,6 @@
-"""The routing-agent seed's example: billing / technical / sales specialists behind a governed router.
+"""The routing agent's example: billing / technical / sales specialists behind a governed router.
 
-The specialists are deterministic learning mocks (the seed's data); each answers ``needs_reroute`` when a
+The specialists are deterministic learning mocks (fixed data); each answers ``needs_reroute`` when a
 ticket is not for its domain, so a wrong first route is corrected by a reroute, not by a made-up answer.
 """
 
@@ -121,7 +121,7 @@ def build_triage_agent(
     policy_allow: set[str] | None = None,
     execution_allow: set[str] | None = None,
 ) -> RoutingAgent:
-    """The seed's agent; offline (keyword router, grounded composer) unless a router/finalizer is given."""
+    """The example's agent; offline (keyword router, grounded composer) unless a router/finalizer is given."""
     return RoutingAgent(
         workers=SPECIALISTS,
         router=router or triage_rules(),

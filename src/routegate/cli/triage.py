@@ -1,4 +1,4 @@
-"""``routegate triage "<request>"``: the routing-agent seed's billing / technical / sales example."""
+"""``routegate triage "<request>"``: the routing agent's billing / technical / sales example."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def register(subparsers: Any) -> None:
     parser = add_command(subparsers, "triage", run)
     # default None, not the demo goal: the triage app (and numpy under it) is imported by the command, not the parser
-    parser.add_argument("request", nargs="?", default=None, help="the request text (default: the seed's goal)")
+    parser.add_argument("request", nargs="?", default=None, help="the request text (default: the example's goal)")
     parser.add_argument("--offline", action="store_true", help="ignore OPENAI_API_KEY: keyword router + composer")
     parser.add_argument("--compact", action="store_true", help="print the JSON on one line")
 

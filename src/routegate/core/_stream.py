@@ -2,8 +2,8 @@
 
 Every runtime's interpreter takes an ``emit`` callback (``None`` when nobody listens, so a plain ``arun`` pays
 nothing for events). :func:`stream_events` runs the interpreter as a task feeding a buffer and yields what it
-emits until the run's last event; closing the iterator early cancels the run. The routing agent, the Plan and the
-support desk all stream through it.
+emits until the run's last event; closing the iterator early cancels the run. Every runtime (both agents, the
+dispatcher, the support desk) and the Plan stream through it.
 
 The buffer is a plain deque with one waiter, not an :class:`asyncio.Queue`: one producer, one consumer, no bound,
 so an event costs an append and, when the consumer is waiting, one wake-up (a desk turn emits ~30 token events;

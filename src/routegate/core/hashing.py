@@ -1,4 +1,4 @@
-"""``args_hash``: the loop-detection fingerprint of a route's arguments (seed semantics).
+"""``args_hash``: the loop-detection fingerprint of a route's arguments.
 
 12 hex characters of sha256 over the arguments as canonical JSON (keys sorted, no spaces, ASCII), every string
 trimmed and whitespace-collapsed first, so ``"a  b"`` and ``" a b "`` are the same call.

@@ -68,7 +68,7 @@ def route_not_allowed(target: str) -> str:
 
 
 def missing_arg(field: str) -> str:
-    """``invalid_route:missing_<field>`` — the seed's ``invalid_route:missing_ticket`` for any required arg."""
+    """``invalid_route:missing_<field>`` — ``invalid_route:missing_ticket`` for the specialists' ``ticket``, likewise for any required arg."""
     return f"invalid_route:missing_{safe_detail(field)}"
 
 

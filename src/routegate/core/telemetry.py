@@ -8,7 +8,8 @@ still attaches and detaches a context).
 Once a provider is installed (``opentelemetry.trace.set_tracer_provider``, or :func:`use_tracer_provider` to send
 only routegate's spans somewhere), every run is one span tree::
 
-    routegate.run (agent) | routegate.dispatch (technique) | routegate.turn (desk) | routegate.plan (Plan)
+    routegate.run (agent) | routegate.tool_agent (tool agent) | routegate.dispatch (technique)
+    | routegate.turn (desk) | routegate.plan (Plan)
     ├── routegate.route          the router's decision (layer, score, margin, runner-up)
     ├── routegate.policy         the policy boundary's verdict
     ├── routegate.delegate       the gateway and the worker (tool and LLM spans hang below)
@@ -68,7 +69,7 @@ _cached: tuple[object, Tracer | None] = (None, None)
 class Attr:
     """The ``routegate.*`` span attributes."""
 
-    RUNTIME: Final = "routegate.runtime"  # agent | plan | desk | dispatch
+    RUNTIME: Final = "routegate.runtime"  # agent | tool_agent | plan | desk | dispatch
     RUN_ID: Final = "routegate.run_id"
     STOP_REASON: Final = "routegate.stop_reason"
     PHASE: Final = "routegate.phase"

@@ -55,7 +55,7 @@ def _non_blank_text(value: object) -> object:
 
 
 NormalizedText = Annotated[str, BeforeValidator(_non_blank_text), Field(json_schema_extra={"minLength": 1})]
-"""A required, non-blank string whose whitespace is trimmed and collapsed (the seed's ``ticket``)."""
+"""A required, non-blank string whose whitespace is trimmed and collapsed (the specialists' ``ticket``)."""
 
 
 class WorkerArgs(BaseModel):
@@ -65,7 +65,7 @@ class WorkerArgs(BaseModel):
 
 
 class TicketArgs(WorkerArgs):
-    """The seed's specialists take one argument: the support ticket text."""
+    """The example specialists take one argument: the support ticket text."""
 
     ticket: NormalizedText
 

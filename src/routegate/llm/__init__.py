@@ -4,7 +4,7 @@
   :class:`StructuredChatModel` adds ``respond``: a tool call or JSON that fits a schema (:mod:`.structured`).
 * :class:`OpenAIChatModel` — any OpenAI-compatible endpoint through the official ``openai`` SDK; timeouts,
   retries with backoff, and every failure mapped to a stop reason (:mod:`routegate.llm.errors`).
-* :class:`LLMFinalizer` — the seed's final-answer step (``llm_empty`` on an empty answer).
+* :class:`LLMFinalizer` — the routing agent's final-answer step (``llm_empty`` on an empty answer).
 * The LLM router lives in :mod:`routegate.routers.llm`; test doubles in :mod:`routegate.testing`.
 
 ``OpenAIChatModel`` is imported on first use: the ``openai`` SDK takes about a second to import, and the

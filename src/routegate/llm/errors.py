@@ -35,7 +35,7 @@ class LLMError(RunStopError):
 
 
 class LLMTimeoutError(LLMError):
-    """The endpoint did not answer in time, or answered HTTP 408 (``llm_timeout``, the seed's reason)."""
+    """The endpoint did not answer in time, or answered HTTP 408 (``llm_timeout``)."""
 
     reason = sr.LLM_TIMEOUT
 
@@ -48,7 +48,7 @@ class LLMConnectError(LLMError):
 
 
 class LLMEmptyError(LLMError):
-    """The model returned an empty answer where text was required (``llm_empty``, the seed's reason)."""
+    """The model returned an empty answer where text was required (``llm_empty``)."""
 
     reason = sr.LLM_EMPTY
 

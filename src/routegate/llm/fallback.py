@@ -1,7 +1,7 @@
 """The output modes a structured answer is asked in, strongest first, and the fall back from one to the next.
 
-``tools`` (a function tool call), ``json_schema`` (one strict JSON schema) and ``json`` (a JSON object, the seed's
-contract) are tried in that order from the mode asked for; :meth:`ModeLadder.first` runs the caller's attempt in
+``tools`` (a function tool call), ``json_schema`` (one strict JSON schema) and ``json`` (a JSON object, the routing
+agent's original contract) are tried in that order from the mode asked for; :meth:`ModeLadder.first` runs the caller's attempt in
 each until one answers. A mode is passed over, with a note for the trace and one log line per kind, when the
 endpoint refuses it (:class:`~routegate.llm.errors.LLMModeRefusedError`), when strict mode cannot express the
 schema (:class:`~routegate.llm.strict.StrictSchemaError`) or when the model answers a tools request without a call

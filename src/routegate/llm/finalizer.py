@@ -1,4 +1,4 @@
-"""The LLM finalizer: the seed's final-synthesis step, evidence taken only from the run's history.
+"""The LLM finalizer: the routing agent's final-synthesis step, evidence taken only from the run's history.
 
 With ``extra`` (a pydantic model) it also asks the model for structured data beside the answer, in the strongest
 output format the endpoint takes (``mode``, as for the LLM router: a ``final_answer`` tool call, one strict JSON

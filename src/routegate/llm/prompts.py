@@ -1,5 +1,5 @@
-"""The system prompts: the routing-agent seed's (``ROUTER_SYSTEM_PROMPT``, ``FINAL_SYSTEM_PROMPT``: exact text, they are
-part of its specification) and the LLM router's for its structured modes (tools, one JSON schema)."""
+"""The system prompts: the routing agent's (``ROUTER_SYSTEM_PROMPT``, ``FINAL_SYSTEM_PROMPT``: exact text, they are
+part of its contract) and the LLM router's for its structured modes (tools, one JSON schema)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ class MaxIterationsExceeded(PlanRuntimeError):
 
 
 class DetourTrapWarning(UserWarning):
-    """A forward route without ``after_branches=`` whose target is not the last step (the seed's detour trap).
+    """A forward route without ``after_branches=`` whose target is not the last step (the detour trap).
 
     When such a route does not fire, linear progression still runs the routed-to step, so the "branch-only" step
     runs on every path. ``Plan(strict=True)`` turns this warning into a :class:`PlanCompileError`.

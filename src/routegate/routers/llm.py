@@ -1,10 +1,10 @@
-"""The LLM router: the seed's routing decision by a chat model, in the output format the model is built for.
+"""The LLM router: the routing decision made by a chat model, in the output format the model is built for.
 
 The model sees the goal, the routing budgets, the targets it must not pick (after a ``needs_reroute``), a compact
 state summary, the last three history entries and the routes it may take. How it answers is the router's
 ``mode``:
 
-* ``"json"`` (the default, the seed's contract): the catalogue in the prompt and ``response_format={"type":
+* ``"json"`` (the default, the routing agent's original contract): the catalogue in the prompt and ``response_format={"type":
   "json_object"}``; the text is the decision.
 * ``"tools"``: each route it may take this attempt is a function tool whose parameters are the route's argument
   schema, ``tool_choice="required"``; the tool call is the decision (:func:`~routegate.routers.llm_formats.route_intents`).
@@ -38,7 +38,7 @@ RouterMode = Mode
 
 
 def route_payload(request: RouteRequest, *, recent: int = RECENT_HISTORY, routes: bool = True) -> dict[str, Any]:
-    """The seed's router payload for one route attempt (``routes=False``: without ``available_routes``, for a
+    """The router payload for one route attempt (``routes=False``: without ``available_routes``, for a
     model that is offered the routes as tools)."""
     payload = {
         "goal": request.goal,

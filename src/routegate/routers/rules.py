@@ -19,7 +19,7 @@ NO_ROUTE = "no_route"
 
 
 def ticket_args(request: RouteRequest) -> Mapping[str, Any]:
-    """The seed's argument shape: the whole request as ``ticket``."""
+    """The routing agent's argument shape: the whole request as ``ticket``."""
     return {"ticket": request.goal}
 
 

@@ -44,7 +44,7 @@ class ToolCallRequest:
 
     ``server`` is ``""`` when the call named only a tool (``{"name": "search", ...}``); dispatch then resolves
     it against the configured servers. ``arguments`` holds JSON values, not only strings (MCP tools take typed
-    arguments; the seed's ``dict[str, str]`` would lose them).
+    arguments; a ``dict[str, str]`` would lose them).
     """
 
     server: str
