@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 
@@ -241,12 +242,15 @@ class _BrokenRouter(SupportRouter):
 
 
 async def test_a_router_fault_stops_the_turn_through_the_engines_fault_path_by_class_only(
-    desk: SupportAgent, semantic: ExampleEmbeddingLayer
+    desk: SupportAgent, semantic: ExampleEmbeddingLayer, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert desk.router is not None and desk.gateway is not None
     workers = list(desk.gateway.workers.values())
     desk._plan = desk.build_plan(_BrokenRouter(semantic=semantic), workers, routes=ROUTES, respond=RespondNode())
-    events = await _events(desk, "How do I reset my password?", "broken-router")
+    with caplog.at_level(logging.WARNING):
+        events = await _events(desk, "How do I reset my password?", "broken-router")
+    (logged,) = [r for r in caplog.records if "raised ValueError" in r.getMessage()]
+    assert logged.name == "routegate.apps.support.graph" and logged.exc_info is not None  # the desk's own logger
     final = final_of(events)
     assert (final.stop_reason, final.phase, final.ok) == ("router_error:ValueError", "route", False)
     assert final.message == "the router raised ValueError (details in the log)"

@@ -35,6 +35,7 @@ if it were raised, :attr:`~routegate.plan.Runtime.returns_stops`); what the step
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -56,6 +57,8 @@ from routegate.core.governed import (
 )
 from routegate.errors import ConfigurationError, RunStopError
 from routegate.plan import ErrorInfo, Plan, Step, StepContext
+
+logger = logging.getLogger(__name__)
 
 SUPPORT_BUDGET: Final = Budget(max_route_attempts=1, max_delegations=1, max_seconds=60.0)
 """One route decision (the plan routes once), one delegation, 60 s per turn."""
@@ -141,7 +144,7 @@ class RouterStep:
         except RunStopError as stop:
             return stop
         except Exception as exc:  # the engine's one fault path words it (router_error:<Exc>, class only)
-            fault = ErrorInfo.from_exception(exc, ctx.step, "route")
+            fault = ErrorInfo.from_exception(exc, ctx.step, "route", logger)
             return RunStopError(fault.stop_reason, fault.message, phase="route")
         state.choice = choice
         decision = choice.decision(message)
