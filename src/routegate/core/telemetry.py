@@ -253,52 +253,57 @@ class Spans:
     ) -> Awaitable[T]:
         """``work`` (a run) under its root span ``name`` (``routegate.dispatch``, ``routegate.turn``), started with
         what ``attributes()`` returns (called only when traced); ``record`` marks the span with what it returned."""
-        return work if self._tracer is None else self._around(name, attributes(), work, record)
+        active = self._tracer
+        return work if active is None else _around(active, name, attributes(), work, record)
 
     def run(self, run_id: str, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
         """``work`` (a routing agent's run) under its root span ``routegate.run``; ``record`` marks the span with
         what it returned. Untraced: ``work`` itself, so the run awaits it with nothing around it."""
-        if self._tracer is None:
+        active = self._tracer
+        if active is None:
             return work
-        return self._around("routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}, work, record)
+        return _around(active, "routegate.run", {Attr.RUNTIME: "agent", Attr.RUN_ID: run_id}, work, record)
 
     def route(self, attempt: int, work: Awaitable[T], record: Callable[[Span, T], None]) -> Awaitable[T]:
         """``work`` (the router deciding ``attempt``) under ``routegate.route``; ``record`` marks the span with
         the decision."""
-        if self._tracer is None:
-            return work
-        return self._around("routegate.route", {Attr.ATTEMPT: attempt}, work, record)
+        active = self._tracer
+        return work if active is None else _around(active, "routegate.route", {Attr.ATTEMPT: attempt}, work, record)
 
     def policy(self, attempt: int) -> AbstractContextManager[Span]:
         """``routegate.policy``: the policy boundary's verdict on ``attempt``'s decision."""
-        if self._tracer is None:
+        active = self._tracer
+        if active is None:
             return _NO_SPAN
-        return CurrentSpan(self._tracer.start_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}))
+        return CurrentSpan(active.start_span("routegate.policy", attributes={Attr.ATTEMPT: attempt}))
 
     def delegate(self, attempt: int, target: str, digest: str) -> AbstractContextManager[Span]:
         """``routegate.delegate``: the gateway and the worker ``target`` with arguments hashed to ``digest``."""
-        if self._tracer is None:
+        active = self._tracer
+        if active is None:
             return _NO_SPAN
         attributes: dict[str, str | int] = {Attr.ATTEMPT: attempt, Attr.TARGET: target, Attr.ARGS_HASH: digest}
-        return CurrentSpan(self._tracer.start_span("routegate.delegate", attributes=attributes))
+        return CurrentSpan(active.start_span("routegate.delegate", attributes=attributes))
 
     def finalize(self, work: Awaitable[T]) -> Awaitable[T]:
         """``work`` (the finalizer writing the answer) under ``routegate.finalize``."""
-        return work if self._tracer is None else self._around("routegate.finalize", None, work, None)
+        active = self._tracer
+        return work if active is None else _around(active, "routegate.finalize", None, work, None)
 
-    async def _around(
-        self,
-        name: str,
-        attributes: Mapping[str, Any] | None,
-        work: Awaitable[T],
-        record: Callable[[Span, T], None] | None,
-    ) -> T:
-        assert self._tracer is not None
-        with CurrentSpan(self._tracer.start_span(name, attributes=attributes)) as opened:
-            value = await work
-            if record is not None and opened.is_recording():
-                record(opened, value)
-            return value
+
+async def _around(
+    active: Tracer,
+    name: str,
+    attributes: Mapping[str, Any] | None,
+    work: Awaitable[T],
+    record: Callable[[Span, T], None] | None,
+) -> T:
+    """``work`` awaited under a child span ``name`` of the current one; ``record`` marks it with what it returned."""
+    with CurrentSpan(active.start_span(name, attributes=attributes)) as opened:
+        value = await work
+        if record is not None and opened.is_recording():
+            record(opened, value)
+        return value
 
 
 NO_SPANS: Final = Spans(None)
