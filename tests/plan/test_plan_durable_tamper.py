@@ -423,6 +423,16 @@ def mutation(draw: st.DrawFn, doc: dict[str, Any]) -> dict[str, Any]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_an_edited_checkpoint_resumes_identically_or_is_refused(data: st.DataObject) -> None:
+    def edited_checkpoint(db: str) -> None:
+        _, state = read_row(db)
+        status = data.draw(st.sampled_from([None, None, "running", "interrupted", "ended", "paused"]))
+        write_row(db, json.dumps(data.draw(mutation(state))), status=status)
+
+    _stopped_edited_resumed(edited_checkpoint)
+
+
+def _stopped_edited_resumed(edit: Callable[[str], None]) -> None:
+    """A durable run stopped by a fault, its store edited by ``edit(db)``, then resumed: as before, or refused."""
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "plans.sqlite")
         ran: list[str] = []
@@ -430,9 +440,7 @@ def test_an_edited_checkpoint_resumes_identically_or_is_refused(data: st.DataObj
         try:
             plan = branch_plan(store, ran)
             assert plan.run(0).stop_reason == "step_error:ConnectionError"
-            _, state = read_row(db)
-            status = data.draw(st.sampled_from([None, None, "running", "interrupted", "ended", "paused"]))
-            write_row(db, json.dumps(data.draw(mutation(state))), status=status)
+            edit(db)
             _resumed_as_before_or_refused(plan, ran)
         finally:
             store.close()
@@ -459,14 +467,23 @@ def _resumed_as_before_or_refused(plan: Plan[Any, Any], ran: list[str]) -> None:
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_with_a_signing_key_every_edit_is_refused(data: st.DataObject) -> None:
+    def edited_checkpoint(db: str) -> None:
+        _, state = read_row(db)
+        write_row(db, json.dumps(data.draw(mutation(state))))
+
+    _signed_paused_edited_resumed(edited_checkpoint)
+
+
+def _signed_paused_edited_resumed(edit: Callable[[str], None]) -> None:
+    """A signed durable run paused at its question, its store edited by ``edit(db)``, then resumed: refused, or
+    unchanged when the edit changed nothing."""
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "plans.sqlite")
         ran: list[str] = []
         store = Store(db=db, signing_key=SECRET)
         try:
             assert refund_plan(store, ran).run(250).stop_reason == "interrupted"
-            _, state = read_row(db)
-            write_row(db, json.dumps(data.draw(mutation(state))))
+            edit(db)
             _signed_run_refused_or_unchanged(store, ran)
         finally:
             store.close()
@@ -714,29 +731,10 @@ def _edited_rows(data: st.DataObject, db: str) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_run_with_an_edited_row_resumes_identically_or_is_refused(data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        db = os.path.join(tmp, "plans.sqlite")
-        ran: list[str] = []
-        store = Store(db=db)
-        try:
-            plan = branch_plan(store, ran)
-            assert plan.run(0).stop_reason == "step_error:ConnectionError"
-            _edited_rows(data, db)
-            _resumed_as_before_or_refused(plan, ran)
-        finally:
-            store.close()
+    _stopped_edited_resumed(lambda db: _edited_rows(data, db))
 
 
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_with_a_signing_key_every_edit_of_a_row_is_refused(data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        db = os.path.join(tmp, "plans.sqlite")
-        ran: list[str] = []
-        store = Store(db=db, signing_key=SECRET)
-        try:
-            assert refund_plan(store, ran).run(250).stop_reason == "interrupted"
-            _edited_rows(data, db)
-            _signed_run_refused_or_unchanged(store, ran)
-        finally:
-            store.close()
+    _signed_paused_edited_resumed(lambda db: _edited_rows(data, db))
