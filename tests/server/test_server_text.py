@@ -209,10 +209,23 @@ def test_any_text_in_any_field_is_200_or_a_clear_422(
     with httpx.Client(base_url=server.url, timeout=10) as c:
         response = c.request(*endpoint, content=_raw(body), headers={"Content-Type": "application/json"})
     assert response.status_code in (200, 422), response.text
-    bad = "\x00" in text or any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    seen = json.loads(_raw(text))  # as the server decodes it: an escaped high and low surrogate are one character
+    bad = "\x00" in seen or any(0xD800 <= ord(ch) <= 0xDFFF for ch in seen)
     if bad:
         assert response.status_code == 422
         assert "contains a" in response.json()["error"]["message"]
+
+
+def test_an_escaped_surrogate_pair_is_one_valid_character(shared: tuple[ServerThread, FakeSupportDesk]) -> None:
+    """``"\\ud800\\udc00"`` in JSON is U+10000, valid text: answered, not refused as two lone surrogates."""
+    server, desk = shared
+    body = {"message": "status of ticket 1 \ud800\udc00", "session_id": "pair"}
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        response = c.post(
+            "/chat", content=_raw(body), headers={"Content-Type": "application/json", "Accept": "application/json"}
+        )
+    assert response.status_code == 200, response.text
+    assert desk.histories.pop("pair")[0].content == "status of ticket 1 \U00010000"
 
 
 _json_values = st.recursive(
