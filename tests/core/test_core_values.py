@@ -1,5 +1,5 @@
-"""The values a run reads back stay frozen dataclasses, however they are built (their ``__init__`` stores through
-the slots' setters, routegate.core._slots): assignment refuses, and equality, ``replace`` and pickling hold."""
+"""The values a run reads back are frozen dataclasses: assignment refuses, and equality, ``replace`` and pickling
+hold."""
 
 from __future__ import annotations
 

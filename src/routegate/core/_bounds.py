@@ -94,9 +94,9 @@ def check_bounds(args: Mapping[Any, object], limits: ArgLimits, *, json_only: bo
         if items > max_items:
             return Breach(sr.TOO_LARGE, f"arguments hold more than max_items={max_items} keys and array elements")
         children: Iterable[object]
-        if isinstance(node, dict) or (type(node) is not list and isinstance(node, Mapping)):
+        if isinstance(node, Mapping):
             for key in node:
-                if type(key) is str or isinstance(key, str):
+                if isinstance(key, str):
                     size += len(key) if key.isascii() else _text_bytes(key, max_bytes - size)
                 elif json_only:
                     return Breach(sr.BAD_ARGS, f"object keys must be strings, got a {type(key).__name__}")

@@ -24,11 +24,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from routegate.core.context import RunContext
 
-_INF = math.inf
-_current_task = asyncio.current_task
-_monotonic = time.monotonic
-_running_loop = asyncio.get_running_loop
-
 
 class Deadline:
     """``async with Deadline(seconds):`` — the block is cancelled after ``seconds`` (``inf``: never);
@@ -42,7 +37,7 @@ class Deadline:
     def __init__(self, seconds: float, *, at: float | None = None) -> None:
         self._seconds = seconds
         self._fixed = at  # a fixed time on time.monotonic(); None: ``seconds`` from when it is armed
-        self._at = _INF  # when the armed deadline passes
+        self._at = math.inf  # when the armed deadline passes
         self.expired = False
 
     @classmethod
@@ -53,7 +48,7 @@ class Deadline:
     @classmethod
     def until(cls, at: float) -> Deadline:
         """The deadline at ``at`` on the ``time.monotonic()`` clock (a run's ``RunContext.deadline``)."""
-        left = at - _monotonic()
+        left = at - time.monotonic()
         return cls(left if left > 0.0 else 0.0, at=at)
 
     @property
@@ -65,17 +60,17 @@ class Deadline:
         at = self._fixed
         if at is None:
             seconds = self._seconds
-            at = _INF if seconds == _INF else _monotonic() + seconds
+            at = math.inf if seconds == math.inf else time.monotonic() + seconds
         self._arm(at)
 
     def _arm(self, at: float) -> None:
-        loop = _running_loop()  # raises RuntimeError outside a running event loop
-        task = _current_task(loop)
+        loop = asyncio.get_running_loop()  # raises RuntimeError outside a running event loop
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("Deadline must be used inside a task")
         self._task = task
         self._cancelling = task.cancelling()
-        if at == _INF:
+        if at == math.inf:
             self._watch = None
             return
         self._at = at
@@ -118,7 +113,7 @@ class _Watch:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.armed: dict[Deadline, None] = {}  # an ordered set: the oldest first
-        self.at = _INF  # when the handle fires (time.monotonic()); inf: no handle
+        self.at = math.inf  # when the handle fires (time.monotonic()); inf: no handle
         self.handle: asyncio.TimerHandle | None = None
 
     def fire_at(self, at: float) -> None:
@@ -127,12 +122,12 @@ class _Watch:
             self.handle.cancel()
         self.at = at
         loop = self.loop
-        self.handle = loop.call_at(loop.time() + (at - _monotonic()), self._fire)
+        self.handle = loop.call_at(loop.time() + (at - time.monotonic()), self._fire)
 
     def _fire(self) -> None:
         """Expire every deadline that passed; set the handle for the earliest left, if any."""
-        self.handle, self.at = None, _INF
-        now = _monotonic()
+        self.handle, self.at = None, math.inf
+        now = time.monotonic()
         passed = [deadline for deadline in self.armed if deadline._at <= now]
         for deadline in passed:
             del self.armed[deadline]

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from routegate.core._slots import slot_setters
 from routegate.errors import ConfigurationError
 
 ObservationStatus = Literal["done", "needs_reroute"]
@@ -135,7 +134,7 @@ class DelegationLedger:
     seen: set[str] = field(default_factory=set)
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class RouteIntent:
     """A route decision that passed the policy boundary: ``{"kind": "route", "target", "args"}``."""
 
@@ -143,19 +142,11 @@ class RouteIntent:
     args: Mapping[str, Any]
     kind: Literal["route"] = "route"
 
-    def __init__(self, target: str, args: Mapping[str, Any], kind: Literal["route"] = "route") -> None:
-        _set_intent_target(self, target)  # built on every route attempt: see routegate.core._slots
-        _set_intent_args(self, args)
-        _set_intent_kind(self, kind)
-
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "target": self.target, "args": jsonable(self.args)}
 
 
-_set_intent_target, _set_intent_args, _set_intent_kind = slot_setters(RouteIntent, "target", "args", "kind")
-
-
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class RouteProposal:
     """A route a trusted router proposes, typed: the policy reads ``target`` and ``args`` without parsing a shape.
 
@@ -168,16 +159,9 @@ class RouteProposal:
     target: str
     args: Mapping[str, Any]
 
-    def __init__(self, target: str, args: Mapping[str, Any]) -> None:
-        _set_proposal_target(self, target)  # built on every decision of a typed router: see routegate.core._slots
-        _set_proposal_args(self, args)
-
     def to_dict(self) -> dict[str, Any]:
         """The raw form of this proposal (what a run shows as ``raw_route`` when the policy refuses it)."""
         return {"kind": "route", "target": self.target, "args": jsonable(self.args)}
-
-
-_set_proposal_target, _set_proposal_args = slot_setters(RouteProposal, "target", "args")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,18 +176,13 @@ class RouteSpec:
         return {"name": self.name, "description": self.description, "args": dict(self.args_schema)}
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class HistoryEntry:
     """One delegation: the validated route and the observation the worker returned."""
 
     attempt: int
     route: RouteIntent
     observation: Mapping[str, Any]
-
-    def __init__(self, attempt: int, route: RouteIntent, observation: Mapping[str, Any]) -> None:
-        _set_history_attempt(self, attempt)  # built on every delegation: see routegate.core._slots
-        _set_history_route(self, route)
-        _set_history_observation(self, observation)
 
     @property
     def status(self) -> object:
@@ -215,11 +194,6 @@ class HistoryEntry:
             "route": self.route.to_dict(),
             "observation": jsonable(self.observation),
         }
-
-
-_set_history_attempt, _set_history_route, _set_history_observation = slot_setters(
-    HistoryEntry, "attempt", "route", "observation"
-)
 
 
 @dataclass(slots=True)

@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from routegate.core import stop_reasons as sr
 from routegate.core._faults import ErrorInfo
-from routegate.core._slots import slot_setters
 from routegate.core.context import RunContext
 from routegate.core.contracts import DelegationLedger, RouteIntent
 from routegate.core.hashing import args_hash
@@ -37,19 +36,14 @@ class DelegationStop:
     message: str
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class WorkerCalled:
     """The worker ran; ``value`` is what it returned (still to be checked against the observation contract)."""
 
     value: object
     args_hash: str
 
-    def __init__(self, value: object, args_hash: str) -> None:
-        _set_called_value(self, value)  # built on every delegation: see routegate.core._slots
-        _set_called_hash(self, args_hash)
 
-
-_set_called_value, _set_called_hash = slot_setters(WorkerCalled, "value", "args_hash")
 ANSWERED: Final = (WorkerCalled, DelegationStop)
 """What :meth:`RouteGateway._call` gives back when it has the answer (anything else is a coroutine to await)."""
 
@@ -132,15 +126,12 @@ class RouteGateway:
         try:
             if found._awaited:  # an async or threaded worker's call is always awaited
                 return _answer(found.invoke(args, ctx), target, digest)
-            # an inline worker that takes no context is called as Worker.invoke would, one call less
-            value = found.fn(**args) if found.context_param is None else found.invoke(args, ctx)
+            value = found.invoke(args, ctx)
         except RunStopError:
             raise
         except Exception as exc:
             return _worker_fault(exc, target)
-        # an inline worker's value is awaited only if awaitable (an observation, a dict, never is: the check of any
-        # other value asks the Awaitable ABC)
-        if type(value) is not dict and inspect.isawaitable(value):
+        if inspect.isawaitable(value):  # an inline worker may still return an awaitable
             return _answer(value, target, digest)
         return WorkerCalled(value, digest)
 

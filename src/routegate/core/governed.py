@@ -74,8 +74,6 @@ OnRefusal = Literal["end", "observe"]
 ObservationCheck = Callable[[object], "tuple[str, str] | None"]
 """Checks what a worker returned: ``None`` to accept it, ``(stop_reason, message)`` to stop the run."""
 
-_perf = time.perf_counter
-
 
 @dataclass(slots=True)
 class Delegated:
@@ -121,7 +119,7 @@ class Stopped:
 
 def as_mapping(value: object) -> dict[str, Any] | None:
     """``value`` as a plain dict when it is a mapping, a pydantic model or a dataclass instance; else ``None``."""
-    if type(value) is dict or isinstance(value, Mapping):  # the exact-type test skips the ABC check
+    if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, BaseModel):
         return value.model_dump()
@@ -136,7 +134,7 @@ def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> Observatio
     expected = list(statuses)
 
     def check(value: object) -> tuple[str, str] | None:
-        status = value.get("status") if type(value) is dict or isinstance(value, Mapping) else None
+        status = value.get("status") if isinstance(value, Mapping) else None
         if status in accepted:
             return None
         return sr.ROUTE_BAD_OBSERVATION, f"returned status {status!r}; expected one of {expected}"
@@ -147,7 +145,7 @@ def status_check(statuses: tuple[str, ...] = OBSERVATION_STATUSES) -> Observatio
 class GovernedStep:
     """Validate → delegate → check → trace, for one policy and one gateway (shareable across runs)."""
 
-    __slots__ = ("_accepted", "_rules", "check", "gateway", "observed", "policy", "statuses")
+    __slots__ = ("_rules", "check", "gateway", "observed", "policy", "statuses")
 
     def __init__(
         self,
@@ -165,8 +163,6 @@ class GovernedStep:
         self.statuses = statuses
         self.check = check or status_check(statuses)
         self.observed = observed
-        # the default contract, checked inline on the hot path (the same test as ``status_check``)
-        self._accepted = frozenset(statuses) if check is None else None
         rules = {name: w.flow_rules for name, w in gateway.workers.items() if w.flow_rules is not None}
         self._rules: dict[str, FlowRules] | None = rules or None
 
@@ -207,7 +203,7 @@ class GovernedStep:
     ) -> RouteIntent | Stopped:
         """The policy's verdict on ``decision``; a refusal is a :class:`Stopped` in phase ``route`` (``delegate``
         for a flow rule's ``route_denied:provenance:<arg>``)."""
-        t0 = _perf() if started is None else started
+        t0 = time.perf_counter() if started is None else started
         if previous is None:
             previous_target = previous_status = None
         else:
@@ -258,7 +254,7 @@ class GovernedStep:
         digest: str | None = None,
     ) -> Delegated | Stopped:
         """Run a validated ``intent`` through the gateway under ``ctx``'s ledger and check what comes back."""
-        t0 = _perf() if started is None else started
+        t0 = time.perf_counter() if started is None else started
         decision = decision or _NO_DECISION
         if digest is None:
             digest = args_hash(intent.args)
@@ -305,17 +301,13 @@ class GovernedStep:
         value = done.value
         if emit is not None:
             emit(ObservationEvent(attempt, target, value))
-        observation = dict(value) if type(value) is dict else as_mapping(value)
+        observation = as_mapping(value)
         if observation is not None:
             status = observation.get("status")
             domain = observation.get("domain")
         else:
             status = domain = None
-        accepted = self._accepted
-        if accepted is not None and status in accepted:
-            refusal = None
-        else:
-            refusal = self.check(observation if observation is not None else value)
+        refusal = self.check(observation if observation is not None else value)
         text = status if isinstance(status, str) else None
         entry = _entry(
             attempt,
@@ -345,7 +337,7 @@ class GovernedStep:
         previous: HistoryEntry | None = None,
     ) -> Delegated | Stopped:
         """:meth:`validate` then :meth:`delegate`: one governed step from a router's decision."""
-        started = _perf()
+        started = time.perf_counter()
         verdict = self.validate(decision, ctx, attempt=attempt, previous=previous, started=started)
         if isinstance(verdict, Stopped):
             return verdict
@@ -425,7 +417,7 @@ def output_refusal(
     """The output check's verdict on a run's final ``answer``: ``None`` lets it go; a refusal is a :class:`Stopped`
     with ``output_denied:<reason>`` (phase ``finalize``) and its trace entry. A check that raises refuses: the one
     fault-to-stop conversion names its class (``output_denied:check_error:<Exc>``; its text to ``log``)."""
-    started = _perf()
+    started = time.perf_counter()
     try:
         reason = check(answer, ctx)
     except Exception as exc:  # a check that raises refuses
@@ -434,7 +426,12 @@ def output_refusal(
         return None
     stop = sr.output_denied(str(reason))
     entry = TraceEntry(
-        attempt, target, ok=False, phase="finalize", elapsed_ms=round((_perf() - started) * 1000.0, 3), stop_reason=stop
+        attempt,
+        target,
+        ok=False,
+        phase="finalize",
+        elapsed_ms=round((time.perf_counter() - started) * 1000.0, 3),
+        stop_reason=stop,
     )
     message = f"the output check refused the answer ({sr.safe_detail(str(reason))})"
     return Stopped(Outcome(False, stop, "finalize", message), entry)
@@ -501,7 +498,7 @@ def _entry(
         target,
         ok,
         phase,
-        round((_perf() - started) * 1000.0, 3),
+        round((time.perf_counter() - started) * 1000.0, 3),
         digest,
         stop,
         status,

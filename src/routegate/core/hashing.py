@@ -32,44 +32,10 @@ def _normalize(value: object) -> object:
 
 def canonical_args(args: Mapping[str, Any]) -> str:
     """The canonical JSON text that :func:`args_hash` digests."""
-    # the common shapes (string arguments; most often one), encoded exactly as the general path below would, minus
-    # its overhead
-    if len(args) == 1:
-        for key, value in args.items():
-            if type(key) is str and type(value) is str:
-                return f"{{{encode_basestring_ascii(key)}:{_text(value)}}}"
-    fields: list[tuple[str, str]] = []
-    for key, value in args.items():
-        if type(key) is not str or type(value) is not str:
-            break
-        fields.append((key, value))
-    else:
-        fields.sort()
-        return "{" + ",".join([encode_basestring_ascii(key) + ":" + _text(value) for key, value in fields]) + "}"
     try:
         return _CANONICAL.encode(_normalize(args))
     except (RecursionError, ValueError):
         return _canonical_iterative(args)
-
-
-def _text(value: str) -> str:
-    """``value`` trimmed and whitespace-collapsed, as a JSON string (ASCII only).
-
-    Text that is already its own normal form and needs no escape (printable ASCII without a quote, a backslash, or
-    a leading, trailing or doubled space: the usual argument, which the worker's schema has often collapsed
-    already) is quoted as it is; the encoder would give the same text. Printable ASCII holds no control character,
-    so no whitespace but the space: it has no outer space when stripping it leaves it as it is.
-    """
-    if (
-        value.isascii()
-        and value.isprintable()
-        and '"' not in value
-        and "\\" not in value
-        and "  " not in value
-        and value.strip() == value
-    ):
-        return f'"{value}"'
-    return encode_basestring_ascii(" ".join(value.split()))
 
 
 def _scalar(value: object) -> str:

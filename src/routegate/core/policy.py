@@ -129,13 +129,9 @@ class RoutePolicy:
             target: object = raw.target
             args: object = raw.args
         else:
-            if type(raw) is dict:  # the usual form, a decoded JSON object
-                action = raw
-            else:
-                decoded = _decoded(raw)
-                if isinstance(decoded, RouteRejection):
-                    return decoded
-                action = decoded
+            action = _decoded(raw)
+            if isinstance(action, RouteRejection):
+                return action
             if action.get("kind") != "route":
                 return RouteRejection(sr.invalid_route(sr.BAD_KIND), "route decision must have kind='route'")
             if not action.keys() <= _ROUTE_KEYS:

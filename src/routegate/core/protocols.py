@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from routegate.core._slots import slot_setters
 from routegate.core.contracts import Budget, HistoryEntry, RouteProposal, RouteSpec, jsonable
 
 
@@ -48,7 +47,7 @@ class RouteRequest:
         }
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class RouteDecision:
     """A router's answer. ``raw`` is untrusted (a dict, JSON text, anything) and goes through the policy
     boundary; a router that builds its answer itself proposes it typed (:meth:`proposed`: ``raw`` is then a
@@ -60,14 +59,6 @@ class RouteDecision:
     decided_by: str = ""
     scores: Mapping[str, float] | None = None
     why: str = ""
-
-    def __init__(
-        self, raw: object, decided_by: str = "", scores: Mapping[str, float] | None = None, why: str = ""
-    ) -> None:
-        _set_decision_raw(self, raw)  # every router builds one per decision: see routegate.core._slots
-        _set_decision_by(self, decided_by)
-        _set_decision_scores(self, scores)
-        _set_decision_why(self, why)
 
     @classmethod
     def proposed(
@@ -82,11 +73,6 @@ class RouteDecision:
         """A trusted router's decision as a typed :class:`~routegate.core.contracts.RouteProposal` (``raw``): the
         policy checks its target and args as it checks the raw form, without parsing a shape first."""
         return cls(RouteProposal(target, args), decided_by, scores, why)
-
-
-_set_decision_raw, _set_decision_by, _set_decision_scores, _set_decision_why = slot_setters(
-    RouteDecision, "raw", "decided_by", "scores", "why"
-)
 
 
 @runtime_checkable

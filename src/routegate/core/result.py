@@ -160,7 +160,7 @@ class AgentResult(RunResult[str | None]):
         bad_observation: object = ABSENT,
         extra: Mapping[str, Any] = _NO_EXTRA,
     ) -> None:
-        RunResult.__init__(self, outcome, output, trace, run_id, elapsed_ms)  # named: super() builds a proxy a run
+        super().__init__(outcome, output, trace, run_id, elapsed_ms)
         self.goal = goal
         self.selected_route = selected_route
         self.history = history

@@ -9,8 +9,6 @@ thread by default, so that a run's deadline can cut it off; ``inline=True`` runs
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -184,14 +182,9 @@ class Worker:
         """
         if self.context_param is not None:
             args = {**args, self.context_param: ctx}
-        if self.is_async:
+        if self.is_async or self.inline:
             return self.fn(**args)
-        if self.inline:
-            return self.fn(**args)
-        # asyncio.to_thread without its coroutine: the call goes to the loop's default executor in a copy of the
-        # caller's context (its span stays the parent of the worker's), and the future is awaited directly
-        call = functools.partial(contextvars.copy_context().run, self.fn, **args)
-        return asyncio.get_running_loop().run_in_executor(None, call)
+        return asyncio.to_thread(self.fn, **args)  # in a copy of the caller's context: its span stays the parent
 
 
 @overload

@@ -25,7 +25,6 @@ from routegate.plan.targets import StepContext
 if TYPE_CHECKING:
     from routegate.plan._run import RunState
 
-_perf = time.perf_counter
 _CoroutineType = types.CoroutineType
 
 
@@ -35,7 +34,7 @@ async def call_step(step: Compiled, given: Any, run: RunState | None, store: Any
     :class:`~routegate.errors.RunStopError`) ends it with. ``store`` is the store the run writes to (a nested
     plan's run writes there too, unless it has its own)."""
     meta: dict[str, Any] | None = None
-    t0 = _perf()
+    t0 = time.perf_counter()
     try:
         kind = step.kind
         if kind is SYNC:
@@ -60,17 +59,21 @@ async def call_step(step: Compiled, given: Any, run: RunState | None, store: Any
             raise _returned_coroutine(step, out)
         if step.returns_stops and isinstance(out, RunStopError):
             # a runtime's step ended the run by returning its stop: it ends exactly as if the step had raised it
-            return Envelope(None, step_stop(out, step.name, step.phase), meta, step.name, (_perf() - t0) * 1000.0)
+            return Envelope(
+                None, step_stop(out, step.name, step.phase), meta, step.name, (time.perf_counter() - t0) * 1000.0
+            )
         validate = step.validate
         if validate is not None and type(out) is not step.out_cls:
             out = validate(out)
-        return Envelope(out, None, meta, step.name, (_perf() - t0) * 1000.0)
+        return Envelope(out, None, meta, step.name, (time.perf_counter() - t0) * 1000.0)
     except PlanRuntimeError:
         raise
     except StepFailedError as failed:  # a nested run's stop (its result in the metadata), or a misused target
-        return Envelope(None, failed.info, failed.metadata, step.name, (_perf() - t0) * 1000.0)
+        return Envelope(None, failed.info, failed.metadata, step.name, (time.perf_counter() - t0) * 1000.0)
     except Exception as exc:
-        return Envelope(None, step_stop(exc, step.name, step.phase), meta, step.name, (_perf() - t0) * 1000.0)
+        return Envelope(
+            None, step_stop(exc, step.name, step.phase), meta, step.name, (time.perf_counter() - t0) * 1000.0
+        )
 
 
 def _with_context(step: Compiled, given: Any, run: RunState | None) -> Any:

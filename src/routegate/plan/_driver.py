@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", bound=RunResult[Any])
 
-_perf = time.perf_counter
-
 
 def drive(
     plan: Plan[Any, Any],
@@ -68,7 +66,7 @@ def drive(
     else a runtime's ``context`` hook starts it, and a plain plan starts one only when a step asks for it.
     ``own_deadline=False``: the run is a part of the run ``context`` belongs to, whose timer bounds it (no deadline,
     timer or events of its own)."""
-    started = _perf()
+    started = time.perf_counter()
     given = store  # a durable run's checkpoints go to the store the caller gave, not to a fresh one
     store = plan._store_for(store)
     runtime = plan.runtime
@@ -110,7 +108,7 @@ def drive_nested(
 ) -> Coroutine[Any, Any, PlanResult[Any]]:
     """The coroutine of a run of ``plan`` as a step of the run ``outer`` (``None``: a lean run): in its context,
     under its deadline (the outer run's timer cuts it off), with its spans; no events of its own."""
-    started = _perf()
+    started = time.perf_counter()
     if outer is None or not outer.shares():
         return interpret(plan, None, value, plan._store_for(store), started, plan._ended)
     spans = outer.spans.nested(plan.name)

@@ -33,7 +33,6 @@ from routegate.plan.when import _MISSING, read_field
 if TYPE_CHECKING:
     from routegate.plan.plan import Plan
 
-_perf = time.perf_counter
 R = TypeVar("R")
 Finish = Callable[[PlanResult[Any], RunContext[Any] | None], R]
 """What a run's ending (in its context, if it has one) becomes: the plan's own result (logged), or its runtime's
@@ -166,7 +165,7 @@ async def interpret(
         spans.finish(iterations)
     ctx = None if run is None else run.ctx
     run_id = None if ctx is None else ctx.run_id  # a run without a context gets its id when it is read
-    elapsed_ms = (_perf() - started) * 1000.0
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
     payload = None if error is not None else prev
     return finish(PlanResult(value, payload, error, envelopes, decisions, store, elapsed_ms, run_id), ctx)
 

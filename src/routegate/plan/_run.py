@@ -29,8 +29,7 @@ from routegate.plan.result import PlanResult
 if TYPE_CHECKING:
     from routegate.plan.plan import Plan
 
-_monotonic = time.monotonic  # the clock deadlines are read on (RunContext.deadline is on it too)
-_perf = time.perf_counter
+_monotonic = time.monotonic  # the clock deadlines are read on (RunContext.deadline is on it too); tests set it
 
 
 def deadline_after(seconds: float) -> float:
@@ -149,7 +148,7 @@ class RunState:
         info = ErrorInfo("RunStopError", message, MAX_SECONDS, RunStopError(MAX_SECONDS, message, phase=phase), phase)
         if cut:
             assert started is not None
-            step_ms = max((_perf() - started) * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
+            step_ms = max((time.perf_counter() - started) * 1000.0 - sum(env.elapsed_ms for env in self.envelopes), 0.0)
             for member in cut:
                 self.envelopes.append(Envelope(None, info, None, member.name, step_ms))
                 self.decisions.append((None, MAX_SECONDS))
@@ -160,7 +159,7 @@ class RunState:
         stop = self.out_of_time(self.at, started)
         self.spans.close_step()  # the cut-off step's span, with its envelope
         run_id = None if self.ctx is None else self.ctx.run_id
-        elapsed_ms = (_perf() - started) * 1000.0
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
         return PlanResult(self.input, None, stop, self.envelopes, self.decisions, self.store, elapsed_ms, run_id)
 
     def flush(self) -> None:

@@ -78,7 +78,6 @@ _NO_FIELDS: Mapping[str, Any] = {}
 # the fields of a stop in the finalize step, ``{"route": state.route}``, marked instead of built on every run
 _ROUTE_FIELDS: Mapping[str, Any] = MappingProxyType({})
 _NONE_FORBIDDEN: frozenset[str] = frozenset()
-_perf = time.perf_counter
 
 
 class _State:
@@ -336,7 +335,7 @@ class RoutingAgent(GoalDoors[_State, AgentResult, DecisionEvent | DelegationEven
         decision = state.decision
         attempt = state.attempt
         step = self.step
-        started = _perf()
+        started = time.perf_counter()
         verdict = step.validate(decision, ctx, attempt, state.previous, started)
         if isinstance(verdict, Stopped):
             state.trace.append(verdict.trace)

@@ -57,9 +57,7 @@ class PlanResult(RunResult[OutputT | None], Generic[OutputT]):
         run_id: str | None = None,
     ) -> None:
         outcome = _SUCCESS if error is None else Outcome(False, error.stop_reason, error.phase, error.message)
-        # the base's constructor, named (a zero-argument super() builds a proxy object on every run); the trace is
-        # built from the envelopes when first read
-        RunResult.__init__(self, outcome, payload, None, run_id, elapsed_ms)
+        super().__init__(outcome, payload, None, run_id, elapsed_ms)  # no trace: built from the envelopes when read
         self.input = input
         self.error = error
         self.envelopes = envelopes

@@ -81,7 +81,6 @@ INSTRUCTIONS = (
 """The system message of a run when ``instructions`` is not given."""
 
 _SUCCESS = Outcome.success()
-_perf = time.perf_counter
 
 
 class _Run:
@@ -336,7 +335,7 @@ class ToolAgent(GoalDoors[_Run, ToolAgentResult, ModelTurnEvent | ToolCallEvent,
         results: list[str] = [""] * len(calls)
         accepted: list[tuple[int, RouteIntent, RouteDecision, float]] = []
         for index, (call, raw) in enumerate(zip(calls, route_intents(calls, self.tools), strict=True)):
-            started = _perf()
+            started = time.perf_counter()
             decision = RouteDecision(raw, decided_by="model", why=f"tool call {call.name!r} ({call.id})")
             verdict = step.validate(decision, ctx, turn, None, started)
             if isinstance(verdict, RouteIntent):
@@ -424,7 +423,7 @@ class ToolAgent(GoalDoors[_Run, ToolAgentResult, ModelTurnEvent | ToolCallEvent,
             intent.target,
             False,
             "delegate",
-            round((_perf() - started) * 1000.0, 3),
+            round((time.perf_counter() - started) * 1000.0, 3),
             stop_reason=refused.stop_reason,
             decided_by=decision.decided_by or None,
             why=decision.why or None,

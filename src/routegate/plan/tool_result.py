@@ -92,7 +92,7 @@ class ToolAgentResult(RunResult[str | None]):
         calls: tuple[ToolCallEvent, ...],
         messages: tuple[ChatMessage, ...],
     ) -> None:
-        RunResult.__init__(self, outcome, output, trace, run_id, elapsed_ms)  # named: super() builds a proxy a run
+        super().__init__(outcome, output, trace, run_id, elapsed_ms)
         self.goal = goal
         self.turns = turns
         self.calls = calls

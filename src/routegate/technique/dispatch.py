@@ -223,7 +223,7 @@ class DispatchResult(RunResult[tuple[DispatchOutcome, ...]]):
         run_id: str | None,
         elapsed_ms: float,
     ) -> None:
-        RunResult.__init__(self, outcome, output, trace, run_id, elapsed_ms)  # named: super() builds a proxy a run
+        super().__init__(outcome, output, trace, run_id, elapsed_ms)
         self.kind = kind
 
     @property
