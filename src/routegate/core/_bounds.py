@@ -71,15 +71,6 @@ def _leaf(value: object, limits: ArgLimits, json_only: bool) -> int | Breach:
 
 def check_bounds(args: Mapping[Any, object], limits: ArgLimits, *, json_only: bool = False) -> Breach | None:
     """``None`` when ``args`` is within ``limits`` (and is JSON, with ``json_only``); otherwise the first breach."""
-    if len(args) <= limits.max_items:  # the usual shape, a few string arguments: no walk needed
-        chars = 0
-        for key, value in args.items():
-            if type(key) is not str or type(value) is not str:
-                break
-            chars += len(key) + len(value)
-        else:
-            if chars * 4 <= limits.max_bytes:  # within at 4 UTF-8 bytes a character
-                return None
     max_items, max_bytes, max_depth = limits.max_items, limits.max_bytes, limits.max_depth
     containers = _JSON_CONTAINERS if json_only else _CONTAINERS
     max_int_bits = limits.max_int_digits * _BITS_PER_DIGIT

@@ -169,12 +169,11 @@ class RoutePolicy:
         schema = self._schemas.get(target)
         if schema is not None:
             try:
-                model = schema.__pydantic_validator__.validate_python(args)
+                model = schema.model_validate(args)
             except ValidationError as exc:
                 return _schema_rejection(exc, args, target)
-            # the validated values themselves (nested models stay models), cheaper than model_dump()
-            extra = model.__pydantic_extra__
-            args = {**model.__dict__, **extra} if extra else dict(model.__dict__)
+            # the validated values themselves: nested models stay models (model_dump() would make them dicts)
+            args = {**model.__dict__, **(model.model_extra or {})}
         if previous_status == "needs_reroute" and target == previous_target:
             return RouteRejection(
                 sr.invalid_route(sr.REPEAT_TARGET_AFTER_REROUTE),

@@ -38,11 +38,7 @@ def _non_blank_text(value: object) -> object:
     It is the validation ``collapse_whitespace`` then ``min_length=1`` made, with the same error (``too_short``,
     the same message and context): ``min_length`` placed after a Python validator runs as a second Python
     validator (a partial), so one call does both. Bytes go on to the ``str`` schema unchanged, as before; only
-    empty ones decode to an empty string. Text that is already collapsed is returned without the split and
-    re-join: a printable string has no whitespace but the space (``str.isprintable``), so it is collapsed when
-    stripping it leaves it as it is and it holds no two spaces in a row."""
-    if type(value) is str and value and value.isprintable() and value.strip() == value and "  " not in value:
-        return value
+    empty ones decode to an empty string."""
     if isinstance(value, str):
         text = " ".join(value.split())
         if text:
