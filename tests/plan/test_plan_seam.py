@@ -1,7 +1,7 @@
 """The engine's boundaries, read from the source of ``src/``: a runtime outside ``routegate/plan`` reaches the engine
 only through its public seam (no private name of the engine, no private engine module); nothing anywhere builds
-an object behind its constructor's back (``object.__new__``); nothing drives asyncio through its private
-attributes."""
+an object behind its constructor's back (``object.__new__``, a slot's setter); nothing drives asyncio through its
+private attributes."""
 
 from __future__ import annotations
 
@@ -106,6 +106,23 @@ def test_nothing_in_src_builds_an_object_without_its_constructor() -> None:
         and node.value.id == "object"
     ]
     assert found == []
+
+
+def test_nothing_in_src_stores_a_field_through_its_slot_descriptor() -> None:
+    """A frozen value is built by its own ``__init__``: nothing sets its fields through the slots' setters
+    (``Cls.__dict__[name].__set__``), which would skip the constructor and its checks."""
+    found = [
+        f"{path.relative_to(SRC.parent)}:{node.lineno}"
+        for path, tree in _sources(SRC)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "__set__"
+    ]
+    assert found == []
+
+
+def test_the_scan_finds_a_slot_setter() -> None:
+    old = ast.parse('setter = RouteIntent.__dict__["target"].__set__\nsetter(self, target)\n')
+    assert [node for node in ast.walk(old) if isinstance(node, ast.Attribute) and node.attr == "__set__"]
 
 
 def test_nothing_in_src_touches_a_private_attribute_of_asyncio() -> None:
